@@ -1,1 +1,124 @@
-fn main() {}
+//! kura-bench: the seed posts' benchmarks, run against Kura and its peers side by
+//! side, over the network only.
+//!
+//! Every workload starts the backends it is asked for (memcached, Kura in each
+//! durability mode, or a running `--server`), measures them in one run with the
+//! same client, interleaving backends so drift on a shared machine hits each
+//! alike, then prints a table and writes a CSV. It never links the server's code:
+//! whatever it measures, it measures through a socket. See `docs/bench.md`.
+
+mod backend;
+mod client;
+mod keys;
+mod load;
+mod proto;
+mod report;
+mod stats;
+mod throughput;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+
+use crate::backend::{Backend, BackendKind, LaunchConfig};
+
+#[derive(Parser, Debug)]
+#[command(name = "kura-bench", version, about = "Kura against its peers, side by side")]
+struct Cli {
+    #[command(subcommand)]
+    workload: Workload,
+}
+
+#[derive(Subcommand, Debug)]
+enum Workload {
+    /// Ops/s of get, set and a 90/10 mix over many connections.
+    Throughput(throughput::ThroughputArgs),
+}
+
+/// Options every workload shares: which backends, where they live, where output goes.
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// Backends to start, comma-separated: memcached, memcached2, kura-fsync,
+    /// kura-interval, kura-none. Default: memcached and every Kura mode (Kura is
+    /// skipped with a note if its binary is absent), or none when --server is given.
+    #[arg(long, value_delimiter = ',')]
+    pub backends: Option<Vec<String>>,
+    /// An already-running memcached-protocol server to measure too (repeatable).
+    #[arg(long = "server", value_name = "HOST:PORT")]
+    pub servers: Vec<String>,
+    /// The Kura server binary.
+    #[arg(long, default_value = "target/release/kura")]
+    pub kura_bin: PathBuf,
+    /// The memcached binary.
+    #[arg(long, default_value = "/usr/bin/memcached")]
+    pub memcached_bin: PathBuf,
+    /// Where Kura's temporary data directories go: a real disk, never tmpfs.
+    #[arg(long, default_value = "/var/tmp")]
+    pub data_root: PathBuf,
+    /// Worker threads for each started server (`-t`).
+    #[arg(long, default_value_t = 4)]
+    pub server_threads: u32,
+    /// Directory for the CSV files.
+    #[arg(long, default_value = "target/kura-bench")]
+    pub out_dir: PathBuf,
+    /// A run that finishes in seconds: small key space, short windows, one repetition.
+    #[arg(long)]
+    pub tiny: bool,
+    /// Seed for every random choice.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+impl Common {
+    /// Starts every requested backend, in order; the caller owns them.
+    pub fn start_backends(&self) -> Result<Vec<Backend>> {
+        let defaulted = self.backends.is_none();
+        let names: Vec<String> = match &self.backends {
+            Some(names) => names.clone(),
+            None if !self.servers.is_empty() => Vec::new(),
+            None => ["memcached", "kura-fsync", "kura-interval", "kura-none"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        };
+        let mut kinds = Vec::new();
+        for name in names.iter().filter(|n| !n.is_empty()) {
+            let kind = BackendKind::parse(name)?;
+            if defaulted && matches!(kind, BackendKind::Kura(_)) && !self.kura_bin.exists() {
+                eprintln!(
+                    "note: skipping {name}: Kura binary {} not found (build it with \
+                     `cargo build --release -p kura-server`)",
+                    self.kura_bin.display()
+                );
+                continue;
+            }
+            kinds.push(kind);
+        }
+        kinds.extend(self.servers.iter().map(|addr| BackendKind::External { addr: addr.clone() }));
+        if kinds.is_empty() {
+            anyhow::bail!("no backends to measure");
+        }
+        let config = LaunchConfig {
+            memcached_bin: self.memcached_bin.clone(),
+            kura_bin: self.kura_bin.clone(),
+            data_root: self.data_root.clone(),
+            server_threads: self.server_threads,
+            memcached_mem_mib: 1024,
+        };
+        let mut backends = Vec::new();
+        for kind in &kinds {
+            let backend = Backend::start(kind, &config)?;
+            eprintln!("started {} on {}", backend.name, backend.addr);
+            backends.push(backend);
+        }
+        Ok(backends)
+    }
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.workload {
+        Workload::Throughput(args) => throughput::run(&args),
+    }
+}

@@ -1,0 +1,360 @@
+//! The servers under test: starting them, finding their address, stopping them.
+//!
+//! kura-bench starts every peer itself, on loopback, with its own port and (for
+//! Kura) its own data directory on a real disk, so that one run measures all of
+//! them under the same client on the same machine. A server given with `--server`
+//! is measured as it is and left alone. A started server is killed when its
+//! [`Backend`] is dropped. Kura announces readiness with one stdout line,
+//! `kura listening on <addr>`; its output is drained for as long as it runs so it
+//! can never block on a full pipe.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{BufRead, BufReader, Read};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+/// Kura's durability modes, as its `--durability` flag spells them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    Fsync,
+    Interval,
+    None,
+}
+
+impl Durability {
+    pub fn flag(self) -> &'static str {
+        match self {
+            Durability::Fsync => "fsync",
+            Durability::Interval => "interval",
+            Durability::None => "none",
+        }
+    }
+}
+
+/// Which server a backend is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    /// `memcached`, started by kura-bench. `memcached2` starts a second one (a
+    /// stand-in to check that two identical servers measure alike).
+    Memcached { name: String },
+    /// `kura-fsync`, `kura-interval`, `kura-none`, started by kura-bench.
+    Kura(Durability),
+    /// `--server host:port`: already running, not ours to start or stop.
+    External { addr: String },
+}
+
+impl BackendKind {
+    /// Parses a `--backends` entry.
+    pub fn parse(name: &str) -> Result<BackendKind> {
+        Ok(match name {
+            "memcached" | "memcached2" => BackendKind::Memcached { name: name.to_string() },
+            "kura-fsync" => BackendKind::Kura(Durability::Fsync),
+            "kura-interval" => BackendKind::Kura(Durability::Interval),
+            "kura-none" => BackendKind::Kura(Durability::None),
+            "kura" => bail!("say which durability: kura-fsync, kura-interval or kura-none"),
+            other => bail!(
+                "unknown backend {other:?}: expected memcached, memcached2, kura-fsync, \
+                 kura-interval or kura-none (use --server host:port for a running server)"
+            ),
+        })
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            BackendKind::Memcached { name } => name.clone(),
+            BackendKind::Kura(d) => format!("kura-{}", d.flag()),
+            BackendKind::External { addr } => format!("server@{addr}"),
+        }
+    }
+}
+
+/// Where and how to start servers.
+#[derive(Clone, Debug)]
+pub struct LaunchConfig {
+    pub memcached_bin: PathBuf,
+    pub kura_bin: PathBuf,
+    /// Parent of the per-run data directories; must be a real disk, not tmpfs.
+    pub data_root: PathBuf,
+    /// Worker threads for each server (`-t`).
+    pub server_threads: u32,
+    /// memcached's memory limit in MiB (`-m`).
+    pub memcached_mem_mib: u32,
+}
+
+/// A running server under test.
+pub struct Backend {
+    pub name: String,
+    pub addr: SocketAddr,
+    /// The server's process id when kura-bench started it (for its CPU use).
+    pub pid: Option<u32>,
+    child: Option<Child>,
+    log: Option<Arc<OutputTail>>,
+    _data_dir: Option<tempfile::TempDir>,
+}
+
+impl fmt::Debug for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Backend").field("name", &self.name).field("addr", &self.addr).finish()
+    }
+}
+
+impl Backend {
+    /// Starts (or, for an external server, connects to) the backend.
+    pub fn start(kind: &BackendKind, config: &LaunchConfig) -> Result<Backend> {
+        match kind {
+            BackendKind::Memcached { name } => start_memcached(name, config),
+            BackendKind::Kura(durability) => start_kura(*durability, config),
+            BackendKind::External { addr } => {
+                let resolved = addr
+                    .to_socket_addrs()
+                    .with_context(|| format!("resolving {addr}"))?
+                    .next()
+                    .with_context(|| format!("{addr} resolves to no address"))?;
+                TcpStream::connect_timeout(&resolved, Duration::from_secs(5))
+                    .with_context(|| format!("connecting to --server {addr}"))?;
+                Ok(Backend {
+                    name: kind.name(),
+                    addr: resolved,
+                    pid: None,
+                    child: None,
+                    log: None,
+                    _data_dir: None,
+                })
+            }
+        }
+    }
+
+    /// Fails if a server we started has exited: its figures would be meaningless.
+    pub fn check_alive(&mut self) -> Result<()> {
+        if let Some(child) = &mut self.child {
+            if let Some(status) = child.try_wait()? {
+                let tail = self.log.as_ref().map(|l| l.text()).unwrap_or_default();
+                bail!("{} exited ({status}) during the run; its last output:\n{tail}", self.name);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            // Errors here mean the process is already gone, which is what we want.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The last lines a server wrote, kept for error messages.
+#[derive(Default)]
+struct OutputTail(Mutex<VecDeque<String>>);
+
+impl OutputTail {
+    fn push(&self, line: String) {
+        if let Ok(mut lines) = self.0.lock() {
+            if lines.len() == 40 {
+                lines.pop_front();
+            }
+            lines.push_back(line);
+        }
+    }
+
+    fn text(&self) -> String {
+        self.0.lock().map(|l| l.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default()
+    }
+}
+
+/// Drains `stream` line by line into `tail` until it closes, calling `on_line` first.
+fn drain<R: Read + Send + 'static>(
+    stream: R,
+    tail: Arc<OutputTail>,
+    mut on_line: impl FnMut(&str) + Send + 'static,
+) {
+    thread::spawn(move || {
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let trimmed = line.trim_end();
+                    on_line(trimmed);
+                    tail.push(trimmed.to_string());
+                }
+            }
+        }
+    });
+}
+
+fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("binding a probe socket")?;
+    Ok(listener.local_addr()?.port())
+}
+
+fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
+    if !config.memcached_bin.exists() {
+        bail!(
+            "{} not found: run `sudo scripts/install-peers.sh` (installs memcached)",
+            config.memcached_bin.display()
+        );
+    }
+    // A free port can be taken between the probe and memcached's bind; retry then.
+    let mut last_error = None;
+    for _ in 0..5 {
+        let port = free_port()?;
+        let tail = Arc::new(OutputTail::default());
+        let mut child = Command::new(&config.memcached_bin)
+            .args(["-U", "0", "-l", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-t", &config.server_threads.to_string()])
+            .args(["-m", &config.memcached_mem_mib.to_string()])
+            .args(["-c", "4096"])
+            // Needed when running as root (as CI does); ignored otherwise.
+            .args(["-u", "root"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {}", config.memcached_bin.display()))?;
+        if let Some(out) = child.stdout.take() {
+            drain(out, tail.clone(), |_| {});
+        }
+        if let Some(err) = child.stderr.take() {
+            drain(err, tail.clone(), |_| {});
+        }
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        // memcached prints nothing when ready: poll until it accepts or exits.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = child.try_wait()? {
+                last_error = Some(format!("memcached exited at start ({status}): {}", tail.text()));
+                break;
+            }
+            if TcpStream::connect(addr).is_ok() {
+                return Ok(Backend {
+                    name: name.to_string(),
+                    addr,
+                    pid: Some(child.id()),
+                    child: Some(child),
+                    log: Some(tail),
+                    _data_dir: None,
+                });
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("memcached did not accept connections on {addr} within 10 s");
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+    bail!("could not start memcached: {}", last_error.unwrap_or_default())
+}
+
+fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> {
+    if !config.kura_bin.exists() {
+        bail!(
+            "Kura binary {} not found: build it with `cargo build --release -p kura-server` \
+             or point --kura-bin at it",
+            config.kura_bin.display()
+        );
+    }
+    check_real_disk(&config.data_root)?;
+    let data_dir = tempfile::Builder::new()
+        .prefix(&format!("kura-bench-{}-", durability.flag()))
+        .tempdir_in(&config.data_root)
+        .with_context(|| format!("creating a data directory under {}", config.data_root.display()))?;
+    let tail = Arc::new(OutputTail::default());
+    let mut child = Command::new(&config.kura_bin)
+        .args(["-p", "0", "-l", "127.0.0.1", "--data-dir"])
+        .arg(data_dir.path())
+        .args(["--durability", durability.flag()])
+        .args(["-t", &config.server_threads.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {}", config.kura_bin.display()))?;
+    let (ready_tx, ready_rx) = mpsc::channel::<String>();
+    if let Some(out) = child.stdout.take() {
+        let mut ready_tx = Some(ready_tx);
+        drain(out, tail.clone(), move |line| {
+            if let Some(addr) = line.strip_prefix("kura listening on ") {
+                if let Some(tx) = ready_tx.take() {
+                    let _ = tx.send(addr.trim().to_string());
+                }
+            }
+        });
+    }
+    if let Some(err) = child.stderr.take() {
+        drain(err, tail.clone(), |_| {});
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let addr = loop {
+        match ready_rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(addr) => break addr,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("kura closed stdout without printing `kura listening on`: {}", tail.text());
+            }
+        }
+        if let Some(status) = child.try_wait()? {
+            bail!("kura exited at start ({status}); its output:\n{}", tail.text());
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("kura did not print `kura listening on` within 60 s; output:\n{}", tail.text());
+        }
+    };
+    let addr: SocketAddr = addr
+        .parse()
+        .with_context(|| format!("kura printed an unparsable address {addr:?}"))?;
+    Ok(Backend {
+        name: format!("kura-{}", durability.flag()),
+        addr,
+        pid: Some(child.id()),
+        child: Some(child),
+        log: Some(tail),
+        _data_dir: Some(data_dir),
+    })
+}
+
+/// Refuses a data root on tmpfs or ramfs: a durable store measured on RAM would
+/// flatter every fsync.
+pub fn check_real_disk(path: &Path) -> Result<()> {
+    let path = path
+        .canonicalize()
+        .with_context(|| format!("data root {} does not exist", path.display()))?;
+    let mounts = std::fs::read_to_string("/proc/mounts").context("reading /proc/mounts")?;
+    let mut best: Option<(usize, String)> = None;
+    for line in mounts.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        if fields.len() < 3 {
+            continue;
+        }
+        let mount_point = fields[1].replace("\\040", " ");
+        if path.starts_with(&mount_point) && best.as_ref().is_none_or(|(len, _)| mount_point.len() >= *len) {
+            best = Some((mount_point.len(), fields[2].to_string()));
+        }
+    }
+    match best {
+        Some((_, fstype)) if fstype == "tmpfs" || fstype == "ramfs" => bail!(
+            "data root {} is on {fstype}: durable modes must be measured on a real disk \
+             (use --data-root /var/tmp or a directory under the current one)",
+            path.display()
+        ),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,75 @@
+//! A blocking memcached text-protocol client over one TCP connection.
+//!
+//! Used where one request at a time is the point (store/fetch, multi-get, the game
+//! transaction) and for preloading, where it pipelines a batch of requests and then
+//! reads their replies. Not used by the throughput load generator, which multiplexes
+//! many non-blocking connections per thread (see `load.rs`).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use crate::proto::{self, Expect, Reply};
+
+/// One blocking connection with its read buffer.
+pub struct Client {
+    stream: TcpStream,
+    inbuf: Vec<u8>,
+    start: usize,
+    outbuf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Result<Client> {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
+            .with_context(|| format!("connecting to {addr}"))?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+        Ok(Client { stream, inbuf: Vec::with_capacity(64 * 1024), start: 0, outbuf: Vec::new() })
+    }
+
+    /// The buffer the next request(s) are encoded into; sent by [`Client::flush`].
+    pub fn out(&mut self) -> &mut Vec<u8> {
+        &mut self.outbuf
+    }
+
+    /// Sends everything encoded into [`Client::out`].
+    pub fn flush(&mut self) -> Result<()> {
+        self.stream.write_all(&self.outbuf).context("sending request")?;
+        self.outbuf.clear();
+        Ok(())
+    }
+
+    /// Reads one complete reply.
+    pub fn read_reply(&mut self, expect: Expect) -> Result<Reply> {
+        loop {
+            if let Some((reply, used)) = proto::parse_reply(&self.inbuf[self.start..], expect)? {
+                self.start += used;
+                if self.start == self.inbuf.len() {
+                    self.inbuf.clear();
+                    self.start = 0;
+                }
+                return Ok(reply);
+            }
+            if self.start > 0 {
+                self.inbuf.drain(..self.start);
+                self.start = 0;
+            }
+            let len = self.inbuf.len();
+            self.inbuf.resize(len + 64 * 1024, 0);
+            let n = self.stream.read(&mut self.inbuf[len..]).context("reading reply")?;
+            self.inbuf.truncate(len + n);
+            if n == 0 {
+                bail!("server closed the connection");
+            }
+        }
+    }
+
+    /// Sends the buffered request and reads its one reply.
+    pub fn call(&mut self, expect: Expect) -> Result<Reply> {
+        self.flush()?;
+        self.read_reply(expect)
+    }
+}

@@ -1,0 +1,314 @@
+//! The closed-loop load generator behind the throughput workload.
+//!
+//! N connections are spread over T client threads. Each thread owns one epoll
+//! (via mio) and its share of the connections, each with exactly one request in
+//! flight: when a reply completes, its latency is recorded and the next request is
+//! written at once. One thread per connection would cost a context switch per
+//! request on a machine where the client and the server share two cores; a few
+//! threads each serving many ready connections per `epoll_wait` spend that CPU on
+//! requests instead, so the server, not the client, is what saturates first.
+//!
+//! Time is split into a warm-up (replies counted nowhere) and a measured window
+//! (replies completing inside it are counted and their latencies recorded). CPU
+//! use of this process and of the server, when known, is sampled at the window's
+//! edges so a client-bound result shows as such.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream as StdTcpStream};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use hdrhistogram::Histogram;
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+
+use crate::client::Client;
+use crate::keys::{key_name, value_bytes, KeyChooser, Rng};
+use crate::proto::{self, Expect, Reply};
+use crate::stats;
+
+/// Which requests a load sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpMix {
+    Get,
+    Set,
+    /// Gets, with this percentage of sets mixed in at random.
+    Mix { set_percent: u32 },
+}
+
+impl OpMix {
+    pub fn name(self) -> String {
+        match self {
+            OpMix::Get => "get".into(),
+            OpMix::Set => "set".into(),
+            OpMix::Mix { set_percent } => format!("mix{}/{}", 100 - set_percent, set_percent),
+        }
+    }
+}
+
+/// One measured load against one server.
+#[derive(Clone, Debug)]
+pub struct LoadSpec {
+    pub addr: SocketAddr,
+    pub connections: usize,
+    pub threads: usize,
+    pub keys: KeyChooser,
+    pub key_prefix: String,
+    pub value_len: usize,
+    pub mix: OpMix,
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub seed: u64,
+}
+
+/// What one load measured.
+#[derive(Clone, Debug)]
+pub struct LoadResult {
+    pub ops: u64,
+    pub window: Duration,
+    pub histogram: Histogram<u64>,
+    /// Gets that found no value (after a preload, a miss means a lost write).
+    pub misses: u64,
+    /// Error replies, and sets not stored.
+    pub errors: u64,
+    pub client_cpu_percent: Option<f64>,
+    pub server_cpu_percent: Option<f64>,
+}
+
+impl LoadResult {
+    pub fn ops_per_sec(&self) -> f64 {
+        self.ops as f64 / self.window.as_secs_f64()
+    }
+}
+
+/// Stores every key in `0..keys` once, over `connections` connections, pipelining
+/// batches of sets on each.
+pub fn preload(
+    addr: SocketAddr,
+    key_prefix: &str,
+    keys: u64,
+    value_len: usize,
+    connections: usize,
+) -> Result<()> {
+    let connections = connections.clamp(1, 16) as u64;
+    let per = keys.div_ceil(connections);
+    let mut workers = Vec::new();
+    for c in 0..connections {
+        let prefix = key_prefix.to_string();
+        let range = (c * per)..((c + 1) * per).min(keys);
+        workers.push(thread::spawn(move || -> Result<()> {
+            let mut client = Client::connect(addr)?;
+            let value = value_bytes(value_len, c);
+            let mut key = Vec::new();
+            let ids: Vec<u64> = range.collect();
+            for batch in ids.chunks(64) {
+                for id in batch {
+                    key_name(&mut key, &prefix, *id);
+                    proto::encode_set(client.out(), &key, &value);
+                }
+                client.flush()?;
+                for _ in batch {
+                    match client.read_reply(Expect::Status)? {
+                        Reply::Ok => {}
+                        other => bail!("preload set refused: {other:?}"),
+                    }
+                }
+            }
+            Ok(())
+        }));
+    }
+    for w in workers {
+        w.join().map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
+    }
+    Ok(())
+}
+
+/// Runs one load and measures it.
+pub fn run(spec: &LoadSpec, server_pid: Option<u32>) -> Result<LoadResult> {
+    let threads = spec.threads.clamp(1, spec.connections.max(1));
+    let mut streams: Vec<Vec<StdTcpStream>> = (0..threads).map(|_| Vec::new()).collect();
+    for i in 0..spec.connections {
+        let stream = StdTcpStream::connect_timeout(&spec.addr, Duration::from_secs(10))
+            .with_context(|| format!("connecting to {}", spec.addr))?;
+        stream.set_nodelay(true)?;
+        stream.set_nonblocking(true)?;
+        streams[i % threads].push(stream);
+    }
+    // Threads start together a little after all connections are up.
+    let start = Instant::now() + Duration::from_millis(20);
+    let window_start = start + spec.warmup;
+    let window_end = window_start + spec.duration;
+    let mut workers = Vec::new();
+    for (t, conns) in streams.into_iter().enumerate() {
+        let spec = spec.clone();
+        workers.push(thread::spawn(move || {
+            drive(&spec, conns, spec.seed.wrapping_add(t as u64 * 7919), start, window_start, window_end)
+        }));
+    }
+    sleep_until(window_start);
+    let client_before = stats::cpu_secs(None);
+    let server_before = server_pid.and_then(|p| stats::cpu_secs(Some(p)));
+    sleep_until(window_end);
+    let client_after = stats::cpu_secs(None);
+    let server_after = server_pid.and_then(|p| stats::cpu_secs(Some(p)));
+    let mut histogram = stats::new_histogram()?;
+    let (mut ops, mut misses, mut errors) = (0, 0, 0);
+    for w in workers {
+        let part = w.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
+        ops += part.ops;
+        misses += part.misses;
+        errors += part.errors;
+        histogram.add(&part.histogram)?;
+    }
+    let window = window_end - window_start;
+    Ok(LoadResult {
+        ops,
+        window,
+        histogram,
+        misses,
+        errors,
+        client_cpu_percent: stats::cpu_percent(client_before, client_after, window),
+        server_cpu_percent: stats::cpu_percent(server_before, server_after, window),
+    })
+}
+
+fn sleep_until(t: Instant) {
+    let now = Instant::now();
+    if t > now {
+        thread::sleep(t - now);
+    }
+}
+
+struct ThreadResult {
+    ops: u64,
+    misses: u64,
+    errors: u64,
+    histogram: Histogram<u64>,
+}
+
+/// One connection's state: at most one request in flight.
+struct Conn {
+    stream: TcpStream,
+    inbuf: Vec<u8>,
+    outbuf: Vec<u8>,
+    written: usize,
+    sent_at: Instant,
+    expect: Expect,
+}
+
+fn drive(
+    spec: &LoadSpec,
+    conns: Vec<StdTcpStream>,
+    seed: u64,
+    start: Instant,
+    window_start: Instant,
+    window_end: Instant,
+) -> Result<ThreadResult> {
+    let mut poll = Poll::new()?;
+    let mut conns: Vec<Conn> = conns
+        .into_iter()
+        .map(|s| Conn {
+            stream: TcpStream::from_std(s),
+            inbuf: Vec::with_capacity(4096),
+            outbuf: Vec::with_capacity(4096),
+            written: 0,
+            sent_at: start,
+            expect: Expect::Status,
+        })
+        .collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        poll.registry().register(&mut c.stream, Token(i), Interest::READABLE | Interest::WRITABLE)?;
+    }
+    let mut rng = Rng::new(seed);
+    let value = value_bytes(spec.value_len, seed);
+    let mut key = Vec::with_capacity(64);
+    let mut result =
+        ThreadResult { ops: 0, misses: 0, errors: 0, histogram: stats::new_histogram()? };
+    sleep_until(start);
+    for c in conns.iter_mut() {
+        next_request(spec, c, &mut rng, &mut key, &value);
+        flush(c)?;
+    }
+    let mut events = Events::with_capacity(1024);
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let now = Instant::now();
+        if now >= window_end {
+            break;
+        }
+        poll.poll(&mut events, Some((window_end - now).min(Duration::from_millis(100))))
+            .or_else(|e| if e.kind() == ErrorKind::Interrupted { Ok(()) } else { Err(e) })?;
+        for event in events.iter() {
+            let c = &mut conns[event.token().0];
+            if event.is_writable() && c.written < c.outbuf.len() {
+                flush(c)?;
+            }
+            if !event.is_readable() {
+                continue;
+            }
+            // Edge-triggered: read until the socket is empty.
+            loop {
+                match c.stream.read(&mut chunk) {
+                    Ok(0) => bail!("server closed a connection"),
+                    Ok(n) => c.inbuf.extend_from_slice(&chunk[..n]),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e).context("reading a reply"),
+                }
+            }
+            let Some((reply, used)) = proto::parse_reply(&c.inbuf, c.expect)? else {
+                continue;
+            };
+            if used != c.inbuf.len() {
+                bail!("server sent more than one reply to one request");
+            }
+            c.inbuf.clear();
+            let done = Instant::now();
+            if done >= window_start && done < window_end {
+                result.ops += 1;
+                stats::record(&mut result.histogram, done - c.sent_at);
+                match reply {
+                    Reply::Values { hits: 0 } => result.misses += 1,
+                    Reply::Values { .. } | Reply::Ok => {}
+                    Reply::Refused | Reply::Error => result.errors += 1,
+                }
+            }
+            next_request(spec, c, &mut rng, &mut key, &value);
+            flush(c)?;
+        }
+    }
+    Ok(result)
+}
+
+fn next_request(spec: &LoadSpec, c: &mut Conn, rng: &mut Rng, key: &mut Vec<u8>, value: &[u8]) {
+    key_name(key, &spec.key_prefix, spec.keys.next(rng));
+    let set = match spec.mix {
+        OpMix::Get => false,
+        OpMix::Set => true,
+        OpMix::Mix { set_percent } => rng.below(100) < u64::from(set_percent),
+    };
+    c.outbuf.clear();
+    c.written = 0;
+    if set {
+        proto::encode_set(&mut c.outbuf, key, value);
+        c.expect = Expect::Status;
+    } else {
+        proto::encode_get(&mut c.outbuf, key);
+        c.expect = Expect::Values;
+    }
+    c.sent_at = Instant::now();
+}
+
+/// Writes what the socket takes; the rest goes out on the next writable event.
+fn flush(c: &mut Conn) -> Result<()> {
+    while c.written < c.outbuf.len() {
+        match c.stream.write(&c.outbuf[c.written..]) {
+            Ok(n) => c.written += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).context("sending a request"),
+        }
+    }
+    Ok(())
+}

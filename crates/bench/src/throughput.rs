@@ -1,0 +1,252 @@
+//! The throughput workload: ops/s of `get`, `set` and a get/set mix over many
+//! connections, every backend side by side.
+//!
+//! Each backend is preloaded with the whole key space first, so gets hit. Then, for
+//! each repetition, every workload runs against every backend in turn (the
+//! backend order rotates each repetition), so slow drift on a shared machine is
+//! spread over all of them. Reported: the median over repetitions of ops/s, of p50
+//! and p99 latency, and of client and server CPU use; the ratio of each backend's
+//! median ops/s to memcached's.
+
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use clap::Args;
+
+use crate::keys::{Distribution, KeyChooser};
+use crate::load::{self, LoadSpec, OpMix};
+use crate::report::{opt, Csv, Table};
+use crate::stats::median;
+use crate::Common;
+
+#[derive(Args, Debug, Clone)]
+pub struct ThroughputArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Client connections, each with one request in flight.
+    #[arg(long, default_value_t = 50)]
+    pub connections: usize,
+    /// Client threads the connections are spread over (each polls its share).
+    #[arg(long, default_value_t = 2)]
+    pub client_threads: usize,
+    /// Keys in the key space, all preloaded.
+    #[arg(long, default_value_t = 100_000)]
+    pub keys: u64,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 100)]
+    pub value_size: usize,
+    /// Seconds measured per workload, backend and repetition.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Seconds of load before each measurement, not counted.
+    #[arg(long, default_value_t = 2.0)]
+    pub warmup: f64,
+    /// Repetitions; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Workloads to run, comma-separated: get, set, mix.
+    #[arg(long, value_delimiter = ',', default_value = "get,set,mix")]
+    pub workloads: Vec<String>,
+    /// Percentage of sets in the mix workload.
+    #[arg(long, default_value_t = 10)]
+    pub set_percent: u32,
+    /// How keys are chosen.
+    #[arg(long, value_enum, default_value_t = Distribution::Uniform)]
+    pub distribution: Distribution,
+}
+
+impl ThroughputArgs {
+    /// Applies `--tiny`: a run of a second or two per backend.
+    fn effective(&self) -> ThroughputArgs {
+        let mut args = self.clone();
+        if args.common.tiny {
+            args.connections = args.connections.min(8);
+            args.keys = args.keys.min(1_000);
+            args.duration = args.duration.min(0.3);
+            args.warmup = args.warmup.min(0.1);
+            args.reps = 1;
+        }
+        args
+    }
+}
+
+/// One measurement, as it goes to the CSV.
+struct Row {
+    workload: String,
+    backend: String,
+    rep: usize,
+    ops_per_sec: f64,
+    p50_us: u64,
+    p99_us: u64,
+    p999_us: u64,
+    client_cpu: Option<f64>,
+    server_cpu: Option<f64>,
+    misses: u64,
+    errors: u64,
+}
+
+pub fn run(args: &ThroughputArgs) -> Result<()> {
+    let args = args.effective();
+    if !(1..=100).contains(&args.set_percent) {
+        bail!("--set-percent must be within 1..=100");
+    }
+    let mixes: Vec<OpMix> = args
+        .workloads
+        .iter()
+        .map(|w| match w.as_str() {
+            "get" => Ok(OpMix::Get),
+            "set" => Ok(OpMix::Set),
+            "mix" => Ok(OpMix::Mix { set_percent: args.set_percent }),
+            other => bail!("unknown throughput workload {other:?}: expected get, set or mix"),
+        })
+        .collect::<Result<_>>()?;
+    let mut backends = args.common.start_backends()?;
+    let key_prefix = "kb:";
+    for b in &backends {
+        eprintln!("preloading {} keys of {} bytes into {}", args.keys, args.value_size, b.name);
+        load::preload(b.addr, key_prefix, args.keys, args.value_size, args.connections)?;
+    }
+    let chooser = KeyChooser::new(args.distribution, args.keys);
+    let mut rows: Vec<Row> = Vec::new();
+    let total = args.reps * mixes.len() * backends.len();
+    let mut done = 0;
+    for rep in 0..args.reps {
+        for mix in &mixes {
+            for i in 0..backends.len() {
+                let count = backends.len();
+                let b = &mut backends[(i + rep) % count];
+                b.check_alive()?;
+                let spec = LoadSpec {
+                    addr: b.addr,
+                    connections: args.connections,
+                    threads: args.client_threads,
+                    keys: chooser.clone(),
+                    key_prefix: key_prefix.to_string(),
+                    value_len: args.value_size,
+                    mix: *mix,
+                    warmup: Duration::from_secs_f64(args.warmup),
+                    duration: Duration::from_secs_f64(args.duration),
+                    seed: args.common.seed.wrapping_add(rep as u64),
+                };
+                let r = load::run(&spec, b.pid)?;
+                b.check_alive()?;
+                done += 1;
+                let row = Row {
+                    workload: mix.name(),
+                    backend: b.name.clone(),
+                    rep: rep + 1,
+                    ops_per_sec: r.ops_per_sec(),
+                    p50_us: r.histogram.value_at_quantile(0.50),
+                    p99_us: r.histogram.value_at_quantile(0.99),
+                    p999_us: r.histogram.value_at_quantile(0.999),
+                    client_cpu: r.client_cpu_percent,
+                    server_cpu: r.server_cpu_percent,
+                    misses: r.misses,
+                    errors: r.errors,
+                };
+                eprintln!(
+                    "[{done}/{total}] rep {} {:<9} {:<14} {:>10.0} ops/s  p50 {} us  p99 {} us  \
+                     client cpu {}%  server cpu {}%{}",
+                    row.rep,
+                    row.workload,
+                    row.backend,
+                    row.ops_per_sec,
+                    row.p50_us,
+                    row.p99_us,
+                    opt(row.client_cpu, 0),
+                    opt(row.server_cpu, 0),
+                    if row.misses + row.errors > 0 {
+                        format!("  misses {} errors {}", row.misses, row.errors)
+                    } else {
+                        String::new()
+                    }
+                );
+                rows.push(row);
+            }
+        }
+    }
+    print_summary(&args, &backends.iter().map(|b| b.name.clone()).collect::<Vec<_>>(), &mixes, &rows);
+    let mut csv = Csv::new(&[
+        "workload", "backend", "rep", "ops_per_sec", "ratio_to_memcached", "p50_us", "p99_us",
+        "p999_us", "client_cpu_percent", "server_cpu_percent", "misses", "errors", "connections",
+        "client_threads", "keys", "value_size", "duration_secs",
+    ]);
+    for row in &rows {
+        let base = median_ops(&rows, &row.workload, "memcached");
+        csv.push(vec![
+            row.workload.clone(),
+            row.backend.clone(),
+            row.rep.to_string(),
+            format!("{:.0}", row.ops_per_sec),
+            opt(base.map(|b| row.ops_per_sec / b), 3),
+            row.p50_us.to_string(),
+            row.p99_us.to_string(),
+            row.p999_us.to_string(),
+            opt(row.client_cpu, 1),
+            opt(row.server_cpu, 1),
+            row.misses.to_string(),
+            row.errors.to_string(),
+            args.connections.to_string(),
+            args.client_threads.to_string(),
+            args.keys.to_string(),
+            args.value_size.to_string(),
+            args.duration.to_string(),
+        ]);
+    }
+    let path = csv.write(&args.common.out_dir, "throughput")?;
+    println!("wrote {}", path.display());
+    let bad: u64 = rows.iter().map(|r| r.misses + r.errors).sum();
+    if bad > 0 {
+        bail!("{bad} misses or error replies: see the table; a preloaded key must never miss");
+    }
+    Ok(())
+}
+
+fn median_ops(rows: &[Row], workload: &str, backend: &str) -> Option<f64> {
+    let values: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.workload == workload && r.backend == backend)
+        .map(|r| r.ops_per_sec)
+        .collect();
+    median(&values)
+}
+
+fn print_summary(args: &ThroughputArgs, backends: &[String], mixes: &[OpMix], rows: &[Row]) {
+    println!(
+        "\nthroughput: {} connections over {} client threads, {} keys of {} bytes, \
+         {} s measured after {} s warm-up, median of {} repetition(s)",
+        args.connections,
+        args.client_threads,
+        args.keys,
+        args.value_size,
+        args.duration,
+        args.warmup,
+        args.reps
+    );
+    for mix in mixes {
+        let workload = mix.name();
+        let mut table = Table::new(&[
+            &workload, "ops/s", "vs memcached", "p50 us", "p99 us", "client cpu %",
+            "server cpu %", "misses", "errors",
+        ]);
+        let base = median_ops(rows, &workload, "memcached");
+        for backend in backends {
+            let mine: Vec<&Row> =
+                rows.iter().filter(|r| r.workload == workload && &r.backend == backend).collect();
+            let pick = |f: &dyn Fn(&Row) -> f64| median(&mine.iter().map(|r| f(r)).collect::<Vec<_>>());
+            let ops = pick(&|r| r.ops_per_sec);
+            table.push(vec![
+                backend.clone(),
+                opt(ops, 0),
+                opt(ops.zip(base).map(|(o, b)| o / b), 2),
+                opt(pick(&|r| r.p50_us as f64), 0),
+                opt(pick(&|r| r.p99_us as f64), 0),
+                opt(pick(&|r| r.client_cpu.unwrap_or(f64::NAN)), 0),
+                opt(pick(&|r| r.server_cpu.unwrap_or(f64::NAN)), 0),
+                mine.iter().map(|r| r.misses).sum::<u64>().to_string(),
+                mine.iter().map(|r| r.errors).sum::<u64>().to_string(),
+            ]);
+        }
+        println!("\n{}", table.render());
+    }
+}
