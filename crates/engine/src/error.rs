@@ -1,0 +1,37 @@
+//! The engine's operating errors. Programmer errors are assertions, not variants here.
+
+use std::fmt;
+use std::io;
+
+/// An operating error of the engine.
+#[derive(Debug)]
+pub enum Error {
+    /// The operating system refused a file operation.
+    Io(io::Error),
+    /// An earlier write or fsync failed; changes are refused until restart, because what
+    /// the log holds after a failed fsync is unknown.
+    Poisoned,
+    /// The data directory holds something this version cannot read.
+    Format(String),
+    /// Another process holds the data directory.
+    Locked,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io(e) => write!(f, "I/O error: {e}"),
+            Error::Poisoned => write!(f, "store refuses writes after a failed write or fsync"),
+            Error::Format(why) => write!(f, "unreadable data directory: {why}"),
+            Error::Locked => write!(f, "data directory is locked by another process"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Error::Io(e)
+    }
+}

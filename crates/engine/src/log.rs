@@ -1,0 +1,298 @@
+//! The log writer: appends records to an in-memory tail under a short lock, and one
+//! flusher thread writes that tail to the active segment and syncs it. This is group
+//! commit: while the flusher waits on one fsync, records from every connection pile up
+//! behind it and share the next one. No request thread ever waits on a syscall while
+//! holding a lock.
+//!
+//! Positions: an LSN is the count of record bytes appended since the log was created
+//! (segment headers excluded), so it grows with every record; a record "is at" the LSN of
+//! its end. Three watermarks move forward only: appended ≥ written ≥ synced. What counts
+//! as acknowledged depends on the durability mode (see [`Durability`]).
+//!
+//! Segments: when the active segment would outgrow its size limit the writer starts a new
+//! one. The old one is synced before the first byte goes to the new one, in every mode,
+//! so only the newest segment can ever have a torn tail.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::disk::{Disk, DiskFile};
+use crate::record::{self, Record, SEGMENT_HEADER_BYTES};
+use crate::store::{Ack, Durability};
+use crate::Error;
+
+/// The file name of segment `sequence`.
+pub(crate) fn segment_name(sequence: u64) -> String {
+    format!("{sequence:016x}.log")
+}
+
+/// The sequence number in a segment's file name, if it is one.
+pub(crate) fn parse_segment_name(name: &str) -> Option<u64> {
+    let hex = name.strip_suffix(".log")?;
+    if hex.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
+struct Tail {
+    buf: Vec<u8>,
+    /// Positions in `buf` where a new segment starts, with its sequence number.
+    rolls: Vec<(usize, u64)>,
+    /// Bytes in the newest segment, counting what is still in `buf`.
+    segment_bytes: u64,
+    next_sequence: u64,
+    shutdown: bool,
+}
+
+struct Shared {
+    tail: Mutex<Tail>,
+    flusher_wake: Condvar,
+    appended_lsn: AtomicU64,
+    written_lsn: AtomicU64,
+    synced_lsn: AtomicU64,
+    poisoned: AtomicBool,
+    ack_lock: Mutex<()>,
+    ack_cond: Condvar,
+    durability: Durability,
+    fsync_interval: Duration,
+    segment_size_bytes: u64,
+    on_ack: Option<Arc<dyn Fn(Ack) + Send + Sync>>,
+}
+
+impl Shared {
+    fn acked_lsn(&self) -> u64 {
+        match self.durability {
+            Durability::Fsync => self.synced_lsn.load(Ordering::Acquire),
+            Durability::Interval => self.written_lsn.load(Ordering::Acquire),
+            Durability::None => self.appended_lsn.load(Ordering::Acquire),
+        }
+    }
+
+    fn publish(&self) {
+        let ack = if self.poisoned.load(Ordering::Acquire) {
+            Ack::Failed
+        } else {
+            Ack::UpTo(self.acked_lsn())
+        };
+        {
+            let _guard = self.ack_lock.lock();
+            self.ack_cond.notify_all();
+        }
+        if let Some(on_ack) = &self.on_ack {
+            on_ack(ack);
+        }
+    }
+}
+
+/// Where the log resumes after recovery.
+pub(crate) struct Resume {
+    pub active: Box<dyn DiskFile>,
+    pub active_sequence: u64,
+    pub active_bytes: u64,
+    pub lsn: u64,
+}
+
+pub(crate) struct Log {
+    shared: Arc<Shared>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+}
+
+pub(crate) struct LogConfig {
+    pub durability: Durability,
+    pub fsync_interval: Duration,
+    pub segment_size_bytes: u64,
+    pub on_ack: Option<Arc<dyn Fn(Ack) + Send + Sync>>,
+}
+
+impl Log {
+    pub fn start(disk: Arc<dyn Disk>, resume: Resume, config: LogConfig) -> Result<Log, Error> {
+        let shared = Arc::new(Shared {
+            tail: Mutex::new(Tail {
+                buf: Vec::with_capacity(1 << 16),
+                rolls: Vec::new(),
+                segment_bytes: resume.active_bytes,
+                next_sequence: resume.active_sequence + 1,
+                shutdown: false,
+            }),
+            flusher_wake: Condvar::new(),
+            appended_lsn: AtomicU64::new(resume.lsn),
+            written_lsn: AtomicU64::new(resume.lsn),
+            synced_lsn: AtomicU64::new(resume.lsn),
+            poisoned: AtomicBool::new(false),
+            ack_lock: Mutex::new(()),
+            ack_cond: Condvar::new(),
+            durability: config.durability,
+            fsync_interval: config.fsync_interval,
+            segment_size_bytes: config.segment_size_bytes.max(SEGMENT_HEADER_BYTES as u64 + 1),
+            on_ack: config.on_ack,
+        });
+        let flusher_shared = Arc::clone(&shared);
+        let handle = std::thread::Builder::new()
+            .name("kura-log-flusher".to_string())
+            .spawn(move || flusher(flusher_shared, disk, resume.active))?;
+        Ok(Log { shared, flusher: Mutex::new(Some(handle)) })
+    }
+
+    /// Appends a record to the tail and returns its LSN. The caller holds the key's shard
+    /// lock, which is what orders records of one key.
+    pub fn append(&self, record: &Record<'_>) -> Result<u64, Error> {
+        if self.shared.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned);
+        }
+        let len = record::encoded_len(record) as u64;
+        let mut tail = self.shared.tail.lock();
+        if tail.shutdown {
+            return Err(Error::Poisoned);
+        }
+        if tail.segment_bytes + len > self.shared.segment_size_bytes
+            && tail.segment_bytes > SEGMENT_HEADER_BYTES as u64
+        {
+            let at = tail.buf.len();
+            let sequence = tail.next_sequence;
+            tail.rolls.push((at, sequence));
+            tail.next_sequence += 1;
+            tail.segment_bytes = SEGMENT_HEADER_BYTES as u64;
+        }
+        record::encode(record, &mut tail.buf);
+        tail.segment_bytes += len;
+        let lsn = self.shared.appended_lsn.load(Ordering::Relaxed) + len;
+        self.shared.appended_lsn.store(lsn, Ordering::Release);
+        drop(tail);
+        self.shared.flusher_wake.notify_one();
+        Ok(lsn)
+    }
+
+    pub fn acked_lsn(&self) -> u64 {
+        self.shared.acked_lsn()
+    }
+
+    pub fn appended_lsn(&self) -> u64 {
+        self.shared.appended_lsn.load(Ordering::Acquire)
+    }
+
+    pub fn synced_lsn(&self) -> u64 {
+        self.shared.synced_lsn.load(Ordering::Acquire)
+    }
+
+    pub fn is_poisoned(&self) -> bool {
+        self.shared.poisoned.load(Ordering::Acquire)
+    }
+
+    /// Blocks until `lsn` is acknowledged, or the log is poisoned.
+    pub fn wait_acked(&self, lsn: u64) -> Result<(), Error> {
+        let mut guard = self.shared.ack_lock.lock();
+        loop {
+            if self.shared.acked_lsn() >= lsn {
+                return Ok(());
+            }
+            if self.is_poisoned() {
+                return Err(Error::Poisoned);
+            }
+            self.shared.ack_cond.wait(&mut guard);
+        }
+    }
+
+    /// Writes and syncs everything appended, then stops the flusher. Idempotent.
+    pub fn shutdown(&self) {
+        self.shared.tail.lock().shutdown = true;
+        self.shared.flusher_wake.notify_one();
+        if let Some(handle) = self.flusher.lock().take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn flusher(shared: Arc<Shared>, disk: Arc<dyn Disk>, mut active: Box<dyn DiskFile>) {
+    let mut spare: Vec<u8> = Vec::with_capacity(1 << 16);
+    let mut last_sync = Instant::now();
+    loop {
+        let (end_lsn, rolls, shutdown) = {
+            let mut tail = shared.tail.lock();
+            loop {
+                if !tail.buf.is_empty() || tail.shutdown {
+                    break;
+                }
+                let unsynced = shared.written_lsn.load(Ordering::Acquire)
+                    > shared.synced_lsn.load(Ordering::Acquire);
+                if shared.durability != Durability::Fsync && unsynced {
+                    let due = last_sync + shared.fsync_interval;
+                    let now = Instant::now();
+                    if now >= due {
+                        break;
+                    }
+                    shared.flusher_wake.wait_for(&mut tail, due - now);
+                } else {
+                    shared.flusher_wake.wait(&mut tail);
+                }
+            }
+            std::mem::swap(&mut tail.buf, &mut spare);
+            let rolls = std::mem::take(&mut tail.rolls);
+            (shared.appended_lsn.load(Ordering::Acquire), rolls, tail.shutdown)
+        };
+        let result = write_batch(&*disk, &mut active, &spare, &rolls);
+        spare.clear();
+        if spare.capacity() > (8 << 20) {
+            spare = Vec::with_capacity(1 << 16);
+        }
+        let result = result.and_then(|()| {
+            shared.written_lsn.store(end_lsn, Ordering::Release);
+            let sync_now = match shared.durability {
+                Durability::Fsync => true,
+                Durability::Interval | Durability::None => {
+                    shutdown || last_sync.elapsed() >= shared.fsync_interval
+                }
+            };
+            if sync_now && shared.synced_lsn.load(Ordering::Acquire) < end_lsn {
+                active.sync()?;
+                last_sync = Instant::now();
+                shared.synced_lsn.store(end_lsn, Ordering::Release);
+            } else if sync_now {
+                last_sync = Instant::now();
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            eprintln!("kura: log write failed, refusing further writes: {e}");
+            shared.poisoned.store(true, Ordering::Release);
+            shared.publish();
+            return;
+        }
+        shared.publish();
+        if shutdown && shared.tail.lock().buf.is_empty() {
+            return;
+        }
+    }
+}
+
+/// Writes one batch, starting new segments where the appender marked them. The segment
+/// being left is synced before the new one is created.
+fn write_batch(
+    disk: &dyn Disk,
+    active: &mut Box<dyn DiskFile>,
+    buf: &[u8],
+    rolls: &[(usize, u64)],
+) -> std::io::Result<()> {
+    let mut from = 0;
+    for &(at, sequence) in rolls {
+        active.append(&buf[from..at])?;
+        active.sync()?;
+        let mut next = disk.create(&segment_name(sequence))?;
+        next.append(&record::segment_header(sequence))?;
+        next.sync()?;
+        disk.sync_dir()?;
+        *active = next;
+        from = at;
+    }
+    active.append(&buf[from..])
+}

@@ -1,0 +1,304 @@
+//! The log's on-disk format, version 1: a segment header, then records back to back.
+//! `docs/format.md` documents the same layout; change both together and bump
+//! [`FORMAT_VERSION`].
+//!
+//! Segment header, 32 bytes:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | magic `KURALOG\n` |
+//! | 8 | 4 | format version, u32 LE (1) |
+//! | 12 | 4 | zero |
+//! | 16 | 8 | segment sequence number, u64 LE |
+//! | 24 | 4 | CRC-32C of bytes 0..24 |
+//! | 28 | 4 | zero |
+//!
+//! Record: an 8-byte frame, then a body of `len` bytes. All integers little-endian.
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 4 | CRC-32C of bytes 4..8+len (the length and the body) |
+//! | 4 | 4 | len: body length |
+//! | 8 | 1 | kind: 1 put, 2 delete, 3 touch, 4 flush_all |
+//! | 9 | 1 | key length (0 for flush_all) |
+//! | 10 | 1 | item flags: bit 0 stale, bit 1 CAS chosen by the client |
+//! | 11 | 1 | zero |
+//! | 12 | 8 | CAS |
+//! | 20 | .. | kind-specific fields, then the key, then (put) the value |
+//!
+//! Kind-specific fields: put has client flags u32, exptime u32 (absolute Unix seconds,
+//! 0 = never), time u32 (Unix seconds when stored), and the value fills the rest of the
+//! body; touch has exptime u32; flush_all has deadline u32 (Unix seconds, 0 = at once);
+//! delete has none.
+//!
+//! A record is valid only if its whole frame is present and its CRC matches; recovery
+//! stops at the first record that is not, and cuts the log there.
+
+pub const MAGIC: &[u8; 8] = b"KURALOG\n";
+pub const FORMAT_VERSION: u32 = 1;
+pub const SEGMENT_HEADER_BYTES: usize = 32;
+pub const FRAME_BYTES: usize = 8;
+const BODY_FIXED_BYTES: usize = 12;
+/// The largest body recovery accepts; anything larger is corruption, not data.
+pub const BODY_MAX_BYTES: usize = 1 << 30;
+
+const KIND_PUT: u8 = 1;
+const KIND_DELETE: u8 = 2;
+const KIND_TOUCH: u8 = 3;
+const KIND_FLUSH: u8 = 4;
+
+pub const ITEM_STALE: u8 = 1;
+pub const ITEM_EXPLICIT_CAS: u8 = 2;
+
+/// One change, as the log holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record<'a> {
+    Put {
+        key: &'a [u8],
+        value: &'a [u8],
+        client_flags: u32,
+        exptime: u32,
+        time: u32,
+        cas: u64,
+        item_flags: u8,
+    },
+    Delete {
+        key: &'a [u8],
+    },
+    Touch {
+        key: &'a [u8],
+        exptime: u32,
+        cas: u64,
+    },
+    FlushAll {
+        deadline: u32,
+        cas: u64,
+    },
+}
+
+/// What [`decode`] found at the start of a buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decoded<'a> {
+    /// A valid record and its encoded length.
+    Record(Record<'a>, usize),
+    /// The buffer ends inside a record: a torn write.
+    Truncated,
+    /// The bytes are not a valid record.
+    Corrupt,
+}
+
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn get_u32(buf: &[u8], at: usize) -> u32 {
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&buf[at..at + 4]);
+    u32::from_le_bytes(b)
+}
+
+fn get_u64(buf: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&buf[at..at + 8]);
+    u64::from_le_bytes(b)
+}
+
+/// The encoded length of a record, frame included.
+pub fn encoded_len(record: &Record<'_>) -> usize {
+    FRAME_BYTES
+        + BODY_FIXED_BYTES
+        + match record {
+            Record::Put { key, value, .. } => 12 + key.len() + value.len(),
+            Record::Delete { key } => key.len(),
+            Record::Touch { key, .. } => 4 + key.len(),
+            Record::FlushAll { .. } => 4,
+        }
+}
+
+/// Appends the encoding of `record` to `out`.
+pub fn encode(record: &Record<'_>, out: &mut Vec<u8>) {
+    let start = out.len();
+    let body_len = encoded_len(record) - FRAME_BYTES;
+    assert!(body_len <= BODY_MAX_BYTES, "record body of {body_len} bytes");
+    let len = u32::try_from(body_len).unwrap_or(u32::MAX);
+    put_u32(out, 0); // CRC, filled in below
+    put_u32(out, len);
+    let (kind, key, item_flags, cas): (u8, &[u8], u8, u64) = match record {
+        Record::Put { key, item_flags, cas, .. } => (KIND_PUT, key, *item_flags, *cas),
+        Record::Delete { key } => (KIND_DELETE, key, 0, 0),
+        Record::Touch { key, cas, .. } => (KIND_TOUCH, key, 0, *cas),
+        Record::FlushAll { cas, .. } => (KIND_FLUSH, &[], 0, *cas),
+    };
+    assert!(key.len() <= usize::from(u8::MAX), "key of {} bytes", key.len());
+    out.push(kind);
+    out.push(key.len() as u8);
+    out.push(item_flags);
+    out.push(0);
+    out.extend_from_slice(&cas.to_le_bytes());
+    match record {
+        Record::Put { key, value, client_flags, exptime, time, .. } => {
+            put_u32(out, *client_flags);
+            put_u32(out, *exptime);
+            put_u32(out, *time);
+            out.extend_from_slice(key);
+            out.extend_from_slice(value);
+        }
+        Record::Delete { key } => out.extend_from_slice(key),
+        Record::Touch { key, exptime, .. } => {
+            put_u32(out, *exptime);
+            out.extend_from_slice(key);
+        }
+        Record::FlushAll { deadline, .. } => put_u32(out, *deadline),
+    }
+    let crc = crc32c::crc32c(&out[start + 4..]);
+    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+    debug_assert_eq!(decode(&out[start..]), Decoded::Record(record.clone(), out.len() - start));
+}
+
+/// Decodes the record at the start of `buf`.
+pub fn decode(buf: &[u8]) -> Decoded<'_> {
+    if buf.len() < FRAME_BYTES {
+        return Decoded::Truncated;
+    }
+    let len = get_u32(buf, 4) as usize;
+    if !(BODY_FIXED_BYTES..=BODY_MAX_BYTES).contains(&len) {
+        return Decoded::Corrupt;
+    }
+    let total = FRAME_BYTES + len;
+    if buf.len() < total {
+        return Decoded::Truncated;
+    }
+    if crc32c::crc32c(&buf[4..total]) != get_u32(buf, 0) {
+        return Decoded::Corrupt;
+    }
+    let body = &buf[FRAME_BYTES..total];
+    let kind = body[0];
+    let key_len = usize::from(body[1]);
+    let item_flags = body[2];
+    let cas = get_u64(body, 4);
+    let rest = &body[BODY_FIXED_BYTES..];
+    let record = match kind {
+        KIND_PUT if rest.len() >= 12 + key_len => Record::Put {
+            client_flags: get_u32(rest, 0),
+            exptime: get_u32(rest, 4),
+            time: get_u32(rest, 8),
+            key: &rest[12..12 + key_len],
+            value: &rest[12 + key_len..],
+            cas,
+            item_flags,
+        },
+        KIND_DELETE if rest.len() == key_len => Record::Delete { key: rest },
+        KIND_TOUCH if rest.len() == 4 + key_len => {
+            Record::Touch { exptime: get_u32(rest, 0), key: &rest[4..], cas }
+        }
+        KIND_FLUSH if rest.len() == 4 && key_len == 0 => {
+            Record::FlushAll { deadline: get_u32(rest, 0), cas }
+        }
+        _ => return Decoded::Corrupt,
+    };
+    Decoded::Record(record, total)
+}
+
+/// The header that starts every segment file.
+pub fn segment_header(sequence: u64) -> [u8; SEGMENT_HEADER_BYTES] {
+    let mut h = [0u8; SEGMENT_HEADER_BYTES];
+    h[0..8].copy_from_slice(MAGIC);
+    h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h[16..24].copy_from_slice(&sequence.to_le_bytes());
+    let crc = crc32c::crc32c(&h[0..24]);
+    h[24..28].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// What the start of a segment file says.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Header {
+    Valid { sequence: u64 },
+    /// Shorter than a header: a segment whose creation was torn.
+    Truncated,
+    /// Not a Kura segment, or a version this build cannot read.
+    Invalid(String),
+}
+
+pub fn parse_segment_header(buf: &[u8]) -> Header {
+    if buf.len() < SEGMENT_HEADER_BYTES {
+        return Header::Truncated;
+    }
+    if &buf[0..8] != MAGIC {
+        return Header::Invalid("bad magic".to_string());
+    }
+    if crc32c::crc32c(&buf[0..24]) != get_u32(buf, 24) {
+        return Header::Invalid("header checksum mismatch".to_string());
+    }
+    let version = get_u32(buf, 8);
+    if version != FORMAT_VERSION {
+        return Header::Invalid(format!("format version {version}, this build reads {FORMAT_VERSION}"));
+    }
+    Header::Valid { sequence: get_u64(buf, 16) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(record: Record<'_>, expected_len: usize) {
+        let mut out = Vec::new();
+        encode(&record, &mut out);
+        assert_eq!(out.len(), expected_len);
+        assert_eq!(encoded_len(&record), expected_len);
+        assert_eq!(decode(&out), Decoded::Record(record.clone(), expected_len));
+        for cut in 0..out.len() {
+            assert_eq!(decode(&out[..cut]), Decoded::Truncated, "cut at {cut}");
+        }
+        for i in 0..out.len() {
+            let mut bad = out.clone();
+            bad[i] ^= 0x40;
+            assert_ne!(
+                decode(&bad),
+                Decoded::Record(record.clone(), expected_len),
+                "flip at byte {i} went unnoticed"
+            );
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_damage_is_detected() {
+        check(
+            Record::Put {
+                key: b"k",
+                value: b"hello",
+                client_flags: 7,
+                exptime: 0,
+                time: 100,
+                cas: 1,
+                item_flags: 0,
+            },
+            8 + 12 + 12 + 1 + 5,
+        );
+        check(
+            Record::Put {
+                key: &[b'x'; 250],
+                value: b"",
+                client_flags: u32::MAX,
+                exptime: u32::MAX,
+                time: 0,
+                cas: u64::MAX,
+                item_flags: ITEM_STALE | ITEM_EXPLICIT_CAS,
+            },
+            8 + 12 + 12 + 250,
+        );
+        check(Record::Delete { key: b"gone" }, 8 + 12 + 4);
+        check(Record::Touch { key: b"t", exptime: 5, cas: 9 }, 8 + 12 + 4 + 1);
+        check(Record::FlushAll { deadline: 0, cas: 3 }, 8 + 12 + 4);
+    }
+
+    #[test]
+    fn segment_header_round_trips() {
+        let h = segment_header(42);
+        assert_eq!(parse_segment_header(&h), Header::Valid { sequence: 42 });
+        assert_eq!(parse_segment_header(&h[..10]), Header::Truncated);
+        let mut bad = h;
+        bad[17] ^= 1;
+        assert!(matches!(parse_segment_header(&bad), Header::Invalid(_)));
+    }
+}

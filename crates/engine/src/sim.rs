@@ -1,0 +1,242 @@
+//! A simulated disk for crash tests: it keeps what was written apart from what was
+//! synced, so a test can cut the power and see only what a real disk would keep.
+//!
+//! Model: each file has `synced` bytes (survive a power loss) and `written` bytes (what a
+//! reader sees now). A file's existence is durable once the directory is synced after
+//! its creation. On [`SimDisk::power_loss`], every file falls back to its synced bytes,
+//! plus — when asked to tear — a random prefix of the unsynced bytes with its last
+//! bytes possibly garbled, as a write torn mid-sector would leave. Files created since
+//! the last directory sync vanish, removed ones come back.
+//!
+//! Faults: [`SimDisk::fail_syncs_after`] makes the n-th and every later sync fail, as a
+//! disk that lost a write would report it.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::disk::{Disk, DiskFile};
+
+#[derive(Debug, Clone, Default)]
+struct SimFile {
+    written: Vec<u8>,
+    synced: Vec<u8>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    files: BTreeMap<String, SimFile>,
+    /// The directory as of its last sync: names that survive a power loss.
+    durable_names: Vec<String>,
+    syncs_left_before_failure: Option<u64>,
+    /// Set by a power loss until [`SimDisk::revive`]: the machine is off, so whatever the
+    /// old process still tries to write goes nowhere.
+    off: bool,
+}
+
+/// A disk in memory that can lose power; cheap to clone (clones share the disk).
+#[derive(Debug, Clone, Default)]
+pub struct SimDisk {
+    state: Arc<Mutex<State>>,
+}
+
+/// How a power loss treats bytes written but not synced.
+#[derive(Debug, Clone, Copy)]
+pub enum Tear {
+    /// Nothing is lost: the process died but the operating system kept every byte it
+    /// was given (what `kill -9` does).
+    KeepWritten,
+    /// All unsynced bytes are lost.
+    DropUnsynced,
+    /// A prefix of the unsynced bytes survives, its last bytes garbled; the `u64` seeds
+    /// the choice so a failure can be replayed.
+    Torn(u64),
+}
+
+impl SimDisk {
+    pub fn new() -> SimDisk {
+        SimDisk::default()
+    }
+
+    /// Makes every sync after the next `n` fail.
+    pub fn fail_syncs_after(&self, n: u64) {
+        self.state.lock().syncs_left_before_failure = Some(n);
+    }
+
+    /// Cuts the power: only durable state survives (see the module comment), and the
+    /// disk refuses all I/O until [`SimDisk::revive`].
+    pub fn power_loss(&self, tear: Tear) {
+        let mut state = self.state.lock();
+        state.off = true;
+        let mut rng = match tear {
+            Tear::KeepWritten => {
+                for file in state.files.values_mut() {
+                    file.synced = file.written.clone();
+                }
+                state.durable_names = state.files.keys().cloned().collect();
+                return;
+            }
+            Tear::DropUnsynced => None,
+            Tear::Torn(seed) => Some(seed | 1),
+        };
+        let durable = state.durable_names.clone();
+        state.files.retain(|name, _| durable.contains(name));
+        for name in &durable {
+            state.files.entry(name.clone()).or_default();
+        }
+        for file in state.files.values_mut() {
+            let mut kept = file.synced.clone();
+            if let Some(seed) = rng.as_mut() {
+                // The unsynced tail is only what was appended after the synced prefix.
+                if file.written.len() > file.synced.len()
+                    && file.written.starts_with(&file.synced)
+                {
+                    let unsynced = &file.written[file.synced.len()..];
+                    let keep = (xorshift(seed) as usize) % (unsynced.len() + 1);
+                    kept.extend_from_slice(&unsynced[..keep]);
+                    if keep > 0 && xorshift(seed) % 2 == 0 {
+                        let garble = 1 + (xorshift(seed) as usize) % keep.min(16);
+                        let len = kept.len();
+                        for b in &mut kept[len - garble..] {
+                            *b = xorshift(seed) as u8;
+                        }
+                    }
+                }
+            }
+            file.written = kept.clone();
+            file.synced = kept;
+        }
+        state.syncs_left_before_failure = None;
+    }
+
+    /// Turns the machine back on after a power loss.
+    pub fn revive(&self) {
+        self.state.lock().off = false;
+    }
+
+    /// The bytes a reader sees now in `name`, for tests that inspect the log.
+    pub fn contents(&self, name: &str) -> Option<Vec<u8>> {
+        self.state.lock().files.get(name).map(|f| f.written.clone())
+    }
+
+    /// Overwrites bytes of a file (written and synced), to model corruption at rest.
+    pub fn corrupt(&self, name: &str, offset: usize, bytes: &[u8]) {
+        let mut state = self.state.lock();
+        if let Some(file) = state.files.get_mut(name) {
+            for (i, b) in bytes.iter().enumerate() {
+                if let Some(slot) = file.written.get_mut(offset + i) {
+                    *slot = *b;
+                }
+                if let Some(slot) = file.synced.get_mut(offset + i) {
+                    *slot = *b;
+                }
+            }
+        }
+    }
+}
+
+fn xorshift(state: &mut u64) -> u64 {
+    let mut x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *state = x;
+    x
+}
+
+fn not_found(name: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, format!("no file {name}"))
+}
+
+fn powered(state: &State) -> io::Result<()> {
+    if state.off {
+        return Err(io::Error::other("simulated power loss: disk is off"));
+    }
+    Ok(())
+}
+
+fn take_sync(state: &mut State) -> io::Result<()> {
+    powered(state)?;
+    match state.syncs_left_before_failure.as_mut() {
+        Some(0) => Err(io::Error::other("simulated fsync failure")),
+        Some(n) => {
+            *n -= 1;
+            Ok(())
+        }
+        None => Ok(()),
+    }
+}
+
+struct SimHandle {
+    disk: SimDisk,
+    name: String,
+}
+
+impl DiskFile for SimHandle {
+    fn append(&mut self, buf: &[u8]) -> io::Result<()> {
+        let mut state = self.disk.state.lock();
+        powered(&state)?;
+        let file = state.files.get_mut(&self.name).ok_or_else(|| not_found(&self.name))?;
+        file.written.extend_from_slice(buf);
+        Ok(())
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        let mut state = self.disk.state.lock();
+        take_sync(&mut state)?;
+        let file = state.files.get_mut(&self.name).ok_or_else(|| not_found(&self.name))?;
+        file.synced = file.written.clone();
+        Ok(())
+    }
+}
+
+impl Disk for SimDisk {
+    fn list(&self) -> io::Result<Vec<String>> {
+        Ok(self.state.lock().files.keys().cloned().collect())
+    }
+
+    fn read(&self, name: &str) -> io::Result<Vec<u8>> {
+        let state = self.state.lock();
+        state.files.get(name).map(|f| f.written.clone()).ok_or_else(|| not_found(name))
+    }
+
+    fn create(&self, name: &str) -> io::Result<Box<dyn DiskFile>> {
+        let mut state = self.state.lock();
+        powered(&state)?;
+        state.files.insert(name.to_string(), SimFile::default());
+        drop(state);
+        Ok(Box::new(SimHandle { disk: self.clone(), name: name.to_string() }))
+    }
+
+    fn open_append(&self, name: &str) -> io::Result<Box<dyn DiskFile>> {
+        if !self.state.lock().files.contains_key(name) {
+            return Err(not_found(name));
+        }
+        Ok(Box::new(SimHandle { disk: self.clone(), name: name.to_string() }))
+    }
+
+    fn truncate(&self, name: &str, len_bytes: u64) -> io::Result<()> {
+        let mut state = self.state.lock();
+        take_sync(&mut state)?;
+        let file = state.files.get_mut(name).ok_or_else(|| not_found(name))?;
+        let len = usize::try_from(len_bytes).unwrap_or(usize::MAX);
+        file.written.truncate(len);
+        file.synced = file.written.clone();
+        Ok(())
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        let mut state = self.state.lock();
+        powered(&state)?;
+        state.files.remove(name).map(|_| ()).ok_or_else(|| not_found(name))
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        let mut state = self.state.lock();
+        take_sync(&mut state)?;
+        state.durable_names = state.files.keys().cloned().collect();
+        Ok(())
+    }
+}

@@ -1,0 +1,610 @@
+//! The store: the index and the log together, recovery at open, and the operations the
+//! server builds memcached's commands from.
+//!
+//! Every change runs under its key's shard write lock: look at the live version, decide
+//! (the caller's closure), append the record to the log, change the index. The reply
+//! that reports the change may go out once [`Store::acked_lsn`] has reached the LSN
+//! returned; [`Options::on_ack`] says when it moves.
+//!
+//! Expiry follows memcached: an exptime of 0 never expires, up to 30 days is relative,
+//! beyond is absolute Unix time, negative is already expired. Expired and flushed items
+//! are dropped lazily when met; recovery drops them too.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::Clock;
+use crate::disk::{Disk, OsDisk};
+use crate::index::{Entry, Index, Shard};
+use crate::log::{self, Log, LogConfig, Resume};
+use crate::record::{self, Decoded, Header, Record, ITEM_EXPLICIT_CAS, ITEM_STALE};
+use crate::Error;
+
+/// When a change is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// After fsync. Concurrent writers share one fsync (group commit). Survives power loss.
+    Fsync,
+    /// Once written to the operating system; fsync every `fsync_interval`. Survives a
+    /// killed process; a power loss may take the last interval.
+    Interval,
+    /// At once. For comparison only: a crash may lose anything not yet written.
+    None,
+}
+
+/// What the log's acknowledged position says; passed to [`Options::on_ack`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ack {
+    /// Every record up to this LSN is acknowledged.
+    UpTo(u64),
+    /// A write or fsync failed: nothing more will be acknowledged.
+    Failed,
+}
+
+pub struct Options {
+    pub durability: Durability,
+    pub fsync_interval: Duration,
+    pub segment_size_bytes: u64,
+    pub clock: Arc<dyn Clock>,
+    /// Called (from the flusher thread) whenever the acknowledged LSN moves or the log
+    /// fails. Must be quick: it runs on the commit path.
+    pub on_ack: Option<Arc<dyn Fn(Ack) + Send + Sync>>,
+}
+
+impl Options {
+    pub fn new(durability: Durability, clock: Arc<dyn Clock>) -> Options {
+        Options {
+            durability,
+            fsync_interval: Duration::from_secs(1),
+            segment_size_bytes: 64 << 20,
+            clock,
+            on_ack: None,
+        }
+    }
+}
+
+/// A snapshot of one key's live version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub value: Arc<[u8]>,
+    pub client_flags: u32,
+    /// Absolute Unix seconds; 0 = never.
+    pub exptime: u32,
+    pub cas: u64,
+    pub lsn: u64,
+    pub stale: bool,
+    /// Whether the item had been fetched before this access.
+    pub fetched: bool,
+    /// Unix seconds of the last access before this one.
+    pub last_access: u32,
+    pub win_sent: bool,
+}
+
+/// Where a new version's CAS comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewCas {
+    /// The next value of the store's counter.
+    Generate,
+    /// Chosen by the client (the meta protocol's `E` flag).
+    Explicit(u64),
+}
+
+#[derive(Debug, Clone)]
+pub struct NewItem {
+    pub value: Arc<[u8]>,
+    pub client_flags: u32,
+    /// Absolute Unix seconds; 0 = never. See [`exptime_to_absolute`].
+    pub exptime: u32,
+    pub cas: NewCas,
+    pub stale: bool,
+}
+
+/// What an update does to its key.
+#[derive(Debug, Clone)]
+pub enum Change {
+    Keep,
+    Put(NewItem),
+    Delete,
+    /// New expiry, same value and CAS.
+    Touch { exptime: u32 },
+    /// Remember that a win token was handed out for this version (not logged).
+    MarkWinSent,
+}
+
+/// Whether an update counts as an access of the item (meta `h`, `l` flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Fetch,
+    NoAccess,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub curr_items: u64,
+    pub bytes: u64,
+    pub appended_lsn: u64,
+    pub acked_lsn: u64,
+    pub synced_lsn: u64,
+    pub next_cas: u64,
+    pub recovered_records: u64,
+    pub recovery_cut_bytes: u64,
+}
+
+/// memcached's exptime rule: 0 never; negative already expired; up to 30 days relative
+/// to now; beyond, an absolute Unix time (in the past: already expired). Returns absolute
+/// Unix seconds, 0 for never and 1 for "already expired".
+pub fn exptime_to_absolute(exptime: i64, now_secs: u32) -> u32 {
+    const RELATIVE_MAX_SECS: i64 = 60 * 60 * 24 * 30;
+    if exptime == 0 {
+        0
+    } else if exptime < 0 {
+        1
+    } else if exptime > RELATIVE_MAX_SECS {
+        if exptime <= i64::from(now_secs) {
+            1
+        } else {
+            u32::try_from(exptime).unwrap_or(u32::MAX)
+        }
+    } else {
+        u32::try_from(i64::from(now_secs) + exptime).unwrap_or(u32::MAX)
+    }
+}
+
+pub struct Store {
+    index: Index,
+    log: Log,
+    clock: Arc<dyn Clock>,
+    next_cas: AtomicU64,
+    /// A delayed flush_all: versions stored before this Unix second are dead once it
+    /// has come. 0 = none pending.
+    flush_deadline: AtomicU32,
+    curr_items: AtomicU64,
+    bytes: AtomicU64,
+    recovered_records: u64,
+    recovery_cut_bytes: u64,
+}
+
+fn is_live(entry: &Entry, now: u32, flush_deadline: u32) -> bool {
+    if entry.exptime != 0 && entry.exptime <= now {
+        return false;
+    }
+    !(flush_deadline != 0 && now >= flush_deadline && entry.time < flush_deadline)
+}
+
+fn snapshot(entry: &Entry) -> Item {
+    Item {
+        value: Arc::clone(&entry.value),
+        client_flags: entry.client_flags,
+        exptime: entry.exptime,
+        cas: entry.cas,
+        lsn: entry.lsn,
+        stale: entry.stale,
+        fetched: entry.fetched.load(Ordering::Relaxed),
+        last_access: entry.last_access.load(Ordering::Relaxed),
+        win_sent: entry.win_sent.load(Ordering::Relaxed),
+    }
+}
+
+fn entry_bytes(key: &[u8], entry: &Entry) -> u64 {
+    (key.len() + entry.value.len()) as u64
+}
+
+/// State rebuilt by replaying the log.
+struct Replay {
+    index: Index,
+    max_cas: u64,
+    flush_deadline: u32,
+    records: u64,
+}
+
+impl Replay {
+    fn apply(&mut self, record: &Record<'_>, now: u32) {
+        match *record {
+            Record::Put { key, value, client_flags, exptime, time, cas, item_flags } => {
+                if item_flags & ITEM_EXPLICIT_CAS == 0 {
+                    self.max_cas = self.max_cas.max(cas);
+                }
+                // Never judge expiry mid-replay: a later touch may have extended this
+                // version. The sweep after replay drops what is dead now.
+                let mut shard = self.index.shard(key).write();
+                shard.insert(
+                    key.into(),
+                    Entry {
+                        value: value.into(),
+                        client_flags,
+                        exptime,
+                        time,
+                        cas,
+                        lsn: 0,
+                        stale: item_flags & ITEM_STALE != 0,
+                        fetched: Default::default(),
+                        last_access: AtomicU32::new(time),
+                        win_sent: Default::default(),
+                    },
+                );
+            }
+            Record::Delete { key } => {
+                self.index.shard(key).write().remove(key);
+            }
+            Record::Touch { key, exptime, .. } => {
+                if let Some(entry) = self.index.shard(key).write().get_mut(key) {
+                    entry.exptime = exptime;
+                }
+            }
+            Record::FlushAll { deadline, cas } => {
+                self.max_cas = self.max_cas.max(cas);
+                purge_flushed(&self.index, self.flush_deadline, now);
+                if deadline == 0 {
+                    for shard in self.index.shards() {
+                        shard.write().clear();
+                    }
+                }
+                self.flush_deadline = deadline;
+            }
+        }
+        self.records += 1;
+    }
+}
+
+/// Drops versions killed by a delayed flush whose deadline has come, so that a later
+/// flush_all replacing the deadline cannot bring them back.
+fn purge_flushed(index: &Index, deadline: u32, now: u32) {
+    if deadline == 0 || now < deadline {
+        return;
+    }
+    for shard in index.shards() {
+        shard.write().retain(|_, e| e.time >= deadline);
+    }
+}
+
+impl Store {
+    /// Opens the store in a directory of the real file system.
+    pub fn open_dir(dir: &Path, options: Options) -> Result<Store, Error> {
+        let disk = Arc::new(OsDisk::open(dir)?);
+        Store::open(disk, options)
+    }
+
+    /// Opens the store on `disk`: replays the log, cuts a torn or corrupt tail at the last
+    /// valid record, and starts the log writer.
+    pub fn open(disk: Arc<dyn Disk>, options: Options) -> Result<Store, Error> {
+        let now = options.clock.now_secs();
+        let mut sequences: Vec<u64> =
+            disk.list()?.iter().filter_map(|n| log::parse_segment_name(n)).collect();
+        sequences.sort_unstable();
+        let mut replay =
+            Replay { index: Index::new(), max_cas: 0, flush_deadline: 0, records: 0 };
+        let mut lsn = 0u64;
+        let mut cut_bytes = 0u64;
+        let mut resume: Option<(u64, u64)> = None; // (sequence, length) of the active segment
+        for (i, &sequence) in sequences.iter().enumerate() {
+            let name = log::segment_name(sequence);
+            let data = disk.read(&name)?;
+            let is_last = i + 1 == sequences.len();
+            match record::parse_segment_header(&data) {
+                Header::Valid { sequence: s } if s == sequence => {}
+                Header::Valid { sequence: s } => {
+                    return Err(Error::Format(format!("{name} says it is segment {s}")));
+                }
+                Header::Truncated if is_last => {
+                    // Its creation was torn before anything was acknowledged in it.
+                    cut_bytes += data.len() as u64;
+                    disk.remove(&name)?;
+                    disk.sync_dir()?;
+                    break;
+                }
+                Header::Truncated | Header::Invalid(_) if is_last && data.len() <= 32 => {
+                    cut_bytes += data.len() as u64;
+                    disk.remove(&name)?;
+                    disk.sync_dir()?;
+                    break;
+                }
+                Header::Truncated => {
+                    return Err(Error::Format(format!("{name} is shorter than its header")));
+                }
+                Header::Invalid(why) => return Err(Error::Format(format!("{name}: {why}"))),
+            }
+            let mut pos = record::SEGMENT_HEADER_BYTES;
+            let mut cut = false;
+            while pos < data.len() {
+                match record::decode(&data[pos..]) {
+                    Decoded::Record(rec, len) => {
+                        replay.apply(&rec, now);
+                        pos += len;
+                        lsn += len as u64;
+                    }
+                    Decoded::Truncated | Decoded::Corrupt => {
+                        cut = true;
+                        break;
+                    }
+                }
+            }
+            if cut {
+                // Nothing after a bad record can be trusted to follow it in order: cut the
+                // segment there and drop every later one.
+                cut_bytes += (data.len() - pos) as u64;
+                disk.truncate(&name, pos as u64)?;
+                for &later in &sequences[i + 1..] {
+                    let later_name = log::segment_name(later);
+                    cut_bytes += disk.read(&later_name).map(|d| d.len() as u64).unwrap_or(0);
+                    disk.remove(&later_name)?;
+                }
+                disk.sync_dir()?;
+                eprintln!("kura: recovery cut {cut_bytes} bytes of torn or corrupt log at {name}:{pos}");
+                resume = Some((sequence, pos as u64));
+                break;
+            }
+            resume = Some((sequence, data.len() as u64));
+        }
+        let resume = match resume {
+            Some((sequence, bytes)) => Resume {
+                active: disk.open_append(&log::segment_name(sequence))?,
+                active_sequence: sequence,
+                active_bytes: bytes,
+                lsn,
+            },
+            None => {
+                let sequence = sequences.first().copied().unwrap_or(1).max(1);
+                let mut active = disk.create(&log::segment_name(sequence))?;
+                active.append(&record::segment_header(sequence))?;
+                active.sync()?;
+                disk.sync_dir()?;
+                Resume {
+                    active,
+                    active_sequence: sequence,
+                    active_bytes: record::SEGMENT_HEADER_BYTES as u64,
+                    lsn,
+                }
+            }
+        };
+        let log = Log::start(
+            disk,
+            resume,
+            LogConfig {
+                durability: options.durability,
+                fsync_interval: options.fsync_interval,
+                segment_size_bytes: options.segment_size_bytes,
+                on_ack: options.on_ack,
+            },
+        )?;
+        let (mut items, mut bytes) = (0u64, 0u64);
+        for shard in replay.index.shards() {
+            let mut shard = shard.write();
+            shard.retain(|_, e| is_live(e, now, replay.flush_deadline));
+            items += shard.len() as u64;
+            bytes += shard.iter().map(|(k, e)| entry_bytes(k, e)).sum::<u64>();
+        }
+        Ok(Store {
+            index: replay.index,
+            log,
+            clock: options.clock,
+            next_cas: AtomicU64::new(replay.max_cas + 1),
+            flush_deadline: AtomicU32::new(replay.flush_deadline),
+            curr_items: AtomicU64::new(items),
+            bytes: AtomicU64::new(bytes),
+            recovered_records: replay.records,
+            recovery_cut_bytes: cut_bytes,
+        })
+    }
+
+    pub fn now_secs(&self) -> u32 {
+        self.clock.now_secs()
+    }
+
+    /// The live version of `key`, counted as an access.
+    pub fn get(&self, key: &[u8]) -> Option<Item> {
+        self.read(key, Access::Fetch)
+    }
+
+    /// The live version of `key`, without counting an access.
+    pub fn peek(&self, key: &[u8]) -> Option<Item> {
+        self.read(key, Access::NoAccess)
+    }
+
+    fn read(&self, key: &[u8], access: Access) -> Option<Item> {
+        let now = self.now_secs();
+        let deadline = self.flush_deadline.load(Ordering::Acquire);
+        let shard = self.index.shard(key);
+        {
+            let guard = shard.read();
+            let entry = guard.get(key)?;
+            if is_live(entry, now, deadline) {
+                let item = snapshot(entry);
+                if access == Access::Fetch {
+                    entry.mark_access(now);
+                }
+                return Some(item);
+            }
+        }
+        // Dead: drop it now rather than keep its memory until it is overwritten.
+        let mut guard = shard.write();
+        self.remove_if_dead(&mut guard, key, now, deadline);
+        None
+    }
+
+    fn remove_if_dead(&self, shard: &mut Shard, key: &[u8], now: u32, deadline: u32) {
+        if let Some(entry) = shard.get(key) {
+            if !is_live(entry, now, deadline) {
+                let bytes = entry_bytes(key, entry);
+                shard.remove(key);
+                self.curr_items.fetch_sub(1, Ordering::Relaxed);
+                self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Looks at `key`'s live version (None if absent, expired or flushed), lets `decide`
+    /// choose a change, and makes it: logged, then applied to the index. Returns the
+    /// closure's result and the LSN to wait for before replying (None when nothing was
+    /// logged).
+    pub fn update<R>(
+        &self,
+        key: &[u8],
+        access: Access,
+        decide: impl FnOnce(Option<&Item>, u32) -> (Change, R),
+    ) -> Result<(R, Option<u64>), Error> {
+        if self.log.is_poisoned() {
+            return Err(Error::Poisoned);
+        }
+        let now = self.now_secs();
+        let deadline = self.flush_deadline.load(Ordering::Acquire);
+        let mut shard = self.index.shard(key).write();
+        self.remove_if_dead(&mut shard, key, now, deadline);
+        let current = shard.get(key).map(snapshot);
+        let (change, result) = decide(current.as_ref(), now);
+        let lsn = match change {
+            Change::Keep => {
+                if let (Some(entry), Access::Fetch) = (shard.get(key), access) {
+                    entry.mark_access(now);
+                }
+                None
+            }
+            Change::MarkWinSent => {
+                if let Some(entry) = shard.get(key) {
+                    entry.win_sent.store(true, Ordering::Relaxed);
+                    if access == Access::Fetch {
+                        entry.mark_access(now);
+                    }
+                }
+                None
+            }
+            Change::Touch { exptime } => match shard.get_mut(key) {
+                Some(entry) => {
+                    let lsn =
+                        self.log.append(&Record::Touch { key, exptime, cas: entry.cas })?;
+                    entry.exptime = exptime;
+                    entry.lsn = lsn;
+                    if access == Access::Fetch {
+                        entry.mark_access(now);
+                    }
+                    Some(lsn)
+                }
+                None => None,
+            },
+            Change::Delete => {
+                if shard.contains_key(key) {
+                    let lsn = self.log.append(&Record::Delete { key })?;
+                    if let Some(old) = shard.remove(key) {
+                        self.curr_items.fetch_sub(1, Ordering::Relaxed);
+                        self.bytes.fetch_sub(entry_bytes(key, &old), Ordering::Relaxed);
+                    }
+                    Some(lsn)
+                } else {
+                    None
+                }
+            }
+            Change::Put(new) => {
+                let (cas, explicit) = match new.cas {
+                    NewCas::Generate => (self.next_cas.fetch_add(1, Ordering::Relaxed), 0),
+                    NewCas::Explicit(cas) => (cas, ITEM_EXPLICIT_CAS),
+                };
+                let item_flags = explicit | if new.stale { ITEM_STALE } else { 0 };
+                let lsn = self.log.append(&Record::Put {
+                    key,
+                    value: &new.value,
+                    client_flags: new.client_flags,
+                    exptime: new.exptime,
+                    time: now,
+                    cas,
+                    item_flags,
+                })?;
+                let entry = Entry {
+                    value: new.value,
+                    client_flags: new.client_flags,
+                    exptime: new.exptime,
+                    time: now,
+                    cas,
+                    lsn,
+                    stale: new.stale,
+                    fetched: Default::default(),
+                    last_access: AtomicU32::new(now),
+                    win_sent: Default::default(),
+                };
+                let added = entry_bytes(key, &entry);
+                match shard.insert(key.into(), entry) {
+                    Some(old) => {
+                        self.bytes.fetch_sub(entry_bytes(key, &old), Ordering::Relaxed);
+                    }
+                    None => {
+                        self.curr_items.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                self.bytes.fetch_add(added, Ordering::Relaxed);
+                Some(lsn)
+            }
+        };
+        Ok((result, lsn))
+    }
+
+    /// memcached's flush_all: with no delay every item goes now; with a delay (relative
+    /// or absolute, as an exptime) every item stored before that moment goes then.
+    /// Returns the LSN to wait for.
+    pub fn flush_all(&self, delay: i64) -> Result<u64, Error> {
+        let now = self.now_secs();
+        let deadline = if delay <= 0 { 0 } else { exptime_to_absolute(delay, now) };
+        // Hold every shard: no write may land between the record and the clearing, or
+        // the live index and a replay of the log would disagree.
+        let mut guards: Vec<_> = self.index.shards().iter().map(|s| s.write()).collect();
+        // memcached spends a CAS value when the flush takes effect within this second.
+        let cas = if deadline == 0 || deadline.saturating_sub(1) <= now {
+            self.next_cas.fetch_add(1, Ordering::Relaxed)
+        } else {
+            0
+        };
+        let lsn = self.log.append(&Record::FlushAll { deadline, cas })?;
+        let old = self.flush_deadline.load(Ordering::Acquire);
+        if old != 0 && now >= old {
+            for shard in guards.iter_mut() {
+                shard.retain(|_, e| e.time >= old);
+            }
+        }
+        if deadline == 0 {
+            for shard in guards.iter_mut() {
+                shard.clear();
+            }
+        }
+        self.flush_deadline.store(deadline, Ordering::Release);
+        let (mut items, mut bytes) = (0u64, 0u64);
+        for shard in guards.iter() {
+            items += shard.len() as u64;
+            bytes += shard.iter().map(|(k, e)| entry_bytes(k, e)).sum::<u64>();
+        }
+        self.curr_items.store(items, Ordering::Relaxed);
+        self.bytes.store(bytes, Ordering::Relaxed);
+        Ok(lsn)
+    }
+
+    /// Every change up to this LSN is acknowledged under the store's durability mode.
+    pub fn acked_lsn(&self) -> u64 {
+        self.log.acked_lsn()
+    }
+
+    /// Blocks until `lsn` is acknowledged (or the store is poisoned).
+    pub fn wait_acked(&self, lsn: u64) -> Result<(), Error> {
+        self.log.wait_acked(lsn)
+    }
+
+    pub fn is_poisoned(&self) -> bool {
+        self.log.is_poisoned()
+    }
+
+    pub fn stats(&self) -> Stats {
+        Stats {
+            curr_items: self.curr_items.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            appended_lsn: self.log.appended_lsn(),
+            acked_lsn: self.log.acked_lsn(),
+            synced_lsn: self.log.synced_lsn(),
+            next_cas: self.next_cas.load(Ordering::Relaxed),
+            recovered_records: self.recovered_records,
+            recovery_cut_bytes: self.recovery_cut_bytes,
+        }
+    }
+
+    /// Writes and syncs everything appended and stops the log writer; later changes are
+    /// refused. Dropping the store does the same.
+    pub fn shutdown(&self) {
+        self.log.shutdown();
+    }
+}

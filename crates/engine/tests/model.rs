@@ -1,0 +1,281 @@
+//! The engine against a model: a `HashMap` plus a clock, over random sequences of
+//! operations, with clean reopens, kills and power losses (torn tails) in the middle.
+//!
+//! Acknowledged operations must all survive every kind of crash the durability mode
+//! promises to survive. Operations sent without waiting for their acknowledgement may be
+//! lost at a power loss, but only from the end: what recovery shows must be the state
+//! after some prefix of them. CAS values only ever grow, across restarts too.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kura_engine::sim::{SimDisk, Tear};
+use kura_engine::{
+    exptime_to_absolute, Access, Change, Durability, ManualClock, NewCas, NewItem, Options,
+    Store,
+};
+use proptest::prelude::*;
+
+const START_SECS: u32 = 1_700_000_000;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Set { key: u8, value: Vec<u8>, ttl: i64 },
+    Delete { key: u8 },
+    Touch { key: u8, ttl: i64 },
+    Get { key: u8 },
+    Advance { secs: u32 },
+    Flush { delay: i64 },
+    Reopen,
+    Kill,
+    PowerLoss { seed: u64 },
+    /// Sets sent without waiting for their acknowledgement, then a torn power loss.
+    UnackedThenPowerLoss { sets: Vec<(u8, Vec<u8>)>, seed: u64 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let key = 0u8..6;
+    let value = proptest::collection::vec(any::<u8>(), 0..40);
+    let ttl = prop_oneof![6 => Just(0i64), 2 => 1i64..4, 1 => Just(-1i64)];
+    prop_oneof![
+        30 => (key.clone(), value.clone(), ttl.clone()).prop_map(|(key, value, ttl)| Op::Set { key, value, ttl }),
+        8 => key.clone().prop_map(|key| Op::Delete { key }),
+        5 => (key.clone(), ttl).prop_map(|(key, ttl)| Op::Touch { key, ttl }),
+        15 => key.clone().prop_map(|key| Op::Get { key }),
+        6 => (1u32..3).prop_map(|secs| Op::Advance { secs }),
+        2 => prop_oneof![Just(0i64), 1i64..4].prop_map(|delay| Op::Flush { delay }),
+        3 => Just(Op::Reopen),
+        3 => Just(Op::Kill),
+        3 => any::<u64>().prop_map(|seed| Op::PowerLoss { seed }),
+        3 => (proptest::collection::vec((key, value), 1..5), any::<u64>())
+            .prop_map(|(sets, seed)| Op::UnackedThenPowerLoss { sets, seed }),
+    ]
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ModelItem {
+    value: Vec<u8>,
+    exptime: u32,
+    time: u32,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Model {
+    items: HashMap<u8, ModelItem>,
+    flush_deadline: u32,
+}
+
+impl Model {
+    fn live(&self, key: u8, now: u32) -> Option<&ModelItem> {
+        let item = self.items.get(&key)?;
+        let expired = item.exptime != 0 && item.exptime <= now;
+        let flushed = self.flush_deadline != 0 && now >= self.flush_deadline && item.time < self.flush_deadline;
+        (!expired && !flushed).then_some(item)
+    }
+
+    fn set(&mut self, key: u8, value: &[u8], ttl: i64, now: u32) {
+        let exptime = exptime_to_absolute(ttl, now);
+        self.items.insert(key, ModelItem { value: value.to_vec(), exptime, time: now });
+    }
+
+    fn snapshot(&self, now: u32) -> Vec<(u8, Vec<u8>)> {
+        let mut all: Vec<_> = (0..6u8)
+            .filter_map(|k| self.live(k, now).map(|i| (k, i.value.clone())))
+            .collect();
+        all.sort();
+        all
+    }
+}
+
+fn key_bytes(key: u8) -> Vec<u8> {
+    format!("key{key}").into_bytes()
+}
+
+fn open(disk: &SimDisk, clock: &Arc<ManualClock>) -> Store {
+    let mut options = Options::new(Durability::Fsync, clock.clone());
+    options.segment_size_bytes = 512; // small, so runs cross segment boundaries
+    options.fsync_interval = Duration::from_millis(1);
+    match Store::open(Arc::new(disk.clone()), options) {
+        Ok(store) => store,
+        Err(e) => panic!("reopen failed: {e}"),
+    }
+}
+
+fn store_snapshot(store: &Store) -> Vec<(u8, Vec<u8>)> {
+    (0..6u8).filter_map(|k| store.peek(&key_bytes(k)).map(|i| (k, i.value.to_vec()))).collect()
+}
+
+fn put(store: &Store, key: u8, value: &[u8], ttl: i64) -> u64 {
+    let value: Arc<[u8]> = value.into();
+    let result = store.update(&key_bytes(key), Access::NoAccess, |_, now| {
+        let exptime = exptime_to_absolute(ttl, now);
+        (Change::Put(NewItem { value, client_flags: 7, exptime, cas: NewCas::Generate, stale: false }), ())
+    });
+    match result {
+        Ok(((), Some(lsn))) => lsn,
+        other => panic!("set failed: {other:?}"),
+    }
+}
+
+fn run(ops: Vec<Op>) {
+    let disk = SimDisk::new();
+    let clock = Arc::new(ManualClock::new(START_SECS));
+    let mut store = open(&disk, &clock);
+    let mut model = Model::default();
+    let mut max_cas = 0u64;
+    for op in ops {
+        let now = clock.now_secs_for_test();
+        match op {
+            Op::Set { key, value, ttl } => {
+                let lsn = put(&store, key, &value, ttl);
+                assert!(store.wait_acked(lsn).is_ok());
+                model.set(key, &value, ttl, now);
+                if let Some(item) = store.peek(&key_bytes(key)) {
+                    assert!(item.cas > max_cas, "CAS went from {max_cas} to {}", item.cas);
+                    max_cas = item.cas;
+                    assert_eq!(item.client_flags, 7);
+                }
+            }
+            Op::Delete { key } => {
+                let result = store.update(&key_bytes(key), Access::NoAccess, |item, _| {
+                    (Change::Delete, item.is_some())
+                });
+                let (existed, lsn) = result.unwrap_or_else(|e| panic!("delete: {e}"));
+                assert_eq!(existed, model.live(key, now).is_some(), "delete of {key}");
+                if let Some(lsn) = lsn {
+                    assert!(store.wait_acked(lsn).is_ok());
+                }
+                model.items.remove(&key);
+            }
+            Op::Touch { key, ttl } => {
+                let result = store.update(&key_bytes(key), Access::NoAccess, |item, now| {
+                    (Change::Touch { exptime: exptime_to_absolute(ttl, now) }, item.is_some())
+                });
+                let (existed, lsn) = result.unwrap_or_else(|e| panic!("touch: {e}"));
+                assert_eq!(existed, model.live(key, now).is_some(), "touch of {key}");
+                if let Some(lsn) = lsn {
+                    assert!(store.wait_acked(lsn).is_ok());
+                }
+                if model.live(key, now).is_some() {
+                    if let Some(item) = model.items.get_mut(&key) {
+                        item.exptime = exptime_to_absolute(ttl, now);
+                    }
+                }
+            }
+            Op::Get { key } => {
+                let got = store.get(&key_bytes(key)).map(|i| i.value.to_vec());
+                assert_eq!(got, model.live(key, now).map(|i| i.value.clone()), "get of {key}");
+            }
+            Op::Advance { secs } => clock.advance(secs),
+            Op::Flush { delay } => {
+                let lsn = store.flush_all(delay).unwrap_or_else(|e| panic!("flush: {e}"));
+                assert!(store.wait_acked(lsn).is_ok());
+                let deadline = if delay <= 0 { 0 } else { exptime_to_absolute(delay, now) };
+                let old = model.flush_deadline;
+                if old != 0 && now >= old {
+                    model.items.retain(|_, i| i.time >= old);
+                }
+                if deadline == 0 {
+                    model.items.clear();
+                }
+                model.flush_deadline = deadline;
+            }
+            Op::Reopen => {
+                store.shutdown();
+                drop(store);
+                store = open(&disk, &clock);
+            }
+            Op::Kill => {
+                disk.power_loss(Tear::KeepWritten);
+                drop(store);
+                disk.revive();
+                store = open(&disk, &clock);
+            }
+            Op::PowerLoss { seed } => {
+                disk.power_loss(Tear::Torn(seed));
+                drop(store);
+                disk.revive();
+                store = open(&disk, &clock);
+            }
+            Op::UnackedThenPowerLoss { sets, seed } => {
+                let mut prefixes = vec![model.snapshot(now)];
+                let mut after = model.clone();
+                for (key, value) in &sets {
+                    put(&store, *key, value, 0);
+                    after.set(*key, value, 0, now);
+                    prefixes.push(after.snapshot(now));
+                }
+                disk.power_loss(Tear::Torn(seed));
+                drop(store);
+                disk.revive();
+                store = open(&disk, &clock);
+                let recovered = store_snapshot(&store);
+                let which = prefixes.iter().position(|p| *p == recovered);
+                let Some(which) = which else {
+                    panic!("recovered {recovered:?} is no prefix of {prefixes:?}");
+                };
+                // The model follows what survived.
+                for (key, value) in &sets[..which] {
+                    model.set(*key, value, 0, now);
+                }
+            }
+        }
+        assert_eq!(store_snapshot(&store), model.snapshot(clock.now_secs_for_test()));
+        // CAS never goes backwards: the next one handed out is above all seen.
+        assert!(store.stats().next_cas > max_cas);
+    }
+}
+
+trait NowForTest {
+    fn now_secs_for_test(&self) -> u32;
+}
+
+impl NowForTest for ManualClock {
+    fn now_secs_for_test(&self) -> u32 {
+        kura_engine::Clock::now_secs(self)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+    #[test]
+    fn engine_matches_model(ops in proptest::collection::vec(op(), 1..80)) {
+        run(ops);
+    }
+}
+
+#[test]
+fn a_failed_fsync_poisons_the_store() {
+    let disk = SimDisk::new();
+    let clock = Arc::new(ManualClock::new(START_SECS));
+    let store = open(&disk, &clock);
+    let lsn = put(&store, 1, b"kept", 0);
+    assert!(store.wait_acked(lsn).is_ok());
+    disk.fail_syncs_after(0);
+    let lsn = put(&store, 2, b"lost", 0);
+    assert!(store.wait_acked(lsn).is_err(), "a write whose fsync failed was acknowledged");
+    assert!(store.is_poisoned());
+    let refused = store.update(b"key3", Access::NoAccess, |_, _| (Change::Delete, ()));
+    assert!(refused.is_err(), "a poisoned store accepted a change");
+}
+
+#[test]
+fn corruption_in_the_middle_cuts_the_log_there() {
+    let disk = SimDisk::new();
+    let clock = Arc::new(ManualClock::new(START_SECS));
+    let store = open(&disk, &clock);
+    for i in 0..3u8 {
+        let lsn = put(&store, i, &[i; 8], 0);
+        assert!(store.wait_acked(lsn).is_ok());
+    }
+    store.shutdown();
+    drop(store);
+    // Damage the second record of the first segment: recovery keeps only the first.
+    let name = "0000000000000001.log";
+    let first_len = 8 + 12 + 12 + 4 + 8;
+    disk.corrupt(name, 32 + first_len + 20, b"\xff");
+    let store = open(&disk, &clock);
+    assert_eq!(store_snapshot(&store), vec![(0, vec![0; 8])]);
+    assert!(store.stats().recovery_cut_bytes > 0);
+}
