@@ -169,7 +169,7 @@ mod tests {
         check(
             "VALUE a 0 1\r\nx\r\nVALUE b 5 2 77\r\nyz\r\nEND\r\n",
             Values,
-            Ok(Some((Reply::Values { hits: 2 }, 39))),
+            Ok(Some((Reply::Values { hits: 2 }, 41))),
         );
         check("ERROR\r\n", Values, Ok(Some((Reply::Error, 7))));
         check("STORED\r\n", Values, Err(()));

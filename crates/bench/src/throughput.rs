@@ -27,7 +27,7 @@ pub struct ThroughputArgs {
     #[arg(long, default_value_t = 50)]
     pub connections: usize,
     /// Client threads the connections are spread over (each polls its share).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 4)]
     pub client_threads: usize,
     /// Keys in the key space, all preloaded.
     #[arg(long, default_value_t = 100_000)]

@@ -1,0 +1,113 @@
+//! Tiny runs of every kura-bench workload, so none of them rot.
+//!
+//! Each runs the real `kura-bench` binary against a real memcached, which must be
+//! installed (`scripts/install-peers.sh`): a missing memcached fails the test rather
+//! than skipping it. Kura is measured too when its binary exists beside this one
+//! (`target/<profile>/kura`, or `KURA_BIN`); when it does not, the test says so and
+//! measures memcached alone. These tests check that the workloads run and report
+//! sane figures, never how fast anything is.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const MEMCACHED: &str = "/usr/bin/memcached";
+
+fn require_memcached() {
+    assert!(
+        Path::new(MEMCACHED).exists(),
+        "{MEMCACHED} is missing: run `scripts/install-peers.sh` (as root) to install the peers"
+    );
+}
+
+/// The Kura binary built with the same profile as this test, if there is one.
+fn kura_bin() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("KURA_BIN") {
+        return Some(PathBuf::from(path));
+    }
+    let bench = PathBuf::from(env!("CARGO_BIN_EXE_kura-bench"));
+    let path = bench.parent()?.join("kura");
+    path.exists().then_some(path)
+}
+
+/// Backends to run: memcached always, the Kura modes when the binary exists.
+fn backends() -> (String, Option<PathBuf>) {
+    require_memcached();
+    match kura_bin() {
+        Some(kura) => ("memcached,kura-fsync,kura-interval,kura-none".to_string(), Some(kura)),
+        None => {
+            // Written past the test harness's capture so the note shows on success too.
+            let _ = writeln!(
+                std::io::stderr(),
+                "NOTE: Kura binary not found next to kura-bench (target/<profile>/kura) and \
+                 KURA_BIN unset: measuring memcached only. Build it with \
+                 `cargo build -p kura-server` to include Kura."
+            );
+            ("memcached".to_string(), None)
+        }
+    }
+}
+
+/// Runs `kura-bench <workload> --tiny ...` and returns its stdout and CSV text.
+fn run_tiny(workload: &str, extra: &[&str]) -> (String, String, Vec<String>) {
+    let (names, kura) = backends();
+    let out_dir = tempfile::tempdir().unwrap();
+    let data_root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kura-bench"));
+    cmd.arg(workload)
+        .arg("--tiny")
+        .args(["--backends", &names])
+        .arg("--out-dir")
+        .arg(out_dir.path())
+        .arg("--data-root")
+        .arg(data_root.path())
+        .args(extra);
+    if let Some(kura) = &kura {
+        cmd.arg("--kura-bin").arg(kura);
+    }
+    let output = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "kura-bench {workload} failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    let csvs: Vec<PathBuf> =
+        std::fs::read_dir(out_dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(csvs.len(), 1, "expected one CSV, found {csvs:?}");
+    let csv = std::fs::read_to_string(&csvs[0]).unwrap();
+    (stdout, csv, names.split(',').map(str::to_string).collect())
+}
+
+/// The CSV's rows as maps from column name to cell (no cell holds a comma here).
+fn rows(csv: &str) -> Vec<std::collections::HashMap<String, String>> {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    lines
+        .map(|l| header.iter().map(|h| h.to_string()).zip(l.split(',').map(str::to_string)).collect())
+        .collect()
+}
+
+fn number(row: &std::collections::HashMap<String, String>, column: &str) -> f64 {
+    row[column].parse().unwrap_or_else(|_| panic!("{column} = {:?} in {row:?}", row[column]))
+}
+
+#[test]
+fn tiny_throughput_measures_every_backend() {
+    let (stdout, csv, names) = run_tiny("throughput", &[]);
+    let rows = rows(&csv);
+    for workload in ["get", "set", "mix90/10"] {
+        assert!(stdout.contains(workload), "no {workload} table in:\n{stdout}");
+        for name in &names {
+            let row = rows
+                .iter()
+                .find(|r| r["workload"] == workload && &r["backend"] == name)
+                .unwrap_or_else(|| panic!("no {workload} row for {name} in:\n{csv}"));
+            assert!(number(row, "ops_per_sec") > 100.0, "{row:?}");
+            assert_eq!(number(row, "misses"), 0.0, "{row:?}");
+            assert_eq!(number(row, "errors"), 0.0, "{row:?}");
+            assert!(number(row, "p50_us") <= number(row, "p99_us"), "{row:?}");
+        }
+    }
+    let memcached = rows.iter().find(|r| r["backend"] == "memcached").unwrap();
+    assert_eq!(memcached["ratio_to_memcached"], "1.000");
+}
