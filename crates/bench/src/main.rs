@@ -11,9 +11,11 @@ mod backend;
 mod client;
 mod keys;
 mod load;
+mod multiget;
 mod proto;
 mod report;
 mod stats;
+mod store_fetch;
 mod throughput;
 
 use std::path::PathBuf;
@@ -34,6 +36,10 @@ struct Cli {
 enum Workload {
     /// Ops/s of get, set and a 90/10 mix over many connections.
     Throughput(throughput::ThroughputArgs),
+    /// One client: S stores then F fetches, latency per op (seed 002).
+    StoreFetch(store_fetch::StoreFetchArgs),
+    /// Latency of one `get k1 ... kn` by n (seed 003).
+    Multiget(multiget::MultigetArgs),
 }
 
 /// Options every workload shares: which backends, where they live, where output goes.
@@ -120,5 +126,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.workload {
         Workload::Throughput(args) => throughput::run(&args),
+        Workload::StoreFetch(args) => store_fetch::run(&args),
+        Workload::Multiget(args) => multiget::run(&args),
     }
 }

@@ -106,10 +106,6 @@ pub fn opt(value: Option<f64>, decimals: usize) -> String {
     value.map_or_else(|| "-".to_string(), |v| format!("{v:.decimals$}"))
 }
 
-/// Microseconds as milliseconds with three decimals.
-pub fn ms(micros: u64) -> String {
-    format!("{:.3}", micros as f64 / 1000.0)
-}
 
 #[cfg(test)]
 mod tests {

@@ -111,3 +111,39 @@ fn tiny_throughput_measures_every_backend() {
     let memcached = rows.iter().find(|r| r["backend"] == "memcached").unwrap();
     assert_eq!(memcached["ratio_to_memcached"], "1.000");
 }
+
+#[test]
+fn tiny_store_fetch_measures_every_backend() {
+    let (stdout, csv, names) = run_tiny("store-fetch", &[]);
+    assert!(stdout.contains("store/fetch"), "{stdout}");
+    let rows = rows(&csv);
+    for operation in ["store", "fetch"] {
+        for name in &names {
+            let row = rows
+                .iter()
+                .find(|r| r["operation"] == operation && &r["backend"] == name)
+                .unwrap_or_else(|| panic!("no {operation} row for {name} in:\n{csv}"));
+            assert_eq!(number(row, "count"), 300.0, "{row:?}");
+            assert_eq!(number(row, "failures"), 0.0, "{row:?}");
+            assert!(number(row, "min_ms") <= number(row, "mean_ms"), "{row:?}");
+            assert!(number(row, "mean_ms") <= number(row, "max_ms"), "{row:?}");
+        }
+    }
+}
+
+#[test]
+fn tiny_multiget_measures_every_count_and_backend() {
+    let (stdout, csv, names) = run_tiny("multiget", &[]);
+    assert!(stdout.contains("50 vs 1"), "{stdout}");
+    let rows = rows(&csv);
+    for n in ["1", "2", "10", "50"] {
+        for name in &names {
+            let row = rows
+                .iter()
+                .find(|r| r["keys"] == n && &r["backend"] == name)
+                .unwrap_or_else(|| panic!("no row for {n} keys on {name} in:\n{csv}"));
+            assert_eq!(number(row, "samples"), 5.0, "{row:?}");
+            assert!(number(row, "p50_us") > 0.0, "{row:?}");
+        }
+    }
+}
