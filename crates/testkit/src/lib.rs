@@ -1,1 +1,21 @@
-//! placeholder
+//! Dev-only helpers for Kura's tests: spawn a real `kura` on port 0 with a temporary
+//! data directory, spawn the real memcached as the reference, a small blocking
+//! client, and wire transcripts run against both and compared byte for byte.
+//!
+//! Not for production code paths: it panics freely in tests' favour and spawns
+//! processes. std only (plus tempfile and libc), so it builds fast.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+mod client;
+mod escape;
+mod kura;
+mod memcached;
+mod output;
+pub mod runner;
+pub mod transcript;
+
+pub use client::{Client, Reply, ReplyEnd, REPLY_TIMEOUT};
+pub use escape::{escape, unescape};
+pub use kura::{kura_bin, Durability, KuraOptions, KuraServer};
+pub use memcached::{MemcachedServer, MEMCACHED_BIN};
+pub use transcript::Transcript;

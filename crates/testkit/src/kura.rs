@@ -1,0 +1,232 @@
+//! Spawning the real `kura` binary on port 0 with a temporary data directory.
+//!
+//! The port is read from the one line kura prints on stdout once it accepts
+//! connections, `kura listening on 127.0.0.1:<port>`: no sleeps, no port guessing.
+//! The data directory outlives `kill` and `restart`, so crash-recovery tests can
+//! SIGKILL a server and start a new one on what it left behind.
+
+use std::ffi::OsString;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use crate::output::{drain, Log};
+
+/// How long kura may take to print its listening line (recovery included).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+const LISTENING_PREFIX: &str = "kura listening on ";
+
+/// Kura's durability modes, as its `--durability` flag spells them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Acknowledge after fsync (group commit).
+    Fsync,
+    /// Acknowledge once written to the OS; fsync on an interval.
+    Interval,
+    /// Never fsync.
+    None,
+}
+
+impl Durability {
+    pub fn flag(self) -> &'static str {
+        match self {
+            Durability::Fsync => "fsync",
+            Durability::Interval => "interval",
+            Durability::None => "none",
+        }
+    }
+}
+
+/// The kura binary to run: `$KURA_BIN` when set, else `default` (integration tests
+/// pass `env!("CARGO_BIN_EXE_kura")`).
+pub fn kura_bin(default: &str) -> PathBuf {
+    std::env::var_os("KURA_BIN").map_or_else(|| PathBuf::from(default), PathBuf::from)
+}
+
+/// How to start kura. `KuraServer::start` covers the common case.
+#[derive(Clone, Debug)]
+pub struct KuraOptions {
+    pub bin: PathBuf,
+    pub durability: Durability,
+    pub extra_args: Vec<OsString>,
+}
+
+impl KuraOptions {
+    pub fn new(bin: impl Into<PathBuf>, durability: Durability) -> KuraOptions {
+        KuraOptions { bin: bin.into(), durability, extra_args: Vec::new() }
+    }
+
+    pub fn arg(mut self, arg: impl Into<OsString>) -> KuraOptions {
+        self.extra_args.push(arg.into());
+        self
+    }
+
+    /// Starts kura on a fresh temporary data directory, removed on drop.
+    pub fn start(self) -> io::Result<KuraServer> {
+        let temp = tempfile::Builder::new().prefix("kura-test-").tempdir()?;
+        let data_dir = temp.path().to_path_buf();
+        let mut server = KuraServer { options: self, data_dir, _temp: Some(temp), child: None, log: Log::default(), addr: None };
+        server.spawn()?;
+        Ok(server)
+    }
+
+    /// Starts kura on an existing data directory, which is left in place on drop.
+    pub fn start_on(self, data_dir: impl Into<PathBuf>) -> io::Result<KuraServer> {
+        let mut server =
+            KuraServer { options: self, data_dir: data_dir.into(), _temp: None, child: None, log: Log::default(), addr: None };
+        server.spawn()?;
+        Ok(server)
+    }
+}
+
+/// A running kura process. Dropping it kills the process (SIGKILL) and removes the
+/// data directory if this server created it.
+pub struct KuraServer {
+    options: KuraOptions,
+    data_dir: PathBuf,
+    // Declared after `child` would not matter: `Drop` kills the child first.
+    _temp: Option<tempfile::TempDir>,
+    child: Option<Child>,
+    log: Log,
+    addr: Option<SocketAddr>,
+}
+
+impl KuraServer {
+    /// Starts `bin` with `-p 0 -l 127.0.0.1 --data-dir <tempdir> --durability <mode>`
+    /// followed by `extra_args`.
+    pub fn start(bin: impl Into<PathBuf>, durability: Durability, extra_args: &[&str]) -> io::Result<KuraServer> {
+        let mut options = KuraOptions::new(bin, durability);
+        options.extra_args.extend(extra_args.iter().map(OsString::from));
+        options.start()
+    }
+
+    /// The address kura reported; panics if the server is stopped.
+    pub fn addr(&self) -> SocketAddr {
+        match self.addr {
+            Some(addr) => addr,
+            None => panic!("kura is not running (killed or terminated); call restart()"),
+        }
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// Everything kura printed so far (stdout and stderr), for failure messages.
+    pub fn log(&self) -> String {
+        self.log.snapshot()
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// SIGKILL and reap; the data directory stays.
+    pub fn kill(&mut self) -> io::Result<()> {
+        self.addr = None;
+        if let Some(mut child) = self.child.take() {
+            child.kill()?;
+            child.wait()?;
+        }
+        Ok(())
+    }
+
+    /// SIGTERM and wait for a graceful exit; returns the exit status. The data
+    /// directory stays.
+    pub fn terminate(&mut self) -> io::Result<std::process::ExitStatus> {
+        self.addr = None;
+        let Some(mut child) = self.child.take() else {
+            return Err(io::Error::other("kura is not running"));
+        };
+        let pid = libc::pid_t::try_from(child.id()).map_err(io::Error::other)?;
+        signal(pid, libc::SIGTERM)?;
+        child.wait()
+    }
+
+    /// Starts kura again on the same data directory and options; kills the running
+    /// process first if there is one. The address usually changes.
+    pub fn restart(&mut self) -> io::Result<()> {
+        self.kill()?;
+        self.log = Log::default();
+        self.spawn()
+    }
+
+    fn spawn(&mut self) -> io::Result<()> {
+        let options = &self.options;
+        let mut command = Command::new(&options.bin);
+        command
+            .args(["-p", "0", "-l", "127.0.0.1", "--data-dir"])
+            .arg(&self.data_dir)
+            .args(["--durability", options.durability.flag()])
+            .args(&options.extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot run kura at {}: {e} (build it with `cargo build -p kura-server` or set KURA_BIN)", options.bin.display()))
+        })?;
+        let (lines_tx, lines_rx) = mpsc::channel();
+        if let Some(stdout) = child.stdout.take() {
+            drain(stdout, self.log.clone(), "", Some(lines_tx));
+        }
+        if let Some(stderr) = child.stderr.take() {
+            drain(stderr, self.log.clone(), "", None);
+        }
+        let deadline = Instant::now() + START_TIMEOUT;
+        let addr = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match lines_rx.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(addr) = line.strip_prefix(LISTENING_PREFIX) {
+                        match addr.trim().parse::<SocketAddr>() {
+                            Ok(addr) => break addr,
+                            Err(e) => return Err(self.fail(child, &format!("bad address in {line:?}: {e}"))),
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    return Err(self.fail(child, &format!("no `{LISTENING_PREFIX}<addr>` line within {START_TIMEOUT:?}")));
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(self.fail(child, &format!("kura closed stdout before printing `{LISTENING_PREFIX}<addr>`")));
+                }
+            }
+        };
+        self.child = Some(child);
+        self.addr = Some(addr);
+        Ok(())
+    }
+
+    fn fail(&self, mut child: Child, why: &str) -> io::Error {
+        let _ = child.kill();
+        let status = child.wait().map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+        // Give the drain threads a moment to collect the last words.
+        std::thread::sleep(Duration::from_millis(50));
+        io::Error::other(format!(
+            "{why}; kura {} ({status}); its output:\n{}",
+            self.options.bin.display(),
+            self.log.snapshot()
+        ))
+    }
+}
+
+impl Drop for KuraServer {
+    fn drop(&mut self) {
+        let _ = self.kill();
+    }
+}
+
+fn signal(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
+    // SAFETY: kill(2) has no memory-safety preconditions; `pid` is our own child,
+    // not yet reaped, so the pid cannot have been reused.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::kill(pid, signal) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}

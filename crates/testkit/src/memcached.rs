@@ -1,0 +1,108 @@
+//! Spawning the real memcached (Debian's package) on a free loopback port, as the
+//! reference that Kura's replies are compared with.
+//!
+//! memcached cannot be told to pick its own port and report it, so this binds port
+//! 0 to find a free one, releases it, starts memcached there and connects until it
+//! accepts; if memcached exits (someone took the port meanwhile) it tries again.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::output::{drain, Log};
+
+pub const MEMCACHED_BIN: &str = "/usr/bin/memcached";
+const ATTEMPTS: usize = 5;
+const ACCEPT_TIMEOUT: Duration = Duration::from_secs(10);
+const INSTALL_HINT: &str = "run `sudo scripts/install-test-deps.sh` (installs memcached and libmemcached-tools)";
+
+/// A running memcached; dropping it kills the process.
+pub struct MemcachedServer {
+    child: Child,
+    addr: SocketAddr,
+    log: Log,
+}
+
+impl MemcachedServer {
+    /// Starts `/usr/bin/memcached -U 0 -l 127.0.0.1 -p <free port>` with default
+    /// settings (64 MiB, `-I 1m`). Fails with an install hint if it is missing.
+    pub fn start() -> io::Result<MemcachedServer> {
+        Self::start_with(&[])
+    }
+
+    /// As `start`, with extra memcached arguments.
+    pub fn start_with(extra_args: &[&str]) -> io::Result<MemcachedServer> {
+        if !Path::new(MEMCACHED_BIN).exists() {
+            return Err(io::Error::new(io::ErrorKind::NotFound, format!("{MEMCACHED_BIN} not found: {INSTALL_HINT}")));
+        }
+        let mut last_error = String::new();
+        for _ in 0..ATTEMPTS {
+            match Self::try_start(extra_args) {
+                Ok(server) => return Ok(server),
+                Err(e) => last_error = e.to_string(),
+            }
+        }
+        Err(io::Error::other(format!("memcached did not start in {ATTEMPTS} attempts; last: {last_error}")))
+    }
+
+    fn try_start(extra_args: &[&str]) -> io::Result<MemcachedServer> {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port();
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let mut command = Command::new(MEMCACHED_BIN);
+        command.args(["-U", "0", "-l", "127.0.0.1", "-p", &port.to_string()]);
+        if is_root() {
+            // memcached refuses to run as root without -u; -u is ignored otherwise.
+            command.args(["-u", "root"]);
+        }
+        command.args(extra_args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = command.spawn().map_err(|e| io::Error::new(e.kind(), format!("cannot run {MEMCACHED_BIN}: {e}; {INSTALL_HINT}")))?;
+        let log = Log::default();
+        if let Some(stdout) = child.stdout.take() {
+            drain(stdout, log.clone(), "", None);
+        }
+        if let Some(stderr) = child.stderr.take() {
+            drain(stderr, log.clone(), "", None);
+        }
+        let deadline = Instant::now() + ACCEPT_TIMEOUT;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Err(io::Error::other(format!("memcached on port {port} exited: {status}; output: {}", log.snapshot())));
+            }
+            if TcpStream::connect(addr).is_ok() {
+                return Ok(MemcachedServer { child, addr, log });
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(io::Error::other(format!("memcached on port {port} did not accept within {ACCEPT_TIMEOUT:?}")));
+            }
+            // Polling the port is the only readiness signal memcached gives.
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Everything memcached printed so far.
+    pub fn log(&self) -> String {
+        self.log.snapshot()
+    }
+}
+
+impl Drop for MemcachedServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    #[allow(unsafe_code)]
+    let euid = unsafe { libc::geteuid() };
+    euid == 0
+}

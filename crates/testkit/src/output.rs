@@ -1,0 +1,58 @@
+//! Draining a child's stdout and stderr in background threads, so the child never
+//! blocks on a full pipe, while keeping the text for error messages.
+
+use std::io::{BufRead, BufReader, Read};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread;
+
+/// Keep at most this much of a child's output; older text is dropped.
+const LOG_MAX_BYTES: usize = 256 * 1024;
+
+/// Everything a child printed, stdout and stderr interleaved line by line.
+#[derive(Clone, Default)]
+pub struct Log {
+    text: Arc<Mutex<String>>,
+}
+
+impl Log {
+    pub fn snapshot(&self) -> String {
+        self.text.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn push(&self, line: &str) {
+        let mut text = self.text.lock().unwrap_or_else(PoisonError::into_inner);
+        text.push_str(line);
+        if text.len() > LOG_MAX_BYTES {
+            let mut cut = text.len() - LOG_MAX_BYTES;
+            while !text.is_char_boundary(cut) {
+                cut += 1;
+            }
+            text.drain(..cut);
+        }
+    }
+}
+
+/// Reads `stream` line by line into `log` until EOF. Each line is also offered to
+/// `lines` (if any) so the caller can watch for a readiness line; a gone receiver
+/// is fine. The sender is dropped at EOF, which tells a waiting receiver the child
+/// closed its output (usually: it exited).
+pub fn drain(stream: impl Read + Send + 'static, log: Log, prefix: &'static str, lines: Option<Sender<String>>) {
+    thread::spawn(move || {
+        let mut reader = BufReader::new(stream);
+        let mut raw = Vec::new();
+        loop {
+            raw.clear();
+            match reader.read_until(b'\n', &mut raw) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&raw);
+                    log.push(&format!("{prefix}{line}"));
+                    if let Some(sender) = &lines {
+                        let _ = sender.send(line.trim_end().to_string());
+                    }
+                }
+            }
+        }
+    });
+}

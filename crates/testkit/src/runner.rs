@@ -1,0 +1,399 @@
+//! Running transcripts against live servers, comparing replies step by step, and
+//! keeping memcached's replies as golden files.
+//!
+//! A transcript runs against a fresh memcached and a fresh candidate at once (two
+//! threads, so sleeps overlap). Every step's reply is turned into its "rendering":
+//! the reply escaped, one line per wire line, with `<closed>` or `<timeout>` when
+//! the connection closed or went quiet, and a fixed text for shape-only steps. The
+//! renderings are compared step by step; memcached's are also compared with the
+//! golden file `<name>.expected` (rewritten instead when `KURA_BLESS=1`), which
+//! catches memcached version drift and keeps the expected bytes reviewable.
+
+use std::fmt::Write as _;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::thread;
+
+
+use crate::client::{Client, Reply, ReplyEnd, REPLY_TIMEOUT};
+use crate::escape::escape;
+use crate::memcached::MemcachedServer;
+use crate::transcript::{Action, Check, Exchange, Shape, Sync, Transcript};
+
+const MN: &[u8] = b"mn\r\n";
+const MN_REPLY: &[u8] = b"MN\r\n";
+/// Show at most this many mismatching steps per transcript.
+const MISMATCHES_SHOWN: usize = 8;
+
+/// The directory holding the corpus: `tests/transcripts` at the workspace root.
+pub fn transcripts_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/transcripts")
+}
+
+/// Names (without `.txt`) of every transcript in the corpus, sorted.
+pub fn transcript_names() -> io::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(transcripts_dir())? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "txt") {
+            if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
+                names.push(stem.to_string());
+            }
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Loads `tests/transcripts/<name>.txt`.
+pub fn load(name: &str) -> Result<Transcript, String> {
+    let path = transcripts_dir().join(format!("{name}.txt"));
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Transcript::parse(&format!("{name}.txt"), &text)
+}
+
+/// Runs transcript `name` on a fresh memcached and on `candidate` (a fresh server
+/// whose name is `candidate_name`, e.g. "kura"), compares every step, and checks
+/// memcached's replies against the golden file (or writes it under `KURA_BLESS=1`).
+/// The error is a report meant for a person.
+pub fn differential(name: &str, candidate_name: &str, candidate: SocketAddr) -> Result<(), String> {
+    let transcript = load(name)?;
+    let memcached = MemcachedServer::start().map_err(|e| format!("{name}: cannot start memcached: {e}"))?;
+    let (reference, other) = thread::scope(|scope| {
+        let reference = scope.spawn(|| run(&transcript, memcached.addr()));
+        let other = run(&transcript, candidate);
+        (reference.join(), other)
+    });
+    let reference = reference.map_err(|_| format!("{name}: the memcached runner panicked"))?;
+    let mut problems = String::new();
+    if let Err(e) = check_golden(&transcript, &reference) {
+        problems.push_str(&e);
+    }
+    if let Err(e) = compare(&transcript, "memcached", &reference, candidate_name, &other) {
+        problems.push_str(&e);
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
+}
+
+/// Runs every step of `transcript` on a new connection to `addr`; returns one
+/// rendering per exchange (see the module comment).
+pub fn run(transcript: &Transcript, addr: SocketAddr) -> Vec<String> {
+    let mut renderings = Vec::new();
+    let mut client: Option<Client> = None;
+    let mut stopped = None;
+    for step in &transcript.steps {
+        let exchange = match &step.action {
+            Action::Sleep(duration) => {
+                if stopped.is_none() {
+                    thread::sleep(*duration);
+                }
+                continue;
+            }
+            Action::NewConnection => {
+                client = None;
+                continue;
+            }
+            Action::Exchange(exchange) => exchange,
+        };
+        if let Some(why) = &stopped {
+            renderings.push(format!("<not run: {why}>"));
+            continue;
+        }
+        let reply = match exchange_once(&mut client, addr, exchange) {
+            Ok(reply) => reply,
+            Err(e) => {
+                client = None;
+                renderings.push(format!("<i/o error: {e}>"));
+                continue;
+            }
+        };
+        let Some(reply) = reply else {
+            renderings.push(String::new());
+            continue;
+        };
+        match reply.end {
+            ReplyEnd::Suffix => {}
+            ReplyEnd::Eof => client = None,
+            ReplyEnd::Timeout => {
+                // A silent server would make every later step wait too.
+                client = None;
+                stopped = Some(format!("step on line {} timed out", step.line));
+            }
+        }
+        renderings.push(render(exchange, &reply));
+    }
+    renderings
+}
+
+fn exchange_once(client: &mut Option<Client>, addr: SocketAddr, exchange: &Exchange) -> io::Result<Option<Reply>> {
+    let connection = match client {
+        Some(connection) => connection,
+        None => client.insert(Client::connect(addr)?),
+    };
+    let mut bytes = exchange.bytes.clone();
+    if exchange.sync == Sync::Mn {
+        bytes.extend_from_slice(MN);
+    }
+    if let Err(e) = connection.send(&bytes) {
+        // The server may have closed already; what it said before is the reply.
+        if !matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset) {
+            return Err(e);
+        }
+    }
+    match exchange.sync {
+        Sync::Mn => {
+            // The step may hold mn commands of its own: wait for all their MNs.
+            let wanted = mn_commands(&exchange.bytes) + 1;
+            let done = |reply: &[u8]| reply.ends_with(MN_REPLY) && mn_replies(reply) >= wanted;
+            connection.read_reply_until(done, REPLY_TIMEOUT).map(Some)
+        }
+        Sync::Close => connection.read_reply_to_eof(REPLY_TIMEOUT).map(Some),
+        Sync::NoRead => Ok(None),
+    }
+}
+
+/// Lines of `sent` that are an `mn` command (each gets an `MN` reply).
+fn mn_commands(sent: &[u8]) -> usize {
+    line_starts(sent).filter(|&i| ["mn\r\n", "mn\n", "mn "].iter().any(|p| sent[i..].starts_with(p.as_bytes()))).count()
+}
+
+/// Lines of `reply` that are exactly `MN\r\n`.
+fn mn_replies(reply: &[u8]) -> usize {
+    line_starts(reply).filter(|&i| reply[i..].starts_with(MN_REPLY)).count()
+}
+
+fn line_starts(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    std::iter::once(0).chain(bytes.iter().enumerate().filter(|(_, &b)| b == b'\n').map(|(i, _)| i + 1)).filter(move |&i| i < bytes.len())
+}
+
+fn render(exchange: &Exchange, reply: &Reply) -> String {
+    let mut bytes = reply.bytes.as_slice();
+    if reply.end == ReplyEnd::Suffix {
+        bytes = &bytes[..bytes.len() - MN_REPLY.len()];
+    }
+    if let Check::Shape(shape) = exchange.check {
+        if reply.end == ReplyEnd::Suffix && shape_matches(shape, bytes) {
+            return format!("<shape {}>", shape_name(shape));
+        }
+    }
+    let mut text = String::new();
+    let mut line_start = 0;
+    for (i, &byte) in bytes.iter().enumerate() {
+        if byte == b'\n' {
+            text.push_str(&escape(&bytes[line_start..=i]));
+            text.push('\n');
+            line_start = i + 1;
+        }
+    }
+    if line_start < bytes.len() {
+        text.push_str(&escape(&bytes[line_start..]));
+        text.push('\n');
+    }
+    match reply.end {
+        ReplyEnd::Suffix => {}
+        ReplyEnd::Eof => text.push_str("<closed>\n"),
+        ReplyEnd::Timeout => text.push_str("<timeout>\n"),
+    }
+    if exchange.sync == Sync::Mn && reply.end != ReplyEnd::Suffix {
+        text.push_str("<no MN: the mn sent after this step was not answered>\n");
+    }
+    text.trim_end_matches('\n').to_string()
+}
+
+fn shape_name(shape: Shape) -> &'static str {
+    match shape {
+        Shape::Version => "VERSION <something>\\r\\n",
+        Shape::Stats => "STAT <name> <value>\\r\\n... END\\r\\n",
+    }
+}
+
+fn shape_matches(shape: Shape, bytes: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return false;
+    };
+    match shape {
+        Shape::Version => text
+            .strip_prefix("VERSION ")
+            .and_then(|rest| rest.strip_suffix("\r\n"))
+            .is_some_and(|v| !v.is_empty() && !v.contains(['\r', '\n'])),
+        Shape::Stats => {
+            let Some(body) = text.strip_suffix("END\r\n") else {
+                return false;
+            };
+            let lines: Vec<&str> = body.split_terminator("\r\n").collect();
+            !lines.is_empty()
+                && body.ends_with("\r\n")
+                && lines.iter().all(|line| {
+                    let mut parts = line.splitn(3, ' ');
+                    parts.next() == Some("STAT")
+                        && parts.next().is_some_and(|name| !name.is_empty())
+                        && parts.next().is_some_and(|value| !value.is_empty() && !value.contains('\n'))
+                })
+        }
+    }
+}
+
+/// Whether two renderings of one step agree under the step's check.
+fn agree(check: Check, a: &str, b: &str) -> bool {
+    match check {
+        Check::Exact | Check::Shape(_) => a == b,
+        Check::TolerateTick => agree_within_one(a, b),
+    }
+}
+
+fn agree_within_one(a: &str, b: &str) -> bool {
+    let tokens = |s: &str| -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let mut last_digit = None;
+        for c in s.chars() {
+            let digit = c.is_ascii_digit();
+            match out.last_mut() {
+                Some(token) if last_digit == Some(digit) => token.push(c),
+                _ => out.push(c.to_string()),
+            }
+            last_digit = Some(digit);
+        }
+        out
+    };
+    let (ta, tb) = (tokens(a), tokens(b));
+    ta.len() == tb.len()
+        && ta.iter().zip(&tb).all(|(x, y)| match (x.parse::<i128>(), y.parse::<i128>()) {
+            (Ok(x), Ok(y)) => (x - y).abs() <= 1,
+            _ => x == y,
+        })
+}
+
+/// Compares two runs of `transcript` step by step.
+pub fn compare(transcript: &Transcript, a_name: &str, a: &[String], b_name: &str, b: &[String]) -> Result<(), String> {
+    let mut report = String::new();
+    let mut mismatches = 0;
+    for (index, ((line, exchange), (x, y))) in transcript.exchanges().zip(a.iter().zip(b)).enumerate() {
+        if agree(exchange.check, x, y) {
+            continue;
+        }
+        mismatches += 1;
+        if mismatches <= MISMATCHES_SHOWN {
+            let _ = write!(
+                report,
+                "\n--- {} step {} (line {line}) sent: {}\n  {a_name}:\n{}\n  {b_name}:\n{}\n",
+                transcript.name,
+                index + 1,
+                shorten(&escape(&exchange.bytes)),
+                indent(x),
+                indent(y),
+            );
+        }
+    }
+    if a.len() != b.len() {
+        let _ = write!(report, "\n{}: {a_name} ran {} steps, {b_name} {}\n", transcript.name, a.len(), b.len());
+    }
+    if report.is_empty() {
+        return Ok(());
+    }
+    let hidden = mismatches.saturating_sub(MISMATCHES_SHOWN);
+    Err(format!(
+        "{}: {mismatches} step(s) differ between {a_name} and {b_name}{}:{report}",
+        transcript.name,
+        if hidden > 0 { format!(" ({hidden} not shown)") } else { String::new() }
+    ))
+}
+
+fn indent(rendering: &str) -> String {
+    if rendering.is_empty() {
+        return "    (nothing)".to_string();
+    }
+    rendering.lines().map(|l| format!("    {}", shorten(l))).collect::<Vec<_>>().join("\n")
+}
+
+fn shorten(text: &str) -> String {
+    const MAX: usize = 300;
+    if text.len() <= MAX {
+        return text.to_string();
+    }
+    let mut cut = MAX;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}... ({} chars)", &text[..cut], text.len())
+}
+
+/// The golden file for `transcript`: memcached's renderings, one section a step.
+pub fn golden_path(transcript: &Transcript) -> PathBuf {
+    let stem = transcript.name.trim_end_matches(".txt");
+    transcripts_dir().join(format!("{stem}.expected"))
+}
+
+fn golden_text(transcript: &Transcript, renderings: &[String]) -> String {
+    let mut text = format!(
+        "# memcached's replies to {}, one section a step, in the escape syntax of README.md.\n\
+         # Written by `KURA_BLESS=1 cargo test -p kura-testkit`; do not edit by hand.\n",
+        transcript.name
+    );
+    for (index, ((line, _), rendering)) in transcript.exchanges().zip(renderings).enumerate() {
+        let _ = writeln!(text, "## step {} line {line}", index + 1);
+        for rendered_line in rendering.lines() {
+            let _ = writeln!(text, "| {rendered_line}");
+        }
+    }
+    text
+}
+
+fn parse_golden(text: &str) -> Vec<String> {
+    let mut steps: Vec<Vec<&str>> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("## step ") {
+            steps.push(Vec::new());
+        } else if let (Some(step), Some(body)) = (steps.last_mut(), line.strip_prefix("| ")) {
+            step.push(body);
+        }
+    }
+    steps.into_iter().map(|lines| lines.join("\n")).collect()
+}
+
+/// Checks memcached's renderings against the golden file, or rewrites the golden
+/// file when `KURA_BLESS` is set. Also rejects a reference run that timed out:
+/// that is a mistake in the transcript, not a finding.
+pub fn check_golden(transcript: &Transcript, reference: &[String]) -> Result<(), String> {
+    for ((line, _), rendering) in transcript.exchanges().zip(reference) {
+        if rendering.contains("<timeout>") || rendering.contains("<not run") || rendering.contains("<i/o error") {
+            return Err(format!(
+                "{}: memcached itself did not complete the step on line {line} (fix the transcript):\n{}\n",
+                transcript.name,
+                indent(rendering)
+            ));
+        }
+    }
+    let path = golden_path(transcript);
+    let fresh = golden_text(transcript, reference);
+    if std::env::var_os("KURA_BLESS").is_some_and(|v| v == "1") {
+        return std::fs::write(&path, fresh).map_err(|e| format!("{}: {e}", path.display()));
+    }
+    let stored = std::fs::read_to_string(&path)
+        .map_err(|e| format!("{}: {e}; write it with `KURA_BLESS=1 cargo test -p kura-testkit`\n", path.display()))?;
+    let golden = parse_golden(&stored);
+    compare(transcript, "golden file", &golden, "live memcached", reference).map_err(|e| {
+        format!("{e}\n(memcached changed, or the transcript did: review, then rerun with KURA_BLESS=1)\n")
+    })
+}
+
+/// Runs transcript `name` on two fresh memcached servers at once and compares them
+/// with each other and with the golden file: proves the transcript deterministic
+/// and the runner sound without Kura.
+pub fn memcached_against_itself(name: &str) -> Result<(), String> {
+    let transcript = load(name)?;
+    let first = MemcachedServer::start().map_err(|e| format!("{name}: cannot start memcached: {e}"))?;
+    let second = MemcachedServer::start().map_err(|e| format!("{name}: cannot start memcached: {e}"))?;
+    let (a, b) = thread::scope(|scope| {
+        let a = scope.spawn(|| run(&transcript, first.addr()));
+        let b = run(&transcript, second.addr());
+        (a.join(), b)
+    });
+    let a = a.map_err(|_| format!("{name}: runner panicked"))?;
+    check_golden(&transcript, &a)?;
+    compare(&transcript, "memcached", &a, "second memcached", &b)
+}
