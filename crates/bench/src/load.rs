@@ -173,7 +173,7 @@ pub fn run(spec: &LoadSpec, server_pid: Option<u32>) -> Result<LoadResult> {
     })
 }
 
-fn sleep_until(t: Instant) {
+pub fn sleep_until(t: Instant) {
     let now = Instant::now();
     if t > now {
         thread::sleep(t - now);

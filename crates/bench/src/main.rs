@@ -9,6 +9,7 @@
 
 mod backend;
 mod client;
+mod game;
 mod keys;
 mod load;
 mod multiget;
@@ -40,6 +41,8 @@ enum Workload {
     StoreFetch(store_fetch::StoreFetchArgs),
     /// Latency of one `get k1 ... kn` by n (seed 003).
     Multiget(multiget::MultigetArgs),
+    /// Player row read, update, lookup by email: TPS by connections (seeds 000/001/004).
+    Game(game::GameArgs),
 }
 
 /// Options every workload shares: which backends, where they live, where output goes.
@@ -128,5 +131,6 @@ fn main() -> Result<()> {
         Workload::Throughput(args) => throughput::run(&args),
         Workload::StoreFetch(args) => store_fetch::run(&args),
         Workload::Multiget(args) => multiget::run(&args),
+        Workload::Game(args) => game::run(&args),
     }
 }

@@ -134,6 +134,27 @@ pub fn parse_reply(buf: &[u8], expect: Expect) -> Result<Option<(Reply, usize)>,
     }
 }
 
+/// The data blocks of a complete retrieval reply that [`parse_reply`] accepted
+/// (pass it exactly the bytes that reply took).
+pub fn values(reply: &[u8]) -> Result<Vec<&[u8]>, FramingError> {
+    let mut found = Vec::new();
+    let mut pos = 0;
+    while let Some(end) = line_end(&reply[pos..]) {
+        let line = &reply[pos..pos + end];
+        if !line.starts_with(b"VALUE ") {
+            break;
+        }
+        let bytes = value_len(line)?;
+        let data = pos + end;
+        if reply.len() < data + bytes {
+            return Err(FramingError("short data block".into()));
+        }
+        found.push(&reply[data..data + bytes]);
+        pos = data + bytes + 2;
+    }
+    Ok(found)
+}
+
 /// The `<bytes>` field of `VALUE <key> <flags> <bytes> [<cas>]\r\n`.
 fn value_len(line: &[u8]) -> Result<usize, FramingError> {
     let text = std::str::from_utf8(&line[..line.len() - 2])
@@ -173,6 +194,13 @@ mod tests {
         );
         check("ERROR\r\n", Values, Ok(Some((Reply::Error, 7))));
         check("STORED\r\n", Values, Err(()));
+    }
+
+    #[test]
+    fn data_blocks() {
+        let reply = b"VALUE a 0 1\r\nx\r\nVALUE b 5 2 77\r\nyz\r\nEND\r\n";
+        assert_eq!(values(reply), Ok(vec![&b"x"[..], b"yz"]));
+        assert_eq!(values(b"END\r\n"), Ok(vec![]));
     }
 
     #[test]

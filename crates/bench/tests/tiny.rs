@@ -147,3 +147,23 @@ fn tiny_multiget_measures_every_count_and_backend() {
         }
     }
 }
+
+#[test]
+fn tiny_game_measures_every_connection_count_and_backend() {
+    let (stdout, csv, names) = run_tiny("game", &[]);
+    assert!(stdout.contains("get_by_email"), "{stdout}");
+    let rows = rows(&csv);
+    for connections in ["1", "4"] {
+        for name in &names {
+            let row = rows
+                .iter()
+                .find(|r| r["connections"] == connections && &r["backend"] == name)
+                .unwrap_or_else(|| panic!("no row for {connections} connections on {name} in:\n{csv}"));
+            assert!(number(row, "tps_median") > 10.0, "{row:?}");
+            assert_eq!(number(row, "failures"), 0.0, "{row:?}");
+            for step in ["get_player", "set_player", "get_by_email"] {
+                assert!(number(row, &format!("{step}_p50_us")) > 0.0, "{row:?}");
+            }
+        }
+    }
+}

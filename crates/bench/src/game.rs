@@ -1,0 +1,561 @@
+//! The game workload of seeds 000, 001 and 004 (Percona's "MySQL-Memcached or NOSQL
+//! Tokyo Tyrant"): read a player's row by id, update it and store it back, then
+//! look a player up by email; TPS by connection count.
+//!
+//! On a memcached-protocol backend the two tables are two key families:
+//! `player:<id>` holds the row (`id|name|email|score|level|last_seen|padding`, a
+//! few hundred bytes) and `email:<email>` holds the id. A transaction is three
+//! requests in sequence on one connection: `get player:<id>`, `set player:<id>` with
+//! score, level and last-seen changed, and `get email:<the row's email>` (whose id
+//! must match). Players are chosen uniformly or zipfian.
+//!
+//! Like the throughput workload, connections are driven by a few polling threads,
+//! each connection with one request in flight; each connection count is measured
+//! on every backend in turn, repetition by repetition. Reported: median TPS over
+//! repetitions, and latency percentiles per step and per transaction over all of
+//! them.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream as StdTcpStream};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use hdrhistogram::Histogram;
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+
+use crate::client::Client;
+use crate::keys::{Distribution, KeyChooser, Rng};
+use crate::load::sleep_until;
+use crate::proto::{self, Expect, Reply};
+use crate::report::{opt, Csv, Table};
+use crate::stats::{self, median};
+use crate::Common;
+
+#[derive(Args, Debug, Clone)]
+pub struct GameArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Players (rows), all preloaded with their email keys.
+    #[arg(long, default_value_t = 100_000)]
+    pub players: u64,
+    /// Bytes in a player row (padding makes up the rest).
+    #[arg(long, default_value_t = 300)]
+    pub row_size: usize,
+    /// Connection counts to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
+    pub connections: Vec<usize>,
+    /// Client threads the connections are spread over.
+    #[arg(long, default_value_t = 4)]
+    pub client_threads: usize,
+    /// How players are chosen.
+    #[arg(long, value_enum, default_value_t = Distribution::Uniform)]
+    pub distribution: Distribution,
+    /// Seconds measured per connection count, backend and repetition.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Seconds of load before each measurement, not counted.
+    #[arg(long, default_value_t = 2.0)]
+    pub warmup: f64,
+    /// Repetitions; the median TPS is reported.
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+}
+
+/// The three requests of a transaction, in order.
+const STEPS: [&str; 3] = ["get_player", "set_player", "get_by_email"];
+
+fn player_key(id: u64) -> Vec<u8> {
+    format!("player:{id}").into_bytes()
+}
+
+fn email(id: u64) -> String {
+    format!("player{id}@example.com")
+}
+
+/// A player's row, padded to `size` bytes (longer if the fields need it).
+fn encode_row(id: u64, score: u64, level: u64, last_seen: u64, size: usize) -> Vec<u8> {
+    let mut row =
+        format!("{id}|player{id}|{}|{score:010}|{level:04}|{last_seen:010}|", email(id)).into_bytes();
+    let pad = size.saturating_sub(row.len());
+    row.extend(std::iter::repeat_n(b'.', pad));
+    row
+}
+
+/// The fields a transaction reads from a row: id, email, score, level.
+fn decode_row(row: &[u8]) -> Option<(u64, &[u8], u64, u64)> {
+    let mut fields = row.split(|b| *b == b'|');
+    let number = |f: Option<&[u8]>| -> Option<u64> { std::str::from_utf8(f?).ok()?.parse().ok() };
+    let id = number(fields.next())?;
+    let _name = fields.next()?;
+    let email = fields.next()?;
+    let score = number(fields.next())?;
+    let level = number(fields.next())?;
+    Some((id, email, score, level))
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// Stores every player's row and email key, pipelining batches.
+fn preload(addr: SocketAddr, players: u64, row_size: usize) -> Result<()> {
+    let connections = 8u64;
+    let per = players.div_ceil(connections);
+    let mut workers = Vec::new();
+    for c in 0..connections {
+        let range = (c * per)..((c + 1) * per).min(players);
+        workers.push(thread::spawn(move || -> Result<()> {
+            let mut client = Client::connect(addr)?;
+            let ids: Vec<u64> = range.collect();
+            for batch in ids.chunks(32) {
+                for &id in batch {
+                    let row = encode_row(id, id % 1000, 1, unix_now(), row_size);
+                    proto::encode_set(client.out(), &player_key(id), &row);
+                    proto::encode_set(
+                        client.out(),
+                        format!("email:{}", email(id)).as_bytes(),
+                        id.to_string().as_bytes(),
+                    );
+                }
+                client.flush()?;
+                for _ in 0..batch.len() * 2 {
+                    if client.read_reply(Expect::Status)? != Reply::Ok {
+                        bail!("preload set refused");
+                    }
+                }
+            }
+            Ok(())
+        }));
+    }
+    for w in workers {
+        w.join().map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
+    }
+    Ok(())
+}
+
+/// What one measurement found.
+struct GameResult {
+    transactions: u64,
+    window: Duration,
+    steps: [Histogram<u64>; 3],
+    transaction: Histogram<u64>,
+    failures: u64,
+    client_cpu: Option<f64>,
+    server_cpu: Option<f64>,
+}
+
+struct ThreadResult {
+    transactions: u64,
+    steps: [Histogram<u64>; 3],
+    transaction: Histogram<u64>,
+    failures: u64,
+}
+
+struct Conn {
+    stream: TcpStream,
+    inbuf: Vec<u8>,
+    outbuf: Vec<u8>,
+    written: usize,
+    step: usize,
+    sent_at: Instant,
+    started_at: Instant,
+    player: u64,
+    /// `email:<email>` read from the row in step 0, looked up in step 2.
+    email_key: Vec<u8>,
+}
+
+#[derive(Clone)]
+struct Plan {
+    chooser: KeyChooser,
+    row_size: usize,
+    window_start: Instant,
+    window_end: Instant,
+}
+
+fn measure(
+    addr: SocketAddr,
+    connections: usize,
+    threads: usize,
+    plan: &Plan,
+    start: Instant,
+    seed: u64,
+    server_pid: Option<u32>,
+) -> Result<GameResult> {
+    let threads = threads.clamp(1, connections.max(1));
+    let mut streams: Vec<Vec<StdTcpStream>> = (0..threads).map(|_| Vec::new()).collect();
+    for i in 0..connections {
+        let s = StdTcpStream::connect_timeout(&addr, Duration::from_secs(10))
+            .with_context(|| format!("connecting to {addr}"))?;
+        s.set_nodelay(true)?;
+        s.set_nonblocking(true)?;
+        streams[i % threads].push(s);
+    }
+    let mut workers = Vec::new();
+    for (t, conns) in streams.into_iter().enumerate() {
+        let plan = plan.clone();
+        let seed = seed.wrapping_add(t as u64 * 104_729);
+        workers.push(thread::spawn(move || drive(&plan, conns, seed, start)));
+    }
+    sleep_until(plan.window_start);
+    let client_before = stats::cpu_secs(None);
+    let server_before = server_pid.and_then(|p| stats::cpu_secs(Some(p)));
+    sleep_until(plan.window_end);
+    let client_after = stats::cpu_secs(None);
+    let server_after = server_pid.and_then(|p| stats::cpu_secs(Some(p)));
+    let window = plan.window_end - plan.window_start;
+    let mut result = GameResult {
+        transactions: 0,
+        window,
+        steps: [stats::new_histogram()?, stats::new_histogram()?, stats::new_histogram()?],
+        transaction: stats::new_histogram()?,
+        failures: 0,
+        client_cpu: stats::cpu_percent(client_before, client_after, window),
+        server_cpu: stats::cpu_percent(server_before, server_after, window),
+    };
+    for w in workers {
+        let part = w.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
+        result.transactions += part.transactions;
+        result.failures += part.failures;
+        for (mine, theirs) in result.steps.iter_mut().zip(part.steps.iter()) {
+            mine.add(theirs)?;
+        }
+        result.transaction.add(&part.transaction)?;
+    }
+    Ok(result)
+}
+
+fn drive(plan: &Plan, conns: Vec<StdTcpStream>, seed: u64, start: Instant) -> Result<ThreadResult> {
+    let mut poll = Poll::new()?;
+    let mut conns: Vec<Conn> = conns
+        .into_iter()
+        .map(|s| Conn {
+            stream: TcpStream::from_std(s),
+            inbuf: Vec::with_capacity(4096),
+            outbuf: Vec::with_capacity(4096),
+            written: 0,
+            step: 0,
+            sent_at: start,
+            started_at: start,
+            player: 0,
+            email_key: Vec::with_capacity(64),
+        })
+        .collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        poll.registry().register(&mut c.stream, Token(i), Interest::READABLE | Interest::WRITABLE)?;
+    }
+    let mut rng = Rng::new(seed);
+    let mut result = ThreadResult {
+        transactions: 0,
+        steps: [stats::new_histogram()?, stats::new_histogram()?, stats::new_histogram()?],
+        transaction: stats::new_histogram()?,
+        failures: 0,
+    };
+    sleep_until(start);
+    for c in conns.iter_mut() {
+        begin_transaction(plan, c, &mut rng);
+        flush(c)?;
+    }
+    let mut events = Events::with_capacity(1024);
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let now = Instant::now();
+        if now >= plan.window_end {
+            break;
+        }
+        poll.poll(&mut events, Some((plan.window_end - now).min(Duration::from_millis(100))))
+            .or_else(|e| if e.kind() == ErrorKind::Interrupted { Ok(()) } else { Err(e) })?;
+        for event in events.iter() {
+            let c = &mut conns[event.token().0];
+            if event.is_writable() && c.written < c.outbuf.len() {
+                flush(c)?;
+            }
+            if !event.is_readable() {
+                continue;
+            }
+            loop {
+                match c.stream.read(&mut chunk) {
+                    Ok(0) => bail!("server closed a connection"),
+                    Ok(n) => c.inbuf.extend_from_slice(&chunk[..n]),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e).context("reading a reply"),
+                }
+            }
+            let expect = if c.step == 1 { Expect::Status } else { Expect::Values };
+            let Some((reply, used)) = proto::parse_reply(&c.inbuf, expect)? else {
+                continue;
+            };
+            if used != c.inbuf.len() {
+                bail!("server sent more than one reply to one request");
+            }
+            let done = Instant::now();
+            let counted = done >= plan.window_start && done < plan.window_end;
+            if counted {
+                stats::record(&mut result.steps[c.step], done - c.sent_at);
+            }
+            let transaction_started = c.started_at;
+            let last_step = c.step == 2;
+            let bytes = std::mem::take(&mut c.inbuf);
+            let ok = advance(plan, c, reply, &bytes, &mut rng)?;
+            c.inbuf = bytes;
+            c.inbuf.clear();
+            if !ok {
+                if counted {
+                    result.failures += 1;
+                }
+                begin_transaction(plan, c, &mut rng);
+            } else if last_step && counted {
+                result.transactions += 1;
+                stats::record(&mut result.transaction, done - transaction_started);
+            }
+            flush(c)?;
+        }
+    }
+    Ok(result)
+}
+
+/// Sends `get player:<id>` for a newly chosen player.
+fn begin_transaction(plan: &Plan, c: &mut Conn, rng: &mut Rng) {
+    c.player = plan.chooser.next(rng);
+    c.step = 0;
+    c.outbuf.clear();
+    c.written = 0;
+    proto::encode_get(&mut c.outbuf, &player_key(c.player));
+    c.started_at = Instant::now();
+    c.sent_at = c.started_at;
+}
+
+/// Consumes the reply (`reply`, whose bytes are `bytes`) to the current step and
+/// sends the next request; false if the reply was wrong (a miss, a refusal, a
+/// mismatched id), which abandons the transaction.
+fn advance(plan: &Plan, c: &mut Conn, reply: Reply, bytes: &[u8], rng: &mut Rng) -> Result<bool> {
+    c.outbuf.clear();
+    c.written = 0;
+    match c.step {
+        0 => {
+            let values = proto::values(bytes)?;
+            let Some((id, row_email, score, level)) = values.first().and_then(|row| decode_row(row))
+            else {
+                return Ok(false);
+            };
+            if id != c.player || values.len() != 1 {
+                return Ok(false);
+            }
+            let score = score + 1 + rng.below(100);
+            let level = level.max(score / 1000);
+            let row = encode_row(id, score, level, unix_now(), plan.row_size);
+            proto::encode_set(&mut c.outbuf, &player_key(id), &row);
+            c.email_key.clear();
+            c.email_key.extend_from_slice(b"email:");
+            c.email_key.extend_from_slice(row_email);
+            c.step = 1;
+        }
+        1 => {
+            if reply != Reply::Ok {
+                return Ok(false);
+            }
+            proto::encode_get(&mut c.outbuf, &c.email_key);
+            c.step = 2;
+        }
+        _ => {
+            let values = proto::values(bytes)?;
+            if values.len() != 1 || values[0] != c.player.to_string().as_bytes() {
+                return Ok(false);
+            }
+            begin_transaction(plan, c, rng);
+            return Ok(true);
+        }
+    }
+    c.sent_at = Instant::now();
+    Ok(true)
+}
+
+fn flush(c: &mut Conn) -> Result<()> {
+    while c.written < c.outbuf.len() {
+        match c.stream.write(&c.outbuf[c.written..]) {
+            Ok(n) => c.written += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).context("sending a request"),
+        }
+    }
+    Ok(())
+}
+
+pub fn run(args: &GameArgs) -> Result<()> {
+    let mut args = args.clone();
+    if args.common.tiny {
+        args.players = args.players.min(500);
+        args.connections = vec![1, 4];
+        args.duration = args.duration.min(0.3);
+        args.warmup = args.warmup.min(0.1);
+        args.reps = 1;
+    }
+    if args.players == 0 || args.connections.contains(&0) {
+        bail!("--players and every --connections entry must be at least 1");
+    }
+    let mut backends = args.common.start_backends()?;
+    for b in &backends {
+        eprintln!("preloading {} players ({}-byte rows) into {}", args.players, args.row_size, b.name);
+        preload(b.addr, args.players, args.row_size)?;
+    }
+    let chooser = KeyChooser::new(args.distribution, args.players);
+    let count = backends.len();
+    // results[connection index][backend] over repetitions
+    let mut results: Vec<Vec<Vec<GameResult>>> =
+        args.connections.iter().map(|_| (0..count).map(|_| Vec::new()).collect()).collect();
+    let total = args.reps * args.connections.len() * count;
+    let mut done = 0;
+    for rep in 0..args.reps {
+        for (ci, &connections) in args.connections.iter().enumerate() {
+            for i in 0..count {
+                let bi = (i + rep) % count;
+                let b = &mut backends[bi];
+                b.check_alive()?;
+                let start = Instant::now() + Duration::from_millis(20);
+                let window_start = start + Duration::from_secs_f64(args.warmup);
+                let plan = Plan {
+                    chooser: chooser.clone(),
+                    row_size: args.row_size,
+                    window_start,
+                    window_end: window_start + Duration::from_secs_f64(args.duration),
+                };
+                let seed = args.common.seed.wrapping_add(rep as u64 * 31 + ci as u64);
+                let r = measure(b.addr, connections, args.client_threads, &plan, start, seed, b.pid)?;
+                b.check_alive()?;
+                done += 1;
+                eprintln!(
+                    "[{done}/{total}] rep {} {:>3} conns {:<14} {:>9.0} TPS  txn p50 {} us p99 {} us  \
+                     client cpu {}%  server cpu {}%{}",
+                    rep + 1,
+                    connections,
+                    b.name,
+                    r.transactions as f64 / r.window.as_secs_f64(),
+                    r.transaction.value_at_quantile(0.5),
+                    r.transaction.value_at_quantile(0.99),
+                    opt(r.client_cpu, 0),
+                    opt(r.server_cpu, 0),
+                    if r.failures > 0 { format!("  failures {}", r.failures) } else { String::new() }
+                );
+                results[ci][bi].push(r);
+            }
+        }
+    }
+    report(&args, &backends.iter().map(|b| b.name.clone()).collect::<Vec<_>>(), &results)
+}
+
+fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -> Result<()> {
+    println!(
+        "\ngame: {} players, {}-byte rows, {:?} keys, {} s measured after {} s warm-up, \
+         median TPS of {} repetition(s); latency in us over all repetitions",
+        args.players, args.row_size, args.distribution, args.duration, args.warmup, args.reps
+    );
+    let mut header = vec!["connections".to_string()];
+    header.extend(names.iter().map(|n| format!("{n} TPS")));
+    header.extend(names.iter().skip(1).map(|n| format!("{n} vs {}", names[0])));
+    let mut tps_table = Table { header, rows: Vec::new() };
+    let mut latency_table = Table::new(&[
+        "connections", "backend", "txn p50", "txn p99", "get p50", "get p99", "set p50", "set p99",
+        "by-email p50", "by-email p99", "client cpu %", "server cpu %", "failures",
+    ]);
+    let mut csv = Csv::new(&[
+        "connections", "backend", "reps", "tps_median", "ratio_to_first", "txn_p50_us",
+        "txn_p99_us", "get_player_p50_us", "get_player_p99_us", "set_player_p50_us",
+        "set_player_p99_us", "get_by_email_p50_us", "get_by_email_p99_us",
+        "client_cpu_percent", "server_cpu_percent", "failures",
+    ]);
+    let mut failures = 0;
+    for (ci, &connections) in args.connections.iter().enumerate() {
+        let tps: Vec<Option<f64>> = results[ci]
+            .iter()
+            .map(|reps| {
+                median(
+                    &reps
+                        .iter()
+                        .map(|r| r.transactions as f64 / r.window.as_secs_f64())
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .collect();
+        let mut row = vec![connections.to_string()];
+        row.extend(tps.iter().map(|t| opt(*t, 0)));
+        let first = tps.first().copied().flatten();
+        row.extend(tps.iter().skip(1).map(|t| opt(t.zip(first).map(|(a, b)| a / b), 2)));
+        tps_table.push(row);
+        for (bi, name) in names.iter().enumerate() {
+            let reps = &results[ci][bi];
+            let mut steps = [stats::new_histogram()?, stats::new_histogram()?, stats::new_histogram()?];
+            let mut txn = stats::new_histogram()?;
+            for r in reps {
+                for (mine, theirs) in steps.iter_mut().zip(r.steps.iter()) {
+                    mine.add(theirs)?;
+                }
+                txn.add(&r.transaction)?;
+            }
+            let fails: u64 = reps.iter().map(|r| r.failures).sum();
+            failures += fails;
+            let client_cpu = median(&reps.iter().filter_map(|r| r.client_cpu).collect::<Vec<_>>());
+            let server_cpu = median(&reps.iter().filter_map(|r| r.server_cpu).collect::<Vec<_>>());
+            let q = |h: &Histogram<u64>, p: f64| h.value_at_quantile(p).to_string();
+            latency_table.push(vec![
+                connections.to_string(),
+                name.clone(),
+                q(&txn, 0.5),
+                q(&txn, 0.99),
+                q(&steps[0], 0.5),
+                q(&steps[0], 0.99),
+                q(&steps[1], 0.5),
+                q(&steps[1], 0.99),
+                q(&steps[2], 0.5),
+                q(&steps[2], 0.99),
+                opt(client_cpu, 0),
+                opt(server_cpu, 0),
+                fails.to_string(),
+            ]);
+            csv.push(vec![
+                connections.to_string(),
+                name.clone(),
+                reps.len().to_string(),
+                opt(tps[bi], 1),
+                opt(tps[bi].zip(first).map(|(a, b)| a / b), 3),
+                q(&txn, 0.5),
+                q(&txn, 0.99),
+                q(&steps[0], 0.5),
+                q(&steps[0], 0.99),
+                q(&steps[1], 0.5),
+                q(&steps[1], 0.99),
+                q(&steps[2], 0.5),
+                q(&steps[2], 0.99),
+                opt(client_cpu, 1),
+                opt(server_cpu, 1),
+                fails.to_string(),
+            ]);
+        }
+    }
+    println!("\n{}\n{}", tps_table.render(), latency_table.render());
+    println!("steps: {}", STEPS.join(", "));
+    let path = csv.write(&args.common.out_dir, "game")?;
+    println!("wrote {}", path.display());
+    if failures > 0 {
+        bail!("{failures} transactions failed (a miss, a refused set or a wrong id)");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_trip() {
+        let row = encode_row(42, 1234, 1, 1_700_000_000, 300);
+        assert_eq!(row.len(), 300);
+        let (id, email, score, level) = decode_row(&row).unwrap();
+        assert_eq!((id, email, score, level), (42, &b"player42@example.com"[..], 1234, 1));
+        assert!(decode_row(b"garbage").is_none());
+    }
+}
