@@ -32,7 +32,9 @@ pub struct ManualClock {
 
 impl ManualClock {
     pub fn new(now_secs: u32) -> ManualClock {
-        ManualClock { now_secs: AtomicU32::new(now_secs) }
+        ManualClock {
+            now_secs: AtomicU32::new(now_secs),
+        }
     }
 
     pub fn advance(&self, secs: u32) {

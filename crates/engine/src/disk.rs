@@ -58,7 +58,10 @@ impl OsDisk {
             Err(fs::TryLockError::WouldBlock) => return Err(crate::Error::Locked),
             Err(fs::TryLockError::Error(e)) => return Err(e.into()),
         }
-        Ok(OsDisk { dir: dir.to_path_buf(), _lock: lock })
+        Ok(OsDisk {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+        })
     }
 }
 

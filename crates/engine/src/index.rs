@@ -46,8 +46,13 @@ pub(crate) struct Index {
 
 impl Index {
     pub fn new() -> Index {
-        let shards = (0..1usize << SHARD_BITS).map(|_| RwLock::new(HashMap::new())).collect();
-        Index { shards, hasher: std::collections::hash_map::RandomState::new() }
+        let shards = (0..1usize << SHARD_BITS)
+            .map(|_| RwLock::new(HashMap::new()))
+            .collect();
+        Index {
+            shards,
+            hasher: std::collections::hash_map::RandomState::new(),
+        }
     }
 
     pub fn shard(&self, key: &[u8]) -> &RwLock<Shard> {

@@ -128,14 +128,19 @@ impl Log {
             ack_cond: Condvar::new(),
             durability: config.durability,
             fsync_interval: config.fsync_interval,
-            segment_size_bytes: config.segment_size_bytes.max(SEGMENT_HEADER_BYTES as u64 + 1),
+            segment_size_bytes: config
+                .segment_size_bytes
+                .max(SEGMENT_HEADER_BYTES as u64 + 1),
             on_ack: config.on_ack,
         });
         let flusher_shared = Arc::clone(&shared);
         let handle = std::thread::Builder::new()
             .name("kura-log-flusher".to_string())
             .spawn(move || flusher(flusher_shared, disk, resume.active))?;
-        Ok(Log { shared, flusher: Mutex::new(Some(handle)) })
+        Ok(Log {
+            shared,
+            flusher: Mutex::new(Some(handle)),
+        })
     }
 
     /// Appends a record to the tail and returns its LSN. The caller holds the key's shard
@@ -238,7 +243,11 @@ fn flusher(shared: Arc<Shared>, disk: Arc<dyn Disk>, mut active: Box<dyn DiskFil
             }
             std::mem::swap(&mut tail.buf, &mut spare);
             let rolls = std::mem::take(&mut tail.rolls);
-            (shared.appended_lsn.load(Ordering::Acquire), rolls, tail.shutdown)
+            (
+                shared.appended_lsn.load(Ordering::Acquire),
+                rolls,
+                tail.shutdown,
+            )
         };
         let result = write_batch(&*disk, &mut active, &spare, &rolls);
         spare.clear();

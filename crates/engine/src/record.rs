@@ -119,24 +119,43 @@ pub fn encoded_len(record: &Record<'_>) -> usize {
 pub fn encode(record: &Record<'_>, out: &mut Vec<u8>) {
     let start = out.len();
     let body_len = encoded_len(record) - FRAME_BYTES;
-    assert!(body_len <= BODY_MAX_BYTES, "record body of {body_len} bytes");
+    assert!(
+        body_len <= BODY_MAX_BYTES,
+        "record body of {body_len} bytes"
+    );
     let len = u32::try_from(body_len).unwrap_or(u32::MAX);
     put_u32(out, 0); // CRC, filled in below
     put_u32(out, len);
     let (kind, key, item_flags, cas): (u8, &[u8], u8, u64) = match record {
-        Record::Put { key, item_flags, cas, .. } => (KIND_PUT, key, *item_flags, *cas),
+        Record::Put {
+            key,
+            item_flags,
+            cas,
+            ..
+        } => (KIND_PUT, key, *item_flags, *cas),
         Record::Delete { key } => (KIND_DELETE, key, 0, 0),
         Record::Touch { key, cas, .. } => (KIND_TOUCH, key, 0, *cas),
         Record::FlushAll { cas, .. } => (KIND_FLUSH, &[], 0, *cas),
     };
-    assert!(key.len() <= usize::from(u8::MAX), "key of {} bytes", key.len());
+    assert!(
+        key.len() <= usize::from(u8::MAX),
+        "key of {} bytes",
+        key.len()
+    );
     out.push(kind);
     out.push(key.len() as u8);
     out.push(item_flags);
     out.push(0);
     out.extend_from_slice(&cas.to_le_bytes());
     match record {
-        Record::Put { key, value, client_flags, exptime, time, .. } => {
+        Record::Put {
+            key,
+            value,
+            client_flags,
+            exptime,
+            time,
+            ..
+        } => {
             put_u32(out, *client_flags);
             put_u32(out, *exptime);
             put_u32(out, *time);
@@ -152,7 +171,10 @@ pub fn encode(record: &Record<'_>, out: &mut Vec<u8>) {
     }
     let crc = crc32c::crc32c(&out[start + 4..]);
     out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
-    debug_assert_eq!(decode(&out[start..]), Decoded::Record(record.clone(), out.len() - start));
+    debug_assert_eq!(
+        decode(&out[start..]),
+        Decoded::Record(record.clone(), out.len() - start)
+    );
 }
 
 /// Decodes the record at the start of `buf`.
@@ -188,12 +210,15 @@ pub fn decode(buf: &[u8]) -> Decoded<'_> {
             item_flags,
         },
         KIND_DELETE if rest.len() == key_len => Record::Delete { key: rest },
-        KIND_TOUCH if rest.len() == 4 + key_len => {
-            Record::Touch { exptime: get_u32(rest, 0), key: &rest[4..], cas }
-        }
-        KIND_FLUSH if rest.len() == 4 && key_len == 0 => {
-            Record::FlushAll { deadline: get_u32(rest, 0), cas }
-        }
+        KIND_TOUCH if rest.len() == 4 + key_len => Record::Touch {
+            exptime: get_u32(rest, 0),
+            key: &rest[4..],
+            cas,
+        },
+        KIND_FLUSH if rest.len() == 4 && key_len == 0 => Record::FlushAll {
+            deadline: get_u32(rest, 0),
+            cas,
+        },
         _ => return Decoded::Corrupt,
     };
     Decoded::Record(record, total)
@@ -213,7 +238,9 @@ pub fn segment_header(sequence: u64) -> [u8; SEGMENT_HEADER_BYTES] {
 /// What the start of a segment file says.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Header {
-    Valid { sequence: u64 },
+    Valid {
+        sequence: u64,
+    },
     /// Shorter than a header: a segment whose creation was torn.
     Truncated,
     /// Not a Kura segment, or a version this build cannot read.
@@ -232,9 +259,13 @@ pub fn parse_segment_header(buf: &[u8]) -> Header {
     }
     let version = get_u32(buf, 8);
     if version != FORMAT_VERSION {
-        return Header::Invalid(format!("format version {version}, this build reads {FORMAT_VERSION}"));
+        return Header::Invalid(format!(
+            "format version {version}, this build reads {FORMAT_VERSION}"
+        ));
     }
-    Header::Valid { sequence: get_u64(buf, 16) }
+    Header::Valid {
+        sequence: get_u64(buf, 16),
+    }
 }
 
 #[cfg(test)]
@@ -288,8 +319,21 @@ mod tests {
             8 + 12 + 12 + 250,
         );
         check(Record::Delete { key: b"gone" }, 8 + 12 + 4);
-        check(Record::Touch { key: b"t", exptime: 5, cas: 9 }, 8 + 12 + 4 + 1);
-        check(Record::FlushAll { deadline: 0, cas: 3 }, 8 + 12 + 4);
+        check(
+            Record::Touch {
+                key: b"t",
+                exptime: 5,
+                cas: 9,
+            },
+            8 + 12 + 4 + 1,
+        );
+        check(
+            Record::FlushAll {
+                deadline: 0,
+                cas: 3,
+            },
+            8 + 12 + 4,
+        );
     }
 
     #[test]

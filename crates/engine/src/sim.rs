@@ -90,8 +90,7 @@ impl SimDisk {
             let mut kept = file.synced.clone();
             if let Some(seed) = rng.as_mut() {
                 // The unsynced tail is only what was appended after the synced prefix.
-                if file.written.len() > file.synced.len()
-                    && file.written.starts_with(&file.synced)
+                if file.written.len() > file.synced.len() && file.written.starts_with(&file.synced)
                 {
                     let unsynced = &file.written[file.synced.len()..];
                     let keep = (xorshift(seed) as usize) % (unsynced.len() + 1);
@@ -178,7 +177,10 @@ impl DiskFile for SimHandle {
     fn append(&mut self, buf: &[u8]) -> io::Result<()> {
         let mut state = self.disk.state.lock();
         powered(&state)?;
-        let file = state.files.get_mut(&self.name).ok_or_else(|| not_found(&self.name))?;
+        let file = state
+            .files
+            .get_mut(&self.name)
+            .ok_or_else(|| not_found(&self.name))?;
         file.written.extend_from_slice(buf);
         Ok(())
     }
@@ -186,7 +188,10 @@ impl DiskFile for SimHandle {
     fn sync(&mut self) -> io::Result<()> {
         let mut state = self.disk.state.lock();
         take_sync(&mut state)?;
-        let file = state.files.get_mut(&self.name).ok_or_else(|| not_found(&self.name))?;
+        let file = state
+            .files
+            .get_mut(&self.name)
+            .ok_or_else(|| not_found(&self.name))?;
         file.synced = file.written.clone();
         Ok(())
     }
@@ -199,7 +204,11 @@ impl Disk for SimDisk {
 
     fn read(&self, name: &str) -> io::Result<Vec<u8>> {
         let state = self.state.lock();
-        state.files.get(name).map(|f| f.written.clone()).ok_or_else(|| not_found(name))
+        state
+            .files
+            .get(name)
+            .map(|f| f.written.clone())
+            .ok_or_else(|| not_found(name))
     }
 
     fn create(&self, name: &str) -> io::Result<Box<dyn DiskFile>> {
@@ -207,14 +216,20 @@ impl Disk for SimDisk {
         powered(&state)?;
         state.files.insert(name.to_string(), SimFile::default());
         drop(state);
-        Ok(Box::new(SimHandle { disk: self.clone(), name: name.to_string() }))
+        Ok(Box::new(SimHandle {
+            disk: self.clone(),
+            name: name.to_string(),
+        }))
     }
 
     fn open_append(&self, name: &str) -> io::Result<Box<dyn DiskFile>> {
         if !self.state.lock().files.contains_key(name) {
             return Err(not_found(name));
         }
-        Ok(Box::new(SimHandle { disk: self.clone(), name: name.to_string() }))
+        Ok(Box::new(SimHandle {
+            disk: self.clone(),
+            name: name.to_string(),
+        }))
     }
 
     fn truncate(&self, name: &str, len_bytes: u64) -> io::Result<()> {
@@ -230,7 +245,11 @@ impl Disk for SimDisk {
     fn remove(&self, name: &str) -> io::Result<()> {
         let mut state = self.state.lock();
         powered(&state)?;
-        state.files.remove(name).map(|_| ()).ok_or_else(|| not_found(name))
+        state
+            .files
+            .remove(name)
+            .map(|_| ())
+            .ok_or_else(|| not_found(name))
     }
 
     fn sync_dir(&self) -> io::Result<()> {

@@ -99,6 +99,8 @@ pub struct NewItem {
     pub exptime: u32,
     pub cas: NewCas,
     pub stale: bool,
+    /// Whether a win token for this version was already handed out (not logged).
+    pub win_sent: bool,
 }
 
 /// What an update does to its key.
@@ -107,10 +109,21 @@ pub enum Change {
     Keep,
     Put(NewItem),
     Delete,
-    /// New expiry, same value and CAS.
-    Touch { exptime: u32 },
-    /// Remember that a win token was handed out for this version (not logged).
-    MarkWinSent,
+    /// New expiry (if any), same value and CAS; and whether to remember that a win
+    /// token was handed out for this version (volatile, not logged).
+    Touch {
+        exptime: Option<u32>,
+        mark_win_sent: bool,
+    },
+}
+
+/// What an update wrote to the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    /// The reply reporting this change may go out once this LSN is acknowledged.
+    pub lsn: u64,
+    /// The CAS of the version now stored.
+    pub cas: u64,
 }
 
 /// Whether an update counts as an access of the item (meta `h`, `l` flags).
@@ -202,7 +215,15 @@ struct Replay {
 impl Replay {
     fn apply(&mut self, record: &Record<'_>, now: u32) {
         match *record {
-            Record::Put { key, value, client_flags, exptime, time, cas, item_flags } => {
+            Record::Put {
+                key,
+                value,
+                client_flags,
+                exptime,
+                time,
+                cas,
+                item_flags,
+            } => {
                 if item_flags & ITEM_EXPLICIT_CAS == 0 {
                     self.max_cas = self.max_cas.max(cas);
                 }
@@ -270,11 +291,18 @@ impl Store {
     /// valid record, and starts the log writer.
     pub fn open(disk: Arc<dyn Disk>, options: Options) -> Result<Store, Error> {
         let now = options.clock.now_secs();
-        let mut sequences: Vec<u64> =
-            disk.list()?.iter().filter_map(|n| log::parse_segment_name(n)).collect();
+        let mut sequences: Vec<u64> = disk
+            .list()?
+            .iter()
+            .filter_map(|n| log::parse_segment_name(n))
+            .collect();
         sequences.sort_unstable();
-        let mut replay =
-            Replay { index: Index::new(), max_cas: 0, flush_deadline: 0, records: 0 };
+        let mut replay = Replay {
+            index: Index::new(),
+            max_cas: 0,
+            flush_deadline: 0,
+            records: 0,
+        };
         let mut lsn = 0u64;
         let mut cut_bytes = 0u64;
         let mut resume: Option<(u64, u64)> = None; // (sequence, length) of the active segment
@@ -331,7 +359,9 @@ impl Store {
                     disk.remove(&later_name)?;
                 }
                 disk.sync_dir()?;
-                eprintln!("kura: recovery cut {cut_bytes} bytes of torn or corrupt log at {name}:{pos}");
+                eprintln!(
+                    "kura: recovery cut {cut_bytes} bytes of torn or corrupt log at {name}:{pos}"
+                );
                 resume = Some((sequence, pos as u64));
                 break;
             }
@@ -436,14 +466,13 @@ impl Store {
 
     /// Looks at `key`'s live version (None if absent, expired or flushed), lets `decide`
     /// choose a change, and makes it: logged, then applied to the index. Returns the
-    /// closure's result and the LSN to wait for before replying (None when nothing was
-    /// logged).
+    /// closure's result and what was written (None when nothing was logged).
     pub fn update<R>(
         &self,
         key: &[u8],
         access: Access,
         decide: impl FnOnce(Option<&Item>, u32) -> (Change, R),
-    ) -> Result<(R, Option<u64>), Error> {
+    ) -> Result<(R, Option<Written>), Error> {
         if self.log.is_poisoned() {
             return Err(Error::Poisoned);
         }
@@ -460,36 +489,48 @@ impl Store {
                 }
                 None
             }
-            Change::MarkWinSent => {
-                if let Some(entry) = shard.get(key) {
-                    entry.win_sent.store(true, Ordering::Relaxed);
-                    if access == Access::Fetch {
-                        entry.mark_access(now);
-                    }
-                }
-                None
-            }
-            Change::Touch { exptime } => match shard.get_mut(key) {
+            Change::Touch {
+                exptime,
+                mark_win_sent,
+            } => match shard.get_mut(key) {
                 Some(entry) => {
-                    let lsn =
-                        self.log.append(&Record::Touch { key, exptime, cas: entry.cas })?;
-                    entry.exptime = exptime;
-                    entry.lsn = lsn;
+                    let lsn = match exptime {
+                        Some(exptime) => {
+                            let lsn = self.log.append(&Record::Touch {
+                                key,
+                                exptime,
+                                cas: entry.cas,
+                            })?;
+                            entry.exptime = exptime;
+                            entry.lsn = lsn;
+                            Some(Written {
+                                lsn,
+                                cas: entry.cas,
+                            })
+                        }
+                        None => None,
+                    };
+                    if mark_win_sent {
+                        entry.win_sent.store(true, Ordering::Relaxed);
+                    }
                     if access == Access::Fetch {
                         entry.mark_access(now);
                     }
-                    Some(lsn)
+                    lsn
                 }
                 None => None,
             },
             Change::Delete => {
                 if shard.contains_key(key) {
                     let lsn = self.log.append(&Record::Delete { key })?;
+                    let mut cas = 0;
                     if let Some(old) = shard.remove(key) {
+                        cas = old.cas;
                         self.curr_items.fetch_sub(1, Ordering::Relaxed);
-                        self.bytes.fetch_sub(entry_bytes(key, &old), Ordering::Relaxed);
+                        self.bytes
+                            .fetch_sub(entry_bytes(key, &old), Ordering::Relaxed);
                     }
-                    Some(lsn)
+                    Some(Written { lsn, cas })
                 } else {
                     None
                 }
@@ -519,19 +560,20 @@ impl Store {
                     stale: new.stale,
                     fetched: Default::default(),
                     last_access: AtomicU32::new(now),
-                    win_sent: Default::default(),
+                    win_sent: new.win_sent.into(),
                 };
                 let added = entry_bytes(key, &entry);
                 match shard.insert(key.into(), entry) {
                     Some(old) => {
-                        self.bytes.fetch_sub(entry_bytes(key, &old), Ordering::Relaxed);
+                        self.bytes
+                            .fetch_sub(entry_bytes(key, &old), Ordering::Relaxed);
                     }
                     None => {
                         self.curr_items.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 self.bytes.fetch_add(added, Ordering::Relaxed);
-                Some(lsn)
+                Some(Written { lsn, cas })
             }
         };
         Ok((result, lsn))
@@ -542,7 +584,11 @@ impl Store {
     /// Returns the LSN to wait for.
     pub fn flush_all(&self, delay: i64) -> Result<u64, Error> {
         let now = self.now_secs();
-        let deadline = if delay <= 0 { 0 } else { exptime_to_absolute(delay, now) };
+        let deadline = if delay <= 0 {
+            0
+        } else {
+            exptime_to_absolute(delay, now)
+        };
         // Hold every shard: no write may land between the record and the clearing, or
         // the live index and a replay of the log would disagree.
         let mut guards: Vec<_> = self.index.shards().iter().map(|s| s.write()).collect();

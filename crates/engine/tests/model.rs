@@ -12,8 +12,7 @@ use std::time::Duration;
 
 use kura_engine::sim::{SimDisk, Tear};
 use kura_engine::{
-    exptime_to_absolute, Access, Change, Durability, ManualClock, NewCas, NewItem, Options,
-    Store,
+    exptime_to_absolute, Access, Change, Durability, ManualClock, NewCas, NewItem, Options, Store,
 };
 use proptest::prelude::*;
 
@@ -21,17 +20,37 @@ const START_SECS: u32 = 1_700_000_000;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Set { key: u8, value: Vec<u8>, ttl: i64 },
-    Delete { key: u8 },
-    Touch { key: u8, ttl: i64 },
-    Get { key: u8 },
-    Advance { secs: u32 },
-    Flush { delay: i64 },
+    Set {
+        key: u8,
+        value: Vec<u8>,
+        ttl: i64,
+    },
+    Delete {
+        key: u8,
+    },
+    Touch {
+        key: u8,
+        ttl: i64,
+    },
+    Get {
+        key: u8,
+    },
+    Advance {
+        secs: u32,
+    },
+    Flush {
+        delay: i64,
+    },
     Reopen,
     Kill,
-    PowerLoss { seed: u64 },
+    PowerLoss {
+        seed: u64,
+    },
     /// Sets sent without waiting for their acknowledgement, then a torn power loss.
-    UnackedThenPowerLoss { sets: Vec<(u8, Vec<u8>)>, seed: u64 },
+    UnackedThenPowerLoss {
+        sets: Vec<(u8, Vec<u8>)>,
+        seed: u64,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -70,13 +89,22 @@ impl Model {
     fn live(&self, key: u8, now: u32) -> Option<&ModelItem> {
         let item = self.items.get(&key)?;
         let expired = item.exptime != 0 && item.exptime <= now;
-        let flushed = self.flush_deadline != 0 && now >= self.flush_deadline && item.time < self.flush_deadline;
+        let flushed = self.flush_deadline != 0
+            && now >= self.flush_deadline
+            && item.time < self.flush_deadline;
         (!expired && !flushed).then_some(item)
     }
 
     fn set(&mut self, key: u8, value: &[u8], ttl: i64, now: u32) {
         let exptime = exptime_to_absolute(ttl, now);
-        self.items.insert(key, ModelItem { value: value.to_vec(), exptime, time: now });
+        self.items.insert(
+            key,
+            ModelItem {
+                value: value.to_vec(),
+                exptime,
+                time: now,
+            },
+        );
     }
 
     fn snapshot(&self, now: u32) -> Vec<(u8, Vec<u8>)> {
@@ -103,17 +131,29 @@ fn open(disk: &SimDisk, clock: &Arc<ManualClock>) -> Store {
 }
 
 fn store_snapshot(store: &Store) -> Vec<(u8, Vec<u8>)> {
-    (0..6u8).filter_map(|k| store.peek(&key_bytes(k)).map(|i| (k, i.value.to_vec()))).collect()
+    (0..6u8)
+        .filter_map(|k| store.peek(&key_bytes(k)).map(|i| (k, i.value.to_vec())))
+        .collect()
 }
 
 fn put(store: &Store, key: u8, value: &[u8], ttl: i64) -> u64 {
     let value: Arc<[u8]> = value.into();
     let result = store.update(&key_bytes(key), Access::NoAccess, |_, now| {
         let exptime = exptime_to_absolute(ttl, now);
-        (Change::Put(NewItem { value, client_flags: 7, exptime, cas: NewCas::Generate, stale: false }), ())
+        (
+            Change::Put(NewItem {
+                value,
+                client_flags: 7,
+                exptime,
+                cas: NewCas::Generate,
+                stale: false,
+                win_sent: false,
+            }),
+            (),
+        )
     });
     match result {
-        Ok(((), Some(lsn))) => lsn,
+        Ok(((), Some(written))) => written.lsn,
         other => panic!("set failed: {other:?}"),
     }
 }
@@ -132,7 +172,11 @@ fn run(ops: Vec<Op>) {
                 assert!(store.wait_acked(lsn).is_ok());
                 model.set(key, &value, ttl, now);
                 if let Some(item) = store.peek(&key_bytes(key)) {
-                    assert!(item.cas > max_cas, "CAS went from {max_cas} to {}", item.cas);
+                    assert!(
+                        item.cas > max_cas,
+                        "CAS went from {max_cas} to {}",
+                        item.cas
+                    );
                     max_cas = item.cas;
                     assert_eq!(item.client_flags, 7);
                 }
@@ -143,19 +187,25 @@ fn run(ops: Vec<Op>) {
                 });
                 let (existed, lsn) = result.unwrap_or_else(|e| panic!("delete: {e}"));
                 assert_eq!(existed, model.live(key, now).is_some(), "delete of {key}");
-                if let Some(lsn) = lsn {
-                    assert!(store.wait_acked(lsn).is_ok());
+                if let Some(written) = lsn {
+                    assert!(store.wait_acked(written.lsn).is_ok());
                 }
                 model.items.remove(&key);
             }
             Op::Touch { key, ttl } => {
                 let result = store.update(&key_bytes(key), Access::NoAccess, |item, now| {
-                    (Change::Touch { exptime: exptime_to_absolute(ttl, now) }, item.is_some())
+                    (
+                        Change::Touch {
+                            exptime: Some(exptime_to_absolute(ttl, now)),
+                            mark_win_sent: false,
+                        },
+                        item.is_some(),
+                    )
                 });
                 let (existed, lsn) = result.unwrap_or_else(|e| panic!("touch: {e}"));
                 assert_eq!(existed, model.live(key, now).is_some(), "touch of {key}");
-                if let Some(lsn) = lsn {
-                    assert!(store.wait_acked(lsn).is_ok());
+                if let Some(written) = lsn {
+                    assert!(store.wait_acked(written.lsn).is_ok());
                 }
                 if model.live(key, now).is_some() {
                     if let Some(item) = model.items.get_mut(&key) {
@@ -165,13 +215,23 @@ fn run(ops: Vec<Op>) {
             }
             Op::Get { key } => {
                 let got = store.get(&key_bytes(key)).map(|i| i.value.to_vec());
-                assert_eq!(got, model.live(key, now).map(|i| i.value.clone()), "get of {key}");
+                assert_eq!(
+                    got,
+                    model.live(key, now).map(|i| i.value.clone()),
+                    "get of {key}"
+                );
             }
             Op::Advance { secs } => clock.advance(secs),
             Op::Flush { delay } => {
-                let lsn = store.flush_all(delay).unwrap_or_else(|e| panic!("flush: {e}"));
+                let lsn = store
+                    .flush_all(delay)
+                    .unwrap_or_else(|e| panic!("flush: {e}"));
                 assert!(store.wait_acked(lsn).is_ok());
-                let deadline = if delay <= 0 { 0 } else { exptime_to_absolute(delay, now) };
+                let deadline = if delay <= 0 {
+                    0
+                } else {
+                    exptime_to_absolute(delay, now)
+                };
                 let old = model.flush_deadline;
                 if old != 0 && now >= old {
                     model.items.retain(|_, i| i.time >= old);
@@ -221,7 +281,10 @@ fn run(ops: Vec<Op>) {
                 }
             }
         }
-        assert_eq!(store_snapshot(&store), model.snapshot(clock.now_secs_for_test()));
+        assert_eq!(
+            store_snapshot(&store),
+            model.snapshot(clock.now_secs_for_test())
+        );
         // CAS never goes backwards: the next one handed out is above all seen.
         assert!(store.stats().next_cas > max_cas);
     }
@@ -254,7 +317,10 @@ fn a_failed_fsync_poisons_the_store() {
     assert!(store.wait_acked(lsn).is_ok());
     disk.fail_syncs_after(0);
     let lsn = put(&store, 2, b"lost", 0);
-    assert!(store.wait_acked(lsn).is_err(), "a write whose fsync failed was acknowledged");
+    assert!(
+        store.wait_acked(lsn).is_err(),
+        "a write whose fsync failed was acknowledged"
+    );
     assert!(store.is_poisoned());
     let refused = store.update(b"key3", Access::NoAccess, |_, _| (Change::Delete, ()));
     assert!(refused.is_err(), "a poisoned store accepted a change");
