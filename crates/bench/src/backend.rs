@@ -47,8 +47,18 @@ pub enum BackendKind {
     Memcached { name: String },
     /// `kura-fsync`, `kura-interval`, `kura-none`, started by kura-bench.
     Kura(Durability),
+    /// `mariadb`: a private mariadbd with its own data directory, port and socket,
+    /// InnoDB with its defaults (a commit is fsynced), binary log off.
+    Mariadb,
     /// `--server host:port`: already running, not ours to start or stop.
     External { addr: String },
+}
+
+/// The protocol a backend speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Memcached,
+    Mysql,
 }
 
 impl BackendKind {
@@ -59,10 +69,11 @@ impl BackendKind {
             "kura-fsync" => BackendKind::Kura(Durability::Fsync),
             "kura-interval" => BackendKind::Kura(Durability::Interval),
             "kura-none" => BackendKind::Kura(Durability::None),
+            "mariadb" => BackendKind::Mariadb,
             "kura" => bail!("say which durability: kura-fsync, kura-interval or kura-none"),
             other => bail!(
                 "unknown backend {other:?}: expected memcached, memcached2, kura-fsync, \
-                 kura-interval or kura-none (use --server host:port for a running server)"
+                 kura-interval, kura-none or mariadb (use --server host:port for a running server)"
             ),
         })
     }
@@ -71,6 +82,7 @@ impl BackendKind {
         match self {
             BackendKind::Memcached { name } => name.clone(),
             BackendKind::Kura(d) => format!("kura-{}", d.flag()),
+            BackendKind::Mariadb => "mariadb".to_string(),
             BackendKind::External { addr } => format!("server@{addr}"),
         }
     }
@@ -87,6 +99,10 @@ pub struct LaunchConfig {
     pub server_threads: u32,
     /// memcached's memory limit in MiB (`-m`).
     pub memcached_mem_mib: u32,
+    /// The directory holding `mariadbd` and `mariadb-install-db`'s siblings.
+    pub mariadbd_bin: PathBuf,
+    /// InnoDB's buffer pool in MiB.
+    pub mariadb_buffer_pool_mib: u32,
 }
 
 /// A running server under test.
@@ -95,6 +111,7 @@ pub struct Backend {
     pub addr: SocketAddr,
     /// The server's process id when kura-bench started it (for its CPU use).
     pub pid: Option<u32>,
+    pub protocol: Protocol,
     child: Option<Child>,
     log: Option<Arc<OutputTail>>,
     _data_dir: Option<tempfile::TempDir>,
@@ -112,6 +129,7 @@ impl Backend {
         match kind {
             BackendKind::Memcached { name } => start_memcached(name, config),
             BackendKind::Kura(durability) => start_kura(*durability, config),
+            BackendKind::Mariadb => start_mariadb(config),
             BackendKind::External { addr } => {
                 let resolved = addr
                     .to_socket_addrs()
@@ -124,6 +142,7 @@ impl Backend {
                     name: kind.name(),
                     addr: resolved,
                     pid: None,
+                    protocol: Protocol::Memcached,
                     child: None,
                     log: None,
                     _data_dir: None,
@@ -244,6 +263,7 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
                     name: name.to_string(),
                     addr,
                     pid: Some(child.id()),
+                    protocol: Protocol::Memcached,
                     child: Some(child),
                     log: Some(tail),
                     _data_dir: None,
@@ -325,10 +345,94 @@ fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> 
         name: format!("kura-{}", durability.flag()),
         addr,
         pid: Some(child.id()),
+        protocol: Protocol::Memcached,
         child: Some(child),
         log: Some(tail),
         _data_dir: Some(data_dir),
     })
+}
+
+fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
+    let install_db = Path::new("/usr/bin/mariadb-install-db");
+    if !config.mariadbd_bin.exists() || !install_db.exists() {
+        bail!(
+            "{} or {} not found: run `sudo scripts/install-peers.sh --all` (installs mariadb-server)",
+            config.mariadbd_bin.display(),
+            install_db.display()
+        );
+    }
+    check_real_disk(&config.data_root)?;
+    let dir = tempfile::Builder::new()
+        .prefix("kura-bench-mariadb-")
+        .tempdir_in(&config.data_root)
+        .with_context(|| format!("creating a data directory under {}", config.data_root.display()))?;
+    let datadir = dir.path().join("data");
+    let output = Command::new(install_db)
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}", datadir.display()))
+        .args(["--user=root", "--auth-root-authentication-method=normal", "--skip-test-db"])
+        .stdin(Stdio::null())
+        .output()
+        .context("running mariadb-install-db")?;
+    if !output.status.success() {
+        bail!(
+            "mariadb-install-db failed ({}): {}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let mut last_error = String::new();
+    for _ in 0..5 {
+        let port = free_port()?;
+        let tail = Arc::new(OutputTail::default());
+        let mut child = Command::new(&config.mariadbd_bin)
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", datadir.display()))
+            .arg(format!("--socket={}", dir.path().join("mariadbd.sock").display()))
+            .arg(format!("--pid-file={}", dir.path().join("mariadbd.pid").display()))
+            .arg(format!("--port={port}"))
+            .args(["--bind-address=127.0.0.1", "--user=root", "--skip-grant-tables"])
+            .args(["--skip-log-bin", "--max-connections=1000", "--skip-name-resolve"])
+            .arg(format!("--innodb-buffer-pool-size={}M", config.mariadb_buffer_pool_mib))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {}", config.mariadbd_bin.display()))?;
+        if let Some(out) = child.stdout.take() {
+            drain(out, tail.clone(), |_| {});
+        }
+        if let Some(err) = child.stderr.take() {
+            drain(err, tail.clone(), |_| {});
+        }
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait()? {
+                last_error = format!("mariadbd exited at start ({status}): {}", tail.text());
+                break;
+            }
+            if crate::mysql::Connection::connect(addr, "root").is_ok() {
+                return Ok(Backend {
+                    name: "mariadb".to_string(),
+                    addr,
+                    pid: Some(child.id()),
+                    protocol: Protocol::Mysql,
+                    child: Some(child),
+                    log: Some(tail),
+                    _data_dir: Some(dir),
+                });
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("mariadbd did not accept logins on {addr} within 60 s: {}", tail.text());
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+    bail!("could not start mariadbd: {last_error}")
 }
 
 /// Refuses a data root on tmpfs or ramfs: a durable store measured on RAM would

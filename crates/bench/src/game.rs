@@ -26,7 +26,9 @@ use hdrhistogram::Histogram;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
+use crate::backend::Protocol;
 use crate::client::Client;
+use crate::game_sql;
 use crate::keys::{Distribution, KeyChooser, Rng};
 use crate::load::sleep_until;
 use crate::proto::{self, Expect, Reply};
@@ -67,16 +69,16 @@ pub struct GameArgs {
 /// The three requests of a transaction, in order.
 const STEPS: [&str; 3] = ["get_player", "set_player", "get_by_email"];
 
-fn player_key(id: u64) -> Vec<u8> {
+pub(crate) fn player_key(id: u64) -> Vec<u8> {
     format!("player:{id}").into_bytes()
 }
 
-fn email(id: u64) -> String {
+pub(crate) fn email(id: u64) -> String {
     format!("player{id}@example.com")
 }
 
 /// A player's row, padded to `size` bytes (longer if the fields need it).
-fn encode_row(id: u64, score: u64, level: u64, last_seen: u64, size: usize) -> Vec<u8> {
+pub(crate) fn encode_row(id: u64, score: u64, level: u64, last_seen: u64, size: usize) -> Vec<u8> {
     let mut row =
         format!("{id}|player{id}|{}|{score:010}|{level:04}|{last_seen:010}|", email(id)).into_bytes();
     let pad = size.saturating_sub(row.len());
@@ -96,7 +98,7 @@ fn decode_row(row: &[u8]) -> Option<(u64, &[u8], u64, u64)> {
     Some((id, email, score, level))
 }
 
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
@@ -137,14 +139,14 @@ fn preload(addr: SocketAddr, players: u64, row_size: usize) -> Result<()> {
 }
 
 /// What one measurement found.
-struct GameResult {
-    transactions: u64,
-    window: Duration,
-    steps: [Histogram<u64>; 3],
-    transaction: Histogram<u64>,
-    failures: u64,
-    client_cpu: Option<f64>,
-    server_cpu: Option<f64>,
+pub(crate) struct GameResult {
+    pub transactions: u64,
+    pub window: Duration,
+    pub steps: [Histogram<u64>; 3],
+    pub transaction: Histogram<u64>,
+    pub failures: u64,
+    pub client_cpu: Option<f64>,
+    pub server_cpu: Option<f64>,
 }
 
 struct ThreadResult {
@@ -168,11 +170,11 @@ struct Conn {
 }
 
 #[derive(Clone)]
-struct Plan {
-    chooser: KeyChooser,
-    row_size: usize,
-    window_start: Instant,
-    window_end: Instant,
+pub(crate) struct Plan {
+    pub chooser: KeyChooser,
+    pub row_size: usize,
+    pub window_start: Instant,
+    pub window_end: Instant,
 }
 
 fn measure(
@@ -397,10 +399,13 @@ pub fn run(args: &GameArgs) -> Result<()> {
     if args.players == 0 || args.connections.contains(&0) {
         bail!("--players and every --connections entry must be at least 1");
     }
-    let mut backends = args.common.start_backends()?;
+    let mut backends = args.common.start_backends(crate::SqlBackends::Accepted)?;
     for b in &backends {
         eprintln!("preloading {} players ({}-byte rows) into {}", args.players, args.row_size, b.name);
-        preload(b.addr, args.players, args.row_size)?;
+        match b.protocol {
+            Protocol::Memcached => preload(b.addr, args.players, args.row_size)?,
+            Protocol::Mysql => game_sql::preload(b.addr, args.players, args.row_size)?,
+        }
     }
     let chooser = KeyChooser::new(args.distribution, args.players);
     let count = backends.len();
@@ -424,7 +429,12 @@ pub fn run(args: &GameArgs) -> Result<()> {
                     window_end: window_start + Duration::from_secs_f64(args.duration),
                 };
                 let seed = args.common.seed.wrapping_add(rep as u64 * 31 + ci as u64);
-                let r = measure(b.addr, connections, args.client_threads, &plan, start, seed, b.pid)?;
+                let r = match b.protocol {
+                    Protocol::Memcached => {
+                        measure(b.addr, connections, args.client_threads, &plan, start, seed, b.pid)?
+                    }
+                    Protocol::Mysql => game_sql::measure(b.addr, connections, &plan, start, seed, b.pid)?,
+                };
                 b.check_alive()?;
                 done += 1;
                 eprintln!(

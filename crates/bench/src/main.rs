@@ -10,9 +10,11 @@
 mod backend;
 mod client;
 mod game;
+mod game_sql;
 mod keys;
 mod load;
 mod multiget;
+mod mysql;
 mod proto;
 mod report;
 mod stats;
@@ -49,7 +51,7 @@ enum Workload {
 #[derive(Args, Debug, Clone)]
 pub struct Common {
     /// Backends to start, comma-separated: memcached, memcached2, kura-fsync,
-    /// kura-interval, kura-none. Default: memcached and every Kura mode (Kura is
+    /// kura-interval, kura-none, mariadb (game only). Default: memcached and every Kura mode (Kura is
     /// skipped with a note if its binary is absent), or none when --server is given.
     #[arg(long, value_delimiter = ',')]
     pub backends: Option<Vec<String>>,
@@ -68,6 +70,9 @@ pub struct Common {
     /// Worker threads for each started server (`-t`).
     #[arg(long, default_value_t = 4)]
     pub server_threads: u32,
+    /// InnoDB buffer pool for the `mariadb` backend, in MiB.
+    #[arg(long, default_value_t = 1024)]
+    pub mariadb_buffer_pool_mib: u32,
     /// Directory for the CSV files.
     #[arg(long, default_value = "target/kura-bench")]
     pub out_dir: PathBuf,
@@ -79,9 +84,16 @@ pub struct Common {
     pub seed: u64,
 }
 
+/// Whether a workload can drive SQL backends (MariaDB) as well as memcached ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SqlBackends {
+    Refused,
+    Accepted,
+}
+
 impl Common {
     /// Starts every requested backend, in order; the caller owns them.
-    pub fn start_backends(&self) -> Result<Vec<Backend>> {
+    pub fn start_backends(&self, sql: SqlBackends) -> Result<Vec<Backend>> {
         let defaulted = self.backends.is_none();
         let names: Vec<String> = match &self.backends {
             Some(names) => names.clone(),
@@ -94,6 +106,9 @@ impl Common {
         let mut kinds = Vec::new();
         for name in names.iter().filter(|n| !n.is_empty()) {
             let kind = BackendKind::parse(name)?;
+            if kind == BackendKind::Mariadb && sql == SqlBackends::Refused {
+                anyhow::bail!("the mariadb backend is supported by the game workload only, so far");
+            }
             if defaulted && matches!(kind, BackendKind::Kura(_)) && !self.kura_bin.exists() {
                 eprintln!(
                     "note: skipping {name}: Kura binary {} not found (build it with \
@@ -114,6 +129,8 @@ impl Common {
             data_root: self.data_root.clone(),
             server_threads: self.server_threads,
             memcached_mem_mib: 1024,
+            mariadbd_bin: PathBuf::from("/usr/sbin/mariadbd"),
+            mariadb_buffer_pool_mib: self.mariadb_buffer_pool_mib,
         };
         let mut backends = Vec::new();
         for kind in &kinds {

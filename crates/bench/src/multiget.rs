@@ -73,7 +73,7 @@ pub fn run(args: &MultigetArgs) -> Result<()> {
     if args.keys < widest {
         bail!("--keys ({}) must be at least the largest count ({widest})", args.keys);
     }
-    let mut backends = args.common.start_backends()?;
+    let mut backends = args.common.start_backends(crate::SqlBackends::Refused)?;
     let prefix = "mg:";
     for b in &backends {
         eprintln!("preloading {} keys of {} bytes into {}", args.keys, args.value_size, b.name);

@@ -62,7 +62,7 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
     if args.stores == 0 {
         bail!("--stores must be at least 1");
     }
-    let mut backends = args.common.start_backends()?;
+    let mut backends = args.common.start_backends(crate::SqlBackends::Refused)?;
     let mut clients: Vec<Client> =
         backends.iter().map(|b| Client::connect(b.addr)).collect::<Result<_>>()?;
     let count = backends.len();

@@ -100,7 +100,7 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
             other => bail!("unknown throughput workload {other:?}: expected get, set or mix"),
         })
         .collect::<Result<_>>()?;
-    let mut backends = args.common.start_backends()?;
+    let mut backends = args.common.start_backends(crate::SqlBackends::Refused)?;
     let key_prefix = "kb:";
     for b in &backends {
         eprintln!("preloading {} keys of {} bytes into {}", args.keys, args.value_size, b.name);

@@ -1,0 +1,200 @@
+//! The game workload on a SQL backend (MariaDB), as seed 000 ran it on MySQL.
+//!
+//! Two InnoDB tables: `players` (id primary key; name, email, score, level,
+//! last_seen, padding) and `player_emails` (email primary key → id). The
+//! transaction is the same three steps as on memcached-protocol backends, each one
+//! autocommitted statement: `SELECT` the player by id, `UPDATE` its score, level and
+//! last-seen, `SELECT` the id by the row's email. With InnoDB's defaults every
+//! `UPDATE` is a commit flushed to disk, the same promise as Kura's fsync mode.
+//!
+//! Each connection runs on its own thread with a blocking client: simpler than
+//! multiplexing the MySQL protocol, and at the request rates MariaDB reaches here
+//! the client's context switches are a small part of the cost (the client CPU
+//! column shows how small).
+
+use std::net::SocketAddr;
+use std::thread;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use crate::game::{email, encode_row, unix_now, GameResult, Plan};
+use crate::keys::Rng;
+use crate::load::sleep_until;
+use crate::mysql::{quote, Connection};
+use crate::stats;
+
+const DATABASE: &str = "kura_bench";
+
+fn connect(addr: SocketAddr) -> Result<Connection> {
+    let mut conn = Connection::connect(addr, "root")?;
+    conn.query(&format!("USE {DATABASE}"))?;
+    Ok(conn)
+}
+
+/// The padding that makes a row `row_size` bytes in the memcached encoding, so both
+/// kinds of backend store the same bytes per player.
+fn padding(id: u64, row_size: usize) -> usize {
+    let bare = encode_row(id, 0, 0, 0, 0).len();
+    row_size.saturating_sub(bare)
+}
+
+/// Creates the schema afresh and inserts every player and email, in batches.
+pub fn preload(addr: SocketAddr, players: u64, row_size: usize) -> Result<()> {
+    let mut admin = Connection::connect(addr, "root")?;
+    admin.query(&format!("DROP DATABASE IF EXISTS {DATABASE}"))?;
+    admin.query(&format!("CREATE DATABASE {DATABASE}"))?;
+    admin.query(&format!("USE {DATABASE}"))?;
+    admin.query(
+        "CREATE TABLE players (id INT UNSIGNED PRIMARY KEY, name VARCHAR(64) NOT NULL, \
+         email VARCHAR(128) NOT NULL, score BIGINT UNSIGNED NOT NULL, \
+         level INT UNSIGNED NOT NULL, last_seen BIGINT UNSIGNED NOT NULL, \
+         padding VARCHAR(4096) NOT NULL) ENGINE=InnoDB",
+    )?;
+    admin.query(
+        "CREATE TABLE player_emails (email VARCHAR(128) PRIMARY KEY, \
+         id INT UNSIGNED NOT NULL) ENGINE=InnoDB",
+    )?;
+    let workers = 4u64;
+    let per = players.div_ceil(workers);
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let range = (w * per)..((w + 1) * per).min(players);
+        handles.push(thread::spawn(move || -> Result<()> {
+            let mut conn = connect(addr)?;
+            let ids: Vec<u64> = range.collect();
+            for batch in ids.chunks(500) {
+                let now = unix_now();
+                let rows: Vec<String> = batch
+                    .iter()
+                    .map(|&id| {
+                        format!(
+                            "({id},'player{id}',{},{},1,{now},REPEAT('.',{}))",
+                            quote(email(id).as_bytes()),
+                            id % 1000,
+                            padding(id, row_size)
+                        )
+                    })
+                    .collect();
+                conn.query(&format!("INSERT INTO players VALUES {}", rows.join(",")))?;
+                let emails: Vec<String> =
+                    batch.iter().map(|&id| format!("({},{id})", quote(email(id).as_bytes()))).collect();
+                conn.query(&format!("INSERT INTO player_emails VALUES {}", emails.join(",")))?;
+            }
+            Ok(())
+        }));
+    }
+    for h in handles {
+        h.join().map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
+    }
+    Ok(())
+}
+
+/// Runs the transaction on `connections` connections, one thread each.
+pub fn measure(
+    addr: SocketAddr,
+    connections: usize,
+    plan: &Plan,
+    start: Instant,
+    seed: u64,
+    server_pid: Option<u32>,
+) -> Result<GameResult> {
+    let conns: Vec<Connection> = (0..connections).map(|_| connect(addr)).collect::<Result<_>>()?;
+    let mut handles = Vec::new();
+    for (i, conn) in conns.into_iter().enumerate() {
+        let plan = plan.clone();
+        let seed = seed.wrapping_add(i as u64 * 104_729);
+        handles.push(thread::spawn(move || drive(&plan, conn, seed, start)));
+    }
+    sleep_until(plan.window_start);
+    let client_before = stats::cpu_secs(None);
+    let server_before = server_pid.and_then(|p| stats::cpu_secs(Some(p)));
+    sleep_until(plan.window_end);
+    let client_after = stats::cpu_secs(None);
+    let server_after = server_pid.and_then(|p| stats::cpu_secs(Some(p)));
+    let window = plan.window_end - plan.window_start;
+    let mut result = GameResult {
+        transactions: 0,
+        window,
+        steps: [stats::new_histogram()?, stats::new_histogram()?, stats::new_histogram()?],
+        transaction: stats::new_histogram()?,
+        failures: 0,
+        client_cpu: stats::cpu_percent(client_before, client_after, window),
+        server_cpu: stats::cpu_percent(server_before, server_after, window),
+    };
+    for h in handles {
+        let part = h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
+        result.transactions += part.transactions;
+        result.failures += part.failures;
+        for (mine, theirs) in result.steps.iter_mut().zip(part.steps.iter()) {
+            mine.add(theirs)?;
+        }
+        result.transaction.add(&part.transaction)?;
+    }
+    Ok(result)
+}
+
+fn text<'a>(cell: &'a Option<Vec<u8>>) -> Result<&'a str> {
+    std::str::from_utf8(cell.as_deref().context("unexpected NULL")?).context("non-UTF-8 cell")
+}
+
+fn drive(plan: &Plan, mut conn: Connection, seed: u64, start: Instant) -> Result<GameResult> {
+    let mut rng = Rng::new(seed);
+    let mut r = GameResult {
+        transactions: 0,
+        window: plan.window_end - plan.window_start,
+        steps: [stats::new_histogram()?, stats::new_histogram()?, stats::new_histogram()?],
+        transaction: stats::new_histogram()?,
+        failures: 0,
+        client_cpu: None,
+        server_cpu: None,
+    };
+    sleep_until(start);
+    while Instant::now() < plan.window_end {
+        let id = plan.chooser.next(&mut rng);
+        let began = Instant::now();
+        let rows = conn.rows(&format!(
+            "SELECT id,name,email,score,level,last_seen,padding FROM players WHERE id={id}"
+        ))?;
+        let t1 = Instant::now();
+        let Some(row) = rows.first() else {
+            r.failures += u64::from(in_window(plan, t1));
+            continue;
+        };
+        let row_email = text(&row[2])?.to_string();
+        let score: u64 = text(&row[3])?.parse().context("score")?;
+        let level: u64 = text(&row[4])?.parse().context("level")?;
+        let score = score + 1 + rng.below(100);
+        let level = level.max(score / 1000);
+        conn.query(&format!(
+            "UPDATE players SET score={score},level={level},last_seen={} WHERE id={id}",
+            unix_now()
+        ))?;
+        let t2 = Instant::now();
+        let found = conn.rows(&format!(
+            "SELECT id FROM player_emails WHERE email={}",
+            quote(row_email.as_bytes())
+        ))?;
+        let t3 = Instant::now();
+        if !in_window(plan, t3) {
+            continue;
+        }
+        if in_window(plan, began) {
+            stats::record(&mut r.steps[0], t1 - began);
+        }
+        stats::record(&mut r.steps[1], t2 - t1);
+        stats::record(&mut r.steps[2], t3 - t2);
+        match found.first().map(|f| text(&f[0])) {
+            Some(Ok(found_id)) if found_id == id.to_string() => {
+                r.transactions += 1;
+                stats::record(&mut r.transaction, t3 - began);
+            }
+            _ => r.failures += 1,
+        }
+    }
+    Ok(r)
+}
+
+fn in_window(plan: &Plan, t: Instant) -> bool {
+    t >= plan.window_start && t < plan.window_end
+}
