@@ -1,1 +1,109 @@
-fn main() {}
+//! The `kura` binary: flags, the store, the listener, signals.
+
+mod config;
+mod dispatch;
+mod semantics;
+mod server;
+mod stats;
+mod stats_reply;
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Parser;
+use kura_engine::{Ack, Durability, Options, Store, SystemClock};
+use kura_protocol::Limits;
+use tokio::sync::watch;
+
+use crate::config::{Config, DurabilityFlag};
+use crate::server::Shared;
+use crate::stats::{Connections, Counters};
+
+fn main() -> anyhow::Result<()> {
+    let config = Config::parse();
+    let durability = match config.durability {
+        DurabilityFlag::Fsync => Durability::Fsync,
+        DurabilityFlag::Interval => Durability::Interval,
+        DurabilityFlag::None => Durability::None,
+    };
+    let (ack_tx, ack_rx) = watch::channel(Ack::UpTo(0));
+    let mut options = Options::new(durability, Arc::new(SystemClock));
+    options.fsync_interval = config.fsync_interval();
+    options.segment_size_bytes = config.segment_size_mib.max(1) << 20;
+    options.on_ack = Some(Arc::new(move |ack| {
+        ack_tx.send_replace(ack);
+    }));
+    let opened = Instant::now();
+    let store = Store::open_dir(&config.data_dir, options)
+        .with_context(|| format!("opening data directory {}", config.data_dir.display()))?;
+    if config.verbose > 0 {
+        let stats = store.stats();
+        eprintln!(
+            "kura: recovered {} items from {} log records in {:?} ({} bytes cut)",
+            stats.curr_items,
+            stats.recovered_records,
+            opened.elapsed(),
+            stats.recovery_cut_bytes
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.threads.max(1))
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let result = runtime.block_on(run(config, store, ack_rx));
+    result
+}
+
+async fn run(config: Config, store: Store, ack: watch::Receiver<Ack>) -> anyhow::Result<()> {
+    let addr = format!("{}:{}", config.listen, config.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("listening on {addr}"))?;
+    let listen_addr: SocketAddr = listener.local_addr()?;
+    let limits = Limits {
+        key_max_bytes: 250,
+        item_size_max_bytes: config.item_size_max_bytes,
+    };
+    let shared = Arc::new(Shared {
+        store,
+        limits,
+        counters: Counters::default(),
+        connections: Connections::default(),
+        started: Instant::now(),
+        ack,
+        verbosity: AtomicU64::new(u64::from(config.verbose)),
+        listen_addr,
+        config,
+    });
+    // Tests and scripts read the port from this line.
+    println!("kura listening on {listen_addr}");
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        let _ = shutdown_tx.send(true);
+    });
+    server::serve(listener, Arc::clone(&shared), shutdown_rx).await;
+    // Every connection has finished or been cut off: make the log durable and stop.
+    shared.store.shutdown();
+    eprintln!("kura: shut down cleanly");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        // Without signal handlers the process still dies on SIGTERM, without the final sync.
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

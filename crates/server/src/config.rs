@@ -1,0 +1,103 @@
+//! Command-line flags and their defaults. memcached's own flags where they mean the same
+//! thing (`-p -l -t -c -m -I -v`), plus Kura's data directory and durability.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Parser, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DurabilityFlag {
+    /// Reply after fsync; concurrent writers share one fsync (group commit).
+    Fsync,
+    /// Reply once the write reached the operating system; fsync every interval.
+    Interval,
+    /// Reply at once. For comparison only: a crash may lose recent writes.
+    None,
+}
+
+/// Kura: a persistent key-value server that speaks the memcached protocol.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "kura", version, disable_help_flag = true)]
+pub struct Config {
+    /// Print help.
+    #[arg(long = "help", action = ArgAction::Help)]
+    pub help: Option<bool>,
+    /// TCP port to listen on; 0 picks a free one (printed on stdout).
+    #[arg(short = 'p', long = "port", default_value_t = 11211)]
+    pub port: u16,
+    /// Interface to listen on.
+    #[arg(short = 'l', long = "listen", default_value = "127.0.0.1")]
+    pub listen: String,
+    /// Worker threads serving connections.
+    #[arg(short = 't', long = "threads", default_value_t = 4)]
+    pub threads: usize,
+    /// Most simultaneous connections; more are refused as memcached refuses them.
+    #[arg(short = 'c', long = "conn-limit", default_value_t = 1024)]
+    pub connections_max: usize,
+    /// Memory for item data in MiB; stores beyond it get
+    /// `SERVER_ERROR out of memory storing object`, as memcached -M does. 0 = no limit.
+    #[arg(short = 'm', long = "memory-limit", default_value_t = 1024)]
+    pub memory_limit_mib: u64,
+    /// Largest item, as memcached's -I: bytes, or with a k or m suffix.
+    #[arg(short = 'I', long = "max-item-size", default_value = "1m", value_parser = parse_size)]
+    pub item_size_max_bytes: usize,
+    /// Verbose logging to stderr; repeat for more.
+    #[arg(short = 'v', action = ArgAction::Count)]
+    pub verbose: u8,
+    /// Where the log lives.
+    #[arg(long = "data-dir", default_value = "kura-data")]
+    pub data_dir: PathBuf,
+    /// When a write is acknowledged. Default fsync: a database that forgets acknowledged
+    /// writes on power loss is a cache; group commit makes fsync affordable.
+    #[arg(long = "durability", value_enum, default_value_t = DurabilityFlag::Fsync)]
+    pub durability: DurabilityFlag,
+    /// fsync period for `--durability interval`, in milliseconds.
+    #[arg(long = "fsync-interval-ms", default_value_t = 1000)]
+    pub fsync_interval_ms: u64,
+    /// Size at which the log starts a new segment file, in MiB.
+    #[arg(long = "segment-size-mib", default_value_t = 64)]
+    pub segment_size_mib: u64,
+}
+
+impl Config {
+    pub fn fsync_interval(&self) -> Duration {
+        Duration::from_millis(self.fsync_interval_ms.max(1))
+    }
+}
+
+/// Parses memcached's size syntax: `1048576`, `512k`, `2m`.
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let (digits, multiplier) = match text.as_bytes().last() {
+        Some(b'k' | b'K') => (&text[..text.len() - 1], 1024),
+        Some(b'm' | b'M') => (&text[..text.len() - 1], 1024 * 1024),
+        _ => (text, 1),
+    };
+    let n: usize = digits.parse().map_err(|_| format!("not a size: {text}"))?;
+    let bytes = n.checked_mul(multiplier).ok_or_else(|| format!("too large: {text}"))?;
+    if !(1024..=(1 << 30)).contains(&bytes) {
+        return Err(format!("item size must be between 1k and 1024m, not {text}"));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str, expected: Result<usize, ()>) {
+        assert_eq!(parse_size(text).map_err(|_| ()), expected, "{text}");
+    }
+
+    #[test]
+    fn sizes_parse_as_memcached_reads_them() {
+        check("1m", Ok(1 << 20));
+        check("512k", Ok(512 << 10));
+        check("2M", Ok(2 << 20));
+        check("4096", Ok(4096));
+        check("12", Err(()));
+        check("2g", Err(()));
+        check("", Err(()));
+    }
+}

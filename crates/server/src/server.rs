@@ -1,0 +1,254 @@
+//! The listener and the connections: bytes in, requests parsed and executed in order,
+//! replies out — after the log has acknowledged every change they report.
+//!
+//! A connection reads what the socket has, runs every complete request in it (a
+//! pipeline is one batch), then waits once for the highest LSN the batch's replies
+//! depend on and writes them in one go. That is where group commit comes from: the
+//! pipeline of one connection shares an fsync, and so do all connections whose batches
+//! wait at the same time. Reads that show a version not yet acknowledged wait too, so
+//! no client ever sees a value a crash could take back.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BytesMut};
+use kura_engine::{Ack, Store};
+use kura_protocol::{parse, Limits, Parsed};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::dispatch::{self, Flow, Session};
+use crate::stats::{add, bump, ConnInfo, Connections, Counters};
+
+/// What every connection shares.
+pub struct Shared {
+    pub store: Store,
+    pub config: Config,
+    pub limits: Limits,
+    pub counters: Counters,
+    pub connections: Connections,
+    pub started: Instant,
+    pub ack: watch::Receiver<Ack>,
+    pub verbosity: AtomicU64,
+    pub listen_addr: SocketAddr,
+}
+
+impl Shared {
+    pub fn uptime_secs(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
+}
+
+/// Accepts connections until `shutdown` turns true, then waits (a bounded time) for
+/// open connections to finish the batch in hand.
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut next_id: u64 = 1;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(pair) => pair,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        eprintln!("kura: accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                let open = shared.counters.curr_connections.load(Ordering::Relaxed) as usize;
+                if open >= shared.config.connections_max {
+                    bump(&shared.counters.rejected_connections);
+                    tokio::spawn(reject(stream));
+                    continue;
+                }
+                let id = next_id;
+                next_id += 1;
+                let shared = Arc::clone(&shared);
+                let shutdown = shutdown.clone();
+                tasks.spawn(async move { connection(stream, peer, id, shared, shutdown).await });
+            }
+            _ = shutdown.changed() => break,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+    drop(listener);
+    let deadline = tokio::time::sleep(Duration::from_secs(5));
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            next = tasks.join_next() => if next.is_none() { break },
+            _ = &mut deadline => {
+                eprintln!("kura: {} connections did not finish in time", tasks.len());
+                tasks.abort_all();
+                break;
+            }
+        }
+    }
+}
+
+async fn reject(mut stream: TcpStream) {
+    let _ = stream.write_all(b"ERROR Too many open connections\r\n").await;
+}
+
+/// Per-connection state that outlives one batch.
+struct Conn {
+    out: Vec<u8>,
+    /// Replies in `out` that report changes not yet acknowledged: (start offset, LSN).
+    marks: Vec<(usize, u64)>,
+    /// Bytes still to discard from the stream (the data block of a refused store).
+    swallow_bytes: usize,
+}
+
+async fn connection(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    id: u64,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    bump(&shared.counters.curr_connections);
+    bump(&shared.counters.total_connections);
+    let last_cmd_secs = Arc::new(AtomicU64::new(shared.uptime_secs()));
+    shared.connections.register(
+        id,
+        ConnInfo {
+            addr: format!("tcp:{peer}"),
+            listen_addr: format!("tcp:{}", shared.listen_addr),
+            last_cmd_secs: Arc::clone(&last_cmd_secs),
+        },
+    );
+    let mut ack = shared.ack.clone();
+    let mut input = BytesMut::with_capacity(16 * 1024);
+    let mut conn = Conn { out: Vec::with_capacity(16 * 1024), marks: Vec::new(), swallow_bytes: 0 };
+    let mut session = Session::default();
+    let mut need_read = true;
+    'serve: loop {
+        if need_read {
+            let read = tokio::select! {
+                read = stream.read_buf(&mut input) => read,
+                _ = shutdown.changed() => break 'serve,
+            };
+            match read {
+                Ok(0) | Err(_) => break 'serve,
+                Ok(n) => add(&shared.counters.bytes_read, n as u64),
+            }
+            last_cmd_secs.store(shared.uptime_secs(), Ordering::Relaxed);
+        }
+        need_read = true;
+        let mut flow = Flow::Continue;
+        loop {
+            if conn.swallow_bytes > 0 {
+                let n = conn.swallow_bytes.min(input.len());
+                input.advance(n);
+                conn.swallow_bytes -= n;
+                if conn.swallow_bytes > 0 {
+                    break;
+                }
+            }
+            match parse(&input, &shared.limits) {
+                Parsed::Incomplete => break,
+                Parsed::Request { request, consumed } => {
+                    let start = conn.out.len();
+                    let outcome = dispatch::execute(&shared, &mut session, request, &mut conn.out);
+                    if let Some(lsn) = outcome.lsn {
+                        if lsn > shared.store.acked_lsn() {
+                            conn.marks.push((start, lsn));
+                        }
+                    }
+                    input.advance(consumed);
+                    flow = outcome.flow;
+                }
+                Parsed::Error { error, consumed, swallow_bytes, close, noreply, unlink_key } => {
+                    if !noreply {
+                        dispatch::write_error(&error, &mut conn.out);
+                    }
+                    if let Some(key) = unlink_key {
+                        let start = conn.out.len();
+                        match crate::semantics::drop_on_refused_set(&shared.store, &key) {
+                            Ok(Some(lsn)) if lsn > shared.store.acked_lsn() => {
+                                conn.marks.push((start, lsn));
+                            }
+                            Ok(_) => {}
+                            Err(e) => dispatch::write_engine_error(&e, &mut conn.out),
+                        }
+                    }
+                    input.advance(consumed);
+                    conn.swallow_bytes = swallow_bytes;
+                    if close {
+                        flow = Flow::Close;
+                    }
+                }
+            }
+            if flow == Flow::Close {
+                break;
+            }
+            if conn.out.len() > 256 * 1024 {
+                // Send what we have before parsing on; the rest of the input is still here.
+                need_read = false;
+                break;
+            }
+        }
+        if !flush(&mut stream, &mut conn, &shared, &mut ack).await || flow == Flow::Close {
+            break 'serve;
+        }
+        // Keep the input buffer from holding on to a huge pipeline's memory.
+        if input.is_empty() && input.capacity() > 1 << 20 {
+            input = BytesMut::with_capacity(16 * 1024);
+        }
+    }
+    let _ = stream.shutdown().await;
+    shared.connections.unregister(id);
+    shared.counters.curr_connections.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Waits until every reply in `conn.out` may be sent, then sends them. If the log has
+/// failed, sends only the replies whose changes were acknowledged, then an error, and
+/// returns false so the connection closes: no client is told a lost write was stored.
+async fn flush(
+    stream: &mut TcpStream,
+    conn: &mut Conn,
+    shared: &Shared,
+    ack: &mut watch::Receiver<Ack>,
+) -> bool {
+    if conn.out.is_empty() {
+        return true;
+    }
+    let need = conn.marks.iter().map(|&(_, lsn)| lsn).max().unwrap_or(0);
+    let mut healthy = true;
+    if need > shared.store.acked_lsn() {
+        bump(&shared.counters.log_wait_batches);
+        let state = ack
+            .wait_for(|a| match *a {
+                Ack::UpTo(lsn) => lsn >= need,
+                Ack::Failed => true,
+            })
+            .await
+            .map(|a| *a);
+        if !matches!(state, Ok(Ack::UpTo(_))) {
+            let acked = shared.store.acked_lsn();
+            let cut = conn
+                .marks
+                .iter()
+                .find(|&&(_, lsn)| lsn > acked)
+                .map(|&(start, _)| start)
+                .unwrap_or(conn.out.len());
+            conn.out.truncate(cut);
+            conn.out.extend_from_slice(b"SERVER_ERROR log write failed; change not stored\r\n");
+            healthy = false;
+        }
+    }
+    conn.marks.clear();
+    let written = stream.write_all(&conn.out).await.is_ok();
+    add(&shared.counters.bytes_written, conn.out.len() as u64);
+    conn.out.clear();
+    if conn.out.capacity() > 1 << 20 {
+        conn.out = Vec::with_capacity(16 * 1024);
+    }
+    written && healthy
+}

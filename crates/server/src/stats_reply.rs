@@ -1,0 +1,121 @@
+//! The `stats` family: general counters, `settings`, `conns`, `reset`, and the
+//! slab-allocator views (`items`, `slabs`, `sizes`) that Kura answers as an allocator
+//! with no slab classes would. Unknown subcommands get `ERROR`, as in memcached.
+
+use std::sync::atomic::Ordering;
+
+use kura_protocol::Tokens;
+
+use crate::config::DurabilityFlag;
+use crate::server::Shared;
+
+fn stat(out: &mut Vec<u8>, name: &str, value: impl std::fmt::Display) {
+    out.extend_from_slice(format!("STAT {name} {value}\r\n").as_bytes());
+}
+
+/// User and system CPU seconds of this process, from /proc/self/stat.
+fn rusage() -> (f64, f64) {
+    let Ok(text) = std::fs::read_to_string("/proc/self/stat") else {
+        return (0.0, 0.0);
+    };
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let after = text.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after ')'.
+    const TICKS_PER_SEC: f64 = 100.0;
+    (ticks(11) / TICKS_PER_SEC, ticks(12) / TICKS_PER_SEC)
+}
+
+pub fn write(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
+    match arguments.next() {
+        None => general(shared, out),
+        Some(b"settings") => settings(shared, out),
+        Some(b"conns") => conns(shared, out),
+        Some(b"reset") => {
+            shared.counters.reset();
+            out.extend_from_slice(b"RESET\r\n");
+            return;
+        }
+        Some(b"items") => {}
+        Some(b"slabs") => {
+            stat(out, "active_slabs", 0);
+            stat(out, "total_malloced", shared.store.stats().bytes);
+        }
+        Some(b"sizes") => stat(out, "sizes_status", "disabled"),
+        Some(_) => {
+            out.extend_from_slice(b"ERROR\r\n");
+            return;
+        }
+    }
+    out.extend_from_slice(b"END\r\n");
+}
+
+fn general(shared: &Shared, out: &mut Vec<u8>) {
+    let store = shared.store.stats();
+    let (user, system) = rusage();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    stat(out, "pid", std::process::id());
+    stat(out, "uptime", shared.uptime_secs());
+    stat(out, "time", now);
+    stat(out, "version", crate::dispatch::VERSION_REPLY.trim_start_matches("VERSION ").trim_end());
+    stat(out, "pointer_size", usize::BITS);
+    stat(out, "rusage_user", format!("{user:.6}"));
+    stat(out, "rusage_system", format!("{system:.6}"));
+    stat(out, "max_connections", shared.config.connections_max);
+    for (name, value) in shared.counters.snapshot() {
+        stat(out, name, value);
+    }
+    stat(out, "limit_maxbytes", shared.config.memory_limit_mib.saturating_mul(1 << 20));
+    stat(out, "threads", shared.config.threads);
+    stat(out, "bytes", store.bytes);
+    stat(out, "curr_items", store.curr_items);
+    stat(out, "evictions", 0);
+    stat(out, "durability", durability_name(shared.config.durability));
+    stat(out, "log_appended_lsn", store.appended_lsn);
+    stat(out, "log_acked_lsn", store.acked_lsn);
+    stat(out, "log_synced_lsn", store.synced_lsn);
+    stat(out, "recovered_records", store.recovered_records);
+    stat(out, "recovery_cut_bytes", store.recovery_cut_bytes);
+    stat(out, "store_poisoned", u8::from(shared.store.is_poisoned()));
+}
+
+fn durability_name(d: DurabilityFlag) -> &'static str {
+    match d {
+        DurabilityFlag::Fsync => "fsync",
+        DurabilityFlag::Interval => "interval",
+        DurabilityFlag::None => "none",
+    }
+}
+
+fn settings(shared: &Shared, out: &mut Vec<u8>) {
+    let config = &shared.config;
+    stat(out, "maxbytes", config.memory_limit_mib.saturating_mul(1 << 20));
+    stat(out, "maxconns", config.connections_max);
+    stat(out, "tcpport", shared.listen_addr.port());
+    stat(out, "udpport", 0);
+    stat(out, "inter", config.listen.as_str());
+    stat(out, "verbosity", shared.verbosity.load(Ordering::Relaxed));
+    stat(out, "evictions", "off");
+    stat(out, "num_threads", config.threads);
+    stat(out, "cas_enabled", "yes");
+    stat(out, "binding_protocol", "ascii");
+    stat(out, "item_size_max", config.item_size_max_bytes);
+    stat(out, "data_dir", config.data_dir.display());
+    stat(out, "durability", durability_name(config.durability));
+    stat(out, "fsync_interval_ms", config.fsync_interval_ms);
+    stat(out, "segment_size_mib", config.segment_size_mib);
+}
+
+fn conns(shared: &Shared, out: &mut Vec<u8>) {
+    let uptime = shared.uptime_secs();
+    for (id, info) in shared.connections.snapshot() {
+        stat(out, &format!("{id}:addr"), &info.addr);
+        stat(out, &format!("{id}:listen_addr"), &info.listen_addr);
+        stat(out, &format!("{id}:state"), "conn_parse_cmd");
+        let last = info.last_cmd_secs.load(Ordering::Relaxed);
+        stat(out, &format!("{id}:secs_since_last_cmd"), uptime.saturating_sub(last));
+    }
+}
