@@ -62,8 +62,22 @@ fn every_transcript_has_a_test() {
         Ok(names) => names,
         Err(e) => panic!("cannot list {}: {e}", runner::transcripts_dir().display()),
     };
-    let unlisted: Vec<&String> = names.iter().filter(|n| !LISTED.contains(&n.as_str())).collect();
-    let missing: Vec<&&str> = LISTED.iter().filter(|l| !names.iter().any(|n| n == *l)).collect();
-    assert!(unlisted.is_empty(), "add these transcripts to transcripts! in {}: {unlisted:?}", file!());
-    assert!(missing.is_empty(), "listed in {} but no such .txt file: {missing:?}", file!());
+    let unlisted: Vec<&String> = names
+        .iter()
+        .filter(|n| !LISTED.contains(&n.as_str()))
+        .collect();
+    let missing: Vec<&&str> = LISTED
+        .iter()
+        .filter(|l| !names.iter().any(|n| n == *l))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "add these transcripts to transcripts! in {}: {unlisted:?}",
+        file!()
+    );
+    assert!(
+        missing.is_empty(),
+        "listed in {} but no such .txt file: {missing:?}",
+        file!()
+    );
 }

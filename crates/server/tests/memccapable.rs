@@ -26,7 +26,15 @@ fn memccapable_ascii_passes() {
     // -t: seconds per I/O before memccapable gives up, so a silent server fails
     // the test instead of hanging it.
     let output = match Command::new(MEMCCAPABLE)
-        .args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string(), "-a", "-t", "10"])
+        .args([
+            "-h",
+            &addr.ip().to_string(),
+            "-p",
+            &addr.port().to_string(),
+            "-a",
+            "-t",
+            "10",
+        ])
         .output()
     {
         Ok(output) => output,
@@ -35,7 +43,11 @@ fn memccapable_ascii_passes() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     println!("{stdout}{stderr}");
-    let failed: Vec<&str> = stdout.lines().chain(stderr.lines()).filter(|l| l.contains("[FAIL]")).collect();
+    let failed: Vec<&str> = stdout
+        .lines()
+        .chain(stderr.lines())
+        .filter(|l| l.contains("[FAIL]"))
+        .collect();
     assert!(
         output.status.success() && failed.is_empty() && stdout.contains("All tests passed"),
         "memccapable -a against kura: {}; failed tests: {failed:?}\nstdout:\n{stdout}\nstderr:\n{stderr}\nkura's output:\n{}",

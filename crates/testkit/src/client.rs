@@ -72,7 +72,11 @@ impl Client {
         self.read_until_suffix(suffix)
     }
 
-    pub fn read_reply_until_suffix(&mut self, suffix: &[u8], timeout: Duration) -> io::Result<Reply> {
+    pub fn read_reply_until_suffix(
+        &mut self,
+        suffix: &[u8],
+        timeout: Duration,
+    ) -> io::Result<Reply> {
         self.read_reply_until(|bytes| bytes.ends_with(suffix), timeout)
     }
 
@@ -82,28 +86,54 @@ impl Client {
 
     /// Reads until `done(bytes received so far)` holds (`ReplyEnd::Suffix`), the
     /// server closes, or `timeout` passes.
-    pub fn read_reply_until(&mut self, done: impl Fn(&[u8]) -> bool, timeout: Duration) -> io::Result<Reply> {
+    pub fn read_reply_until(
+        &mut self,
+        done: impl Fn(&[u8]) -> bool,
+        timeout: Duration,
+    ) -> io::Result<Reply> {
         let deadline = Instant::now() + timeout;
         let mut bytes = Vec::new();
         let mut chunk = vec![0u8; 64 * 1024];
         loop {
             if done(&bytes) {
-                return Ok(Reply { bytes, end: ReplyEnd::Suffix });
+                return Ok(Reply {
+                    bytes,
+                    end: ReplyEnd::Suffix,
+                });
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Ok(Reply { bytes, end: ReplyEnd::Timeout });
+                return Ok(Reply {
+                    bytes,
+                    end: ReplyEnd::Timeout,
+                });
             }
             self.stream.set_read_timeout(Some(left))?;
             match self.stream.read(&mut chunk) {
-                Ok(0) => return Ok(Reply { bytes, end: ReplyEnd::Eof }),
+                Ok(0) => {
+                    return Ok(Reply {
+                        bytes,
+                        end: ReplyEnd::Eof,
+                    })
+                }
                 Ok(n) => bytes.extend_from_slice(&chunk[..n]),
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    return Ok(Reply { bytes, end: ReplyEnd::Timeout });
+                    return Ok(Reply {
+                        bytes,
+                        end: ReplyEnd::Timeout,
+                    });
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted) => {
-                    return Ok(Reply { bytes, end: ReplyEnd::Eof });
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted
+                    ) =>
+                {
+                    return Ok(Reply {
+                        bytes,
+                        end: ReplyEnd::Eof,
+                    });
                 }
                 Err(e) => return Err(e),
             }

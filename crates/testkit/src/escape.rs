@@ -75,7 +75,9 @@ pub fn unescape(text: &str) -> Result<Vec<u8>, String> {
                 .map_err(|_| format!("bad repeat count at byte {i} of {text:?}"))?;
             i += digits;
             if bytes.get(i) != Some(&b')') {
-                return Err(format!("expected ')' closing repeat at byte {i} of {text:?}"));
+                return Err(format!(
+                    "expected ')' closing repeat at byte {i} of {text:?}"
+                ));
             }
             i += 1;
             for _ in 0..count {

@@ -56,7 +56,11 @@ pub struct KuraOptions {
 
 impl KuraOptions {
     pub fn new(bin: impl Into<PathBuf>, durability: Durability) -> KuraOptions {
-        KuraOptions { bin: bin.into(), durability, extra_args: Vec::new() }
+        KuraOptions {
+            bin: bin.into(),
+            durability,
+            extra_args: Vec::new(),
+        }
     }
 
     pub fn arg(mut self, arg: impl Into<OsString>) -> KuraOptions {
@@ -68,15 +72,28 @@ impl KuraOptions {
     pub fn start(self) -> io::Result<KuraServer> {
         let temp = tempfile::Builder::new().prefix("kura-test-").tempdir()?;
         let data_dir = temp.path().to_path_buf();
-        let mut server = KuraServer { options: self, data_dir, _temp: Some(temp), child: None, log: Log::default(), addr: None };
+        let mut server = KuraServer {
+            options: self,
+            data_dir,
+            _temp: Some(temp),
+            child: None,
+            log: Log::default(),
+            addr: None,
+        };
         server.spawn()?;
         Ok(server)
     }
 
     /// Starts kura on an existing data directory, which is left in place on drop.
     pub fn start_on(self, data_dir: impl Into<PathBuf>) -> io::Result<KuraServer> {
-        let mut server =
-            KuraServer { options: self, data_dir: data_dir.into(), _temp: None, child: None, log: Log::default(), addr: None };
+        let mut server = KuraServer {
+            options: self,
+            data_dir: data_dir.into(),
+            _temp: None,
+            child: None,
+            log: Log::default(),
+            addr: None,
+        };
         server.spawn()?;
         Ok(server)
     }
@@ -87,7 +104,7 @@ impl KuraOptions {
 pub struct KuraServer {
     options: KuraOptions,
     data_dir: PathBuf,
-    // Declared after `child` would not matter: `Drop` kills the child first.
+    // Removed after `Drop::drop` has killed the child, so kura never sees it vanish.
     _temp: Option<tempfile::TempDir>,
     child: Option<Child>,
     log: Log,
@@ -97,9 +114,15 @@ pub struct KuraServer {
 impl KuraServer {
     /// Starts `bin` with `-p 0 -l 127.0.0.1 --data-dir <tempdir> --durability <mode>`
     /// followed by `extra_args`.
-    pub fn start(bin: impl Into<PathBuf>, durability: Durability, extra_args: &[&str]) -> io::Result<KuraServer> {
+    pub fn start(
+        bin: impl Into<PathBuf>,
+        durability: Durability,
+        extra_args: &[&str],
+    ) -> io::Result<KuraServer> {
         let mut options = KuraOptions::new(bin, durability);
-        options.extra_args.extend(extra_args.iter().map(OsString::from));
+        options
+            .extra_args
+            .extend(extra_args.iter().map(OsString::from));
         options.start()
     }
 
@@ -183,15 +206,25 @@ impl KuraServer {
                     if let Some(addr) = line.strip_prefix(LISTENING_PREFIX) {
                         match addr.trim().parse::<SocketAddr>() {
                             Ok(addr) => break addr,
-                            Err(e) => return Err(self.fail(child, &format!("bad address in {line:?}: {e}"))),
+                            Err(e) => {
+                                return Err(
+                                    self.fail(child, &format!("bad address in {line:?}: {e}"))
+                                )
+                            }
                         }
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    return Err(self.fail(child, &format!("no `{LISTENING_PREFIX}<addr>` line within {START_TIMEOUT:?}")));
+                    return Err(self.fail(
+                        child,
+                        &format!("no `{LISTENING_PREFIX}<addr>` line within {START_TIMEOUT:?}"),
+                    ));
                 }
                 Err(RecvTimeoutError::Disconnected) => {
-                    return Err(self.fail(child, &format!("kura closed stdout before printing `{LISTENING_PREFIX}<addr>`")));
+                    return Err(self.fail(
+                        child,
+                        &format!("kura closed stdout before printing `{LISTENING_PREFIX}<addr>`"),
+                    ));
                 }
             }
         };
@@ -202,7 +235,10 @@ impl KuraServer {
 
     fn fail(&self, mut child: Child, why: &str) -> io::Error {
         let _ = child.kill();
-        let status = child.wait().map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+        let status = child
+            .wait()
+            .map(|s| s.to_string())
+            .unwrap_or_else(|e| e.to_string());
         // Give the drain threads a moment to collect the last words.
         std::thread::sleep(Duration::from_millis(50));
         io::Error::other(format!(

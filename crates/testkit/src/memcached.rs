@@ -16,7 +16,8 @@ use crate::output::{drain, Log};
 pub const MEMCACHED_BIN: &str = "/usr/bin/memcached";
 const ATTEMPTS: usize = 5;
 const ACCEPT_TIMEOUT: Duration = Duration::from_secs(10);
-const INSTALL_HINT: &str = "run `sudo scripts/install-test-deps.sh` (installs memcached and libmemcached-tools)";
+const INSTALL_HINT: &str =
+    "run `sudo scripts/install-test-deps.sh` (installs memcached and libmemcached-tools)";
 
 /// A running memcached; dropping it kills the process.
 pub struct MemcachedServer {
@@ -35,7 +36,10 @@ impl MemcachedServer {
     /// As `start`, with extra memcached arguments.
     pub fn start_with(extra_args: &[&str]) -> io::Result<MemcachedServer> {
         if !Path::new(MEMCACHED_BIN).exists() {
-            return Err(io::Error::new(io::ErrorKind::NotFound, format!("{MEMCACHED_BIN} not found: {INSTALL_HINT}")));
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{MEMCACHED_BIN} not found: {INSTALL_HINT}"),
+            ));
         }
         let mut last_error = String::new();
         for _ in 0..ATTEMPTS {
@@ -44,11 +48,15 @@ impl MemcachedServer {
                 Err(e) => last_error = e.to_string(),
             }
         }
-        Err(io::Error::other(format!("memcached did not start in {ATTEMPTS} attempts; last: {last_error}")))
+        Err(io::Error::other(format!(
+            "memcached did not start in {ATTEMPTS} attempts; last: {last_error}"
+        )))
     }
 
     fn try_start(extra_args: &[&str]) -> io::Result<MemcachedServer> {
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port();
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+            .local_addr()?
+            .port();
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
         let mut command = Command::new(MEMCACHED_BIN);
         command.args(["-U", "0", "-l", "127.0.0.1", "-p", &port.to_string()]);
@@ -56,8 +64,17 @@ impl MemcachedServer {
             // memcached refuses to run as root without -u; -u is ignored otherwise.
             command.args(["-u", "root"]);
         }
-        command.args(extra_args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = command.spawn().map_err(|e| io::Error::new(e.kind(), format!("cannot run {MEMCACHED_BIN}: {e}; {INSTALL_HINT}")))?;
+        command
+            .args(extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot run {MEMCACHED_BIN}: {e}; {INSTALL_HINT}"),
+            )
+        })?;
         let log = Log::default();
         if let Some(stdout) = child.stdout.take() {
             drain(stdout, log.clone(), "", None);
@@ -68,7 +85,10 @@ impl MemcachedServer {
         let deadline = Instant::now() + ACCEPT_TIMEOUT;
         loop {
             if let Some(status) = child.try_wait()? {
-                return Err(io::Error::other(format!("memcached on port {port} exited: {status}; output: {}", log.snapshot())));
+                return Err(io::Error::other(format!(
+                    "memcached on port {port} exited: {status}; output: {}",
+                    log.snapshot()
+                )));
             }
             if TcpStream::connect(addr).is_ok() {
                 return Ok(MemcachedServer { child, addr, log });
@@ -76,7 +96,9 @@ impl MemcachedServer {
             if Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(io::Error::other(format!("memcached on port {port} did not accept within {ACCEPT_TIMEOUT:?}")));
+                return Err(io::Error::other(format!(
+                    "memcached on port {port} did not accept within {ACCEPT_TIMEOUT:?}"
+                )));
             }
             // Polling the port is the only readiness signal memcached gives.
             std::thread::sleep(Duration::from_millis(5));

@@ -17,7 +17,10 @@ pub struct Log {
 
 impl Log {
     pub fn snapshot(&self) -> String {
-        self.text.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.text
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn push(&self, line: &str) {
@@ -37,7 +40,12 @@ impl Log {
 /// `lines` (if any) so the caller can watch for a readiness line; a gone receiver
 /// is fine. The sender is dropped at EOF, which tells a waiting receiver the child
 /// closed its output (usually: it exited).
-pub fn drain(stream: impl Read + Send + 'static, log: Log, prefix: &'static str, lines: Option<Sender<String>>) {
+pub fn drain(
+    stream: impl Read + Send + 'static,
+    log: Log,
+    prefix: &'static str,
+    lines: Option<Sender<String>>,
+) {
     thread::spawn(move || {
         let mut reader = BufReader::new(stream);
         let mut raw = Vec::new();

@@ -15,7 +15,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::thread;
 
-
 use crate::client::{Client, Reply, ReplyEnd, REPLY_TIMEOUT};
 use crate::escape::escape;
 use crate::memcached::MemcachedServer;
@@ -59,7 +58,8 @@ pub fn load(name: &str) -> Result<Transcript, String> {
 /// The error is a report meant for a person.
 pub fn differential(name: &str, candidate_name: &str, candidate: SocketAddr) -> Result<(), String> {
     let transcript = load(name)?;
-    let memcached = MemcachedServer::start().map_err(|e| format!("{name}: cannot start memcached: {e}"))?;
+    let memcached =
+        MemcachedServer::start().map_err(|e| format!("{name}: cannot start memcached: {e}"))?;
     let (reference, other) = thread::scope(|scope| {
         let reference = scope.spawn(|| run(&transcript, memcached.addr()));
         let other = run(&transcript, candidate);
@@ -130,7 +130,11 @@ pub fn run(transcript: &Transcript, addr: SocketAddr) -> Vec<String> {
     renderings
 }
 
-fn exchange_once(client: &mut Option<Client>, addr: SocketAddr, exchange: &Exchange) -> io::Result<Option<Reply>> {
+fn exchange_once(
+    client: &mut Option<Client>,
+    addr: SocketAddr,
+    exchange: &Exchange,
+) -> io::Result<Option<Reply>> {
     let connection = match client {
         Some(connection) => connection,
         None => client.insert(Client::connect(addr)?),
@@ -141,7 +145,10 @@ fn exchange_once(client: &mut Option<Client>, addr: SocketAddr, exchange: &Excha
     }
     if let Err(e) = connection.send(&bytes) {
         // The server may have closed already; what it said before is the reply.
-        if !matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset) {
+        if !matches!(
+            e.kind(),
+            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+        ) {
             return Err(e);
         }
     }
@@ -159,16 +166,32 @@ fn exchange_once(client: &mut Option<Client>, addr: SocketAddr, exchange: &Excha
 
 /// Lines of `sent` that are an `mn` command (each gets an `MN` reply).
 fn mn_commands(sent: &[u8]) -> usize {
-    line_starts(sent).filter(|&i| ["mn\r\n", "mn\n", "mn "].iter().any(|p| sent[i..].starts_with(p.as_bytes()))).count()
+    line_starts(sent)
+        .filter(|&i| {
+            ["mn\r\n", "mn\n", "mn "]
+                .iter()
+                .any(|p| sent[i..].starts_with(p.as_bytes()))
+        })
+        .count()
 }
 
 /// Lines of `reply` that are exactly `MN\r\n`.
 fn mn_replies(reply: &[u8]) -> usize {
-    line_starts(reply).filter(|&i| reply[i..].starts_with(MN_REPLY)).count()
+    line_starts(reply)
+        .filter(|&i| reply[i..].starts_with(MN_REPLY))
+        .count()
 }
 
 fn line_starts(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
-    std::iter::once(0).chain(bytes.iter().enumerate().filter(|(_, &b)| b == b'\n').map(|(i, _)| i + 1)).filter(move |&i| i < bytes.len())
+    std::iter::once(0)
+        .chain(
+            bytes
+                .iter()
+                .enumerate()
+                .filter(|(_, &b)| b == b'\n')
+                .map(|(i, _)| i + 1),
+        )
+        .filter(move |&i| i < bytes.len())
 }
 
 fn render(exchange: &Exchange, reply: &Reply) -> String {
@@ -232,7 +255,9 @@ fn shape_matches(shape: Shape, bytes: &[u8]) -> bool {
                     let mut parts = line.splitn(3, ' ');
                     parts.next() == Some("STAT")
                         && parts.next().is_some_and(|name| !name.is_empty())
-                        && parts.next().is_some_and(|value| !value.is_empty() && !value.contains('\n'))
+                        && parts
+                            .next()
+                            .is_some_and(|value| !value.is_empty() && !value.contains('\n'))
                 })
         }
     }
@@ -262,17 +287,28 @@ fn agree_within_one(a: &str, b: &str) -> bool {
     };
     let (ta, tb) = (tokens(a), tokens(b));
     ta.len() == tb.len()
-        && ta.iter().zip(&tb).all(|(x, y)| match (x.parse::<i128>(), y.parse::<i128>()) {
-            (Ok(x), Ok(y)) => (x - y).abs() <= 1,
-            _ => x == y,
-        })
+        && ta
+            .iter()
+            .zip(&tb)
+            .all(|(x, y)| match (x.parse::<i128>(), y.parse::<i128>()) {
+                (Ok(x), Ok(y)) => (x - y).abs() <= 1,
+                _ => x == y,
+            })
 }
 
 /// Compares two runs of `transcript` step by step.
-pub fn compare(transcript: &Transcript, a_name: &str, a: &[String], b_name: &str, b: &[String]) -> Result<(), String> {
+pub fn compare(
+    transcript: &Transcript,
+    a_name: &str,
+    a: &[String],
+    b_name: &str,
+    b: &[String],
+) -> Result<(), String> {
     let mut report = String::new();
     let mut mismatches = 0;
-    for (index, ((line, exchange), (x, y))) in transcript.exchanges().zip(a.iter().zip(b)).enumerate() {
+    for (index, ((line, exchange), (x, y))) in
+        transcript.exchanges().zip(a.iter().zip(b)).enumerate()
+    {
         if agree(exchange.check, x, y) {
             continue;
         }
@@ -290,7 +326,13 @@ pub fn compare(transcript: &Transcript, a_name: &str, a: &[String], b_name: &str
         }
     }
     if a.len() != b.len() {
-        let _ = write!(report, "\n{}: {a_name} ran {} steps, {b_name} {}\n", transcript.name, a.len(), b.len());
+        let _ = write!(
+            report,
+            "\n{}: {a_name} ran {} steps, {b_name} {}\n",
+            transcript.name,
+            a.len(),
+            b.len()
+        );
     }
     if report.is_empty() {
         return Ok(());
@@ -299,7 +341,11 @@ pub fn compare(transcript: &Transcript, a_name: &str, a: &[String], b_name: &str
     Err(format!(
         "{}: {mismatches} step(s) differ between {a_name} and {b_name}{}:{report}",
         transcript.name,
-        if hidden > 0 { format!(" ({hidden} not shown)") } else { String::new() }
+        if hidden > 0 {
+            format!(" ({hidden} not shown)")
+        } else {
+            String::new()
+        }
     ))
 }
 
@@ -307,7 +353,11 @@ fn indent(rendering: &str) -> String {
     if rendering.is_empty() {
         return "    (nothing)".to_string();
     }
-    rendering.lines().map(|l| format!("    {}", shorten(l))).collect::<Vec<_>>().join("\n")
+    rendering
+        .lines()
+        .map(|l| format!("    {}", shorten(l)))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn shorten(text: &str) -> String {
@@ -360,7 +410,10 @@ fn parse_golden(text: &str) -> Vec<String> {
 /// that is a mistake in the transcript, not a finding.
 pub fn check_golden(transcript: &Transcript, reference: &[String]) -> Result<(), String> {
     for ((line, _), rendering) in transcript.exchanges().zip(reference) {
-        if rendering.contains("<timeout>") || rendering.contains("<not run") || rendering.contains("<i/o error") {
+        if rendering.contains("<timeout>")
+            || rendering.contains("<not run")
+            || rendering.contains("<i/o error")
+        {
             return Err(format!(
                 "{}: memcached itself did not complete the step on line {line} (fix the transcript):\n{}\n",
                 transcript.name,
@@ -373,8 +426,12 @@ pub fn check_golden(transcript: &Transcript, reference: &[String]) -> Result<(),
     if std::env::var_os("KURA_BLESS").is_some_and(|v| v == "1") {
         return std::fs::write(&path, fresh).map_err(|e| format!("{}: {e}", path.display()));
     }
-    let stored = std::fs::read_to_string(&path)
-        .map_err(|e| format!("{}: {e}; write it with `KURA_BLESS=1 cargo test -p kura-testkit`\n", path.display()))?;
+    let stored = std::fs::read_to_string(&path).map_err(|e| {
+        format!(
+            "{}: {e}; write it with `KURA_BLESS=1 cargo test -p kura-testkit`\n",
+            path.display()
+        )
+    })?;
     let golden = parse_golden(&stored);
     compare(transcript, "golden file", &golden, "live memcached", reference).map_err(|e| {
         format!("{e}\n(memcached changed, or the transcript did: review, then rerun with KURA_BLESS=1)\n")
@@ -386,8 +443,10 @@ pub fn check_golden(transcript: &Transcript, reference: &[String]) -> Result<(),
 /// and the runner sound without Kura.
 pub fn memcached_against_itself(name: &str) -> Result<(), String> {
     let transcript = load(name)?;
-    let first = MemcachedServer::start().map_err(|e| format!("{name}: cannot start memcached: {e}"))?;
-    let second = MemcachedServer::start().map_err(|e| format!("{name}: cannot start memcached: {e}"))?;
+    let first =
+        MemcachedServer::start().map_err(|e| format!("{name}: cannot start memcached: {e}"))?;
+    let second =
+        MemcachedServer::start().map_err(|e| format!("{name}: cannot start memcached: {e}"))?;
     let (a, b) = thread::scope(|scope| {
         let a = scope.spawn(|| run(&transcript, first.addr()));
         let b = run(&transcript, second.addr());

@@ -83,10 +83,17 @@ impl Transcript {
     pub fn parse(name: &str, text: &str) -> Result<Transcript, String> {
         let mut parser = Parser::default();
         for (index, line) in text.lines().enumerate() {
-            parser.line(index + 1, line).map_err(|e| format!("{name}:{}: {e}", index + 1))?;
+            parser
+                .line(index + 1, line)
+                .map_err(|e| format!("{name}:{}: {e}", index + 1))?;
         }
-        parser.end_step().map_err(|e| format!("{name}: at end: {e}"))?;
-        Ok(Transcript { name: name.to_string(), steps: parser.steps })
+        parser
+            .end_step()
+            .map_err(|e| format!("{name}: at end: {e}"))?;
+        Ok(Transcript {
+            name: name.to_string(),
+            steps: parser.steps,
+        })
     }
 
     pub fn exchanges(&self) -> impl Iterator<Item = (usize, &Exchange)> {
@@ -140,26 +147,42 @@ impl Parser {
                 if !(0.0..=10.0).contains(&secs) {
                     return Err("sleep between 0 and 10 seconds".to_string());
                 }
-                self.steps.push(Step { line: number, action: Action::Sleep(Duration::from_secs_f64(secs)) });
+                self.steps.push(Step {
+                    line: number,
+                    action: Action::Sleep(Duration::from_secs_f64(secs)),
+                });
                 Ok(())
             }
             ("@new-connection", []) => {
                 self.end_step()?;
-                self.steps.push(Step { line: number, action: Action::NewConnection });
+                self.steps.push(Step {
+                    line: number,
+                    action: Action::NewConnection,
+                });
                 Ok(())
             }
             ("@expect-close", []) => self.modify(number, Some(Sync::Close), None),
             ("@no-sync", []) => self.modify(number, Some(Sync::NoRead), None),
             ("@tolerate-tick", []) => self.modify(number, None, Some(Check::TolerateTick)),
-            ("@shape", ["version"]) => self.modify(number, None, Some(Check::Shape(Shape::Version))),
+            ("@shape", ["version"]) => {
+                self.modify(number, None, Some(Check::Shape(Shape::Version)))
+            }
             ("@shape", ["stats"]) => self.modify(number, None, Some(Check::Shape(Shape::Stats))),
             _ => Err(format!("unknown directive {line:?}")),
         }
     }
 
-    fn modify(&mut self, number: usize, sync: Option<Sync>, check: Option<Check>) -> Result<(), String> {
+    fn modify(
+        &mut self,
+        number: usize,
+        sync: Option<Sync>,
+        check: Option<Check>,
+    ) -> Result<(), String> {
         if !self.bytes.is_empty() {
-            return Err("modifiers go before the step's send lines (end the step with a blank line)".to_string());
+            return Err(
+                "modifiers go before the step's send lines (end the step with a blank line)"
+                    .to_string(),
+            );
         }
         if sync.is_some() {
             if self.sync.is_some() {
@@ -190,7 +213,10 @@ impl Parser {
     fn end_step(&mut self) -> Result<(), String> {
         if self.bytes.is_empty() {
             if self.modifier_line != 0 {
-                return Err(format!("modifier on line {} has no step after it", self.modifier_line));
+                return Err(format!(
+                    "modifier on line {} has no step after it",
+                    self.modifier_line
+                ));
             }
             return Ok(());
         }
@@ -200,9 +226,14 @@ impl Parser {
             check: self.check.take().unwrap_or(Check::Exact),
         };
         if exchange.sync == Sync::NoRead && exchange.check != Check::Exact {
-            return Err("a @no-sync step reads nothing, so it cannot have a check modifier".to_string());
+            return Err(
+                "a @no-sync step reads nothing, so it cannot have a check modifier".to_string(),
+            );
         }
-        self.steps.push(Step { line: self.first_line, action: Action::Exchange(exchange) });
+        self.steps.push(Step {
+            line: self.first_line,
+            action: Action::Exchange(exchange),
+        });
         self.modifier_line = 0;
         Ok(())
     }
@@ -232,8 +263,19 @@ mod tests {
 
     #[test]
     fn rejects_mistakes() {
-        for bad in ["@expect-close\n", "> a\n@no-sync\n", ">x\n", "@sleep x\n", "@frob\n", ">raw \\q\n", "@no-sync\n@tolerate-tick\n> a\n"] {
-            assert!(Transcript::parse("t", bad).is_err(), "{bad:?} should not parse");
+        for bad in [
+            "@expect-close\n",
+            "> a\n@no-sync\n",
+            ">x\n",
+            "@sleep x\n",
+            "@frob\n",
+            ">raw \\q\n",
+            "@no-sync\n@tolerate-tick\n> a\n",
+        ] {
+            assert!(
+                Transcript::parse("t", bad).is_err(),
+                "{bad:?} should not parse"
+            );
         }
     }
 }

@@ -16,18 +16,32 @@ fn corpus_is_deterministic_on_memcached() {
         Ok(names) => names,
         Err(e) => panic!("cannot list {}: {e}", runner::transcripts_dir().display()),
     };
-    assert!(!names.is_empty(), "no transcripts in {}", runner::transcripts_dir().display());
-    let names: Vec<String> = names.into_iter().filter(|n| only.as_ref().is_none_or(|o| o == n)).collect();
+    assert!(
+        !names.is_empty(),
+        "no transcripts in {}",
+        runner::transcripts_dir().display()
+    );
+    let names: Vec<String> = names
+        .into_iter()
+        .filter(|n| only.as_ref().is_none_or(|o| o == n))
+        .collect();
     // All at once: most of the time is sleeping, so the sleeps overlap.
     let results: Vec<(String, Result<(), String>)> = thread::scope(|scope| {
         let handles: Vec<_> = names
             .iter()
-            .map(|name| (name.clone(), scope.spawn(move || runner::memcached_against_itself(name))))
+            .map(|name| {
+                (
+                    name.clone(),
+                    scope.spawn(move || runner::memcached_against_itself(name)),
+                )
+            })
             .collect();
         handles
             .into_iter()
             .map(|(name, handle)| {
-                let result = handle.join().unwrap_or_else(|_| Err(format!("{name}: panicked")));
+                let result = handle
+                    .join()
+                    .unwrap_or_else(|_| Err(format!("{name}: panicked")));
                 (name, result)
             })
             .collect()
@@ -42,5 +56,11 @@ fn corpus_is_deterministic_on_memcached() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} of {} transcripts failed:\n{}", failures.len(), results.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} transcripts failed:\n{}",
+        failures.len(),
+        results.len(),
+        failures.join("\n")
+    );
 }

@@ -13,7 +13,8 @@ use kura_testkit::{Durability, KuraServer};
 fn script(dir: &tempfile::TempDir, name: &str, body: &str) -> PathBuf {
     let path = dir.path().join(name);
     let mut file = std::fs::File::create(&path).unwrap();
-    file.write_all(format!("#!/bin/sh\n{body}\n").as_bytes()).unwrap();
+    file.write_all(format!("#!/bin/sh\n{body}\n").as_bytes())
+        .unwrap();
     drop(file);
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
@@ -28,16 +29,31 @@ fn reads_the_listening_line_and_keeps_the_data_dir() {
     assert_eq!(server.addr().port(), 4242);
     let data_dir = server.data_dir().to_path_buf();
     let args = std::fs::read_to_string(data_dir.join("args")).unwrap();
-    assert_eq!(args.trim(), format!("-p 0 -l 127.0.0.1 --data-dir {} --durability fsync --extra", data_dir.display()));
+    assert_eq!(
+        args.trim(),
+        format!(
+            "-p 0 -l 127.0.0.1 --data-dir {} --durability fsync --extra",
+            data_dir.display()
+        )
+    );
     server.kill().unwrap();
     assert!(data_dir.join("args").exists());
     server.restart().unwrap();
-    assert_eq!(std::fs::read_to_string(data_dir.join("args")).unwrap().lines().count(), 2);
+    assert_eq!(
+        std::fs::read_to_string(data_dir.join("args"))
+            .unwrap()
+            .lines()
+            .count(),
+        2
+    );
     let status = server.terminate().unwrap();
     assert!(!status.success(), "sleep killed by SIGTERM: {status}");
     assert!(server.log().contains("starting"));
     drop(server);
-    assert!(!data_dir.exists(), "the temporary data dir goes with the server");
+    assert!(
+        !data_dir.exists(),
+        "the temporary data dir goes with the server"
+    );
 }
 
 #[test]
@@ -54,10 +70,19 @@ fn reports_a_server_that_exits_before_listening() {
 #[test]
 fn starts_on_an_existing_data_dir() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = script(&dir, "kura", "echo 'kura listening on 127.0.0.1:4243'; exec sleep 60");
+    let bin = script(
+        &dir,
+        "kura",
+        "echo 'kura listening on 127.0.0.1:4243'; exec sleep 60",
+    );
     let data = tempfile::tempdir().unwrap();
-    let server = kura_testkit::KuraOptions::new(&bin, Durability::None).start_on(data.path()).unwrap();
+    let server = kura_testkit::KuraOptions::new(&bin, Durability::None)
+        .start_on(data.path())
+        .unwrap();
     assert_eq!(server.data_dir(), data.path());
     drop(server);
-    assert!(data.path().exists(), "an existing data dir is left in place");
+    assert!(
+        data.path().exists(),
+        "an existing data dir is left in place"
+    );
 }
