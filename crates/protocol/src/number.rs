@@ -168,11 +168,21 @@ mod tests {
         check(b"\t", None, None, None);
         check(b"0x10", None, None, None);
         check(b"1.5", None, None, None);
-        check(b"2147483647", Some(i32::MAX), Some(2147483647), Some(2147483647));
+        check(
+            b"2147483647",
+            Some(i32::MAX),
+            Some(2147483647),
+            Some(2147483647),
+        );
         // Truncation into 32 bits, as memcached does.
         check(b"4294967296", Some(0), Some(0), Some(4294967296));
         check(b"4294967297", Some(1), Some(1), Some(4294967297));
-        check(b"3000000000", Some(-1294967296), Some(3000000000), Some(3000000000));
+        check(
+            b"3000000000",
+            Some(-1294967296),
+            Some(3000000000),
+            Some(3000000000),
+        );
         check(b"-3000000000", Some(1294967296), None, None);
         check(
             b"18446744073709551615",
@@ -182,20 +192,39 @@ mod tests {
         );
         check(b"18446744073709551616", None, None, None);
         check(b"99999999999999999999", None, None, None);
-        check(b"9223372036854775807", Some(-1), Some(u32::MAX), Some(i64::MAX as u64));
+        check(
+            b"9223372036854775807",
+            Some(-1),
+            Some(u32::MAX),
+            Some(i64::MAX as u64),
+        );
         check(b"9223372036854775808", None, Some(0), Some(1 << 63));
         check(b"-9223372036854775808", Some(0), None, None);
-        check(b"-9223372036854775809", None, Some(u32::MAX), Some(i64::MAX as u64));
+        check(
+            b"-9223372036854775809",
+            None,
+            Some(u32::MAX),
+            Some(i64::MAX as u64),
+        );
     }
 
     #[test]
     fn writes_numbers() {
-        for (value, text) in [(0u64, "0"), (7, "7"), (10, "10"), (u64::MAX, "18446744073709551615")] {
+        for (value, text) in [
+            (0u64, "0"),
+            (7, "7"),
+            (10, "10"),
+            (u64::MAX, "18446744073709551615"),
+        ] {
             let mut out = Vec::new();
             write_u64(&mut out, value);
             assert_eq!(out, text.as_bytes());
         }
-        for (value, text) in [(-1i64, "-1"), (i64::MIN, "-9223372036854775808"), (42, "42")] {
+        for (value, text) in [
+            (-1i64, "-1"),
+            (i64::MIN, "-9223372036854775808"),
+            (42, "42"),
+        ] {
             let mut out = Vec::new();
             write_i64(&mut out, value);
             assert_eq!(out, text.as_bytes());
