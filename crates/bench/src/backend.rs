@@ -50,6 +50,9 @@ pub enum BackendKind {
     /// `mariadb`: a private mariadbd with its own data directory, port and socket,
     /// InnoDB with its defaults (a commit is fsynced), binary log off.
     Mariadb,
+    /// `mariadb+memcached`: the seed's cache-aside setup, a private mariadbd with a
+    /// memcached in front that the client reads first and fills on a miss.
+    MariadbMemcached,
     /// `--server host:port`: already running, not ours to start or stop.
     External { addr: String },
 }
@@ -59,6 +62,8 @@ pub enum BackendKind {
 pub enum Protocol {
     Memcached,
     Mysql,
+    /// MySQL at the backend's address, with a memcached cache at `cache`.
+    MysqlCacheAside { cache: SocketAddr },
 }
 
 impl BackendKind {
@@ -70,10 +75,11 @@ impl BackendKind {
             "kura-interval" => BackendKind::Kura(Durability::Interval),
             "kura-none" => BackendKind::Kura(Durability::None),
             "mariadb" => BackendKind::Mariadb,
+            "mariadb+memcached" => BackendKind::MariadbMemcached,
             "kura" => bail!("say which durability: kura-fsync, kura-interval or kura-none"),
             other => bail!(
                 "unknown backend {other:?}: expected memcached, memcached2, kura-fsync, \
-                 kura-interval, kura-none or mariadb (use --server host:port for a running server)"
+                 kura-interval, kura-none, mariadb or mariadb+memcached (use --server host:port for a running server)"
             ),
         })
     }
@@ -83,6 +89,7 @@ impl BackendKind {
             BackendKind::Memcached { name } => name.clone(),
             BackendKind::Kura(d) => format!("kura-{}", d.flag()),
             BackendKind::Mariadb => "mariadb".to_string(),
+            BackendKind::MariadbMemcached => "mariadb+memcached".to_string(),
             BackendKind::External { addr } => format!("server@{addr}"),
         }
     }
@@ -109,10 +116,13 @@ pub struct LaunchConfig {
 pub struct Backend {
     pub name: String,
     pub addr: SocketAddr,
-    /// The server's process id when kura-bench started it (for its CPU use).
-    pub pid: Option<u32>,
+    /// The server processes kura-bench started (for their CPU use); empty for
+    /// `--server`.
+    pub pids: Vec<u32>,
     pub protocol: Protocol,
     child: Option<Child>,
+    /// A second server this backend consists of (the cache in cache-aside).
+    companion: Option<Box<Backend>>,
     log: Option<Arc<OutputTail>>,
     _data_dir: Option<tempfile::TempDir>,
 }
@@ -130,6 +140,15 @@ impl Backend {
             BackendKind::Memcached { name } => start_memcached(name, config),
             BackendKind::Kura(durability) => start_kura(*durability, config),
             BackendKind::Mariadb => start_mariadb(config),
+            BackendKind::MariadbMemcached => {
+                let mut db = start_mariadb(config)?;
+                let cache = start_memcached("memcached-cache", config)?;
+                db.name = kind.name();
+                db.protocol = Protocol::MysqlCacheAside { cache: cache.addr };
+                db.pids.extend(cache.pids.iter().copied());
+                db.companion = Some(Box::new(cache));
+                Ok(db)
+            }
             BackendKind::External { addr } => {
                 let resolved = addr
                     .to_socket_addrs()
@@ -141,9 +160,10 @@ impl Backend {
                 Ok(Backend {
                     name: kind.name(),
                     addr: resolved,
-                    pid: None,
+                    pids: Vec::new(),
                     protocol: Protocol::Memcached,
                     child: None,
+                    companion: None,
                     log: None,
                     _data_dir: None,
                 })
@@ -153,6 +173,9 @@ impl Backend {
 
     /// Fails if a server we started has exited: its figures would be meaningless.
     pub fn check_alive(&mut self) -> Result<()> {
+        if let Some(companion) = &mut self.companion {
+            companion.check_alive()?;
+        }
         if let Some(child) = &mut self.child {
             if let Some(status) = child.try_wait()? {
                 let tail = self.log.as_ref().map(|l| l.text()).unwrap_or_default();
@@ -262,9 +285,10 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
                 return Ok(Backend {
                     name: name.to_string(),
                     addr,
-                    pid: Some(child.id()),
+                    pids: vec![child.id()],
                     protocol: Protocol::Memcached,
                     child: Some(child),
+                    companion: None,
                     log: Some(tail),
                     _data_dir: None,
                 });
@@ -344,9 +368,10 @@ fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> 
     Ok(Backend {
         name: format!("kura-{}", durability.flag()),
         addr,
-        pid: Some(child.id()),
+        pids: vec![child.id()],
         protocol: Protocol::Memcached,
         child: Some(child),
+                    companion: None,
         log: Some(tail),
         _data_dir: Some(data_dir),
     })
@@ -417,9 +442,10 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
                 return Ok(Backend {
                     name: "mariadb".to_string(),
                     addr,
-                    pid: Some(child.id()),
+                    pids: vec![child.id()],
                     protocol: Protocol::Mysql,
                     child: Some(child),
+                    companion: None,
                     log: Some(tail),
                     _data_dir: Some(dir),
                 });

@@ -44,8 +44,31 @@ impl Client {
 
     /// Reads one complete reply.
     pub fn read_reply(&mut self, expect: Expect) -> Result<Reply> {
+        self.read_reply_with(expect, |_| {})
+    }
+
+    /// `get <key>`: the value, or `None` on a miss.
+    pub fn get_value(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        proto::encode_get(&mut self.outbuf, key);
+        self.flush()?;
+        let mut value = None;
+        let mut framing = Ok(());
+        let reply = self.read_reply_with(Expect::Values, |bytes| match proto::values(bytes) {
+            Ok(values) => value = values.first().map(|v| v.to_vec()),
+            Err(e) => framing = Err(e),
+        })?;
+        framing?;
+        match reply {
+            Reply::Values { .. } => Ok(value),
+            other => bail!("get failed: {other:?}"),
+        }
+    }
+
+    /// Reads one complete reply, showing its bytes to `inspect` first.
+    fn read_reply_with(&mut self, expect: Expect, mut inspect: impl FnMut(&[u8])) -> Result<Reply> {
         loop {
             if let Some((reply, used)) = proto::parse_reply(&self.inbuf[self.start..], expect)? {
+                inspect(&self.inbuf[self.start..self.start + used]);
                 self.start += used;
                 if self.start == self.inbuf.len() {
                     self.inbuf.clear();

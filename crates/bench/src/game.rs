@@ -87,7 +87,7 @@ pub(crate) fn encode_row(id: u64, score: u64, level: u64, last_seen: u64, size: 
 }
 
 /// The fields a transaction reads from a row: id, email, score, level.
-fn decode_row(row: &[u8]) -> Option<(u64, &[u8], u64, u64)> {
+pub(crate) fn decode_row(row: &[u8]) -> Option<(u64, &[u8], u64, u64)> {
     let mut fields = row.split(|b| *b == b'|');
     let number = |f: Option<&[u8]>| -> Option<u64> { std::str::from_utf8(f?).ok()?.parse().ok() };
     let id = number(fields.next())?;
@@ -103,7 +103,7 @@ pub(crate) fn unix_now() -> u64 {
 }
 
 /// Stores every player's row and email key, pipelining batches.
-fn preload(addr: SocketAddr, players: u64, row_size: usize) -> Result<()> {
+pub(crate) fn preload(addr: SocketAddr, players: u64, row_size: usize) -> Result<()> {
     let connections = 8u64;
     let per = players.div_ceil(connections);
     let mut workers = Vec::new();
@@ -184,7 +184,7 @@ fn measure(
     plan: &Plan,
     start: Instant,
     seed: u64,
-    server_pid: Option<u32>,
+    server_pids: &[u32],
 ) -> Result<GameResult> {
     let threads = threads.clamp(1, connections.max(1));
     let mut streams: Vec<Vec<StdTcpStream>> = (0..threads).map(|_| Vec::new()).collect();
@@ -203,10 +203,10 @@ fn measure(
     }
     sleep_until(plan.window_start);
     let client_before = stats::cpu_secs(None);
-    let server_before = server_pid.and_then(|p| stats::cpu_secs(Some(p)));
+    let server_before = stats::servers_cpu_secs(server_pids);
     sleep_until(plan.window_end);
     let client_after = stats::cpu_secs(None);
-    let server_after = server_pid.and_then(|p| stats::cpu_secs(Some(p)));
+    let server_after = stats::servers_cpu_secs(server_pids);
     let window = plan.window_end - plan.window_start;
     let mut result = GameResult {
         transactions: 0,
@@ -405,6 +405,10 @@ pub fn run(args: &GameArgs) -> Result<()> {
         match b.protocol {
             Protocol::Memcached => preload(b.addr, args.players, args.row_size)?,
             Protocol::Mysql => game_sql::preload(b.addr, args.players, args.row_size)?,
+            Protocol::MysqlCacheAside { cache } => {
+                game_sql::preload(b.addr, args.players, args.row_size)?;
+                preload(cache, args.players, args.row_size)?;
+            }
         }
     }
     let chooser = KeyChooser::new(args.distribution, args.players);
@@ -431,9 +435,20 @@ pub fn run(args: &GameArgs) -> Result<()> {
                 let seed = args.common.seed.wrapping_add(rep as u64 * 31 + ci as u64);
                 let r = match b.protocol {
                     Protocol::Memcached => {
-                        measure(b.addr, connections, args.client_threads, &plan, start, seed, b.pid)?
+                        measure(b.addr, connections, args.client_threads, &plan, start, seed, &b.pids)?
                     }
-                    Protocol::Mysql => game_sql::measure(b.addr, connections, &plan, start, seed, b.pid)?,
+                    Protocol::Mysql => {
+                        game_sql::measure(b.addr, None, connections, &plan, start, seed, &b.pids)?
+                    }
+                    Protocol::MysqlCacheAside { cache } => game_sql::measure(
+                        b.addr,
+                        Some(cache),
+                        connections,
+                        &plan,
+                        start,
+                        seed,
+                        &b.pids,
+                    )?,
                 };
                 b.check_alive()?;
                 done += 1;

@@ -7,6 +7,11 @@
 //! last-seen, `SELECT` the id by the row's email. With InnoDB's defaults every
 //! `UPDATE` is a commit flushed to disk, the same promise as Kura's fsync mode.
 //!
+//! With `mariadb+memcached` (seed 000 part 1's setup) the client reads the player
+//! and the email's id from memcached first, fills memcached from MariaDB on a miss,
+//! and after the `UPDATE` writes the new row to memcached too (write-through, as
+//! the seed's client did). Both caches start full: the in-memory case.
+//!
 //! Each connection runs on its own thread with a blocking client: simpler than
 //! multiplexing the MySQL protocol, and at the request rates MariaDB reaches here
 //! the client's context switches are a small part of the cost (the client CPU
@@ -18,7 +23,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use crate::game::{email, encode_row, unix_now, GameResult, Plan};
+use crate::client::Client;
+use crate::game::{decode_row, email, encode_row, player_key, unix_now, GameResult, Plan};
+use crate::proto::{self, Expect};
 use crate::keys::Rng;
 use crate::load::sleep_until;
 use crate::mysql::{quote, Connection};
@@ -93,25 +100,27 @@ pub fn preload(addr: SocketAddr, players: u64, row_size: usize) -> Result<()> {
 /// Runs the transaction on `connections` connections, one thread each.
 pub fn measure(
     addr: SocketAddr,
+    cache: Option<SocketAddr>,
     connections: usize,
     plan: &Plan,
     start: Instant,
     seed: u64,
-    server_pid: Option<u32>,
+    server_pids: &[u32],
 ) -> Result<GameResult> {
-    let conns: Vec<Connection> = (0..connections).map(|_| connect(addr)).collect::<Result<_>>()?;
     let mut handles = Vec::new();
-    for (i, conn) in conns.into_iter().enumerate() {
+    for i in 0..connections {
+        let conn = connect(addr)?;
+        let cache = cache.map(Client::connect).transpose()?;
         let plan = plan.clone();
         let seed = seed.wrapping_add(i as u64 * 104_729);
-        handles.push(thread::spawn(move || drive(&plan, conn, seed, start)));
+        handles.push(thread::spawn(move || drive(&plan, conn, cache, seed, start)));
     }
     sleep_until(plan.window_start);
     let client_before = stats::cpu_secs(None);
-    let server_before = server_pid.and_then(|p| stats::cpu_secs(Some(p)));
+    let server_before = stats::servers_cpu_secs(server_pids);
     sleep_until(plan.window_end);
     let client_after = stats::cpu_secs(None);
-    let server_after = server_pid.and_then(|p| stats::cpu_secs(Some(p)));
+    let server_after = stats::servers_cpu_secs(server_pids);
     let window = plan.window_end - plan.window_start;
     let mut result = GameResult {
         transactions: 0,
@@ -134,11 +143,90 @@ pub fn measure(
     Ok(result)
 }
 
-fn text<'a>(cell: &'a Option<Vec<u8>>) -> Result<&'a str> {
+fn text(cell: &Option<Vec<u8>>) -> Result<&str> {
     std::str::from_utf8(cell.as_deref().context("unexpected NULL")?).context("non-UTF-8 cell")
 }
 
-fn drive(plan: &Plan, mut conn: Connection, seed: u64, start: Instant) -> Result<GameResult> {
+/// A player as the transaction sees it.
+struct Player {
+    email: String,
+    score: u64,
+    level: u64,
+}
+
+/// Step 1: the player by id, from the cache when there is one (filling it on a
+/// miss), else from the database.
+fn get_player(
+    conn: &mut Connection,
+    cache: Option<&mut Client>,
+    id: u64,
+    row_size: usize,
+) -> Result<Option<Player>> {
+    let key = player_key(id);
+    if let Some(cache) = cache {
+        if let Some(row) = cache.get_value(&key)? {
+            return Ok(decode_row(&row).filter(|r| r.0 == id).map(|(_, email, score, level)| {
+                Player { email: String::from_utf8_lossy(email).into_owned(), score, level }
+            }));
+        }
+        let found = select_player(conn, id)?;
+        if let Some(p) = &found {
+            let row = encode_row(id, p.score, p.level, unix_now(), row_size);
+            proto::encode_set(cache.out(), &key, &row);
+            cache.call(Expect::Status)?;
+        }
+        return Ok(found);
+    }
+    select_player(conn, id)
+}
+
+fn select_player(conn: &mut Connection, id: u64) -> Result<Option<Player>> {
+    let rows = conn.rows(&format!(
+        "SELECT id,name,email,score,level,last_seen,padding FROM players WHERE id={id}"
+    ))?;
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    Ok(Some(Player {
+        email: text(&row[2])?.to_string(),
+        score: text(&row[3])?.parse().context("score")?,
+        level: text(&row[4])?.parse().context("level")?,
+    }))
+}
+
+/// Step 3: the id for an email, from the cache when there is one (filling it on a
+/// miss), else from the database.
+fn id_by_email(conn: &mut Connection, cache: Option<&mut Client>, email: &str) -> Result<Option<String>> {
+    let key = format!("email:{email}");
+    if let Some(cache) = cache {
+        if let Some(id) = cache.get_value(key.as_bytes())? {
+            return Ok(Some(String::from_utf8_lossy(&id).into_owned()));
+        }
+        let found = select_id_by_email(conn, email)?;
+        if let Some(id) = &found {
+            proto::encode_set(cache.out(), key.as_bytes(), id.as_bytes());
+            cache.call(Expect::Status)?;
+        }
+        return Ok(found);
+    }
+    select_id_by_email(conn, email)
+}
+
+fn select_id_by_email(conn: &mut Connection, email: &str) -> Result<Option<String>> {
+    let found = conn.rows(&format!(
+        "SELECT id FROM player_emails WHERE email={}",
+        quote(email.as_bytes())
+    ))?;
+    found.first().map(|row| text(&row[0]).map(str::to_string)).transpose()
+}
+
+fn drive(
+    plan: &Plan,
+    mut conn: Connection,
+    mut cache: Option<Client>,
+    seed: u64,
+    start: Instant,
+) -> Result<GameResult> {
     let mut rng = Rng::new(seed);
     let mut r = GameResult {
         transactions: 0,
@@ -153,28 +241,26 @@ fn drive(plan: &Plan, mut conn: Connection, seed: u64, start: Instant) -> Result
     while Instant::now() < plan.window_end {
         let id = plan.chooser.next(&mut rng);
         let began = Instant::now();
-        let rows = conn.rows(&format!(
-            "SELECT id,name,email,score,level,last_seen,padding FROM players WHERE id={id}"
-        ))?;
+        let player = get_player(&mut conn, cache.as_mut(), id, plan.row_size)?;
         let t1 = Instant::now();
-        let Some(row) = rows.first() else {
+        let Some(player) = player else {
             r.failures += u64::from(in_window(plan, t1));
             continue;
         };
-        let row_email = text(&row[2])?.to_string();
-        let score: u64 = text(&row[3])?.parse().context("score")?;
-        let level: u64 = text(&row[4])?.parse().context("level")?;
-        let score = score + 1 + rng.below(100);
-        let level = level.max(score / 1000);
+        let score = player.score + 1 + rng.below(100);
+        let level = player.level.max(score / 1000);
+        let now = unix_now();
         conn.query(&format!(
-            "UPDATE players SET score={score},level={level},last_seen={} WHERE id={id}",
-            unix_now()
+            "UPDATE players SET score={score},level={level},last_seen={now} WHERE id={id}"
         ))?;
+        if let Some(cache) = cache.as_mut() {
+            // Write-through, as seed 000's client did: the new row replaces the cached one.
+            let row = encode_row(id, score, level, now, plan.row_size);
+            proto::encode_set(cache.out(), &player_key(id), &row);
+            cache.call(Expect::Status)?;
+        }
         let t2 = Instant::now();
-        let found = conn.rows(&format!(
-            "SELECT id FROM player_emails WHERE email={}",
-            quote(row_email.as_bytes())
-        ))?;
+        let found = id_by_email(&mut conn, cache.as_mut(), &player.email)?;
         let t3 = Instant::now();
         if !in_window(plan, t3) {
             continue;
@@ -184,12 +270,11 @@ fn drive(plan: &Plan, mut conn: Connection, seed: u64, start: Instant) -> Result
         }
         stats::record(&mut r.steps[1], t2 - t1);
         stats::record(&mut r.steps[2], t3 - t2);
-        match found.first().map(|f| text(&f[0])) {
-            Some(Ok(found_id)) if found_id == id.to_string() => {
-                r.transactions += 1;
-                stats::record(&mut r.transaction, t3 - began);
-            }
-            _ => r.failures += 1,
+        if found == Some(id.to_string()) {
+            r.transactions += 1;
+            stats::record(&mut r.transaction, t3 - began);
+        } else {
+            r.failures += 1;
         }
     }
     Ok(r)

@@ -125,7 +125,7 @@ pub fn preload(
 }
 
 /// Runs one load and measures it.
-pub fn run(spec: &LoadSpec, server_pid: Option<u32>) -> Result<LoadResult> {
+pub fn run(spec: &LoadSpec, server_pids: &[u32]) -> Result<LoadResult> {
     let threads = spec.threads.clamp(1, spec.connections.max(1));
     let mut streams: Vec<Vec<StdTcpStream>> = (0..threads).map(|_| Vec::new()).collect();
     for i in 0..spec.connections {
@@ -148,10 +148,10 @@ pub fn run(spec: &LoadSpec, server_pid: Option<u32>) -> Result<LoadResult> {
     }
     sleep_until(window_start);
     let client_before = stats::cpu_secs(None);
-    let server_before = server_pid.and_then(|p| stats::cpu_secs(Some(p)));
+    let server_before = stats::servers_cpu_secs(server_pids);
     sleep_until(window_end);
     let client_after = stats::cpu_secs(None);
-    let server_after = server_pid.and_then(|p| stats::cpu_secs(Some(p)));
+    let server_after = stats::servers_cpu_secs(server_pids);
     let mut histogram = stats::new_histogram()?;
     let (mut ops, mut misses, mut errors) = (0, 0, 0);
     for w in workers {

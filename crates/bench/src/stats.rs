@@ -29,6 +29,15 @@ pub fn cpu_secs(pid: Option<u32>) -> Option<f64> {
     Some((utime + stime) / USER_HZ)
 }
 
+/// CPU seconds used so far by all of `pids` together; `None` if there are none or
+/// one cannot be read.
+pub fn servers_cpu_secs(pids: &[u32]) -> Option<f64> {
+    if pids.is_empty() {
+        return None;
+    }
+    pids.iter().map(|&p| cpu_secs(Some(p))).sum()
+}
+
 /// CPU use over a window, as a percentage of one core (200% = two cores busy).
 pub fn cpu_percent(before: Option<f64>, after: Option<f64>, wall: Duration) -> Option<f64> {
     let secs = wall.as_secs_f64();

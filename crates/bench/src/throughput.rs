@@ -128,7 +128,7 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
                     duration: Duration::from_secs_f64(args.duration),
                     seed: args.common.seed.wrapping_add(rep as u64),
                 };
-                let r = load::run(&spec, b.pid)?;
+                let r = load::run(&spec, &b.pids)?;
                 b.check_alive()?;
                 done += 1;
                 let row = Row {

@@ -51,8 +51,11 @@ fn backends() -> (String, Option<PathBuf>) {
 }
 
 /// Runs `kura-bench <workload> --tiny ...` and returns its stdout and CSV text.
-fn run_tiny(workload: &str, extra: &[&str]) -> (String, String, Vec<String>) {
-    let (names, kura) = backends();
+fn run_tiny(workload: &str, extra: &[&str], more_backends: &str) -> (String, String, Vec<String>) {
+    let (mut names, kura) = backends();
+    if !more_backends.is_empty() {
+        names = format!("{names},{more_backends}");
+    }
     let out_dir = tempfile::tempdir().unwrap();
     let data_root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kura-bench"));
@@ -93,7 +96,7 @@ fn number(row: &std::collections::HashMap<String, String>, column: &str) -> f64 
 
 #[test]
 fn tiny_throughput_measures_every_backend() {
-    let (stdout, csv, names) = run_tiny("throughput", &[]);
+    let (stdout, csv, names) = run_tiny("throughput", &[], "");
     let rows = rows(&csv);
     for workload in ["get", "set", "mix90/10"] {
         assert!(stdout.contains(workload), "no {workload} table in:\n{stdout}");
@@ -114,7 +117,7 @@ fn tiny_throughput_measures_every_backend() {
 
 #[test]
 fn tiny_store_fetch_measures_every_backend() {
-    let (stdout, csv, names) = run_tiny("store-fetch", &[]);
+    let (stdout, csv, names) = run_tiny("store-fetch", &[], "");
     assert!(stdout.contains("store/fetch"), "{stdout}");
     let rows = rows(&csv);
     for operation in ["store", "fetch"] {
@@ -133,7 +136,7 @@ fn tiny_store_fetch_measures_every_backend() {
 
 #[test]
 fn tiny_multiget_measures_every_count_and_backend() {
-    let (stdout, csv, names) = run_tiny("multiget", &[]);
+    let (stdout, csv, names) = run_tiny("multiget", &[], "");
     assert!(stdout.contains("50 vs 1"), "{stdout}");
     let rows = rows(&csv);
     for n in ["1", "2", "10", "50"] {
@@ -148,9 +151,23 @@ fn tiny_multiget_measures_every_count_and_backend() {
     }
 }
 
+/// The SQL backends the game runs on when MariaDB is installed (`install-peers.sh --all`).
+fn sql_backends() -> &'static str {
+    if Path::new("/usr/sbin/mariadbd").exists() && Path::new("/usr/bin/mariadb-install-db").exists() {
+        "mariadb,mariadb+memcached"
+    } else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "NOTE: MariaDB not installed: the game test skips mariadb and mariadb+memcached \
+             (run `scripts/install-peers.sh --all` to include them)."
+        );
+        ""
+    }
+}
+
 #[test]
 fn tiny_game_measures_every_connection_count_and_backend() {
-    let (stdout, csv, names) = run_tiny("game", &[]);
+    let (stdout, csv, names) = run_tiny("game", &[], sql_backends());
     assert!(stdout.contains("get_by_email"), "{stdout}");
     let rows = rows(&csv);
     for connections in ["1", "4"] {
