@@ -51,6 +51,7 @@ transcripts! {
     meta_set,
     meta_stale,
     misc,
+    multiget,
     pipelining,
     storage,
     touch_gat,
