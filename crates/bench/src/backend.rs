@@ -63,7 +63,9 @@ pub enum Protocol {
     Memcached,
     Mysql,
     /// MySQL at the backend's address, with a memcached cache at `cache`.
-    MysqlCacheAside { cache: SocketAddr },
+    MysqlCacheAside {
+        cache: SocketAddr,
+    },
 }
 
 impl BackendKind {
@@ -129,7 +131,10 @@ pub struct Backend {
 
 impl fmt::Debug for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Backend").field("name", &self.name).field("addr", &self.addr).finish()
+        f.debug_struct("Backend")
+            .field("name", &self.name)
+            .field("addr", &self.addr)
+            .finish()
     }
 }
 
@@ -179,7 +184,10 @@ impl Backend {
         if let Some(child) = &mut self.child {
             if let Some(status) = child.try_wait()? {
                 let tail = self.log.as_ref().map(|l| l.text()).unwrap_or_default();
-                bail!("{} exited ({status}) during the run; its last output:\n{tail}", self.name);
+                bail!(
+                    "{} exited ({status}) during the run; its last output:\n{tail}",
+                    self.name
+                );
             }
         }
         Ok(())
@@ -211,7 +219,10 @@ impl OutputTail {
     }
 
     fn text(&self) -> String {
-        self.0.lock().map(|l| l.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default()
+        self.0
+            .lock()
+            .map(|l| l.iter().cloned().collect::<Vec<_>>().join("\n"))
+            .unwrap_or_default()
     }
 }
 
@@ -278,7 +289,10 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(status) = child.try_wait()? {
-                last_error = Some(format!("memcached exited at start ({status}): {}", tail.text()));
+                last_error = Some(format!(
+                    "memcached exited at start ({status}): {}",
+                    tail.text()
+                ));
                 break;
             }
             if TcpStream::connect(addr).is_ok() {
@@ -301,7 +315,10 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
             thread::sleep(Duration::from_millis(5));
         }
     }
-    bail!("could not start memcached: {}", last_error.unwrap_or_default())
+    bail!(
+        "could not start memcached: {}",
+        last_error.unwrap_or_default()
+    )
 }
 
 fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> {
@@ -316,7 +333,12 @@ fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> 
     let data_dir = tempfile::Builder::new()
         .prefix(&format!("kura-bench-{}-", durability.flag()))
         .tempdir_in(&config.data_root)
-        .with_context(|| format!("creating a data directory under {}", config.data_root.display()))?;
+        .with_context(|| {
+            format!(
+                "creating a data directory under {}",
+                config.data_root.display()
+            )
+        })?;
     let tail = Arc::new(OutputTail::default());
     let mut child = Command::new(&config.kura_bin)
         .args(["-p", "0", "-l", "127.0.0.1", "--data-dir"])
@@ -350,16 +372,25 @@ fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> 
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                bail!("kura closed stdout without printing `kura listening on`: {}", tail.text());
+                bail!(
+                    "kura closed stdout without printing `kura listening on`: {}",
+                    tail.text()
+                );
             }
         }
         if let Some(status) = child.try_wait()? {
-            bail!("kura exited at start ({status}); its output:\n{}", tail.text());
+            bail!(
+                "kura exited at start ({status}); its output:\n{}",
+                tail.text()
+            );
         }
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            bail!("kura did not print `kura listening on` within 60 s; output:\n{}", tail.text());
+            bail!(
+                "kura did not print `kura listening on` within 60 s; output:\n{}",
+                tail.text()
+            );
         }
     };
     let addr: SocketAddr = addr
@@ -371,7 +402,7 @@ fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> 
         pids: vec![child.id()],
         protocol: Protocol::Memcached,
         child: Some(child),
-                    companion: None,
+        companion: None,
         log: Some(tail),
         _data_dir: Some(data_dir),
     })
@@ -390,12 +421,21 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
     let dir = tempfile::Builder::new()
         .prefix("kura-bench-mariadb-")
         .tempdir_in(&config.data_root)
-        .with_context(|| format!("creating a data directory under {}", config.data_root.display()))?;
+        .with_context(|| {
+            format!(
+                "creating a data directory under {}",
+                config.data_root.display()
+            )
+        })?;
     let datadir = dir.path().join("data");
     let output = Command::new(install_db)
         .arg("--no-defaults")
         .arg(format!("--datadir={}", datadir.display()))
-        .args(["--user=root", "--auth-root-authentication-method=normal", "--skip-test-db"])
+        .args([
+            "--user=root",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+        ])
         .stdin(Stdio::null())
         .output()
         .context("running mariadb-install-db")?;
@@ -414,12 +454,29 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
         let mut child = Command::new(&config.mariadbd_bin)
             .arg("--no-defaults")
             .arg(format!("--datadir={}", datadir.display()))
-            .arg(format!("--socket={}", dir.path().join("mariadbd.sock").display()))
-            .arg(format!("--pid-file={}", dir.path().join("mariadbd.pid").display()))
+            .arg(format!(
+                "--socket={}",
+                dir.path().join("mariadbd.sock").display()
+            ))
+            .arg(format!(
+                "--pid-file={}",
+                dir.path().join("mariadbd.pid").display()
+            ))
             .arg(format!("--port={port}"))
-            .args(["--bind-address=127.0.0.1", "--user=root", "--skip-grant-tables"])
-            .args(["--skip-log-bin", "--max-connections=1000", "--skip-name-resolve"])
-            .arg(format!("--innodb-buffer-pool-size={}M", config.mariadb_buffer_pool_mib))
+            .args([
+                "--bind-address=127.0.0.1",
+                "--user=root",
+                "--skip-grant-tables",
+            ])
+            .args([
+                "--skip-log-bin",
+                "--max-connections=1000",
+                "--skip-name-resolve",
+            ])
+            .arg(format!(
+                "--innodb-buffer-pool-size={}M",
+                config.mariadb_buffer_pool_mib
+            ))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -453,7 +510,10 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
             if Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                bail!("mariadbd did not accept logins on {addr} within 60 s: {}", tail.text());
+                bail!(
+                    "mariadbd did not accept logins on {addr} within 60 s: {}",
+                    tail.text()
+                );
             }
             thread::sleep(Duration::from_millis(50));
         }
@@ -475,7 +535,11 @@ pub fn check_real_disk(path: &Path) -> Result<()> {
             continue;
         }
         let mount_point = fields[1].replace("\\040", " ");
-        if path.starts_with(&mount_point) && best.as_ref().is_none_or(|(len, _)| mount_point.len() >= *len) {
+        if path.starts_with(&mount_point)
+            && best
+                .as_ref()
+                .is_none_or(|(len, _)| mount_point.len() >= *len)
+        {
             best = Some((mount_point.len(), fields[2].to_string()));
         }
     }

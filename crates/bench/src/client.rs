@@ -27,7 +27,12 @@ impl Client {
             .with_context(|| format!("connecting to {addr}"))?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(60)))?;
-        Ok(Client { stream, inbuf: Vec::with_capacity(64 * 1024), start: 0, outbuf: Vec::new() })
+        Ok(Client {
+            stream,
+            inbuf: Vec::with_capacity(64 * 1024),
+            start: 0,
+            outbuf: Vec::new(),
+        })
     }
 
     /// The buffer the next request(s) are encoded into; sent by [`Client::flush`].
@@ -37,7 +42,9 @@ impl Client {
 
     /// Sends everything encoded into [`Client::out`].
     pub fn flush(&mut self) -> Result<()> {
-        self.stream.write_all(&self.outbuf).context("sending request")?;
+        self.stream
+            .write_all(&self.outbuf)
+            .context("sending request")?;
         self.outbuf.clear();
         Ok(())
     }
@@ -82,7 +89,10 @@ impl Client {
             }
             let len = self.inbuf.len();
             self.inbuf.resize(len + 64 * 1024, 0);
-            let n = self.stream.read(&mut self.inbuf[len..]).context("reading reply")?;
+            let n = self
+                .stream
+                .read(&mut self.inbuf[len..])
+                .context("reading reply")?;
             self.inbuf.truncate(len + n);
             if n == 0 {
                 bail!("server closed the connection");

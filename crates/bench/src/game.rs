@@ -79,8 +79,11 @@ pub(crate) fn email(id: u64) -> String {
 
 /// A player's row, padded to `size` bytes (longer if the fields need it).
 pub(crate) fn encode_row(id: u64, score: u64, level: u64, last_seen: u64, size: usize) -> Vec<u8> {
-    let mut row =
-        format!("{id}|player{id}|{}|{score:010}|{level:04}|{last_seen:010}|", email(id)).into_bytes();
+    let mut row = format!(
+        "{id}|player{id}|{}|{score:010}|{level:04}|{last_seen:010}|",
+        email(id)
+    )
+    .into_bytes();
     let pad = size.saturating_sub(row.len());
     row.extend(std::iter::repeat_n(b'.', pad));
     row
@@ -99,7 +102,10 @@ pub(crate) fn decode_row(row: &[u8]) -> Option<(u64, &[u8], u64, u64)> {
 }
 
 pub(crate) fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// Stores every player's row and email key, pipelining batches.
@@ -133,7 +139,8 @@ pub(crate) fn preload(addr: SocketAddr, players: u64, row_size: usize) -> Result
         }));
     }
     for w in workers {
-        w.join().map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
+        w.join()
+            .map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
     }
     Ok(())
 }
@@ -211,14 +218,20 @@ fn measure(
     let mut result = GameResult {
         transactions: 0,
         window,
-        steps: [stats::new_histogram()?, stats::new_histogram()?, stats::new_histogram()?],
+        steps: [
+            stats::new_histogram()?,
+            stats::new_histogram()?,
+            stats::new_histogram()?,
+        ],
         transaction: stats::new_histogram()?,
         failures: 0,
         client_cpu: stats::cpu_percent(client_before, client_after, window),
         server_cpu: stats::cpu_percent(server_before, server_after, window),
     };
     for w in workers {
-        let part = w.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
+        let part = w
+            .join()
+            .map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
         result.transactions += part.transactions;
         result.failures += part.failures;
         for (mine, theirs) in result.steps.iter_mut().zip(part.steps.iter()) {
@@ -246,12 +259,20 @@ fn drive(plan: &Plan, conns: Vec<StdTcpStream>, seed: u64, start: Instant) -> Re
         })
         .collect();
     for (i, c) in conns.iter_mut().enumerate() {
-        poll.registry().register(&mut c.stream, Token(i), Interest::READABLE | Interest::WRITABLE)?;
+        poll.registry().register(
+            &mut c.stream,
+            Token(i),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
     }
     let mut rng = Rng::new(seed);
     let mut result = ThreadResult {
         transactions: 0,
-        steps: [stats::new_histogram()?, stats::new_histogram()?, stats::new_histogram()?],
+        steps: [
+            stats::new_histogram()?,
+            stats::new_histogram()?,
+            stats::new_histogram()?,
+        ],
         transaction: stats::new_histogram()?,
         failures: 0,
     };
@@ -267,8 +288,17 @@ fn drive(plan: &Plan, conns: Vec<StdTcpStream>, seed: u64, start: Instant) -> Re
         if now >= plan.window_end {
             break;
         }
-        poll.poll(&mut events, Some((plan.window_end - now).min(Duration::from_millis(100))))
-            .or_else(|e| if e.kind() == ErrorKind::Interrupted { Ok(()) } else { Err(e) })?;
+        poll.poll(
+            &mut events,
+            Some((plan.window_end - now).min(Duration::from_millis(100))),
+        )
+        .or_else(|e| {
+            if e.kind() == ErrorKind::Interrupted {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })?;
         for event in events.iter() {
             let c = &mut conns[event.token().0];
             if event.is_writable() && c.written < c.outbuf.len() {
@@ -286,7 +316,11 @@ fn drive(plan: &Plan, conns: Vec<StdTcpStream>, seed: u64, start: Instant) -> Re
                     Err(e) => return Err(e).context("reading a reply"),
                 }
             }
-            let expect = if c.step == 1 { Expect::Status } else { Expect::Values };
+            let expect = if c.step == 1 {
+                Expect::Status
+            } else {
+                Expect::Values
+            };
             let Some((reply, used)) = proto::parse_reply(&c.inbuf, expect)? else {
                 continue;
             };
@@ -339,7 +373,8 @@ fn advance(plan: &Plan, c: &mut Conn, reply: Reply, bytes: &[u8], rng: &mut Rng)
     match c.step {
         0 => {
             let values = proto::values(bytes)?;
-            let Some((id, row_email, score, level)) = values.first().and_then(|row| decode_row(row))
+            let Some((id, row_email, score, level)) =
+                values.first().and_then(|row| decode_row(row))
             else {
                 return Ok(false);
             };
@@ -401,7 +436,10 @@ pub fn run(args: &GameArgs) -> Result<()> {
     }
     let mut backends = args.common.start_backends(crate::SqlBackends::Accepted)?;
     for b in &backends {
-        eprintln!("preloading {} players ({}-byte rows) into {}", args.players, args.row_size, b.name);
+        eprintln!(
+            "preloading {} players ({}-byte rows) into {}",
+            args.players, args.row_size, b.name
+        );
         match b.protocol {
             Protocol::Memcached => preload(b.addr, args.players, args.row_size)?,
             Protocol::Mysql => game_sql::preload(b.addr, args.players, args.row_size)?,
@@ -414,8 +452,11 @@ pub fn run(args: &GameArgs) -> Result<()> {
     let chooser = KeyChooser::new(args.distribution, args.players);
     let count = backends.len();
     // results[connection index][backend] over repetitions
-    let mut results: Vec<Vec<Vec<GameResult>>> =
-        args.connections.iter().map(|_| (0..count).map(|_| Vec::new()).collect()).collect();
+    let mut results: Vec<Vec<Vec<GameResult>>> = args
+        .connections
+        .iter()
+        .map(|_| (0..count).map(|_| Vec::new()).collect())
+        .collect();
     let total = args.reps * args.connections.len() * count;
     let mut done = 0;
     for rep in 0..args.reps {
@@ -434,9 +475,15 @@ pub fn run(args: &GameArgs) -> Result<()> {
                 };
                 let seed = args.common.seed.wrapping_add(rep as u64 * 31 + ci as u64);
                 let r = match b.protocol {
-                    Protocol::Memcached => {
-                        measure(b.addr, connections, args.client_threads, &plan, start, seed, &b.pids)?
-                    }
+                    Protocol::Memcached => measure(
+                        b.addr,
+                        connections,
+                        args.client_threads,
+                        &plan,
+                        start,
+                        seed,
+                        &b.pids,
+                    )?,
                     Protocol::Mysql => {
                         game_sql::measure(b.addr, None, connections, &plan, start, seed, &b.pids)?
                     }
@@ -469,7 +516,11 @@ pub fn run(args: &GameArgs) -> Result<()> {
             }
         }
     }
-    report(&args, &backends.iter().map(|b| b.name.clone()).collect::<Vec<_>>(), &results)
+    report(
+        &args,
+        &backends.iter().map(|b| b.name.clone()).collect::<Vec<_>>(),
+        &results,
+    )
 }
 
 fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -> Result<()> {
@@ -481,16 +532,42 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
     let mut header = vec!["connections".to_string()];
     header.extend(names.iter().map(|n| format!("{n} TPS")));
     header.extend(names.iter().skip(1).map(|n| format!("{n} vs {}", names[0])));
-    let mut tps_table = Table { header, rows: Vec::new() };
+    let mut tps_table = Table {
+        header,
+        rows: Vec::new(),
+    };
     let mut latency_table = Table::new(&[
-        "connections", "backend", "txn p50", "txn p99", "get p50", "get p99", "set p50", "set p99",
-        "by-email p50", "by-email p99", "client cpu %", "server cpu %", "failures",
+        "connections",
+        "backend",
+        "txn p50",
+        "txn p99",
+        "get p50",
+        "get p99",
+        "set p50",
+        "set p99",
+        "by-email p50",
+        "by-email p99",
+        "client cpu %",
+        "server cpu %",
+        "failures",
     ]);
     let mut csv = Csv::new(&[
-        "connections", "backend", "reps", "tps_median", "ratio_to_first", "txn_p50_us",
-        "txn_p99_us", "get_player_p50_us", "get_player_p99_us", "set_player_p50_us",
-        "set_player_p99_us", "get_by_email_p50_us", "get_by_email_p99_us",
-        "client_cpu_percent", "server_cpu_percent", "failures",
+        "connections",
+        "backend",
+        "reps",
+        "tps_median",
+        "ratio_to_first",
+        "txn_p50_us",
+        "txn_p99_us",
+        "get_player_p50_us",
+        "get_player_p99_us",
+        "set_player_p50_us",
+        "set_player_p99_us",
+        "get_by_email_p50_us",
+        "get_by_email_p99_us",
+        "client_cpu_percent",
+        "server_cpu_percent",
+        "failures",
     ]);
     let mut failures = 0;
     for (ci, &connections) in args.connections.iter().enumerate() {
@@ -508,11 +585,19 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
         let mut row = vec![connections.to_string()];
         row.extend(tps.iter().map(|t| opt(*t, 0)));
         let first = tps.first().copied().flatten();
-        row.extend(tps.iter().skip(1).map(|t| opt(t.zip(first).map(|(a, b)| a / b), 2)));
+        row.extend(
+            tps.iter()
+                .skip(1)
+                .map(|t| opt(t.zip(first).map(|(a, b)| a / b), 2)),
+        );
         tps_table.push(row);
         for (bi, name) in names.iter().enumerate() {
             let reps = &results[ci][bi];
-            let mut steps = [stats::new_histogram()?, stats::new_histogram()?, stats::new_histogram()?];
+            let mut steps = [
+                stats::new_histogram()?,
+                stats::new_histogram()?,
+                stats::new_histogram()?,
+            ];
             let mut txn = stats::new_histogram()?;
             for r in reps {
                 for (mine, theirs) in steps.iter_mut().zip(r.steps.iter()) {
@@ -580,7 +665,10 @@ mod tests {
         let row = encode_row(42, 1234, 1, 1_700_000_000, 300);
         assert_eq!(row.len(), 300);
         let (id, email, score, level) = decode_row(&row).unwrap();
-        assert_eq!((id, email, score, level), (42, &b"player42@example.com"[..], 1234, 1));
+        assert_eq!(
+            (id, email, score, level),
+            (42, &b"player42@example.com"[..], 1234, 1)
+        );
         assert!(decode_row(b"garbage").is_none());
     }
 }

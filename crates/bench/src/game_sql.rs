@@ -25,10 +25,10 @@ use anyhow::{Context, Result};
 
 use crate::client::Client;
 use crate::game::{decode_row, email, encode_row, player_key, unix_now, GameResult, Plan};
-use crate::proto::{self, Expect};
 use crate::keys::Rng;
 use crate::load::sleep_until;
 use crate::mysql::{quote, Connection};
+use crate::proto::{self, Expect};
 use crate::stats;
 
 const DATABASE: &str = "kura_bench";
@@ -84,15 +84,21 @@ pub fn preload(addr: SocketAddr, players: u64, row_size: usize) -> Result<()> {
                     })
                     .collect();
                 conn.query(&format!("INSERT INTO players VALUES {}", rows.join(",")))?;
-                let emails: Vec<String> =
-                    batch.iter().map(|&id| format!("({},{id})", quote(email(id).as_bytes()))).collect();
-                conn.query(&format!("INSERT INTO player_emails VALUES {}", emails.join(",")))?;
+                let emails: Vec<String> = batch
+                    .iter()
+                    .map(|&id| format!("({},{id})", quote(email(id).as_bytes())))
+                    .collect();
+                conn.query(&format!(
+                    "INSERT INTO player_emails VALUES {}",
+                    emails.join(",")
+                ))?;
             }
             Ok(())
         }));
     }
     for h in handles {
-        h.join().map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
+        h.join()
+            .map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
     }
     Ok(())
 }
@@ -113,7 +119,9 @@ pub fn measure(
         let cache = cache.map(Client::connect).transpose()?;
         let plan = plan.clone();
         let seed = seed.wrapping_add(i as u64 * 104_729);
-        handles.push(thread::spawn(move || drive(&plan, conn, cache, seed, start)));
+        handles.push(thread::spawn(move || {
+            drive(&plan, conn, cache, seed, start)
+        }));
     }
     sleep_until(plan.window_start);
     let client_before = stats::cpu_secs(None);
@@ -125,14 +133,20 @@ pub fn measure(
     let mut result = GameResult {
         transactions: 0,
         window,
-        steps: [stats::new_histogram()?, stats::new_histogram()?, stats::new_histogram()?],
+        steps: [
+            stats::new_histogram()?,
+            stats::new_histogram()?,
+            stats::new_histogram()?,
+        ],
         transaction: stats::new_histogram()?,
         failures: 0,
         client_cpu: stats::cpu_percent(client_before, client_after, window),
         server_cpu: stats::cpu_percent(server_before, server_after, window),
     };
     for h in handles {
-        let part = h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
+        let part = h
+            .join()
+            .map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
         result.transactions += part.transactions;
         result.failures += part.failures;
         for (mine, theirs) in result.steps.iter_mut().zip(part.steps.iter()) {
@@ -165,9 +179,13 @@ fn get_player(
     let key = player_key(id);
     if let Some(cache) = cache {
         if let Some(row) = cache.get_value(&key)? {
-            return Ok(decode_row(&row).filter(|r| r.0 == id).map(|(_, email, score, level)| {
-                Player { email: String::from_utf8_lossy(email).into_owned(), score, level }
-            }));
+            return Ok(decode_row(&row)
+                .filter(|r| r.0 == id)
+                .map(|(_, email, score, level)| Player {
+                    email: String::from_utf8_lossy(email).into_owned(),
+                    score,
+                    level,
+                }));
         }
         let found = select_player(conn, id)?;
         if let Some(p) = &found {
@@ -196,7 +214,11 @@ fn select_player(conn: &mut Connection, id: u64) -> Result<Option<Player>> {
 
 /// Step 3: the id for an email, from the cache when there is one (filling it on a
 /// miss), else from the database.
-fn id_by_email(conn: &mut Connection, cache: Option<&mut Client>, email: &str) -> Result<Option<String>> {
+fn id_by_email(
+    conn: &mut Connection,
+    cache: Option<&mut Client>,
+    email: &str,
+) -> Result<Option<String>> {
     let key = format!("email:{email}");
     if let Some(cache) = cache {
         if let Some(id) = cache.get_value(key.as_bytes())? {
@@ -217,7 +239,10 @@ fn select_id_by_email(conn: &mut Connection, email: &str) -> Result<Option<Strin
         "SELECT id FROM player_emails WHERE email={}",
         quote(email.as_bytes())
     ))?;
-    found.first().map(|row| text(&row[0]).map(str::to_string)).transpose()
+    found
+        .first()
+        .map(|row| text(&row[0]).map(str::to_string))
+        .transpose()
 }
 
 fn drive(
@@ -231,7 +256,11 @@ fn drive(
     let mut r = GameResult {
         transactions: 0,
         window: plan.window_end - plan.window_start,
-        steps: [stats::new_histogram()?, stats::new_histogram()?, stats::new_histogram()?],
+        steps: [
+            stats::new_histogram()?,
+            stats::new_histogram()?,
+            stats::new_histogram()?,
+        ],
         transaction: stats::new_histogram()?,
         failures: 0,
         client_cpu: None,

@@ -79,12 +79,22 @@ pub struct Zipfian {
 impl Zipfian {
     pub fn new(n: u64, theta: f64) -> Zipfian {
         assert!(n > 0);
-        let zeta = |count: u64| (1..=count).map(|i| 1.0 / (i as f64).powf(theta)).sum::<f64>();
+        let zeta = |count: u64| {
+            (1..=count)
+                .map(|i| 1.0 / (i as f64).powf(theta))
+                .sum::<f64>()
+        };
         let zetan = zeta(n);
         let zeta2 = zeta(2.min(n));
         let alpha = 1.0 / (1.0 - theta);
         let eta = (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
-        Zipfian { n, theta, alpha, zetan, eta }
+        Zipfian {
+            n,
+            theta,
+            alpha,
+            zetan,
+            eta,
+        }
     }
 
     /// Rank 0 is the hottest.

@@ -34,7 +34,9 @@ pub enum OpMix {
     Get,
     Set,
     /// Gets, with this percentage of sets mixed in at random.
-    Mix { set_percent: u32 },
+    Mix {
+        set_percent: u32,
+    },
 }
 
 impl OpMix {
@@ -119,7 +121,8 @@ pub fn preload(
         }));
     }
     for w in workers {
-        w.join().map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
+        w.join()
+            .map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
     }
     Ok(())
 }
@@ -143,7 +146,14 @@ pub fn run(spec: &LoadSpec, server_pids: &[u32]) -> Result<LoadResult> {
     for (t, conns) in streams.into_iter().enumerate() {
         let spec = spec.clone();
         workers.push(thread::spawn(move || {
-            drive(&spec, conns, spec.seed.wrapping_add(t as u64 * 7919), start, window_start, window_end)
+            drive(
+                &spec,
+                conns,
+                spec.seed.wrapping_add(t as u64 * 7919),
+                start,
+                window_start,
+                window_end,
+            )
         }));
     }
     sleep_until(window_start);
@@ -155,7 +165,9 @@ pub fn run(spec: &LoadSpec, server_pids: &[u32]) -> Result<LoadResult> {
     let mut histogram = stats::new_histogram()?;
     let (mut ops, mut misses, mut errors) = (0, 0, 0);
     for w in workers {
-        let part = w.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
+        let part = w
+            .join()
+            .map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
         ops += part.ops;
         misses += part.misses;
         errors += part.errors;
@@ -218,13 +230,21 @@ fn drive(
         })
         .collect();
     for (i, c) in conns.iter_mut().enumerate() {
-        poll.registry().register(&mut c.stream, Token(i), Interest::READABLE | Interest::WRITABLE)?;
+        poll.registry().register(
+            &mut c.stream,
+            Token(i),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
     }
     let mut rng = Rng::new(seed);
     let value = value_bytes(spec.value_len, seed);
     let mut key = Vec::with_capacity(64);
-    let mut result =
-        ThreadResult { ops: 0, misses: 0, errors: 0, histogram: stats::new_histogram()? };
+    let mut result = ThreadResult {
+        ops: 0,
+        misses: 0,
+        errors: 0,
+        histogram: stats::new_histogram()?,
+    };
     sleep_until(start);
     for c in conns.iter_mut() {
         next_request(spec, c, &mut rng, &mut key, &value);
@@ -237,8 +257,17 @@ fn drive(
         if now >= window_end {
             break;
         }
-        poll.poll(&mut events, Some((window_end - now).min(Duration::from_millis(100))))
-            .or_else(|e| if e.kind() == ErrorKind::Interrupted { Ok(()) } else { Err(e) })?;
+        poll.poll(
+            &mut events,
+            Some((window_end - now).min(Duration::from_millis(100))),
+        )
+        .or_else(|e| {
+            if e.kind() == ErrorKind::Interrupted {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })?;
         for event in events.iter() {
             let c = &mut conns[event.token().0];
             if event.is_writable() && c.written < c.outbuf.len() {

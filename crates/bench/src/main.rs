@@ -29,7 +29,11 @@ use clap::{Args, Parser, Subcommand};
 use crate::backend::{Backend, BackendKind, LaunchConfig};
 
 #[derive(Parser, Debug)]
-#[command(name = "kura-bench", version, about = "Kura against its peers, side by side")]
+#[command(
+    name = "kura-bench",
+    version,
+    about = "Kura against its peers, side by side"
+)]
 struct Cli {
     #[command(subcommand)]
     workload: Workload,
@@ -119,7 +123,11 @@ impl Common {
             }
             kinds.push(kind);
         }
-        kinds.extend(self.servers.iter().map(|addr| BackendKind::External { addr: addr.clone() }));
+        kinds.extend(
+            self.servers
+                .iter()
+                .map(|addr| BackendKind::External { addr: addr.clone() }),
+        );
         if kinds.is_empty() {
             anyhow::bail!("no backends to measure");
         }

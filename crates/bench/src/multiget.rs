@@ -41,7 +41,11 @@ pub struct MultigetArgs {
 pub fn parse_counts(text: &str) -> Result<Vec<usize>> {
     let mut counts = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let parse = |s: &str| s.trim().parse::<usize>().with_context(|| format!("bad count {s:?}"));
+        let parse = |s: &str| {
+            s.trim()
+                .parse::<usize>()
+                .with_context(|| format!("bad count {s:?}"))
+        };
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b) = (parse(a)?, parse(b)?);
@@ -71,20 +75,33 @@ pub fn run(args: &MultigetArgs) -> Result<()> {
     let counts = parse_counts(&args.counts)?;
     let widest = counts.iter().copied().max().unwrap_or(1) as u64;
     if args.keys < widest {
-        bail!("--keys ({}) must be at least the largest count ({widest})", args.keys);
+        bail!(
+            "--keys ({}) must be at least the largest count ({widest})",
+            args.keys
+        );
     }
     let mut backends = args.common.start_backends(crate::SqlBackends::Refused)?;
     let prefix = "mg:";
     for b in &backends {
-        eprintln!("preloading {} keys of {} bytes into {}", args.keys, args.value_size, b.name);
+        eprintln!(
+            "preloading {} keys of {} bytes into {}",
+            args.keys, args.value_size, b.name
+        );
         load::preload(b.addr, prefix, args.keys, args.value_size, 4)?;
     }
-    let mut clients: Vec<Client> =
-        backends.iter().map(|b| Client::connect(b.addr)).collect::<Result<_>>()?;
+    let mut clients: Vec<Client> = backends
+        .iter()
+        .map(|b| Client::connect(b.addr))
+        .collect::<Result<_>>()?;
     // histograms[backend][count index]
     let mut histograms: Vec<Vec<Histogram<u64>>> = Vec::new();
     for _ in &backends {
-        histograms.push(counts.iter().map(|_| stats::new_histogram()).collect::<Result<_>>()?);
+        histograms.push(
+            counts
+                .iter()
+                .map(|_| stats::new_histogram())
+                .collect::<Result<_>>()?,
+        );
     }
     let mut failures = 0u64;
     let mut rng = Rng::new(args.common.seed);
@@ -126,8 +143,13 @@ pub fn run(args: &MultigetArgs) -> Result<()> {
         header.push(format!("{name} p50 us"));
         header.push(format!("{name} p99 us"));
     }
-    let mut table = Table { header, rows: Vec::new() };
-    let mut csv = Csv::new(&["keys", "backend", "samples", "p50_us", "p99_us", "mean_us", "max_us"]);
+    let mut table = Table {
+        header,
+        rows: Vec::new(),
+    };
+    let mut csv = Csv::new(&[
+        "keys", "backend", "samples", "p50_us", "p99_us", "mean_us", "max_us",
+    ]);
     for (c, &n) in counts.iter().enumerate() {
         let mut row = vec![n.to_string()];
         for (b, name) in names.iter().enumerate() {
@@ -154,7 +176,10 @@ pub fn run(args: &MultigetArgs) -> Result<()> {
     );
     let mut ratio_row = vec![format!("{widest} vs {narrowest}")];
     for hs in &histograms {
-        let (a, b) = (hs[lo].value_at_quantile(0.5) as f64, hs[hi].value_at_quantile(0.5) as f64);
+        let (a, b) = (
+            hs[lo].value_at_quantile(0.5) as f64,
+            hs[hi].value_at_quantile(0.5) as f64,
+        );
         ratio_row.push(opt((a > 0.0).then(|| b / a), 2));
         ratio_row.push(String::new());
     }

@@ -53,11 +53,19 @@ impl Connection {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(120)))?;
         let writer = stream.try_clone()?;
-        let mut conn =
-            Connection { reader: BufReader::new(stream), writer, seq: 0, packet: Vec::new() };
-        conn.read_packet().context("reading the server's handshake")?;
+        let mut conn = Connection {
+            reader: BufReader::new(stream),
+            writer,
+            seq: 0,
+            packet: Vec::new(),
+        };
+        conn.read_packet()
+            .context("reading the server's handshake")?;
         if conn.packet.first() == Some(&0xFF) {
-            bail!("server refused the connection: {}", error_text(&conn.packet));
+            bail!(
+                "server refused the connection: {}",
+                error_text(&conn.packet)
+            );
         }
         let caps = CLIENT_LONG_PASSWORD
             | CLIENT_LONG_FLAG
@@ -101,7 +109,11 @@ impl Connection {
                 let (affected_rows, _) = lenenc_int(&self.packet[1..])?;
                 Ok(Outcome::Ok { affected_rows })
             }
-            Some(0xFF) => bail!("query failed: {}: {}", error_text(&self.packet), abbreviate(sql)),
+            Some(0xFF) => bail!(
+                "query failed: {}: {}",
+                error_text(&self.packet),
+                abbreviate(sql)
+            ),
             _ => {
                 let (columns, _) = lenenc_int(&self.packet)?;
                 for _ in 0..columns {
@@ -164,17 +176,23 @@ impl Connection {
         frame.push(self.seq);
         frame.extend_from_slice(payload);
         self.seq = self.seq.wrapping_add(1);
-        self.writer.write_all(&frame).context("sending to the server")?;
+        self.writer
+            .write_all(&frame)
+            .context("sending to the server")?;
         Ok(())
     }
 
     fn read_packet(&mut self) -> Result<()> {
         let mut header = [0u8; 4];
-        self.reader.read_exact(&mut header).context("reading from the server")?;
+        self.reader
+            .read_exact(&mut header)
+            .context("reading from the server")?;
         let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
         self.seq = header[3].wrapping_add(1);
         self.packet.resize(len, 0);
-        self.reader.read_exact(&mut self.packet).context("reading from the server")?;
+        self.reader
+            .read_exact(&mut self.packet)
+            .context("reading from the server")?;
         Ok(())
     }
 }
@@ -199,9 +217,19 @@ fn lenenc_int(buf: &[u8]) -> Result<(u64, usize)> {
 
 /// The message of an ERR packet: `[0xFF][code:2]['#'][state:5][message]`.
 fn error_text(packet: &[u8]) -> String {
-    let code = packet.get(1..3).map(|c| u16::from_le_bytes([c[0], c[1]])).unwrap_or(0);
-    let message = if packet.get(3) == Some(&b'#') { packet.get(9..) } else { packet.get(3..) };
-    format!("error {code}: {}", String::from_utf8_lossy(message.unwrap_or_default()))
+    let code = packet
+        .get(1..3)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .unwrap_or(0);
+    let message = if packet.get(3) == Some(&b'#') {
+        packet.get(9..)
+    } else {
+        packet.get(3..)
+    };
+    format!(
+        "error {code}: {}",
+        String::from_utf8_lossy(message.unwrap_or_default())
+    )
 }
 
 fn abbreviate(sql: &str) -> String {

@@ -180,10 +180,18 @@ mod tests {
         check("STORED\r\n", Status, Ok(Some((Reply::Ok, 8))));
         check("STORED\r", Status, Ok(None));
         check("NOT_STORED\r\nX", Status, Ok(Some((Reply::Refused, 12))));
-        check("SERVER_ERROR out of memory\r\n", Status, Ok(Some((Reply::Error, 28))));
+        check(
+            "SERVER_ERROR out of memory\r\n",
+            Status,
+            Ok(Some((Reply::Error, 28))),
+        );
         check("VALUE\r\n", Status, Err(()));
         check("END\r\n", Values, Ok(Some((Reply::Values { hits: 0 }, 5))));
-        check("VALUE k 0 3\r\nabc\r\nEND\r\n", Values, Ok(Some((Reply::Values { hits: 1 }, 23))));
+        check(
+            "VALUE k 0 3\r\nabc\r\nEND\r\n",
+            Values,
+            Ok(Some((Reply::Values { hits: 1 }, 23))),
+        );
         check("VALUE k 0 3\r\nabc\r\nEN", Values, Ok(None));
         check("VALUE k 0 3\r\nab", Values, Ok(None));
         check("VALUE k 0 3\r\nabcd\r\nEND\r\n", Values, Err(()));

@@ -20,7 +20,10 @@ pub struct Table {
 
 impl Table {
     pub fn new(header: &[&str]) -> Table {
-        Table { header: header.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
+        Table {
+            header: header.iter().map(|h| h.to_string()).collect(),
+            rows: Vec::new(),
+        }
     }
 
     pub fn push(&mut self, row: Vec<String>) {
@@ -91,9 +94,13 @@ impl Csv {
     /// Writes `<dir>/<name>-<unix seconds>.csv` and returns its path.
     pub fn write(&self, dir: &Path, name: &str) -> Result<PathBuf> {
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let stamp = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let stamp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
         let path = dir.join(format!("{name}-{stamp}.csv"));
-        let mut file = fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        let mut file =
+            fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
         for line in &self.lines {
             writeln!(file, "{line}")?;
         }
@@ -105,7 +112,6 @@ impl Csv {
 pub fn opt(value: Option<f64>, decimals: usize) -> String {
     value.map_or_else(|| "-".to_string(), |v| format!("{v:.decimals$}"))
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -126,6 +132,9 @@ mod tests {
     fn csv_quotes() {
         let mut c = Csv::new(&["a", "b"]);
         c.push(vec!["x,y".into(), "z\"".into()]);
-        assert_eq!(c.lines, vec!["a,b".to_string(), "\"x,y\",\"z\"\"\"".to_string()]);
+        assert_eq!(
+            c.lines,
+            vec!["a,b".to_string(), "\"x,y\",\"z\"\"\"".to_string()]
+        );
     }
 }

@@ -49,7 +49,11 @@ struct Measured {
 
 impl Measured {
     fn new() -> Result<Measured> {
-        Ok(Measured { histogram: stats::new_histogram()?, total_secs: 0.0, failures: 0 })
+        Ok(Measured {
+            histogram: stats::new_histogram()?,
+            total_secs: 0.0,
+            failures: 0,
+        })
     }
 }
 
@@ -63,15 +67,20 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
         bail!("--stores must be at least 1");
     }
     let mut backends = args.common.start_backends(crate::SqlBackends::Refused)?;
-    let mut clients: Vec<Client> =
-        backends.iter().map(|b| Client::connect(b.addr)).collect::<Result<_>>()?;
+    let mut clients: Vec<Client> = backends
+        .iter()
+        .map(|b| Client::connect(b.addr))
+        .collect::<Result<_>>()?;
     let count = backends.len();
     let mut stores: Vec<Measured> = (0..count).map(|_| Measured::new()).collect::<Result<_>>()?;
     let mut fetches: Vec<Measured> = (0..count).map(|_| Measured::new()).collect::<Result<_>>()?;
     let prefix = "sf:";
     let value = value_bytes(args.value_size, args.common.seed);
     let mut key = Vec::new();
-    eprintln!("storing {} keys of {} bytes into each backend", args.stores, args.value_size);
+    eprintln!(
+        "storing {} keys of {} bytes into each backend",
+        args.stores, args.value_size
+    );
     let mut next = 0;
     while next < args.stores {
         let end = (next + ROUND).min(args.stores);
@@ -122,8 +131,17 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
     }
     let names: Vec<String> = backends.iter().map(|b| b.name.clone()).collect();
     let mut csv = Csv::new(&[
-        "operation", "backend", "count", "total_ms", "min_ms", "mean_ms", "p50_ms", "p99_ms",
-        "max_ms", "ratio_mean_to_memcached", "failures",
+        "operation",
+        "backend",
+        "count",
+        "total_ms",
+        "min_ms",
+        "mean_ms",
+        "p50_ms",
+        "p99_ms",
+        "max_ms",
+        "ratio_mean_to_memcached",
+        "failures",
     ]);
     println!(
         "\nstore/fetch: one client, {} stores then {} fetches, values of {} bytes (ms per op)",
@@ -131,10 +149,20 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
     );
     for (operation, measured) in [("store", &stores), ("fetch", &fetches)] {
         let mut table = Table::new(&[
-            operation, "total ms", "min", "mean", "p50", "p99", "max", "mean vs memcached",
+            operation,
+            "total ms",
+            "min",
+            "mean",
+            "p50",
+            "p99",
+            "max",
+            "mean vs memcached",
             "failures",
         ]);
-        let base = names.iter().position(|n| n == "memcached").map(|i| measured[i].histogram.mean());
+        let base = names
+            .iter()
+            .position(|n| n == "memcached")
+            .map(|i| measured[i].histogram.mean());
         for (name, m) in names.iter().zip(measured.iter()) {
             let h = &m.histogram;
             let ms = |us: f64| format!("{:.3}", us / 1000.0);
@@ -161,7 +189,11 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
     }
     let path = csv.write(&args.common.out_dir, "store-fetch")?;
     println!("wrote {}", path.display());
-    let failures: u64 = stores.iter().chain(fetches.iter()).map(|m| m.failures).sum();
+    let failures: u64 = stores
+        .iter()
+        .chain(fetches.iter())
+        .map(|m| m.failures)
+        .sum();
     if failures > 0 {
         bail!("{failures} stores refused or fetches missed: see the table");
     }

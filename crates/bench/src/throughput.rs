@@ -96,15 +96,26 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
         .map(|w| match w.as_str() {
             "get" => Ok(OpMix::Get),
             "set" => Ok(OpMix::Set),
-            "mix" => Ok(OpMix::Mix { set_percent: args.set_percent }),
+            "mix" => Ok(OpMix::Mix {
+                set_percent: args.set_percent,
+            }),
             other => bail!("unknown throughput workload {other:?}: expected get, set or mix"),
         })
         .collect::<Result<_>>()?;
     let mut backends = args.common.start_backends(crate::SqlBackends::Refused)?;
     let key_prefix = "kb:";
     for b in &backends {
-        eprintln!("preloading {} keys of {} bytes into {}", args.keys, args.value_size, b.name);
-        load::preload(b.addr, key_prefix, args.keys, args.value_size, args.connections)?;
+        eprintln!(
+            "preloading {} keys of {} bytes into {}",
+            args.keys, args.value_size, b.name
+        );
+        load::preload(
+            b.addr,
+            key_prefix,
+            args.keys,
+            args.value_size,
+            args.connections,
+        )?;
     }
     let chooser = KeyChooser::new(args.distribution, args.keys);
     let mut rows: Vec<Row> = Vec::new();
@@ -165,11 +176,30 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
             }
         }
     }
-    print_summary(&args, &backends.iter().map(|b| b.name.clone()).collect::<Vec<_>>(), &mixes, &rows);
+    print_summary(
+        &args,
+        &backends.iter().map(|b| b.name.clone()).collect::<Vec<_>>(),
+        &mixes,
+        &rows,
+    );
     let mut csv = Csv::new(&[
-        "workload", "backend", "rep", "ops_per_sec", "ratio_to_memcached", "p50_us", "p99_us",
-        "p999_us", "client_cpu_percent", "server_cpu_percent", "misses", "errors", "connections",
-        "client_threads", "keys", "value_size", "duration_secs",
+        "workload",
+        "backend",
+        "rep",
+        "ops_per_sec",
+        "ratio_to_memcached",
+        "p50_us",
+        "p99_us",
+        "p999_us",
+        "client_cpu_percent",
+        "server_cpu_percent",
+        "misses",
+        "errors",
+        "connections",
+        "client_threads",
+        "keys",
+        "value_size",
+        "duration_secs",
     ]);
     for row in &rows {
         let base = median_ops(&rows, &row.workload, "memcached");
@@ -226,14 +256,24 @@ fn print_summary(args: &ThroughputArgs, backends: &[String], mixes: &[OpMix], ro
     for mix in mixes {
         let workload = mix.name();
         let mut table = Table::new(&[
-            &workload, "ops/s", "vs memcached", "p50 us", "p99 us", "client cpu %",
-            "server cpu %", "misses", "errors",
+            &workload,
+            "ops/s",
+            "vs memcached",
+            "p50 us",
+            "p99 us",
+            "client cpu %",
+            "server cpu %",
+            "misses",
+            "errors",
         ]);
         let base = median_ops(rows, &workload, "memcached");
         for backend in backends {
-            let mine: Vec<&Row> =
-                rows.iter().filter(|r| r.workload == workload && &r.backend == backend).collect();
-            let pick = |f: &dyn Fn(&Row) -> f64| median(&mine.iter().map(|r| f(r)).collect::<Vec<_>>());
+            let mine: Vec<&Row> = rows
+                .iter()
+                .filter(|r| r.workload == workload && &r.backend == backend)
+                .collect();
+            let pick =
+                |f: &dyn Fn(&Row) -> f64| median(&mine.iter().map(|r| f(r)).collect::<Vec<_>>());
             let ops = pick(&|r| r.ops_per_sec);
             table.push(vec![
                 backend.clone(),

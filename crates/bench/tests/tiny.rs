@@ -36,7 +36,10 @@ fn kura_bin() -> Option<PathBuf> {
 fn backends() -> (String, Option<PathBuf>) {
     require_memcached();
     match kura_bin() {
-        Some(kura) => ("memcached,kura-fsync,kura-interval,kura-none".to_string(), Some(kura)),
+        Some(kura) => (
+            "memcached,kura-fsync,kura-interval,kura-none".to_string(),
+            Some(kura),
+        ),
         None => {
             // Written past the test harness's capture so the note shows on success too.
             let _ = writeln!(
@@ -73,9 +76,14 @@ fn run_tiny(workload: &str, extra: &[&str], more_backends: &str) -> (String, Str
     let output = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(output.status.success(), "kura-bench {workload} failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
-    let csvs: Vec<PathBuf> =
-        std::fs::read_dir(out_dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(
+        output.status.success(),
+        "kura-bench {workload} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let csvs: Vec<PathBuf> = std::fs::read_dir(out_dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert_eq!(csvs.len(), 1, "expected one CSV, found {csvs:?}");
     let csv = std::fs::read_to_string(&csvs[0]).unwrap();
     (stdout, csv, names.split(',').map(str::to_string).collect())
@@ -86,12 +94,20 @@ fn rows(csv: &str) -> Vec<std::collections::HashMap<String, String>> {
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     lines
-        .map(|l| header.iter().map(|h| h.to_string()).zip(l.split(',').map(str::to_string)).collect())
+        .map(|l| {
+            header
+                .iter()
+                .map(|h| h.to_string())
+                .zip(l.split(',').map(str::to_string))
+                .collect()
+        })
         .collect()
 }
 
 fn number(row: &std::collections::HashMap<String, String>, column: &str) -> f64 {
-    row[column].parse().unwrap_or_else(|_| panic!("{column} = {:?} in {row:?}", row[column]))
+    row[column]
+        .parse()
+        .unwrap_or_else(|_| panic!("{column} = {:?} in {row:?}", row[column]))
 }
 
 #[test]
@@ -99,7 +115,10 @@ fn tiny_throughput_measures_every_backend() {
     let (stdout, csv, names) = run_tiny("throughput", &[], "");
     let rows = rows(&csv);
     for workload in ["get", "set", "mix90/10"] {
-        assert!(stdout.contains(workload), "no {workload} table in:\n{stdout}");
+        assert!(
+            stdout.contains(workload),
+            "no {workload} table in:\n{stdout}"
+        );
         for name in &names {
             let row = rows
                 .iter()
@@ -153,7 +172,8 @@ fn tiny_multiget_measures_every_count_and_backend() {
 
 /// The SQL backends the game runs on when MariaDB is installed (`install-peers.sh --all`).
 fn sql_backends() -> &'static str {
-    if Path::new("/usr/sbin/mariadbd").exists() && Path::new("/usr/bin/mariadb-install-db").exists() {
+    if Path::new("/usr/sbin/mariadbd").exists() && Path::new("/usr/bin/mariadb-install-db").exists()
+    {
         "mariadb,mariadb+memcached"
     } else {
         let _ = writeln!(
@@ -175,7 +195,9 @@ fn tiny_game_measures_every_connection_count_and_backend() {
             let row = rows
                 .iter()
                 .find(|r| r["connections"] == connections && &r["backend"] == name)
-                .unwrap_or_else(|| panic!("no row for {connections} connections on {name} in:\n{csv}"));
+                .unwrap_or_else(|| {
+                    panic!("no row for {connections} connections on {name} in:\n{csv}")
+                });
             assert!(number(row, "tps_median") > 10.0, "{row:?}");
             assert_eq!(number(row, "failures"), 0.0, "{row:?}");
             for step in ["get_player", "set_player", "get_by_email"] {
