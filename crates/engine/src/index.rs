@@ -31,6 +31,8 @@ pub(crate) struct Entry {
     /// that LSN is acknowledged.
     pub lsn: u64,
     pub stale: bool,
+    /// Stored through the meta protocol's base64 key flag: replies show it encoded.
+    pub binary_key: bool,
     /// Volatile access bookkeeping for the meta protocol (not logged).
     pub fetched: AtomicBool,
     pub last_access: AtomicU32,

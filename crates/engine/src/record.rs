@@ -21,15 +21,15 @@
 //! | 4 | 4 | len: body length |
 //! | 8 | 1 | kind: 1 put, 2 delete, 3 touch, 4 flush_all |
 //! | 9 | 1 | key length (0 for flush_all) |
-//! | 10 | 1 | item flags: bit 0 stale, bit 1 CAS chosen by the client |
+//! | 10 | 1 | item flags: bit 0 stale, bit 1 CAS chosen by the client, bit 2 binary key |
 //! | 11 | 1 | zero |
 //! | 12 | 8 | CAS |
 //! | 20 | .. | kind-specific fields, then the key, then (put) the value |
 //!
 //! Kind-specific fields: put has client flags u32, exptime u32 (absolute Unix seconds,
 //! 0 = never), time u32 (Unix seconds when stored), and the value fills the rest of the
-//! body; touch has exptime u32; flush_all has deadline u32 (Unix seconds, 0 = at once);
-//! delete has none.
+//! body; touch has exptime u32; flush_all has deadline u32 (Unix seconds, 0 = at once)
+//! and time u32 (Unix seconds when issued); delete has none.
 //!
 //! A record is valid only if its whole frame is present and its CRC matches; recovery
 //! stops at the first record that is not, and cuts the log there.
@@ -49,6 +49,7 @@ const KIND_FLUSH: u8 = 4;
 
 pub const ITEM_STALE: u8 = 1;
 pub const ITEM_EXPLICIT_CAS: u8 = 2;
+pub const ITEM_BINARY_KEY: u8 = 4;
 
 /// One change, as the log holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +73,9 @@ pub enum Record<'a> {
     },
     FlushAll {
         deadline: u32,
+        /// Unix seconds when the flush_all was issued: whether it found an earlier
+        /// deadline already passed depends on this, not on when the log is replayed.
+        time: u32,
         cas: u64,
     },
 }
@@ -111,7 +115,7 @@ pub fn encoded_len(record: &Record<'_>) -> usize {
             Record::Put { key, value, .. } => 12 + key.len() + value.len(),
             Record::Delete { key } => key.len(),
             Record::Touch { key, .. } => 4 + key.len(),
-            Record::FlushAll { .. } => 4,
+            Record::FlushAll { .. } => 8,
         }
 }
 
@@ -167,7 +171,10 @@ pub fn encode(record: &Record<'_>, out: &mut Vec<u8>) {
             put_u32(out, *exptime);
             out.extend_from_slice(key);
         }
-        Record::FlushAll { deadline, .. } => put_u32(out, *deadline),
+        Record::FlushAll { deadline, time, .. } => {
+            put_u32(out, *deadline);
+            put_u32(out, *time);
+        }
     }
     let crc = crc32c::crc32c(&out[start + 4..]);
     out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
@@ -215,8 +222,9 @@ pub fn decode(buf: &[u8]) -> Decoded<'_> {
             key: &rest[4..],
             cas,
         },
-        KIND_FLUSH if rest.len() == 4 && key_len == 0 => Record::FlushAll {
+        KIND_FLUSH if rest.len() == 8 && key_len == 0 => Record::FlushAll {
             deadline: get_u32(rest, 0),
+            time: get_u32(rest, 4),
             cas,
         },
         _ => return Decoded::Corrupt,
@@ -330,9 +338,10 @@ mod tests {
         check(
             Record::FlushAll {
                 deadline: 0,
+                time: 77,
                 cas: 3,
             },
-            8 + 12 + 4,
+            8 + 12 + 8,
         );
     }
 

@@ -19,7 +19,9 @@ use crate::clock::Clock;
 use crate::disk::{Disk, OsDisk};
 use crate::index::{Entry, Index, Shard};
 use crate::log::{self, Log, LogConfig, Resume};
-use crate::record::{self, Decoded, Header, Record, ITEM_EXPLICIT_CAS, ITEM_STALE};
+use crate::record::{
+    self, Decoded, Header, Record, ITEM_BINARY_KEY, ITEM_EXPLICIT_CAS, ITEM_STALE,
+};
 use crate::Error;
 
 /// When a change is acknowledged.
@@ -75,6 +77,8 @@ pub struct Item {
     pub cas: u64,
     pub lsn: u64,
     pub stale: bool,
+    /// The key was stored base64-encoded by a meta command (memcached's binary key).
+    pub binary_key: bool,
     /// Whether the item had been fetched before this access.
     pub fetched: bool,
     /// Unix seconds of the last access before this one.
@@ -99,6 +103,7 @@ pub struct NewItem {
     pub exptime: u32,
     pub cas: NewCas,
     pub stale: bool,
+    pub binary_key: bool,
     /// Whether a win token for this version was already handed out (not logged).
     pub win_sent: bool,
 }
@@ -194,6 +199,7 @@ fn snapshot(entry: &Entry) -> Item {
         cas: entry.cas,
         lsn: entry.lsn,
         stale: entry.stale,
+        binary_key: entry.binary_key,
         fetched: entry.fetched.load(Ordering::Relaxed),
         last_access: entry.last_access.load(Ordering::Relaxed),
         win_sent: entry.win_sent.load(Ordering::Relaxed),
@@ -213,7 +219,7 @@ struct Replay {
 }
 
 impl Replay {
-    fn apply(&mut self, record: &Record<'_>, now: u32) {
+    fn apply(&mut self, record: &Record<'_>) {
         match *record {
             Record::Put {
                 key,
@@ -240,6 +246,7 @@ impl Replay {
                         cas,
                         lsn: 0,
                         stale: item_flags & ITEM_STALE != 0,
+                        binary_key: item_flags & ITEM_BINARY_KEY != 0,
                         fetched: Default::default(),
                         last_access: AtomicU32::new(time),
                         win_sent: Default::default(),
@@ -254,9 +261,9 @@ impl Replay {
                     entry.exptime = exptime;
                 }
             }
-            Record::FlushAll { deadline, cas } => {
+            Record::FlushAll { deadline, time, cas } => {
                 self.max_cas = self.max_cas.max(cas);
-                purge_flushed(&self.index, self.flush_deadline, now);
+                purge_flushed(&self.index, self.flush_deadline, time);
                 if deadline == 0 {
                     for shard in self.index.shards() {
                         shard.write().clear();
@@ -338,7 +345,7 @@ impl Store {
             while pos < data.len() {
                 match record::decode(&data[pos..]) {
                     Decoded::Record(rec, len) => {
-                        replay.apply(&rec, now);
+                        replay.apply(&rec);
                         pos += len;
                         lsn += len as u64;
                     }
@@ -540,7 +547,9 @@ impl Store {
                     NewCas::Generate => (self.next_cas.fetch_add(1, Ordering::Relaxed), 0),
                     NewCas::Explicit(cas) => (cas, ITEM_EXPLICIT_CAS),
                 };
-                let item_flags = explicit | if new.stale { ITEM_STALE } else { 0 };
+                let item_flags = explicit
+                    | if new.stale { ITEM_STALE } else { 0 }
+                    | if new.binary_key { ITEM_BINARY_KEY } else { 0 };
                 let lsn = self.log.append(&Record::Put {
                     key,
                     value: &new.value,
@@ -558,6 +567,7 @@ impl Store {
                     cas,
                     lsn,
                     stale: new.stale,
+                    binary_key: new.binary_key,
                     fetched: Default::default(),
                     last_access: AtomicU32::new(now),
                     win_sent: new.win_sent.into(),
@@ -598,7 +608,7 @@ impl Store {
         } else {
             0
         };
-        let lsn = self.log.append(&Record::FlushAll { deadline, cas })?;
+        let lsn = self.log.append(&Record::FlushAll { deadline, time: now, cas })?;
         let old = self.flush_deadline.load(Ordering::Acquire);
         if old != 0 && now >= old {
             for shard in guards.iter_mut() {

@@ -147,6 +147,7 @@ fn put(store: &Store, key: u8, value: &[u8], ttl: i64) -> u64 {
                 exptime,
                 cas: NewCas::Generate,
                 stale: false,
+                binary_key: false,
                 win_sent: false,
             }),
             (),
@@ -301,7 +302,7 @@ impl NowForTest for ManualClock {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
     #[test]
     fn engine_matches_model(ops in proptest::collection::vec(op(), 1..80)) {
         run(ops);

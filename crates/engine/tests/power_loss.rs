@@ -97,6 +97,7 @@ fn acknowledged_writes_survive_power_loss_under_concurrent_load() {
                         exptime: 0,
                         cas: NewCas::Generate,
                         stale: false,
+                        binary_key: false,
                         win_sent: false,
                     };
                     let result = store.update(&key, Access::NoAccess, |_, _| (Change::Put(new), ()));
