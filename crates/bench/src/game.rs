@@ -27,6 +27,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::backend::Protocol;
+use crate::chart::{Chart, Kind};
 use crate::client::Client;
 use crate::game_sql;
 use crate::keys::{Distribution, KeyChooser, Rng};
@@ -570,6 +571,7 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
         "failures",
     ]);
     let mut failures = 0;
+    let mut tps_series: Vec<Vec<Option<f64>>> = names.iter().map(|_| Vec::new()).collect();
     for (ci, &connections) in args.connections.iter().enumerate() {
         let tps: Vec<Option<f64>> = results[ci]
             .iter()
@@ -582,6 +584,9 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
                 )
             })
             .collect();
+        for (series, t) in tps_series.iter_mut().zip(&tps) {
+            series.push(*t);
+        }
         let mut row = vec![connections.to_string()];
         row.extend(tps.iter().map(|t| opt(*t, 0)));
         let first = tps.first().copied().flatten();
@@ -649,6 +654,18 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
     println!("steps: {}", STEPS.join(", "));
     let path = csv.write(&args.common.out_dir, "game")?;
     println!("wrote {}", path.display());
+    let chart = Chart {
+        title: format!(
+            "game: get player, update, get by email ({} players, {:?})",
+            args.players, args.distribution
+        ),
+        x_label: "connections".into(),
+        y_label: "transactions/s (median)".into(),
+        kind: Kind::Lines,
+        categories: args.connections.iter().map(|c| c.to_string()).collect(),
+        series: names.iter().cloned().zip(tps_series).collect(),
+    };
+    println!("wrote {}", chart.write_beside(&path)?.display());
     if failures > 0 {
         bail!("{failures} transactions failed (a miss, a refused set or a wrong id)");
     }

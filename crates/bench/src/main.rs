@@ -8,6 +8,7 @@
 //! whatever it measures, it measures through a socket. See `docs/bench.md`.
 
 mod backend;
+mod chart;
 mod client;
 mod game;
 mod game_sql;

@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use hdrhistogram::Histogram;
 
+use crate::chart::{Chart, Kind};
 use crate::client::Client;
 use crate::keys::{key_name, Rng};
 use crate::load;
@@ -193,6 +194,29 @@ pub fn run(args: &MultigetArgs) -> Result<()> {
     );
     let path = csv.write(&args.common.out_dir, "multiget")?;
     println!("wrote {}", path.display());
+    let chart = Chart {
+        title: format!(
+            "multi-get latency by key count (p50 of {} samples)",
+            args.samples
+        ),
+        x_label: "keys in one get".into(),
+        y_label: "p50 latency, us".into(),
+        kind: Kind::Lines,
+        categories: counts.iter().map(|n| n.to_string()).collect(),
+        series: names
+            .iter()
+            .zip(&histograms)
+            .map(|(n, hs)| {
+                (
+                    n.clone(),
+                    hs.iter()
+                        .map(|h| Some(h.value_at_quantile(0.5) as f64))
+                        .collect(),
+                )
+            })
+            .collect(),
+    };
+    println!("wrote {}", chart.write_beside(&path)?.display());
     if failures > 0 {
         bail!("{failures} multi-gets returned fewer values than keys asked for");
     }

@@ -17,6 +17,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use hdrhistogram::Histogram;
 
+use crate::chart::{Chart, Kind};
 use crate::client::Client;
 use crate::keys::{key_name, value_bytes, Rng};
 use crate::proto::{self, Expect, Reply};
@@ -189,6 +190,25 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
     }
     let path = csv.write(&args.common.out_dir, "store-fetch")?;
     println!("wrote {}", path.display());
+    let chart = Chart {
+        title: format!(
+            "store/fetch, one client, {} stores then {} fetches: mean latency",
+            args.stores, args.fetches
+        ),
+        x_label: "operation".into(),
+        y_label: "ms per operation (mean)".into(),
+        kind: Kind::Bars,
+        categories: vec!["store".into(), "fetch".into()],
+        series: names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let mean = |m: &Measured| Some(m.histogram.mean() / 1000.0);
+                (n.clone(), vec![mean(&stores[i]), mean(&fetches[i])])
+            })
+            .collect(),
+    };
+    println!("wrote {}", chart.write_beside(&path)?.display());
     let failures: u64 = stores
         .iter()
         .chain(fetches.iter())

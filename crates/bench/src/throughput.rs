@@ -13,6 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use clap::Args;
 
+use crate::chart::{Chart, Kind};
 use crate::keys::{Distribution, KeyChooser};
 use crate::load::{self, LoadSpec, OpMix};
 use crate::report::{opt, Csv, Table};
@@ -225,6 +226,28 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
     }
     let path = csv.write(&args.common.out_dir, "throughput")?;
     println!("wrote {}", path.display());
+    let names: Vec<String> = backends.iter().map(|b| b.name.clone()).collect();
+    let chart = Chart {
+        title: format!(
+            "throughput, {} connections, {} keys of {} bytes (median of {})",
+            args.connections, args.keys, args.value_size, args.reps
+        ),
+        x_label: "workload".into(),
+        y_label: "ops/s".into(),
+        kind: Kind::Bars,
+        categories: mixes.iter().map(|m| m.name()).collect(),
+        series: names
+            .iter()
+            .map(|n| {
+                let values = mixes
+                    .iter()
+                    .map(|m| median_ops(&rows, &m.name(), n))
+                    .collect();
+                (n.clone(), values)
+            })
+            .collect(),
+    };
+    println!("wrote {}", chart.write_beside(&path)?.display());
     let bad: u64 = rows.iter().map(|r| r.misses + r.errors).sum();
     if bad > 0 {
         bail!("{bad} misses or error replies: see the table; a preloaded key must never miss");

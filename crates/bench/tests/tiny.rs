@@ -80,11 +80,26 @@ fn run_tiny(workload: &str, extra: &[&str], more_backends: &str) -> (String, Str
         output.status.success(),
         "kura-bench {workload} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
-    let csvs: Vec<PathBuf> = std::fs::read_dir(out_dir.path())
+    let files: Vec<PathBuf> = std::fs::read_dir(out_dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
-    assert_eq!(csvs.len(), 1, "expected one CSV, found {csvs:?}");
+    let with = |ext: &str| -> Vec<PathBuf> {
+        files
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == ext))
+            .cloned()
+            .collect()
+    };
+    let csvs = with("csv");
+    assert_eq!(csvs.len(), 1, "expected one CSV, found {files:?}");
+    let svgs = with("svg");
+    assert_eq!(svgs.len(), 1, "expected one chart, found {files:?}");
+    let svg = std::fs::read_to_string(&svgs[0]).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+        "{svg}"
+    );
     let csv = std::fs::read_to_string(&csvs[0]).unwrap();
     (stdout, csv, names.split(',').map(str::to_string).collect())
 }
