@@ -95,7 +95,7 @@ impl SimDisk {
                     let unsynced = &file.written[file.synced.len()..];
                     let keep = (xorshift(seed) as usize) % (unsynced.len() + 1);
                     kept.extend_from_slice(&unsynced[..keep]);
-                    if keep > 0 && xorshift(seed) % 2 == 0 {
+                    if keep > 0 && xorshift(seed).is_multiple_of(2) {
                         let garble = 1 + (xorshift(seed) as usize) % keep.min(16);
                         let len = kept.len();
                         for b in &mut kept[len - garble..] {

@@ -261,7 +261,11 @@ impl Replay {
                     entry.exptime = exptime;
                 }
             }
-            Record::FlushAll { deadline, time, cas } => {
+            Record::FlushAll {
+                deadline,
+                time,
+                cas,
+            } => {
                 self.max_cas = self.max_cas.max(cas);
                 purge_flushed(&self.index, self.flush_deadline, time);
                 if deadline == 0 {
@@ -608,7 +612,11 @@ impl Store {
         } else {
             0
         };
-        let lsn = self.log.append(&Record::FlushAll { deadline, time: now, cas })?;
+        let lsn = self.log.append(&Record::FlushAll {
+            deadline,
+            time: now,
+            cas,
+        })?;
         let old = self.flush_deadline.load(Ordering::Acquire);
         if old != 0 && now >= old {
             for shard in guards.iter_mut() {

@@ -43,8 +43,9 @@ fn acknowledged_writes_survive_power_loss_under_concurrent_load() {
     println!("power_loss seed: {seed} (replay with KURA_SEED={seed})");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let disk = SimDisk::new();
-    let ledgers: Vec<Arc<Mutex<Ledger>>> =
-        (0..WRITERS).map(|_| Arc::new(Mutex::new(Ledger::default()))).collect();
+    let ledgers: Vec<Arc<Mutex<Ledger>>> = (0..WRITERS)
+        .map(|_| Arc::new(Mutex::new(Ledger::default())))
+        .collect();
     let mut max_cas_seen = 0u64;
     for round in 0..ROUNDS {
         let store = Arc::new(open(&disk));
@@ -61,7 +62,9 @@ fn acknowledged_writes_survive_power_loss_under_concurrent_load() {
                     .map(|(_, v, f)| (v.clone(), *f));
                 if got.is_some() && got == landed {
                     // The in-flight write reached the disk before the cut: now it counts.
-                    ledger.acked.insert(key.clone(), landed.clone().unwrap_or_default());
+                    ledger
+                        .acked
+                        .insert(key.clone(), landed.clone().unwrap_or_default());
                 } else {
                     assert_eq!(
                         got,
@@ -75,7 +78,10 @@ fn acknowledged_writes_survive_power_loss_under_concurrent_load() {
                 }
             }
         }
-        assert!(store.stats().next_cas > max_cas_seen, "CAS would be reused (seed {seed})");
+        assert!(
+            store.stats().next_cas > max_cas_seen,
+            "CAS would be reused (seed {seed})"
+        );
         let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::new();
         for (w, ledger) in ledgers.iter().enumerate() {
@@ -100,8 +106,11 @@ fn acknowledged_writes_survive_power_loss_under_concurrent_load() {
                         binary_key: false,
                         win_sent: false,
                     };
-                    let result = store.update(&key, Access::NoAccess, |_, _| (Change::Put(new), ()));
-                    let Ok(((), Some(written))) = result else { break };
+                    let result =
+                        store.update(&key, Access::NoAccess, |_, _| (Change::Put(new), ()));
+                    let Ok(((), Some(written))) = result else {
+                        break;
+                    };
                     if store.wait_acked(written.lsn).is_err() {
                         break;
                     }
@@ -121,6 +130,12 @@ fn acknowledged_writes_survive_power_loss_under_concurrent_load() {
         drop(store);
         disk.revive();
     }
-    let acked: usize = ledgers.iter().map(|l| l.lock().map(|l| l.acked.len()).unwrap_or(0)).sum();
-    assert!(acked > WRITERS, "the writers barely wrote anything ({acked} keys): the test proves nothing");
+    let acked: usize = ledgers
+        .iter()
+        .map(|l| l.lock().map(|l| l.acked.len()).unwrap_or(0))
+        .sum();
+    assert!(
+        acked > WRITERS,
+        "the writers barely wrote anything ({acked} keys): the test proves nothing"
+    );
 }

@@ -75,9 +75,13 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
         _ => (text, 1),
     };
     let n: usize = digits.parse().map_err(|_| format!("not a size: {text}"))?;
-    let bytes = n.checked_mul(multiplier).ok_or_else(|| format!("too large: {text}"))?;
+    let bytes = n
+        .checked_mul(multiplier)
+        .ok_or_else(|| format!("too large: {text}"))?;
     if !(1024..=(1 << 30)).contains(&bytes) {
-        return Err(format!("item size must be between 1k and 1024m, not {text}"));
+        return Err(format!(
+            "item size must be between 1k and 1024m, not {text}"
+        ));
     }
     Ok(bytes)
 }

@@ -16,11 +16,11 @@ use kura_protocol::{
 use kura_protocol::response::write_value;
 
 use crate::semantics::{
-    self, ArithRequest, ArithResult, Delta, StoreMode, StoreRequest, StoreResult,
-    NO_MEMORY_REPLY, SERVER_ERROR_WRITES_REFUSED,
+    self, ArithRequest, ArithResult, Delta, StoreMode, StoreRequest, StoreResult, NO_MEMORY_REPLY,
+    SERVER_ERROR_WRITES_REFUSED,
 };
 use crate::server::Shared;
-use crate::stats::bump;
+use crate::stats::{bump, PrefixEvent};
 
 /// The protocol version Kura answers `version` with: memcached's, then Kura's own, so
 /// clients that parse the number see the memcached release whose behaviour Kura follows.
@@ -43,11 +43,17 @@ pub struct Outcome {
 
 impl Outcome {
     fn done() -> Outcome {
-        Outcome { flow: Flow::Continue, lsn: None }
+        Outcome {
+            flow: Flow::Continue,
+            lsn: None,
+        }
     }
 
     fn after(lsn: Option<u64>) -> Outcome {
-        Outcome { flow: Flow::Continue, lsn }
+        Outcome {
+            flow: Flow::Continue,
+            lsn,
+        }
     }
 }
 
@@ -81,10 +87,23 @@ pub fn write_engine_error(e: &kura_engine::Error, out: &mut Vec<u8>) {
 }
 
 /// Runs one request and appends its reply to `out`.
-pub fn execute(shared: &Shared, _session: &mut Session, request: Request<'_>, out: &mut Vec<u8>) -> Outcome {
+pub fn execute(
+    shared: &Shared,
+    _session: &mut Session,
+    request: Request<'_>,
+    out: &mut Vec<u8>,
+) -> Outcome {
     let c = &shared.counters;
     match request {
-        Request::Storage { command, key, flags, exptime, cas_unique, noreply, data } => {
+        Request::Storage {
+            command,
+            key,
+            flags,
+            exptime,
+            cas_unique,
+            noreply,
+            data,
+        } => {
             let mode = match command {
                 StorageCommand::Set => StoreMode::Set,
                 StorageCommand::Add => StoreMode::Add,
@@ -101,8 +120,16 @@ pub fn execute(shared: &Shared, _session: &mut Session, request: Request<'_>, ou
                 compare_cas: cas_unique,
                 data,
                 invalidate: false,
+                binary_key: false,
             };
-            match semantics::store(&shared.store, c, memory_limit(shared), request) {
+            shared.prefixes.record(key, PrefixEvent::Set);
+            match semantics::store(
+                &shared.store,
+                c,
+                &shared.limits,
+                memory_limit(shared),
+                request,
+            ) {
                 Ok((result, written)) => {
                     if !noreply || result == StoreResult::NoMemory {
                         out.extend_from_slice(match result {
@@ -121,14 +148,29 @@ pub fn execute(shared: &Shared, _session: &mut Session, request: Request<'_>, ou
                 }
             }
         }
-        Request::Retrieval { command, exptime, keys } => retrieve(shared, command, exptime, keys, out),
+        Request::Retrieval {
+            command,
+            exptime,
+            keys,
+        } => retrieve(shared, command, exptime, keys, out),
         Request::Delete { key, noreply } => {
-            let result = shared.store.update(key, Access::NoAccess, |item, _| (Change::Delete, item.is_some()));
+            shared.prefixes.record(key, PrefixEvent::Delete);
+            let result = shared.store.update(key, Access::NoAccess, |item, _| {
+                (Change::Delete, item.is_some())
+            });
             match result {
                 Ok((found, written)) => {
-                    bump(if found { &c.delete_hits } else { &c.delete_misses });
+                    bump(if found {
+                        &c.delete_hits
+                    } else {
+                        &c.delete_misses
+                    });
                     if !noreply {
-                        out.extend_from_slice(if found { b"DELETED\r\n" } else { b"NOT_FOUND\r\n" });
+                        out.extend_from_slice(if found {
+                            b"DELETED\r\n"
+                        } else {
+                            b"NOT_FOUND\r\n"
+                        });
                     }
                     Outcome::after(written.map(|w| w.lsn))
                 }
@@ -138,12 +180,23 @@ pub fn execute(shared: &Shared, _session: &mut Session, request: Request<'_>, ou
                 }
             }
         }
-        Request::Arithmetic { command, key, delta, noreply } => {
+        Request::Arithmetic {
+            command,
+            key,
+            delta,
+            noreply,
+        } => {
             let delta = match command {
                 ArithmeticCommand::Incr => Delta::Incr(delta),
                 ArithmeticCommand::Decr => Delta::Decr(delta),
             };
-            let request = ArithRequest { key, delta, compare_cas: 0, vivify: None, new_exptime: None };
+            let request = ArithRequest {
+                key,
+                delta,
+                compare_cas: 0,
+                vivify: None,
+                new_exptime: None,
+            };
             match semantics::arithmetic(&shared.store, c, request) {
                 Ok((result, written)) => {
                     if !noreply {
@@ -168,17 +221,32 @@ pub fn execute(shared: &Shared, _session: &mut Session, request: Request<'_>, ou
                 }
             }
         }
-        Request::Touch { key, exptime, noreply } => {
+        Request::Touch {
+            key,
+            exptime,
+            noreply,
+        } => {
             bump(&c.cmd_touch);
             let result = shared.store.update(key, Access::Fetch, |item, now| {
-                let change = Change::Touch { exptime: Some(exptime_to_absolute(exptime, now)), mark_win_sent: false };
+                let change = Change::Touch {
+                    exptime: Some(exptime_to_absolute(exptime, now)),
+                    mark_win_sent: false,
+                };
                 (change, item.is_some())
             });
             match result {
                 Ok((found, written)) => {
-                    bump(if found { &c.touch_hits } else { &c.touch_misses });
+                    bump(if found {
+                        &c.touch_hits
+                    } else {
+                        &c.touch_misses
+                    });
                     if !noreply {
-                        out.extend_from_slice(if found { b"TOUCHED\r\n" } else { b"NOT_FOUND\r\n" });
+                        out.extend_from_slice(if found {
+                            b"TOUCHED\r\n"
+                        } else {
+                            b"NOT_FOUND\r\n"
+                        });
                     }
                     Outcome::after(written.map(|w| w.lsn))
                 }
@@ -208,7 +276,9 @@ pub fn execute(shared: &Shared, _session: &mut Session, request: Request<'_>, ou
             Outcome::done()
         }
         Request::Verbosity { level, noreply } => {
-            shared.verbosity.store(u64::from(level.min(2)), Ordering::Relaxed);
+            shared
+                .verbosity
+                .store(u64::from(level.min(2)), Ordering::Relaxed);
             if !noreply {
                 out.extend_from_slice(b"OK\r\n");
             }
@@ -218,7 +288,10 @@ pub fn execute(shared: &Shared, _session: &mut Session, request: Request<'_>, ou
             crate::stats_reply::write(shared, arguments, out);
             Outcome::done()
         }
-        Request::Quit => Outcome { flow: Flow::Close, lsn: None },
+        Request::Quit => Outcome {
+            flow: Flow::Close,
+            lsn: None,
+        },
         Request::Shutdown { mode: _ } => {
             // As memcached started without -A: shutdown is by signal only.
             out.extend_from_slice(b"ERROR: shutdown not enabled\r\n");
@@ -244,9 +317,9 @@ pub fn execute(shared: &Shared, _session: &mut Session, request: Request<'_>, ou
             out.extend_from_slice(b"MN\r\n");
             Outcome::done()
         }
-        Request::MetaDebug { key, base64 } => {
+        Request::MetaDebug { key, base64: _ } => {
             bump(&c.cmd_meta);
-            meta_debug(shared, &key, base64, out);
+            meta_debug(shared, &key, out);
             Outcome::done()
         }
     }
@@ -256,7 +329,13 @@ fn memory_limit(shared: &Shared) -> u64 {
     shared.config.memory_limit_mib.saturating_mul(1 << 20)
 }
 
-fn retrieve(shared: &Shared, command: RetrievalCommand, exptime: i64, keys: Tokens<'_>, out: &mut Vec<u8>) -> Outcome {
+fn retrieve(
+    shared: &Shared,
+    command: RetrievalCommand,
+    exptime: i64,
+    keys: Tokens<'_>,
+    out: &mut Vec<u8>,
+) -> Outcome {
     let c = &shared.counters;
     let touch = command.touches();
     let mut lsn = None;
@@ -264,13 +343,20 @@ fn retrieve(shared: &Shared, command: RetrievalCommand, exptime: i64, keys: Toke
         let item = if touch {
             bump(&c.cmd_touch);
             let result = shared.store.update(key, Access::Fetch, |item, now| {
-                let change = Change::Touch { exptime: Some(exptime_to_absolute(exptime, now)), mark_win_sent: false };
+                let change = Change::Touch {
+                    exptime: Some(exptime_to_absolute(exptime, now)),
+                    mark_win_sent: false,
+                };
                 (change, item.cloned())
             });
             match result {
                 Ok((item, written)) => {
                     lsn = max_lsn(lsn, written.map(|w| w.lsn));
-                    bump(if item.is_some() { &c.touch_hits } else { &c.touch_misses });
+                    bump(if item.is_some() {
+                        &c.touch_hits
+                    } else {
+                        &c.touch_misses
+                    });
                     item
                 }
                 Err(e) => {
@@ -281,7 +367,17 @@ fn retrieve(shared: &Shared, command: RetrievalCommand, exptime: i64, keys: Toke
         } else {
             bump(&c.cmd_get);
             let item = shared.store.get(key);
-            bump(if item.is_some() { &c.get_hits } else { &c.get_misses });
+            bump(if item.is_some() {
+                &c.get_hits
+            } else {
+                &c.get_misses
+            });
+            shared.prefixes.record(
+                key,
+                PrefixEvent::Get {
+                    hit: item.is_some(),
+                },
+            );
             item
         };
         if let Some(item) = item {
@@ -325,7 +421,11 @@ fn meta_get(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>) -> Ou
     let c = &shared.counters;
     let f = &request.flags;
     let key: &[u8] = &request.key;
-    let access = if f.no_bump { Access::NoAccess } else { Access::Fetch };
+    let access = if f.no_bump {
+        Access::NoAccess
+    } else {
+        Access::Fetch
+    };
     let mut lsn = None;
     let mut created = false;
     if let Some(ttl) = f.vivify_ttl {
@@ -340,6 +440,7 @@ fn meta_get(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>) -> Ou
                 exptime: exptime_to_absolute(ttl, now),
                 cas: NewCas::Generate,
                 stale: false,
+                binary_key: f.base64,
                 win_sent: false,
             };
             (Change::Put(new), true)
@@ -406,7 +507,7 @@ fn meta_get(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>) -> Ou
                 }
                 b'h' => header.extend_from_slice(if item.fetched { b" h1" } else { b" h0" }),
                 b'O' => push_opaque(&mut header, f.opaque),
-                b'k' => push_key(&mut header, key, f.base64),
+                b'k' => push_key(&mut header, key, item.binary_key),
                 _ => {}
             }
         }
@@ -422,7 +523,10 @@ fn meta_get(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>) -> Ou
         }
         header.extend_from_slice(b"\r\n");
         let change = if touched.is_some() || won {
-            Change::Touch { exptime: touched, mark_win_sent: won }
+            Change::Touch {
+                exptime: touched,
+                mark_win_sent: won,
+            }
         } else {
             Change::Keep
         };
@@ -440,8 +544,16 @@ fn meta_get(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>) -> Ou
             }
         }
         Ok((None, _)) => {
-            bump(if f.ttl.is_some() { &c.touch_misses } else { &c.get_misses });
-            bump(if f.ttl.is_some() { &c.cmd_touch } else { &c.cmd_get });
+            bump(if f.ttl.is_some() {
+                &c.touch_misses
+            } else {
+                &c.get_misses
+            });
+            bump(if f.ttl.is_some() {
+                &c.cmd_touch
+            } else {
+                &c.cmd_get
+            });
             if !f.quiet {
                 out.extend_from_slice(b"EN");
                 push_echo_flags(out, key, f);
@@ -474,8 +586,15 @@ fn meta_set(shared: &Shared, request: &MetaRequest<'_>, data: &[u8], out: &mut V
         compare_cas: f.compare_cas.unwrap_or(0),
         data,
         invalidate: f.invalidate,
+        binary_key: f.base64,
     };
-    match semantics::store(&shared.store, &shared.counters, memory_limit(shared), store_request) {
+    match semantics::store(
+        &shared.store,
+        &shared.counters,
+        &shared.limits,
+        memory_limit(shared),
+        store_request,
+    ) {
         Ok((StoreResult::NoMemory, _)) => {
             out.extend_from_slice(NO_MEMORY_REPLY);
             Outcome::done()
@@ -537,6 +656,7 @@ fn meta_delete(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>) ->
                 exptime: f.ttl.map_or(item.exptime, |t| exptime_to_absolute(t, now)),
                 cas: NewCas::Generate,
                 stale: true,
+                binary_key: item.binary_key,
                 win_sent: false,
             };
             return (Change::Put(new), MetaDeleteResult::Deleted);
@@ -545,7 +665,11 @@ fn meta_delete(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>) ->
     });
     match result {
         Ok((result, written)) => {
-            bump(if result == MetaDeleteResult::Deleted { &c.delete_hits } else { &c.delete_misses });
+            bump(if result == MetaDeleteResult::Deleted {
+                &c.delete_hits
+            } else {
+                &c.delete_misses
+            });
             if result == MetaDeleteResult::Deleted && f.quiet {
                 return Outcome::after(written.map(|w| w.lsn));
             }
@@ -582,7 +706,14 @@ fn meta_arithmetic(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>
     };
     let now = shared.store.now_secs();
     match semantics::arithmetic(&shared.store, &shared.counters, arith) {
-        Ok((ArithResult::Value { digits, exptime, created }, written)) => {
+        Ok((
+            ArithResult::Value {
+                digits,
+                exptime,
+                created,
+            },
+            written,
+        )) => {
             let lsn = written.map(|w| w.lsn);
             if f.quiet && !created {
                 return Outcome::after(lsn);
@@ -620,11 +751,17 @@ fn meta_arithmetic(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>
             Outcome::after(lsn)
         }
         Ok((ArithResult::NonNumeric, _)) => {
-            out.extend_from_slice(b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
+            out.extend_from_slice(
+                b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+            );
             Outcome::done()
         }
         Ok((result, _)) => {
-            out.extend_from_slice(if result == ArithResult::Exists { b"EX" } else { b"NF" });
+            out.extend_from_slice(if result == ArithResult::Exists {
+                b"EX"
+            } else {
+                b"NF"
+            });
             push_echo_flags(out, key, f);
             out.extend_from_slice(b"\r\n");
             Outcome::done()
@@ -636,21 +773,21 @@ fn meta_arithmetic(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>
     }
 }
 
-/// memcached's item dump. `cls` and `size` describe memcached's slab allocator, which
-/// Kura does not have: `cls` is always 1 and `size` is the item's bytes with
-/// memcached's 56-byte header, so tools reading the line still parse it.
-fn meta_debug(shared: &Shared, key: &[u8], base64: bool, out: &mut Vec<u8>) {
+/// memcached's item dump. `cls` is memcached's slab class, which Kura does not have:
+/// always 1. `size` is what memcached would count for the item.
+fn meta_debug(shared: &Shared, key: &[u8], out: &mut Vec<u8>) {
     let Some(item) = shared.store.peek(key) else {
         out.extend_from_slice(b"EN\r\n");
         return;
     };
     let now = shared.store.now_secs();
-    debug_line(out, key, base64, &item, now);
+    debug_line(out, key, &item, now);
 }
 
-fn debug_line(out: &mut Vec<u8>, key: &[u8], base64: bool, item: &Item, now: u32) {
+fn debug_line(out: &mut Vec<u8>, key: &[u8], item: &Item, now: u32) {
     out.extend_from_slice(b"ME ");
-    if base64 {
+    // memcached shows the key as stored: encoded only if it was stored as binary.
+    if item.binary_key {
         kura_protocol::base64::encode_key(key, out);
     } else {
         out.extend_from_slice(key);
@@ -665,9 +802,17 @@ fn debug_line(out: &mut Vec<u8>, key: &[u8], base64: bool, item: &Item, now: u32
     push_u64(out, u64::from(now.saturating_sub(item.last_access)));
     out.extend_from_slice(b" cas=");
     push_u64(out, item.cas);
-    out.extend_from_slice(if item.fetched { b" fetch=yes" } else { b" fetch=no" });
+    out.extend_from_slice(if item.fetched {
+        b" fetch=yes"
+    } else {
+        b" fetch=no"
+    });
     out.extend_from_slice(b" cls=1 size=");
-    push_u64(out, (56 + key.len() + 1 + item.value.len() + 2) as u64);
+    // memcached's ITEM_ntotal: header, CAS, key and NUL, flags when non-zero, data.
+    let flags_bytes = if item.client_flags == 0 { 0 } else { 4 };
+    push_u64(
+        out,
+        (48 + 8 + key.len() + 1 + flags_bytes + item.value.len() + 2) as u64,
+    );
     out.extend_from_slice(b"\r\n");
 }
-

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use crate::config::{Config, DurabilityFlag};
 use crate::server::Shared;
-use crate::stats::{Connections, Counters};
+use crate::stats::{Connections, Counters, PrefixStats};
 
 fn main() -> anyhow::Result<()> {
     let config = Config::parse();
@@ -54,8 +54,7 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let result = runtime.block_on(run(config, store, ack_rx));
-    result
+    runtime.block_on(run(config, store, ack_rx))
 }
 
 async fn run(config: Config, store: Store, ack: watch::Receiver<Ack>) -> anyhow::Result<()> {
@@ -72,6 +71,7 @@ async fn run(config: Config, store: Store, ack: watch::Receiver<Ack>) -> anyhow:
         store,
         limits,
         counters: Counters::default(),
+        prefixes: PrefixStats::default(),
         connections: Connections::default(),
         started: Instant::now(),
         ack,
@@ -95,9 +95,10 @@ async fn run(config: Config, store: Store, ack: watch::Receiver<Ack>) -> anyhow:
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) =
-        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         // Without signal handlers the process still dies on SIGTERM, without the final sync.
         std::future::pending::<()>().await;
         return;

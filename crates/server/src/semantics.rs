@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use kura_engine::{exptime_to_absolute, Access, Change, NewCas, NewItem, Store, Written};
+use kura_protocol::Limits;
 
 use crate::stats::{bump, Counters};
 
@@ -49,23 +50,36 @@ pub struct StoreRequest<'a> {
     pub data: &'a [u8],
     /// `ms` with `I`: a CAS mismatch with an older CAS still stores, marked stale.
     pub invalidate: bool,
+    /// `ms` with `b`: the key came base64-encoded; replies show it that way.
+    pub binary_key: bool,
 }
 
 /// Runs a storage command. Returns the result and, when stored, what was written.
 pub fn store(
     store: &Store,
     counters: &Counters,
+    limits: &Limits,
     memory_limit_bytes: u64,
     request: StoreRequest<'_>,
 ) -> Result<(StoreResult, Option<Written>), kura_engine::Error> {
     bump(&counters.cmd_set);
     if memory_limit_bytes > 0
-        && store.stats().bytes + (request.key.len() + request.data.len()) as u64 > memory_limit_bytes
+        && store.stats().bytes + (request.key.len() + request.data.len()) as u64
+            > memory_limit_bytes
     {
         bump(&counters.store_no_memory);
         return Ok((StoreResult::NoMemory, None));
     }
-    let StoreRequest { mode, key, client_flags, exptime, compare_cas, data, invalidate } = request;
+    let StoreRequest {
+        mode,
+        key,
+        client_flags,
+        exptime,
+        compare_cas,
+        data,
+        invalidate,
+        binary_key,
+    } = request;
     let new_cas = NewCas::Generate;
     let (result, written) = store.update(key, Access::NoAccess, |current, now| {
         let exptime = exptime_to_absolute(exptime, now);
@@ -75,6 +89,7 @@ pub fn store(
             exptime,
             cas: new_cas,
             stale: false,
+            binary_key,
             win_sent: false,
         };
         match (mode, current) {
@@ -85,12 +100,18 @@ pub fn store(
                 (Change::Keep, StoreResult::NotStored)
             }
             (StoreMode::Cas, None) => (Change::Keep, StoreResult::NotFound),
-            (StoreMode::Replace, Some(_)) => {
-                (Change::Put(fresh(data.into())), StoreResult::Stored)
-            }
+            (StoreMode::Replace, Some(_)) => (Change::Put(fresh(data.into())), StoreResult::Stored),
             (StoreMode::Append | StoreMode::Prepend, Some(old)) => {
                 if compare_cas != 0 && compare_cas != old.cas {
                     return (Change::Keep, StoreResult::Exists);
+                }
+                // The joined item must fit the item size limit, as memcached counts it.
+                if !limits.item_fits(
+                    key.len(),
+                    old.client_flags,
+                    old.value.len() + data.len() + 2,
+                ) {
+                    return (Change::Keep, StoreResult::NotStored);
                 }
                 let mut value = Vec::with_capacity(old.value.len() + data.len());
                 if mode == StoreMode::Append {
@@ -107,6 +128,7 @@ pub fn store(
                     exptime: old.exptime,
                     cas: new_cas,
                     stale: false,
+                    binary_key,
                     win_sent: false,
                 };
                 (Change::Put(item), StoreResult::Stored)
@@ -122,6 +144,7 @@ pub fn store(
                     exptime: old.exptime,
                     cas: new_cas,
                     stale: true,
+                    binary_key,
                     win_sent: old.win_sent,
                 };
                 (Change::Put(item), StoreResult::Stored)
@@ -144,7 +167,10 @@ pub fn store(
 /// memcached deletes the old item when a `set` is refused as too large, so a client
 /// never reads the value it just failed to replace.
 pub fn drop_on_refused_set(store: &Store, key: &[u8]) -> Result<Option<u64>, kura_engine::Error> {
-    Ok(store.update(key, Access::NoAccess, |_, _| (Change::Delete, ()))?.1.map(|w| w.lsn))
+    Ok(store
+        .update(key, Access::NoAccess, |_, _| (Change::Delete, ()))?
+        .1
+        .map(|w| w.lsn))
 }
 
 /// memcached's `safe_strtoull` on an item's value, which is followed by "\r\n": leading
@@ -192,7 +218,11 @@ pub enum Delta {
 pub enum ArithResult {
     /// The new value, as digits, the new version's expiry (absolute; 0 = never), and
     /// whether the counter was created by this request (`ma` with `N`).
-    Value { digits: Vec<u8>, exptime: u32, created: bool },
+    Value {
+        digits: Vec<u8>,
+        exptime: u32,
+        created: bool,
+    },
     NotFound,
     NonNumeric,
     Exists,
@@ -229,7 +259,13 @@ pub fn arithmetic(
     counters: &Counters,
     request: ArithRequest<'_>,
 ) -> Result<(ArithResult, Option<Written>), kura_engine::Error> {
-    let ArithRequest { key, delta, compare_cas, vivify, new_exptime } = request;
+    let ArithRequest {
+        key,
+        delta,
+        compare_cas,
+        vivify,
+        new_exptime,
+    } = request;
     let (result, written) = store.update(key, Access::NoAccess, |current, now| {
         let Some(old) = current else {
             let Some((ttl, initial)) = vivify else {
@@ -243,9 +279,17 @@ pub fn arithmetic(
                 exptime,
                 cas: NewCas::Generate,
                 stale: false,
+                binary_key: false,
                 win_sent: false,
             };
-            return (Change::Put(item), ArithResult::Value { digits, exptime, created: true });
+            return (
+                Change::Put(item),
+                ArithResult::Value {
+                    digits,
+                    exptime,
+                    created: true,
+                },
+            );
         };
         if old.value.is_empty() {
             return (Change::Keep, ArithResult::NonNumeric);
@@ -264,9 +308,17 @@ pub fn arithmetic(
             exptime,
             cas: NewCas::Generate,
             stale: old.stale,
+            binary_key: old.binary_key,
             win_sent: old.win_sent,
         };
-        (Change::Put(item), ArithResult::Value { digits, exptime, created: false })
+        (
+            Change::Put(item),
+            ArithResult::Value {
+                digits,
+                exptime,
+                created: false,
+            },
+        )
     })?;
     match (&result, delta) {
         (ArithResult::Value { .. }, Delta::Incr(_)) => bump(&counters.incr_hits),
@@ -283,7 +335,12 @@ mod tests {
     use super::*;
 
     fn check(value: &[u8], expected: Option<u64>) {
-        assert_eq!(parse_counter(value), expected, "{:?}", String::from_utf8_lossy(value));
+        assert_eq!(
+            parse_counter(value),
+            expected,
+            "{:?}",
+            String::from_utf8_lossy(value)
+        );
     }
 
     #[test]
@@ -304,12 +361,21 @@ mod tests {
 
     #[test]
     fn shorter_results_are_padded_like_memcached_in_place_rewrite() {
-        assert_eq!(apply_delta(b"100", 100, Delta::Decr(95)), (b"5".to_vec(), b"5  ".to_vec()));
-        assert_eq!(apply_delta(b"99", 99, Delta::Incr(1)), (b"100".to_vec(), b"100".to_vec()));
+        assert_eq!(
+            apply_delta(b"100", 100, Delta::Decr(95)),
+            (b"5".to_vec(), b"5  ".to_vec())
+        );
+        assert_eq!(
+            apply_delta(b"99", 99, Delta::Incr(1)),
+            (b"100".to_vec(), b"100".to_vec())
+        );
         assert_eq!(
             apply_delta(b"18446744073709551615", u64::MAX, Delta::Incr(2)),
             (b"1".to_vec(), b"1                   ".to_vec())
         );
-        assert_eq!(apply_delta(b"3", 3, Delta::Decr(10)), (b"0".to_vec(), b"0".to_vec()));
+        assert_eq!(
+            apply_delta(b"3", 3, Delta::Decr(10)),
+            (b"0".to_vec(), b"0".to_vec())
+        );
     }
 }

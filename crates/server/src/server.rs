@@ -22,7 +22,7 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::dispatch::{self, Flow, Session};
-use crate::stats::{add, bump, ConnInfo, Connections, Counters};
+use crate::stats::{add, bump, ConnInfo, Connections, Counters, PrefixStats};
 
 /// What every connection shares.
 pub struct Shared {
@@ -30,6 +30,7 @@ pub struct Shared {
     pub config: Config,
     pub limits: Limits,
     pub counters: Counters,
+    pub prefixes: PrefixStats,
     pub connections: Connections,
     pub started: Instant,
     pub ack: watch::Receiver<Ack>,
@@ -45,7 +46,11 @@ impl Shared {
 
 /// Accepts connections until `shutdown` turns true, then waits (a bounded time) for
 /// open connections to finish the batch in hand.
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut tasks = tokio::task::JoinSet::new();
     let mut next_id: u64 = 1;
     loop {
@@ -92,7 +97,9 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdown: wat
 }
 
 async fn reject(mut stream: TcpStream) {
-    let _ = stream.write_all(b"ERROR Too many open connections\r\n").await;
+    let _ = stream
+        .write_all(b"ERROR Too many open connections\r\n")
+        .await;
 }
 
 /// Per-connection state that outlives one batch.
@@ -125,7 +132,11 @@ async fn connection(
     );
     let mut ack = shared.ack.clone();
     let mut input = BytesMut::with_capacity(16 * 1024);
-    let mut conn = Conn { out: Vec::with_capacity(16 * 1024), marks: Vec::new(), swallow_bytes: 0 };
+    let mut conn = Conn {
+        out: Vec::with_capacity(16 * 1024),
+        marks: Vec::new(),
+        swallow_bytes: 0,
+    };
     let mut session = Session::default();
     let mut need_read = true;
     'serve: loop {
@@ -164,7 +175,14 @@ async fn connection(
                     input.advance(consumed);
                     flow = outcome.flow;
                 }
-                Parsed::Error { error, consumed, swallow_bytes, close, noreply, unlink_key } => {
+                Parsed::Error {
+                    error,
+                    consumed,
+                    swallow_bytes,
+                    close,
+                    noreply,
+                    unlink_key,
+                } => {
                     if !noreply {
                         dispatch::write_error(&error, &mut conn.out);
                     }
@@ -204,7 +222,10 @@ async fn connection(
     }
     let _ = stream.shutdown().await;
     shared.connections.unregister(id);
-    shared.counters.curr_connections.fetch_sub(1, Ordering::Relaxed);
+    shared
+        .counters
+        .curr_connections
+        .fetch_sub(1, Ordering::Relaxed);
 }
 
 /// Waits until every reply in `conn.out` may be sent, then sends them. If the log has
@@ -239,7 +260,8 @@ async fn flush(
                 .map(|&(start, _)| start)
                 .unwrap_or(conn.out.len());
             conn.out.truncate(cut);
-            conn.out.extend_from_slice(b"SERVER_ERROR log write failed; change not stored\r\n");
+            conn.out
+                .extend_from_slice(b"SERVER_ERROR log write failed; change not stored\r\n");
             healthy = false;
         }
     }

@@ -29,11 +29,37 @@ macro_rules! counters {
 }
 
 counters!(
-    cmd_get, cmd_set, cmd_flush, cmd_touch, cmd_meta, get_hits, get_misses, get_expired,
-    get_flushed, delete_misses, delete_hits, incr_misses, incr_hits, decr_misses, decr_hits,
-    cas_misses, cas_hits, cas_badval, touch_hits, touch_misses, store_too_large,
-    store_no_memory, auth_cmds, auth_errors, bytes_read, bytes_written, total_items,
-    curr_connections, total_connections, rejected_connections, log_wait_batches,
+    cmd_get,
+    cmd_set,
+    cmd_flush,
+    cmd_touch,
+    cmd_meta,
+    get_hits,
+    get_misses,
+    get_expired,
+    get_flushed,
+    delete_misses,
+    delete_hits,
+    incr_misses,
+    incr_hits,
+    decr_misses,
+    decr_hits,
+    cas_misses,
+    cas_hits,
+    cas_badval,
+    touch_hits,
+    touch_misses,
+    store_too_large,
+    store_no_memory,
+    auth_cmds,
+    auth_errors,
+    bytes_read,
+    bytes_written,
+    total_items,
+    curr_connections,
+    total_connections,
+    rejected_connections,
+    log_wait_batches,
 );
 
 pub fn bump(counter: &AtomicU64) {
@@ -68,6 +94,78 @@ impl Connections {
     }
 
     pub fn snapshot(&self) -> Vec<(u64, ConnInfo)> {
-        self.open.lock().iter().map(|(id, info)| (*id, info.clone())).collect()
+        self.open
+            .lock()
+            .iter()
+            .map(|(id, info)| (*id, info.clone()))
+            .collect()
+    }
+}
+
+/// memcached's `stats detail`: per-prefix counts of get, hit, set and delete for keys
+/// with a `:`-delimited prefix, kept only while switched on.
+#[derive(Debug, Default)]
+pub struct PrefixStats {
+    enabled: std::sync::atomic::AtomicBool,
+    by_prefix: Mutex<BTreeMap<Vec<u8>, PrefixCounts>>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct PrefixCounts {
+    get: u64,
+    hit: u64,
+    set: u64,
+    delete: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrefixEvent {
+    Get { hit: bool },
+    Set,
+    Delete,
+}
+
+impl PrefixStats {
+    pub fn set_enabled(&self, enabled: bool) {
+        self.enabled.store(enabled, Ordering::Relaxed);
+    }
+
+    pub fn record(&self, key: &[u8], event: PrefixEvent) {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(end) = key.iter().position(|&b| b == b':') else {
+            return;
+        };
+        let mut map = self.by_prefix.lock();
+        let counts = map.entry(key[..end].to_vec()).or_default();
+        match event {
+            PrefixEvent::Get { hit } => {
+                counts.get += 1;
+                counts.hit += u64::from(hit);
+            }
+            PrefixEvent::Set => counts.set += 1,
+            PrefixEvent::Delete => counts.delete += 1,
+        }
+    }
+
+    /// `stats detail dump`: one `PREFIX` line per prefix, then `END`.
+    pub fn dump(&self, out: &mut Vec<u8>) {
+        for (prefix, c) in self.by_prefix.lock().iter() {
+            out.extend_from_slice(b"PREFIX ");
+            out.extend_from_slice(prefix);
+            out.extend_from_slice(
+                format!(
+                    " get {} hit {} set {} del {}\r\n",
+                    c.get, c.hit, c.set, c.delete
+                )
+                .as_bytes(),
+            );
+        }
+        out.extend_from_slice(b"END\r\n");
+    }
+
+    pub fn clear(&self) {
+        self.by_prefix.lock().clear();
     }
 }

@@ -1,4 +1,4 @@
-//! The `stats` family: general counters, `settings`, `conns`, `reset`, and the
+//! The `stats` family: general counters, `settings`, `conns`, `reset`, `detail`, and the
 //! slab-allocator views (`items`, `slabs`, `sizes`) that Kura answers as an allocator
 //! with no slab classes would. Unknown subcommands get `ERROR`, as in memcached.
 
@@ -21,7 +21,12 @@ fn rusage() -> (f64, f64) {
     // Fields after the command name (which is in parentheses and may hold spaces).
     let after = text.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after ')'.
     const TICKS_PER_SEC: f64 = 100.0;
     (ticks(11) / TICKS_PER_SEC, ticks(12) / TICKS_PER_SEC)
@@ -34,7 +39,23 @@ pub fn write(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
         Some(b"conns") => conns(shared, out),
         Some(b"reset") => {
             shared.counters.reset();
+            shared.prefixes.clear();
             out.extend_from_slice(b"RESET\r\n");
+            return;
+        }
+        Some(b"detail") => {
+            match arguments.next() {
+                Some(b"on") => {
+                    shared.prefixes.set_enabled(true);
+                    out.extend_from_slice(b"OK\r\n");
+                }
+                Some(b"off") => {
+                    shared.prefixes.set_enabled(false);
+                    out.extend_from_slice(b"OK\r\n");
+                }
+                Some(b"dump") => shared.prefixes.dump(out),
+                _ => out.extend_from_slice(b"CLIENT_ERROR usage: stats detail on|off|dump\r\n"),
+            }
             return;
         }
         Some(b"items") => {}
@@ -60,7 +81,13 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "pid", std::process::id());
     stat(out, "uptime", shared.uptime_secs());
     stat(out, "time", now);
-    stat(out, "version", crate::dispatch::VERSION_REPLY.trim_start_matches("VERSION ").trim_end());
+    stat(
+        out,
+        "version",
+        crate::dispatch::VERSION_REPLY
+            .trim_start_matches("VERSION ")
+            .trim_end(),
+    );
     stat(out, "pointer_size", usize::BITS);
     stat(out, "rusage_user", format!("{user:.6}"));
     stat(out, "rusage_system", format!("{system:.6}"));
@@ -68,7 +95,11 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     for (name, value) in shared.counters.snapshot() {
         stat(out, name, value);
     }
-    stat(out, "limit_maxbytes", shared.config.memory_limit_mib.saturating_mul(1 << 20));
+    stat(
+        out,
+        "limit_maxbytes",
+        shared.config.memory_limit_mib.saturating_mul(1 << 20),
+    );
     stat(out, "threads", shared.config.threads);
     stat(out, "bytes", store.bytes);
     stat(out, "curr_items", store.curr_items);
@@ -92,7 +123,11 @@ fn durability_name(d: DurabilityFlag) -> &'static str {
 
 fn settings(shared: &Shared, out: &mut Vec<u8>) {
     let config = &shared.config;
-    stat(out, "maxbytes", config.memory_limit_mib.saturating_mul(1 << 20));
+    stat(
+        out,
+        "maxbytes",
+        config.memory_limit_mib.saturating_mul(1 << 20),
+    );
     stat(out, "maxconns", config.connections_max);
     stat(out, "tcpport", shared.listen_addr.port());
     stat(out, "udpport", 0);
@@ -116,6 +151,10 @@ fn conns(shared: &Shared, out: &mut Vec<u8>) {
         stat(out, &format!("{id}:listen_addr"), &info.listen_addr);
         stat(out, &format!("{id}:state"), "conn_parse_cmd");
         let last = info.last_cmd_secs.load(Ordering::Relaxed);
-        stat(out, &format!("{id}:secs_since_last_cmd"), uptime.saturating_sub(last));
+        stat(
+            out,
+            &format!("{id}:secs_since_last_cmd"),
+            uptime.saturating_sub(last),
+        );
     }
 }

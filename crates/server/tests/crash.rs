@@ -26,8 +26,14 @@ const KEYS_PER_CLIENT: u32 = 40;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Op {
-    Set { key: String, value: Vec<u8>, flags: u32 },
-    Delete { key: String },
+    Set {
+        key: String,
+        value: Vec<u8>,
+        flags: u32,
+    },
+    Delete {
+        key: String,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -48,7 +54,10 @@ impl Conn {
     fn open(addr: SocketAddr) -> std::io::Result<Conn> {
         let stream = TcpStream::connect(addr)?;
         stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-        Ok(Conn { reader: BufReader::new(stream.try_clone()?), writer: stream })
+        Ok(Conn {
+            reader: BufReader::new(stream.try_clone()?),
+            writer: stream,
+        })
     }
 
     fn line(&mut self) -> std::io::Result<String> {
@@ -79,7 +88,11 @@ impl Conn {
         self.reader.read_exact(&mut value)?;
         value.truncate(len);
         assert_eq!(self.line()?, "END\r\n");
-        Ok(Some((value, flags.parse().unwrap_or(0), cas.parse().unwrap_or(0))))
+        Ok(Some((
+            value,
+            flags.parse().unwrap_or(0),
+            cas.parse().unwrap_or(0),
+        )))
     }
 }
 
@@ -95,12 +108,19 @@ fn assert_not_tmpfs(dir: &Path) {
             }
         }
     }
-    assert_ne!(best.1, "tmpfs", "{} is on tmpfs, where fsync proves nothing", dir.display());
+    assert_ne!(
+        best.1,
+        "tmpfs",
+        "{} is on tmpfs, where fsync proves nothing",
+        dir.display()
+    );
 }
 
 fn client(addr: SocketAddr, id: usize, ledger: Arc<Mutex<Ledger>>, seed: u64) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let Ok(mut conn) = Conn::open(addr) else { return };
+    let Ok(mut conn) = Conn::open(addr) else {
+        return;
+    };
     loop {
         let key = format!("c{id}-k{}", rng.gen_range(0..KEYS_PER_CLIENT));
         let op = if rng.gen_ratio(1, 8) {
@@ -108,7 +128,11 @@ fn client(addr: SocketAddr, id: usize, ledger: Arc<Mutex<Ledger>>, seed: u64) {
         } else {
             let len = rng.gen_range(1..3000);
             let value: Vec<u8> = (0..len).map(|_| rng.gen_range(b'!'..=b'~')).collect();
-            Op::Set { key, value, flags: rng.gen() }
+            Op::Set {
+                key,
+                value,
+                flags: rng.gen(),
+            }
         };
         ledger.lock().unwrap_or_else(|e| e.into_inner()).in_flight = Some(op.clone());
         let reply = match &op {
@@ -125,7 +149,9 @@ fn client(addr: SocketAddr, id: usize, ledger: Arc<Mutex<Ledger>>, seed: u64) {
         let mut ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
         match (&op, reply.as_str()) {
             (Op::Set { key, value, flags }, "STORED\r\n") => {
-                ledger.acked.insert(key.clone(), Some((value.clone(), *flags)));
+                ledger
+                    .acked
+                    .insert(key.clone(), Some((value.clone(), *flags)));
             }
             (Op::Delete { key }, "DELETED\r\n" | "NOT_FOUND\r\n") => {
                 ledger.acked.insert(key.clone(), None);
@@ -164,14 +190,19 @@ fn acknowledged_writes_survive_sigkill_under_load() {
     let options = KuraOptions::new(kura_bin(env!("CARGO_BIN_EXE_kura")), Durability::Fsync)
         .arg("--segment-size-mib")
         .arg("1");
-    let mut server = options.start_on(base.path()).unwrap_or_else(|e| panic!("start kura: {e}"));
-    let ledgers: Vec<Arc<Mutex<Ledger>>> =
-        (0..CLIENTS).map(|_| Arc::new(Mutex::new(Ledger::default()))).collect();
+    let mut server = options
+        .start_on(base.path())
+        .unwrap_or_else(|e| panic!("start kura: {e}"));
+    let ledgers: Vec<Arc<Mutex<Ledger>>> = (0..CLIENTS)
+        .map(|_| Arc::new(Mutex::new(Ledger::default())))
+        .collect();
     // The highest CAS any client has seen, from `gets` before each kill.
     let mut cas_seen = 0u64;
     for round in 0..ROUNDS {
         if round > 0 {
-            server.restart().unwrap_or_else(|e| panic!("restart: {e}\n{}", server.log()));
+            server
+                .restart()
+                .unwrap_or_else(|e| panic!("restart: {e}\n{}", server.log()));
         }
         let addr = server.addr();
         let mut check = Conn::open(addr).unwrap_or_else(|e| panic!("connect: {e}"));
@@ -185,9 +216,11 @@ fn acknowledged_writes_survive_sigkill_under_load() {
                     cas_seen = cas_seen.max(cas);
                 }
                 let landed = match &in_flight {
-                    Some(Op::Set { key: k, value, flags }) if *k == key => {
-                        Some(Some((value.clone(), *flags)))
-                    }
+                    Some(Op::Set {
+                        key: k,
+                        value,
+                        flags,
+                    }) if *k == key => Some(Some((value.clone(), *flags))),
                     Some(Op::Delete { key: k }) if *k == key => Some(None),
                     _ => None,
                 };
@@ -204,10 +237,15 @@ fn acknowledged_writes_survive_sigkill_under_load() {
             }
         }
         // CAS never goes backwards: a fresh write gets a CAS above all seen before.
-        let probe = check.request(b"set cas-probe 0 0 1\r\nx\r\n").unwrap_or_default();
+        let probe = check
+            .request(b"set cas-probe 0 0 1\r\nx\r\n")
+            .unwrap_or_default();
         assert_eq!(probe, "STORED\r\n");
         let (_, _, probe_cas) = check.gets("cas-probe").ok().flatten().unwrap_or_default();
-        assert!(probe_cas > cas_seen, "round {round}: CAS {probe_cas} after {cas_seen} (seed {seed})");
+        assert!(
+            probe_cas > cas_seen,
+            "round {round}: CAS {probe_cas} after {cas_seen} (seed {seed})"
+        );
         cas_seen = probe_cas;
         drop(check);
 
@@ -228,7 +266,13 @@ fn acknowledged_writes_survive_sigkill_under_load() {
             }
         }
     }
-    let writes: u64 = ledgers.iter().map(|l| l.lock().map(|l| l.writes).unwrap_or(0)).sum();
+    let writes: u64 = ledgers
+        .iter()
+        .map(|l| l.lock().map(|l| l.writes).unwrap_or(0))
+        .sum();
     println!("{writes} acknowledged writes over {ROUNDS} kills");
-    assert!(writes > 100, "only {writes} writes were acknowledged: the test proves little");
+    assert!(
+        writes > 100,
+        "only {writes} writes were acknowledged: the test proves little"
+    );
 }
