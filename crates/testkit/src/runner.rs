@@ -271,6 +271,11 @@ fn agree(check: Check, a: &str, b: &str) -> bool {
     }
 }
 
+/// Numbers right after these are times in seconds: TTL (`t`), last access (`l`,
+/// `la=`) and expiry (`exp=`) in meta replies.
+const TIME_PREFIXES: &[&str] = &[" t", " l", "la=", "exp="];
+
+/// Equal, except that a number after a `TIME_PREFIXES` entry may differ by one.
 fn agree_within_one(a: &str, b: &str) -> bool {
     let tokens = |s: &str| -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
@@ -286,14 +291,22 @@ fn agree_within_one(a: &str, b: &str) -> bool {
         out
     };
     let (ta, tb) = (tokens(a), tokens(b));
-    ta.len() == tb.len()
-        && ta
-            .iter()
-            .zip(&tb)
-            .all(|(x, y)| match (x.parse::<i128>(), y.parse::<i128>()) {
-                (Ok(x), Ok(y)) => (x - y).abs() <= 1,
-                _ => x == y,
-            })
+    if ta.len() != tb.len() {
+        return false;
+    }
+    let mut previous = "";
+    for (x, y) in ta.iter().zip(&tb) {
+        let timed = TIME_PREFIXES.iter().any(|p| previous.ends_with(p));
+        let close = match (x.parse::<i128>(), y.parse::<i128>()) {
+            (Ok(x), Ok(y)) if timed => (x - y).abs() <= 1,
+            _ => x == y,
+        };
+        if !close {
+            return false;
+        }
+        previous = x;
+    }
+    true
 }
 
 /// Compares two runs of `transcript` step by step.
@@ -455,4 +468,65 @@ pub fn memcached_against_itself(name: &str) -> Result<(), String> {
     let a = a.map_err(|_| format!("{name}: runner panicked"))?;
     check_golden(&transcript, &a)?;
     compare(&transcript, "memcached", &a, "second memcached", &b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tolerance_covers_times_only() {
+        assert!(agree_within_one("HD t100 c5", "HD t99 c5"));
+        assert!(agree_within_one(
+            "ME m exp=-1 la=0 cas=7",
+            "ME m exp=-1 la=1 cas=7"
+        ));
+        assert!(agree_within_one("VA 3 l2 f9", "VA 3 l1 f9"));
+        assert!(!agree_within_one("HD t100 c5", "HD t100 c6"));
+        assert!(!agree_within_one("HD t100", "HD t98"));
+        assert!(!agree_within_one("ME m la=0 size=69", "ME m la=0 size=68"));
+        assert!(!agree_within_one("HD t1", "HD t1 X"));
+    }
+
+    #[test]
+    fn mn_counting() {
+        assert_eq!(
+            mn_commands(b"mn\r\nget a\r\nmn extra\r\nset mn 0 0 1\r\n"),
+            2
+        );
+        assert_eq!(mn_replies(b"MN\r\nVA 1\r\nx\r\nMN\r\n"), 2);
+        assert_eq!(mn_replies(b"VA 4\r\nxMN\r\n"), 0);
+    }
+
+    #[test]
+    fn shapes() {
+        assert!(shape_matches(Shape::Version, b"VERSION 1.6.18\r\n"));
+        assert!(shape_matches(Shape::Version, b"VERSION kura 0.1.0\r\n"));
+        assert!(!shape_matches(Shape::Version, b"VERSION \r\n"));
+        assert!(!shape_matches(
+            Shape::Version,
+            b"VERSION 1\r\nVERSION 2\r\n"
+        ));
+        assert!(shape_matches(
+            Shape::Stats,
+            b"STAT pid 1\r\nSTAT version 1.6.18\r\nEND\r\n"
+        ));
+        assert!(!shape_matches(Shape::Stats, b"END\r\n"));
+        assert!(!shape_matches(Shape::Stats, b"STAT pid\r\nEND\r\n"));
+        assert!(!shape_matches(Shape::Stats, b"STAT pid 1\r\n"));
+    }
+
+    #[test]
+    fn golden_round_trip() {
+        let transcript = Transcript::parse("t.txt", "> a\n\n> b\n\n> c\n").unwrap();
+        let renderings = vec![
+            "VALUE a 0 1\\r\\n\nx\\r\\n".to_string(),
+            String::new(),
+            "<closed>".to_string(),
+        ];
+        assert_eq!(
+            parse_golden(&golden_text(&transcript, &renderings)),
+            renderings
+        );
+    }
 }

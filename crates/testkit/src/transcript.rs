@@ -12,7 +12,7 @@
 //! @expect-close        next step: no `mn` sync, read until the server closes
 //! @no-sync             next step: send only; its reply is read with the next step's
 //! @shape version       next step: compare only the shape of the reply (also `stats`)
-//! @tolerate-tick       next step: numbers may differ by one (a clock tick)
+//! @tolerate-tick       next step: times in seconds (t, l, la=, exp=) may differ by one
 //! ```
 //!
 //! Every step's bytes are sent in one write followed by `mn\r\n`, and the reply is
@@ -64,7 +64,7 @@ pub enum Sync {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Check {
     Exact,
-    /// Equal except that numbers may differ by one (TTLs and ages in seconds).
+    /// Equal except that times in seconds (meta `t`, `l`, `la=`, `exp=`) may differ by one.
     TolerateTick,
     /// Only the shape matters: the content differs between servers on purpose.
     Shape(Shape),
