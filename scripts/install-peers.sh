@@ -6,15 +6,15 @@
 # only when something is missing. Noninteractive, reads no stdin; must run as root
 # (or through sudo).
 #
-#   scripts/install-peers.sh            # memcached and libmemcached-tools
-#   scripts/install-peers.sh --all      # also mariadb-server and redis-server
+#   scripts/install-peers.sh            # memcached, libmemcached-tools, mariadb-server
+#   scripts/install-peers.sh --all      # also redis-server
 #   scripts/install-peers.sh pkg ...    # exactly these packages
 set -euo pipefail
 
-packages=(memcached libmemcached-tools)
+packages=(memcached libmemcached-tools mariadb-server mariadb-client)
 if [[ $# -gt 0 ]]; then
     if [[ "$1" == "--all" ]]; then
-        packages+=(mariadb-server mariadb-client redis-server)
+        packages+=(redis-server)
     else
         packages=("$@")
     fi

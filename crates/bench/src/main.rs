@@ -18,6 +18,7 @@ mod multiget;
 mod mysql;
 mod proto;
 mod report;
+mod sql_kv;
 mod stats;
 mod store_fetch;
 mod throughput;
@@ -112,7 +113,7 @@ impl Common {
         for name in names.iter().filter(|n| !n.is_empty()) {
             let kind = BackendKind::parse(name)?;
             if kind == BackendKind::Mariadb && sql == SqlBackends::Refused {
-                anyhow::bail!("the mariadb backend is supported by the game workload only, so far");
+                anyhow::bail!("the mariadb backend is not supported by this workload, so far");
             }
             if defaulted && matches!(kind, BackendKind::Kura(_)) && !self.kura_bin.exists() {
                 eprintln!(

@@ -4,12 +4,15 @@
 //!
 //! One connection and no concurrency is the point: this is the latency a single
 //! application thread sees, where a durable store's commit cost shows in full
-//! (seed 002 found stores 4x slower than memcached, fetches 20% slower). Backends
-//! take turns in rounds of a few hundred operations so drift hits each alike, and
-//! each round opens a fresh connection: on two shared cores, which server thread
-//! a connection lands on, and whether it shares a core with the client, moves a
-//! single connection's latency by a factor of three, so one connection per backend
-//! for the whole run would measure luck.
+//! (seed 002 found stores 4x slower than memcached, fetches 20% slower). On
+//! `mariadb` a store is an autocommitted `REPLACE INTO` and a fetch a `SELECT` by
+//! primary key (see `sql_kv.rs`).
+//!
+//! Backends take turns in rounds of a few hundred operations so drift hits each
+//! alike, and each round opens a fresh connection: on two shared cores, which
+//! server thread a connection lands on, and whether it shares a core with the
+//! client, moves a single connection's latency by a factor of three, so one
+//! connection per backend for the whole run would measure luck.
 
 use std::time::Instant;
 
@@ -17,11 +20,11 @@ use anyhow::{bail, Result};
 use clap::Args;
 use hdrhistogram::Histogram;
 
+use crate::backend::Protocol;
 use crate::chart::{Chart, Kind};
-use crate::client::Client;
 use crate::keys::{key_name, value_bytes, Rng};
-use crate::proto::{self, Expect, Reply};
 use crate::report::{opt, Csv, Table};
+use crate::sql_kv::{KvClient, SqlKv};
 use crate::{stats, Common};
 
 #[derive(Args, Debug, Clone)]
@@ -38,6 +41,9 @@ pub struct StoreFetchArgs {
     #[arg(long, default_value_t = 100)]
     pub value_size: usize,
 }
+
+/// The table a SQL backend stores into.
+const TABLE: &str = "store_fetch";
 
 /// Operations per backend before the next backend takes its turn.
 const ROUND: u64 = 500;
@@ -67,10 +73,15 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
     if args.stores == 0 {
         bail!("--stores must be at least 1");
     }
-    let mut backends = args.common.start_backends(crate::SqlBackends::Refused)?;
-    let mut clients: Vec<Client> = backends
+    let mut backends = args.common.start_backends(crate::SqlBackends::Accepted)?;
+    for b in &backends {
+        if b.protocol == Protocol::Mysql {
+            SqlKv::create(b.addr, TABLE)?;
+        }
+    }
+    let mut clients: Vec<KvClient> = backends
         .iter()
-        .map(|b| Client::connect(b.addr))
+        .map(|b| KvClient::connect(b, TABLE))
         .collect::<Result<_>>()?;
     let count = backends.len();
     let mut stores: Vec<Measured> = (0..count).map(|_| Measured::new()).collect::<Result<_>>()?;
@@ -86,16 +97,15 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
     while next < args.stores {
         let end = (next + ROUND).min(args.stores);
         for (i, client) in clients.iter_mut().enumerate() {
-            *client = Client::connect(backends[i].addr)?;
+            *client = KvClient::connect(&backends[i], TABLE)?;
             for id in next..end {
                 key_name(&mut key, prefix, id);
-                proto::encode_set(client.out(), &key, &value);
                 let started = Instant::now();
-                let reply = client.call(Expect::Status)?;
+                let stored = client.store(&key, &value)?;
                 let spent = started.elapsed();
                 stats::record(&mut stores[i].histogram, spent);
                 stores[i].total_secs += spent.as_secs_f64();
-                if reply != Reply::Ok {
+                if !stored {
                     stores[i].failures += 1;
                 }
             }
@@ -111,18 +121,17 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
     while next < args.fetches {
         let end = (next + ROUND).min(args.fetches);
         for (i, client) in clients.iter_mut().enumerate() {
-            *client = Client::connect(backends[i].addr)?;
+            *client = KvClient::connect(&backends[i], TABLE)?;
             // Each backend fetches the same keys in the same order.
             let mut rng = Rng::new(args.common.seed ^ next);
             for _ in next..end {
                 key_name(&mut key, prefix, rng.below(args.stores));
-                proto::encode_get(client.out(), &key);
                 let started = Instant::now();
-                let reply = client.call(Expect::Values)?;
+                let hit = client.fetch(&key)?;
                 let spent = started.elapsed();
                 stats::record(&mut fetches[i].histogram, spent);
                 fetches[i].total_secs += spent.as_secs_f64();
-                if reply != (Reply::Values { hits: 1 }) {
+                if !hit {
                     fetches[i].failures += 1;
                 }
             }

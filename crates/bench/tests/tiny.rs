@@ -151,7 +151,7 @@ fn tiny_throughput_measures_every_backend() {
 
 #[test]
 fn tiny_store_fetch_measures_every_backend() {
-    let (stdout, csv, names) = run_tiny("store-fetch", &[], "");
+    let (stdout, csv, names) = run_tiny("store-fetch", &[], sql_backends(Sql::Plain));
     assert!(stdout.contains("store/fetch"), "{stdout}");
     let rows = rows(&csv);
     for operation in ["store", "fetch"] {
@@ -170,7 +170,7 @@ fn tiny_store_fetch_measures_every_backend() {
 
 #[test]
 fn tiny_multiget_measures_every_count_and_backend() {
-    let (stdout, csv, names) = run_tiny("multiget", &[], "");
+    let (stdout, csv, names) = run_tiny("multiget", &[], sql_backends(Sql::Plain));
     assert!(stdout.contains("50 vs 1"), "{stdout}");
     let rows = rows(&csv);
     for n in ["1", "2", "10", "50"] {
@@ -185,15 +185,24 @@ fn tiny_multiget_measures_every_count_and_backend() {
     }
 }
 
-/// The SQL backends the game runs on when MariaDB is installed (`install-peers.sh --all`).
-fn sql_backends() -> &'static str {
+/// Which SQL backends a workload runs on.
+enum Sql {
+    Plain,
+    WithCacheAside,
+}
+
+/// The SQL backends to add when MariaDB is installed (`install-peers.sh --all`).
+fn sql_backends(which: Sql) -> &'static str {
     if Path::new("/usr/sbin/mariadbd").exists() && Path::new("/usr/bin/mariadb-install-db").exists()
     {
-        "mariadb,mariadb+memcached"
+        match which {
+            Sql::Plain => "mariadb",
+            Sql::WithCacheAside => "mariadb,mariadb+memcached",
+        }
     } else {
         let _ = writeln!(
             std::io::stderr(),
-            "NOTE: MariaDB not installed: the game test skips mariadb and mariadb+memcached \
+            "NOTE: MariaDB not installed: skipping the mariadb backends \
              (run `scripts/install-peers.sh --all` to include them)."
         );
         ""
@@ -202,7 +211,7 @@ fn sql_backends() -> &'static str {
 
 #[test]
 fn tiny_game_measures_every_connection_count_and_backend() {
-    let (stdout, csv, names) = run_tiny("game", &[], sql_backends());
+    let (stdout, csv, names) = run_tiny("game", &[], sql_backends(Sql::WithCacheAside));
     assert!(stdout.contains("get_by_email"), "{stdout}");
     let rows = rows(&csv);
     for connections in ["1", "4"] {
