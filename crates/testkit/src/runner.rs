@@ -14,6 +14,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use crate::client::{Client, Reply, ReplyEnd, REPLY_TIMEOUT};
 use crate::escape::escape;
@@ -22,6 +23,9 @@ use crate::transcript::{Action, Check, Exchange, Shape, Sync, Transcript};
 
 const MN: &[u8] = b"mn\r\n";
 const MN_REPLY: &[u8] = b"MN\r\n";
+/// `@await-miss` gives up after this long, and polls this often.
+const AWAIT_MISS_TIMEOUT: Duration = Duration::from_secs(10);
+const AWAIT_MISS_POLL: Duration = Duration::from_millis(50);
 /// Show at most this many mismatching steps per transcript.
 const MISMATCHES_SHOWN: usize = 8;
 
@@ -161,6 +165,23 @@ fn exchange_once(
         }
         Sync::Close => connection.read_reply_to_eof(REPLY_TIMEOUT).map(Some),
         Sync::NoRead => Ok(None),
+        Sync::UntilMiss => {
+            let deadline = Instant::now() + AWAIT_MISS_TIMEOUT;
+            loop {
+                let reply = connection.read_reply_until(|r| r.ends_with(b"\r\n"), REPLY_TIMEOUT)?;
+                // Done on a miss; an error, a close or the deadline end the wait too,
+                // and the last reply then shows what the server said instead.
+                if reply.end != ReplyEnd::Suffix
+                    || reply.bytes == b"EN\r\n"
+                    || Instant::now() > deadline
+                {
+                    return Ok(Some(reply));
+                }
+                // Waiting on the server's clock, which ticks once a second.
+                thread::sleep(AWAIT_MISS_POLL);
+                connection.send(&exchange.bytes)?;
+            }
+        }
     }
 }
 

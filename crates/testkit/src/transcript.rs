@@ -9,6 +9,7 @@
 //! >raw get a\r\n       send escaped bytes exactly, no CRLF added
 //! @sleep 2.1           sleep (both servers at once)
 //! @new-connection      drop the connection; the next step opens a new one
+//! @await-miss KEY      poll `mg KEY` until it misses: wait for the server's clock
 //! @expect-close        next step: no `mn` sync, read until the server closes
 //! @no-sync             next step: send only; its reply is read with the next step's
 //! @shape version       next step: compare only the shape of the reply (also `stats`)
@@ -58,6 +59,9 @@ pub enum Sync {
     Close,
     /// Send only; whatever comes back is read with the next step.
     NoRead,
+    /// `@await-miss KEY`: send `mg KEY` every 50 ms until the reply is `EN`
+    /// (the server's clock has passed the key's expiry or flush), at most 10 s.
+    UntilMiss,
 }
 
 /// How two replies to a step are compared.
@@ -161,6 +165,21 @@ impl Parser {
                 });
                 Ok(())
             }
+            ("@await-miss", [key]) => {
+                self.end_step()?;
+                if self.modifier_line != 0 {
+                    return Err("@await-miss takes no modifiers".to_string());
+                }
+                self.steps.push(Step {
+                    line: number,
+                    action: Action::Exchange(Exchange {
+                        bytes: format!("mg {key}\r\n").into_bytes(),
+                        sync: Sync::UntilMiss,
+                        check: Check::Exact,
+                    }),
+                });
+                Ok(())
+            }
             ("@expect-close", []) => self.modify(number, Some(Sync::Close), None),
             ("@no-sync", []) => self.modify(number, Some(Sync::NoRead), None),
             ("@tolerate-tick", []) => self.modify(number, None, Some(Check::TolerateTick)),
@@ -259,6 +278,11 @@ mod tests {
         assert_eq!(t.steps.len(), 6);
         assert_eq!(t.steps[2].action, Action::Sleep(Duration::from_millis(500)));
         assert_eq!(t.steps[4].action, Action::NewConnection);
+        let t = Transcript::parse("t", "> set a 0 1 1\n> 1\n@await-miss a\n> get a\n").unwrap();
+        let exchanges: Vec<_> = t.exchanges().collect();
+        assert_eq!(exchanges.len(), 3);
+        assert_eq!(exchanges[1].1.bytes, b"mg a\r\n");
+        assert_eq!(exchanges[1].1.sync, Sync::UntilMiss);
     }
 
     #[test]
