@@ -52,6 +52,7 @@ transcripts! {
     meta_stale,
     misc,
     multiget,
+    noreply,
     pipelining,
     storage,
     touch_gat,

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::client::Client;
 use crate::output::{drain, Log};
 
 pub const MEMCACHED_BIN: &str = "/usr/bin/memcached";
@@ -90,8 +91,21 @@ impl MemcachedServer {
                     log.snapshot()
                 )));
             }
-            if TcpStream::connect(addr).is_ok() {
-                return Ok(MemcachedServer { child, addr, log });
+            if let Ok(stream) = TcpStream::connect(addr) {
+                // Another process may have taken the port between our probe and
+                // memcached's bind (then our memcached exits, but a little later):
+                // only a server reporting our child's pid is ours.
+                return match served_pid(stream) {
+                    Ok(pid) if pid == child.id() => Ok(MemcachedServer { child, addr, log }),
+                    answer => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        Err(io::Error::other(format!(
+                            "port {port} is served by another process ({answer:?}), not memcached pid {}",
+                            child.id()
+                        )))
+                    }
+                };
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
@@ -120,6 +134,17 @@ impl Drop for MemcachedServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The pid a memcached reports in `stats`.
+fn served_pid(stream: TcpStream) -> io::Result<u32> {
+    let mut client = Client::from_stream(stream)?;
+    let reply = client.request(b"stats\r\n", b"END\r\n")?;
+    let text = String::from_utf8_lossy(&reply);
+    text.lines()
+        .find_map(|line| line.strip_prefix("STAT pid "))
+        .and_then(|pid| pid.trim().parse().ok())
+        .ok_or_else(|| io::Error::other(format!("no pid in stats: {text:?}")))
 }
 
 fn is_root() -> bool {

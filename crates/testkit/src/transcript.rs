@@ -13,7 +13,7 @@
 //! @expect-close        next step: no `mn` sync, read until the server closes
 //! @no-sync             next step: send only; its reply is read with the next step's
 //! @shape version       next step: compare only the shape of the reply (also `stats`)
-//! @tolerate-tick       next step: times in seconds (t, l, la=, exp=) may differ by one
+//! @tolerate-time       next step: times in seconds (t, l, la=, exp=) may differ a little
 //! ```
 //!
 //! Every step's bytes are sent in one write followed by `mn\r\n`, and the reply is
@@ -68,8 +68,9 @@ pub enum Sync {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Check {
     Exact,
-    /// Equal except that times in seconds (meta `t`, `l`, `la=`, `exp=`) may differ by one.
-    TolerateTick,
+    /// Equal except that times in seconds (meta `t`, `l`, `la=`, `exp=`) may differ
+    /// by a few seconds (see `runner::TIME_SLACK_SECS`).
+    TolerateTime,
     /// Only the shape matters: the content differs between servers on purpose.
     Shape(Shape),
 }
@@ -182,7 +183,7 @@ impl Parser {
             }
             ("@expect-close", []) => self.modify(number, Some(Sync::Close), None),
             ("@no-sync", []) => self.modify(number, Some(Sync::NoRead), None),
-            ("@tolerate-tick", []) => self.modify(number, None, Some(Check::TolerateTick)),
+            ("@tolerate-time", []) => self.modify(number, None, Some(Check::TolerateTime)),
             ("@shape", ["version"]) => {
                 self.modify(number, None, Some(Check::Shape(Shape::Version)))
             }
@@ -294,7 +295,7 @@ mod tests {
             "@sleep x\n",
             "@frob\n",
             ">raw \\q\n",
-            "@no-sync\n@tolerate-tick\n> a\n",
+            "@no-sync\n@tolerate-time\n> a\n",
         ] {
             assert!(
                 Transcript::parse("t", bad).is_err(),

@@ -20,12 +20,28 @@ fn script(dir: &tempfile::TempDir, name: &str, body: &str) -> PathBuf {
     path
 }
 
+/// Runs `start` again while it fails with ETXTBSY: a script just written by this
+/// process can be briefly "busy" because another test thread forked while the
+/// file was open for writing (the child holds the descriptor until its exec).
+fn retry_busy<T>(mut start: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    for _ in 0..50 {
+        match start() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            result => return result,
+        }
+    }
+    start()
+}
+
 #[test]
 fn reads_the_listening_line_and_keeps_the_data_dir() {
     let dir = tempfile::tempdir().unwrap();
     // Records its arguments in the data dir (the 6th argument) and claims a port.
     let bin = script(&dir, "kura", "echo \"$@\" >> \"$6/args\"; echo starting; echo 'kura listening on 127.0.0.1:4242'; exec sleep 60");
-    let mut server = KuraServer::start(&bin, Durability::Fsync, &["--extra"]).unwrap();
+    let mut server =
+        retry_busy(|| KuraServer::start(&bin, Durability::Fsync, &["--extra"])).unwrap();
     assert_eq!(server.addr().port(), 4242);
     let data_dir = server.data_dir().to_path_buf();
     let args = std::fs::read_to_string(data_dir.join("args")).unwrap();
@@ -38,7 +54,7 @@ fn reads_the_listening_line_and_keeps_the_data_dir() {
     );
     server.kill().unwrap();
     assert!(data_dir.join("args").exists());
-    server.restart().unwrap();
+    retry_busy(|| server.restart()).unwrap();
     assert_eq!(
         std::fs::read_to_string(data_dir.join("args"))
             .unwrap()
@@ -60,7 +76,7 @@ fn reads_the_listening_line_and_keeps_the_data_dir() {
 fn reports_a_server_that_exits_before_listening() {
     let dir = tempfile::tempdir().unwrap();
     let bin = script(&dir, "kura", "echo 'cannot open data dir' >&2; exit 3");
-    let error = match KuraServer::start(&bin, Durability::Interval, &[]) {
+    let error = match retry_busy(|| KuraServer::start(&bin, Durability::Interval, &[])) {
         Ok(_) => panic!("a server that exits must not start"),
         Err(e) => e.to_string(),
     };
@@ -76,9 +92,9 @@ fn starts_on_an_existing_data_dir() {
         "echo 'kura listening on 127.0.0.1:4243'; exec sleep 60",
     );
     let data = tempfile::tempdir().unwrap();
-    let server = kura_testkit::KuraOptions::new(&bin, Durability::None)
-        .start_on(data.path())
-        .unwrap();
+    let server =
+        retry_busy(|| kura_testkit::KuraOptions::new(&bin, Durability::None).start_on(data.path()))
+            .unwrap();
     assert_eq!(server.data_dir(), data.path());
     drop(server);
     assert!(
