@@ -175,8 +175,8 @@ pub struct Store {
     log: Log,
     clock: Arc<dyn Clock>,
     next_cas: AtomicU64,
-    /// A delayed flush_all: versions stored before this Unix second are dead once it
-    /// has come. 0 = none pending.
+    /// A delayed flush_all, as memcached's `oldest_live`: versions stored at or before
+    /// this Unix second are dead once it has come. 0 = none.
     flush_deadline: AtomicU32,
     curr_items: AtomicU64,
     bytes: AtomicU64,
@@ -188,7 +188,7 @@ fn is_live(entry: &Entry, now: u32, flush_deadline: u32) -> bool {
     if entry.exptime != 0 && entry.exptime <= now {
         return false;
     }
-    !(flush_deadline != 0 && now >= flush_deadline && entry.time < flush_deadline)
+    !(flush_deadline != 0 && now >= flush_deadline && entry.time <= flush_deadline)
 }
 
 fn snapshot(entry: &Entry) -> Item {
@@ -287,7 +287,7 @@ fn purge_flushed(index: &Index, deadline: u32, now: u32) {
         return;
     }
     for shard in index.shards() {
-        shard.write().retain(|_, e| e.time >= deadline);
+        shard.write().retain(|_, e| e.time > deadline);
     }
 }
 
@@ -594,20 +594,22 @@ impl Store {
     }
 
     /// memcached's flush_all: with no delay every item goes now; with a delay (relative
-    /// or absolute, as an exptime) every item stored before that moment goes then.
-    /// Returns the LSN to wait for.
+    /// or absolute, as an exptime) memcached sets `oldest_live` to one second before
+    /// that moment, and every version stored at or before `oldest_live` is dead once it
+    /// has come (so `flush_all 1` acts at once). Returns the LSN to wait for.
     pub fn flush_all(&self, delay: i64) -> Result<u64, Error> {
         let now = self.now_secs();
         let deadline = if delay <= 0 {
             0
         } else {
-            exptime_to_absolute(delay, now)
+            // An absolute time already past counts as "now": everything goes.
+            exptime_to_absolute(delay, now).saturating_sub(1)
         };
         // Hold every shard: no write may land between the record and the clearing, or
         // the live index and a replay of the log would disagree.
         let mut guards: Vec<_> = self.index.shards().iter().map(|s| s.write()).collect();
         // memcached spends a CAS value when the flush takes effect within this second.
-        let cas = if deadline == 0 || deadline.saturating_sub(1) <= now {
+        let cas = if deadline <= now {
             self.next_cas.fetch_add(1, Ordering::Relaxed)
         } else {
             0
@@ -620,7 +622,7 @@ impl Store {
         let old = self.flush_deadline.load(Ordering::Acquire);
         if old != 0 && now >= old {
             for shard in guards.iter_mut() {
-                shard.retain(|_, e| e.time >= old);
+                shard.retain(|_, e| e.time > old);
             }
         }
         if deadline == 0 {

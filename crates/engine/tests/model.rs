@@ -91,7 +91,7 @@ impl Model {
         let expired = item.exptime != 0 && item.exptime <= now;
         let flushed = self.flush_deadline != 0
             && now >= self.flush_deadline
-            && item.time < self.flush_deadline;
+            && item.time <= self.flush_deadline;
         (!expired && !flushed).then_some(item)
     }
 
@@ -228,14 +228,15 @@ fn run(ops: Vec<Op>) {
                     .flush_all(delay)
                     .unwrap_or_else(|e| panic!("flush: {e}"));
                 assert!(store.wait_acked(lsn).is_ok());
+                // memcached's oldest_live: one second before the flush moment.
                 let deadline = if delay <= 0 {
                     0
                 } else {
-                    exptime_to_absolute(delay, now)
+                    exptime_to_absolute(delay, now) - 1
                 };
                 let old = model.flush_deadline;
                 if old != 0 && now >= old {
-                    model.items.retain(|_, i| i.time >= old);
+                    model.items.retain(|_, i| i.time > old);
                 }
                 if deadline == 0 {
                     model.items.clear();

@@ -49,8 +49,9 @@ fn main() -> anyhow::Result<()> {
             stats.recovery_cut_bytes
         );
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(config.threads.max(1))
+    // This runtime only accepts connections and waits for signals; each worker thread
+    // runs its own (see server::serve).
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;

@@ -44,14 +44,46 @@ impl Shared {
     }
 }
 
-/// Accepts connections until `shutdown` turns true, then waits (a bounded time) for
-/// open connections to finish the batch in hand.
+/// How many ready tasks a worker runs before it asks the kernel for new I/O again.
+/// tokio's default (61) lets one worker sit on a long run of connections while new
+/// requests wait in the kernel; memcached-like fairness wants a short run.
+const EVENT_INTERVAL: u32 = 8;
+
+/// A connection handed from the acceptor to a worker.
+struct Handoff {
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+    id: u64,
+}
+
+/// Starts `threads` workers, each a single-threaded event loop that owns the
+/// connections it is handed (memcached's model: no task ever moves between threads, so
+/// a request is read, executed and answered on one core without cross-thread wakeups).
+/// Then accepts connections until `shutdown` turns true, handing them out round-robin,
+/// and waits (a bounded time) for the workers to finish the batches in hand.
 pub async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut tasks = tokio::task::JoinSet::new();
+    let threads = shared.config.threads.max(1);
+    let mut workers = Vec::with_capacity(threads);
+    let mut handles = Vec::with_capacity(threads);
+    for n in 0..threads {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Handoff>();
+        let shared = Arc::clone(&shared);
+        let shutdown = shutdown.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("kura-worker-{n}"))
+            .spawn(move || worker(rx, shared, shutdown));
+        match spawned {
+            Ok(handle) => {
+                workers.push(tx);
+                handles.push(handle);
+            }
+            Err(e) => eprintln!("kura: could not start worker {n}: {e}"),
+        }
+    }
     let mut next_id: u64 = 1;
     loop {
         tokio::select! {
@@ -66,34 +98,104 @@ pub async fn serve(
                     }
                 };
                 let open = shared.counters.curr_connections.load(Ordering::Relaxed) as usize;
-                if open >= shared.config.connections_max {
+                if open >= shared.config.connections_max || workers.is_empty() {
                     bump(&shared.counters.rejected_connections);
                     tokio::spawn(reject(stream));
                     continue;
                 }
+                // Counted here, not in the worker, so a burst of accepts sees the limit.
+                bump(&shared.counters.curr_connections);
+                bump(&shared.counters.total_connections);
                 let id = next_id;
                 next_id += 1;
-                let shared = Arc::clone(&shared);
-                let shutdown = shutdown.clone();
-                tasks.spawn(async move { connection(stream, peer, id, shared, shutdown).await });
+                let worker = &workers[(id as usize) % workers.len()];
+                let handed = stream
+                    .into_std()
+                    .map_err(|e| e.to_string())
+                    .and_then(|stream| worker.send(Handoff { stream, peer, id }).map_err(|e| e.to_string()));
+                if let Err(e) = handed {
+                    eprintln!("kura: could not hand connection {id} to a worker: {e}");
+                    shared.counters.curr_connections.fetch_sub(1, Ordering::Relaxed);
+                }
             }
             _ = shutdown.changed() => break,
-            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
         }
     }
     drop(listener);
-    let deadline = tokio::time::sleep(Duration::from_secs(5));
-    tokio::pin!(deadline);
-    loop {
-        tokio::select! {
-            next = tasks.join_next() => if next.is_none() { break },
-            _ = &mut deadline => {
-                eprintln!("kura: {} connections did not finish in time", tasks.len());
-                tasks.abort_all();
-                break;
+    drop(workers);
+    // The workers finish on their own threads; wait for them off this runtime.
+    let _ = tokio::task::spawn_blocking(move || {
+        for handle in handles {
+            let _ = handle.join();
+        }
+    })
+    .await;
+}
+
+fn worker(
+    mut handoffs: tokio::sync::mpsc::UnboundedReceiver<Handoff>,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let built = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .event_interval(EVENT_INTERVAL)
+        .build();
+    let runtime = match built {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("kura: worker runtime failed to start: {e}");
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        let mut tasks = tokio::task::JoinSet::new();
+        // Connections watch this worker's own channel, not the server-wide one: waiting
+        // on a channel registers a waiter on every read, and a channel shared by every
+        // thread would make that a contended lock on the hot path.
+        let (local_tx, local_rx) = watch::channel(false);
+        let mut shutdown = shutdown;
+        let forward = async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+            let _ = local_tx.send(true);
+            local_tx
+        };
+        tokio::pin!(forward);
+        let mut local_tx = None;
+        loop {
+            tokio::select! {
+                tx = &mut forward, if local_tx.is_none() => local_tx = Some(tx),
+                handoff = handoffs.recv() => {
+                    let Some(Handoff { stream, peer, id }) = handoff else { break };
+                    match TcpStream::from_std(stream) {
+                        Ok(stream) => {
+                            let shared = Arc::clone(&shared);
+                            tasks.spawn(connection(stream, peer, id, shared, local_rx.clone()));
+                        }
+                        Err(e) => {
+                            eprintln!("kura: connection {id}: {e}");
+                            shared.counters.curr_connections.fetch_sub(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             }
         }
-    }
+        drop(local_tx);
+        // Shutting down: connections were told; give them a bounded time to finish.
+        let deadline = tokio::time::sleep(Duration::from_secs(5));
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                next = tasks.join_next() => if next.is_none() { break },
+                _ = &mut deadline => {
+                    eprintln!("kura: {} connections did not finish in time", tasks.len());
+                    tasks.abort_all();
+                    break;
+                }
+            }
+        }
+    });
 }
 
 async fn reject(mut stream: TcpStream) {
@@ -119,8 +221,6 @@ async fn connection(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
-    bump(&shared.counters.curr_connections);
-    bump(&shared.counters.total_connections);
     let last_cmd_secs = Arc::new(AtomicU64::new(shared.uptime_secs()));
     shared.connections.register(
         id,
