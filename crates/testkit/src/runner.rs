@@ -217,7 +217,7 @@ fn line_starts(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
 
 fn render(exchange: &Exchange, reply: &Reply) -> String {
     let mut bytes = reply.bytes.as_slice();
-    if reply.end == ReplyEnd::Suffix {
+    if exchange.sync == Sync::Mn && reply.end == ReplyEnd::Suffix {
         bytes = &bytes[..bytes.len() - MN_REPLY.len()];
     }
     if let Check::Shape(shape) = exchange.check {
@@ -542,6 +542,26 @@ mod tests {
         assert!(!shape_matches(Shape::Stats, b"END\r\n"));
         assert!(!shape_matches(Shape::Stats, b"STAT pid\r\nEND\r\n"));
         assert!(!shape_matches(Shape::Stats, b"STAT pid 1\r\n"));
+    }
+
+    #[test]
+    fn renders_await_miss_replies_whole() {
+        let exchange = Exchange {
+            bytes: b"mg a\r\n".to_vec(),
+            sync: Sync::UntilMiss,
+            check: Check::Exact,
+        };
+        let reply = |bytes: &[u8]| Reply {
+            bytes: bytes.to_vec(),
+            end: ReplyEnd::Suffix,
+        };
+        assert_eq!(render(&exchange, &reply(b"EN\r\n")), "EN\\r\\n");
+        assert_eq!(render(&exchange, &reply(b"HD\r\n")), "HD\\r\\n");
+        let exchange = Exchange {
+            sync: Sync::Mn,
+            ..exchange
+        };
+        assert_eq!(render(&exchange, &reply(b"END\r\nMN\r\n")), "END\\r\\n");
     }
 
     #[test]
