@@ -64,3 +64,27 @@ fn corpus_is_deterministic_on_memcached() {
         failures.join("\n")
     );
 }
+
+/// The runner must notice a server that differs: memcached with a 2 MiB item limit
+/// stores what the reference refuses in `large_values`.
+#[test]
+fn differential_reports_a_different_server() {
+    let candidate = match kura_testkit::MemcachedServer::start_with(&["-I", "2m"]) {
+        Ok(server) => server,
+        Err(e) => panic!("cannot start memcached: {e}"),
+    };
+    let report = match runner::differential("large_values", "memcached -I 2m", candidate.addr()) {
+        Ok(()) => panic!("a server with another item limit must not pass large_values"),
+        Err(report) => report,
+    };
+    assert!(report.contains("large_values.txt"), "{report}");
+    assert!(report.contains("memcached -I 2m:"), "{report}");
+    assert!(
+        report.contains("SERVER_ERROR object too large for cache"),
+        "{report}"
+    );
+    assert!(
+        !report.contains("golden file"),
+        "the reference itself still matches: {report}"
+    );
+}
