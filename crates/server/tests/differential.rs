@@ -36,6 +36,7 @@ macro_rules! transcripts {
 transcripts! {
     binary_values,
     cas,
+    connections,
     delete,
     errors,
     expiry,

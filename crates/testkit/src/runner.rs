@@ -9,6 +9,7 @@
 //! golden file `<name>.expected` (rewritten instead when `KURA_BLESS=1`), which
 //! catches memcached version drift and keeps the expected bytes reviewable.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io;
 use std::net::SocketAddr;
@@ -21,6 +22,8 @@ use crate::escape::escape;
 use crate::memcached::MemcachedServer;
 use crate::transcript::{Action, Check, Exchange, Shape, Sync, Transcript};
 
+/// The connection a transcript starts on.
+const MAIN_CONNECTION: &str = "main";
 const MN: &[u8] = b"mn\r\n";
 const MN_REPLY: &[u8] = b"MN\r\n";
 /// `@await-miss` gives up after this long, and polls this often.
@@ -88,7 +91,8 @@ pub fn differential(name: &str, candidate_name: &str, candidate: SocketAddr) -> 
 /// rendering per exchange (see the module comment).
 pub fn run(transcript: &Transcript, addr: SocketAddr) -> Vec<String> {
     let mut renderings = Vec::new();
-    let mut client: Option<Client> = None;
+    let mut connections: HashMap<String, Client> = HashMap::new();
+    let mut current = MAIN_CONNECTION.to_string();
     let mut stopped = None;
     for step in &transcript.steps {
         let exchange = match &step.action {
@@ -99,7 +103,11 @@ pub fn run(transcript: &Transcript, addr: SocketAddr) -> Vec<String> {
                 continue;
             }
             Action::NewConnection => {
-                client = None;
+                connections.remove(&current);
+                continue;
+            }
+            Action::UseConnection(name) => {
+                current.clone_from(name);
                 continue;
             }
             Action::Exchange(exchange) => exchange,
@@ -108,24 +116,32 @@ pub fn run(transcript: &Transcript, addr: SocketAddr) -> Vec<String> {
             renderings.push(format!("<not run: {why}>"));
             continue;
         }
+        let mut client = connections.remove(&current);
         let reply = match exchange_once(&mut client, addr, exchange) {
             Ok(reply) => reply,
             Err(e) => {
-                client = None;
                 renderings.push(format!("<i/o error: {e}>"));
                 continue;
             }
         };
         let Some(reply) = reply else {
+            if let Some(client) = client {
+                connections.insert(current.clone(), client);
+            }
             renderings.push(String::new());
             continue;
         };
         match reply.end {
-            ReplyEnd::Suffix => {}
-            ReplyEnd::Eof => client = None,
+            ReplyEnd::Suffix => {
+                if let Some(client) = client {
+                    connections.insert(current.clone(), client);
+                }
+            }
+            // The connection is gone (closed, or useless after a timeout); the
+            // next step on this name opens a new one.
+            ReplyEnd::Eof => {}
             ReplyEnd::Timeout => {
                 // A silent server would make every later step wait too.
-                client = None;
                 stopped = Some(format!("step on line {} timed out", step.line));
             }
         }

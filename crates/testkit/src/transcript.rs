@@ -9,6 +9,7 @@
 //! >raw get a\r\n       send escaped bytes exactly, no CRLF added
 //! @sleep 2.1           sleep (both servers at once)
 //! @new-connection      drop the connection; the next step opens a new one
+//! @connection NAME     switch to connection NAME (opened on first use; the first is `main`)
 //! @await-miss KEY      poll `mg KEY` until it misses: wait for the server's clock
 //! @expect-close        next step: no `mn` sync, read until the server closes
 //! @no-sync             next step: send only; its reply is read with the next step's
@@ -41,6 +42,9 @@ pub enum Action {
     Exchange(Exchange),
     Sleep(Duration),
     NewConnection,
+    /// Later steps use the connection of this name (opened on first use); the
+    /// first connection is called `main`.
+    UseConnection(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,6 +170,14 @@ impl Parser {
                 });
                 Ok(())
             }
+            ("@connection", [name]) => {
+                self.end_step()?;
+                self.steps.push(Step {
+                    line: number,
+                    action: Action::UseConnection((*name).to_string()),
+                });
+                Ok(())
+            }
             ("@await-miss", [key]) => {
                 self.end_step()?;
                 if self.modifier_line != 0 {
@@ -279,6 +291,12 @@ mod tests {
         assert_eq!(t.steps.len(), 6);
         assert_eq!(t.steps[2].action, Action::Sleep(Duration::from_millis(500)));
         assert_eq!(t.steps[4].action, Action::NewConnection);
+        let t = Transcript::parse("t", "@connection other\n> get a\n@connection main\n").unwrap();
+        assert_eq!(
+            t.steps[0].action,
+            Action::UseConnection("other".to_string())
+        );
+        assert_eq!(t.steps[2].action, Action::UseConnection("main".to_string()));
         let t = Transcript::parse("t", "> set a 0 1 1\n> 1\n@await-miss a\n> get a\n").unwrap();
         let exchanges: Vec<_> = t.exchanges().collect();
         assert_eq!(exchanges.len(), 3);
