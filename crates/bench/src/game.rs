@@ -153,8 +153,7 @@ pub(crate) struct GameResult {
     pub steps: [Histogram<u64>; 3],
     pub transaction: Histogram<u64>,
     pub failures: u64,
-    pub client_cpu: Option<f64>,
-    pub server_cpu: Option<f64>,
+    pub cpu: stats::CpuUse,
 }
 
 struct ThreadResult {
@@ -210,11 +209,9 @@ fn measure(
         workers.push(thread::spawn(move || drive(&plan, conns, seed, start)));
     }
     sleep_until(plan.window_start);
-    let client_before = stats::cpu_secs(None);
-    let server_before = stats::servers_cpu_secs(server_pids);
+    let cpu_before = stats::CpuSample::take(server_pids);
     sleep_until(plan.window_end);
-    let client_after = stats::cpu_secs(None);
-    let server_after = stats::servers_cpu_secs(server_pids);
+    let cpu_after = stats::CpuSample::take(server_pids);
     let window = plan.window_end - plan.window_start;
     let mut result = GameResult {
         transactions: 0,
@@ -226,8 +223,7 @@ fn measure(
         ],
         transaction: stats::new_histogram()?,
         failures: 0,
-        client_cpu: stats::cpu_percent(client_before, client_after, window),
-        server_cpu: stats::cpu_percent(server_before, server_after, window),
+        cpu: stats::CpuUse::between(cpu_before, cpu_after, window),
     };
     for w in workers {
         let part = w
@@ -502,15 +498,16 @@ pub fn run(args: &GameArgs) -> Result<()> {
                 done += 1;
                 eprintln!(
                     "[{done}/{total}] rep {} {:>3} conns {:<14} {:>9.0} TPS  txn p50 {} us p99 {} us  \
-                     client cpu {}%  server cpu {}%{}",
+                     cpu: client {}% server {}% others {}%{}",
                     rep + 1,
                     connections,
                     b.name,
                     r.transactions as f64 / r.window.as_secs_f64(),
                     r.transaction.value_at_quantile(0.5),
                     r.transaction.value_at_quantile(0.99),
-                    opt(r.client_cpu, 0),
-                    opt(r.server_cpu, 0),
+                    opt(r.cpu.client, 0),
+                    opt(r.cpu.server, 0),
+                    opt(r.cpu.others, 0),
                     if r.failures > 0 { format!("  failures {}", r.failures) } else { String::new() }
                 );
                 results[ci][bi].push(r);
@@ -550,6 +547,7 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
         "by-email p99",
         "client cpu %",
         "server cpu %",
+        "others cpu %",
         "failures",
     ]);
     let mut csv = Csv::new(&[
@@ -568,6 +566,7 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
         "get_by_email_p99_us",
         "client_cpu_percent",
         "server_cpu_percent",
+        "others_cpu_percent",
         "failures",
     ]);
     let mut failures = 0;
@@ -612,8 +611,12 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
             }
             let fails: u64 = reps.iter().map(|r| r.failures).sum();
             failures += fails;
-            let client_cpu = median(&reps.iter().filter_map(|r| r.client_cpu).collect::<Vec<_>>());
-            let server_cpu = median(&reps.iter().filter_map(|r| r.server_cpu).collect::<Vec<_>>());
+            let cpu = |f: &dyn Fn(&GameResult) -> Option<f64>| {
+                median(&reps.iter().filter_map(f).collect::<Vec<_>>())
+            };
+            let client_cpu = cpu(&|r| r.cpu.client);
+            let server_cpu = cpu(&|r| r.cpu.server);
+            let others_cpu = cpu(&|r| r.cpu.others);
             let q = |h: &Histogram<u64>, p: f64| h.value_at_quantile(p).to_string();
             latency_table.push(vec![
                 connections.to_string(),
@@ -628,6 +631,7 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
                 q(&steps[2], 0.99),
                 opt(client_cpu, 0),
                 opt(server_cpu, 0),
+                opt(others_cpu, 0),
                 fails.to_string(),
             ]);
             csv.push(vec![
@@ -646,6 +650,7 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
                 q(&steps[2], 0.99),
                 opt(client_cpu, 1),
                 opt(server_cpu, 1),
+                opt(others_cpu, 1),
                 fails.to_string(),
             ]);
         }

@@ -124,11 +124,9 @@ pub fn measure(
         }));
     }
     sleep_until(plan.window_start);
-    let client_before = stats::cpu_secs(None);
-    let server_before = stats::servers_cpu_secs(server_pids);
+    let cpu_before = stats::CpuSample::take(server_pids);
     sleep_until(plan.window_end);
-    let client_after = stats::cpu_secs(None);
-    let server_after = stats::servers_cpu_secs(server_pids);
+    let cpu_after = stats::CpuSample::take(server_pids);
     let window = plan.window_end - plan.window_start;
     let mut result = GameResult {
         transactions: 0,
@@ -140,8 +138,7 @@ pub fn measure(
         ],
         transaction: stats::new_histogram()?,
         failures: 0,
-        client_cpu: stats::cpu_percent(client_before, client_after, window),
-        server_cpu: stats::cpu_percent(server_before, server_after, window),
+        cpu: stats::CpuUse::between(cpu_before, cpu_after, window),
     };
     for h in handles {
         let part = h
@@ -263,8 +260,7 @@ fn drive(
         ],
         transaction: stats::new_histogram()?,
         failures: 0,
-        client_cpu: None,
-        server_cpu: None,
+        cpu: stats::CpuUse::default(),
     };
     sleep_until(start);
     while Instant::now() < plan.window_end {

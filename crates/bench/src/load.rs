@@ -74,8 +74,7 @@ pub struct LoadResult {
     pub misses: u64,
     /// Error replies, and sets not stored.
     pub errors: u64,
-    pub client_cpu_percent: Option<f64>,
-    pub server_cpu_percent: Option<f64>,
+    pub cpu: stats::CpuUse,
 }
 
 impl LoadResult {
@@ -157,11 +156,9 @@ pub fn run(spec: &LoadSpec, server_pids: &[u32]) -> Result<LoadResult> {
         }));
     }
     sleep_until(window_start);
-    let client_before = stats::cpu_secs(None);
-    let server_before = stats::servers_cpu_secs(server_pids);
+    let cpu_before = stats::CpuSample::take(server_pids);
     sleep_until(window_end);
-    let client_after = stats::cpu_secs(None);
-    let server_after = stats::servers_cpu_secs(server_pids);
+    let cpu_after = stats::CpuSample::take(server_pids);
     let mut histogram = stats::new_histogram()?;
     let (mut ops, mut misses, mut errors) = (0, 0, 0);
     for w in workers {
@@ -180,8 +177,7 @@ pub fn run(spec: &LoadSpec, server_pids: &[u32]) -> Result<LoadResult> {
         histogram,
         misses,
         errors,
-        client_cpu_percent: stats::cpu_percent(client_before, client_after, window),
-        server_cpu_percent: stats::cpu_percent(server_before, server_after, window),
+        cpu: stats::CpuUse::between(cpu_before, cpu_after, window),
     })
 }
 

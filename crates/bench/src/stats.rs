@@ -38,6 +38,63 @@ pub fn servers_cpu_secs(pids: &[u32]) -> Option<f64> {
     pids.iter().map(|&p| cpu_secs(Some(p))).sum()
 }
 
+/// CPU seconds the whole machine has spent so far in processes (all cores, from
+/// `/proc/stat`): user, nice and system time. Interrupt and softirq time is left
+/// out: on loopback it is mostly the client's and the server's own network
+/// processing, which the kernel does not charge to either process.
+pub fn machine_busy_secs() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().next()?.strip_prefix("cpu ")?;
+    let ticks: Vec<f64> = line
+        .split_whitespace()
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest time is inside user).
+    Some((ticks.first()? + ticks.get(1)? + ticks.get(2)?) / USER_HZ)
+}
+
+/// CPU counters at one instant: this process, the servers, the whole machine.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuSample {
+    client: Option<f64>,
+    servers: Option<f64>,
+    machine: Option<f64>,
+}
+
+impl CpuSample {
+    pub fn take(server_pids: &[u32]) -> CpuSample {
+        CpuSample {
+            client: cpu_secs(None),
+            servers: servers_cpu_secs(server_pids),
+            machine: machine_busy_secs(),
+        }
+    }
+}
+
+/// CPU use over a window, in percent of one core: the client (this process), the
+/// servers under test, and everything else on the machine (other tenants of a
+/// shared machine, and kura-bench's own idle backends).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuUse {
+    pub client: Option<f64>,
+    pub server: Option<f64>,
+    pub others: Option<f64>,
+}
+
+impl CpuUse {
+    pub fn between(before: CpuSample, after: CpuSample, wall: Duration) -> CpuUse {
+        let client = cpu_percent(before.client, after.client, wall);
+        let server = cpu_percent(before.servers, after.servers, wall);
+        let machine = cpu_percent(before.machine, after.machine, wall);
+        let others = machine.map(|m| (m - client.unwrap_or(0.0) - server.unwrap_or(0.0)).max(0.0));
+        CpuUse {
+            client,
+            server,
+            others,
+        }
+    }
+}
+
 /// CPU use over a window, as a percentage of one core (200% = two cores busy).
 pub fn cpu_percent(before: Option<f64>, after: Option<f64>, wall: Duration) -> Option<f64> {
     let secs = wall.as_secs_f64();
@@ -85,6 +142,7 @@ mod tests {
     fn own_cpu_is_readable() {
         let spent = cpu_secs(None);
         assert!(spent.is_some_and(|s| s >= 0.0));
+        assert!(machine_busy_secs().is_some_and(|s| s > 0.0));
     }
 
     #[test]

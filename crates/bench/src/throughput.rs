@@ -82,6 +82,7 @@ struct Row {
     p999_us: u64,
     client_cpu: Option<f64>,
     server_cpu: Option<f64>,
+    others_cpu: Option<f64>,
     misses: u64,
     errors: u64,
 }
@@ -151,14 +152,15 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
                     p50_us: r.histogram.value_at_quantile(0.50),
                     p99_us: r.histogram.value_at_quantile(0.99),
                     p999_us: r.histogram.value_at_quantile(0.999),
-                    client_cpu: r.client_cpu_percent,
-                    server_cpu: r.server_cpu_percent,
+                    client_cpu: r.cpu.client,
+                    server_cpu: r.cpu.server,
+                    others_cpu: r.cpu.others,
                     misses: r.misses,
                     errors: r.errors,
                 };
                 eprintln!(
                     "[{done}/{total}] rep {} {:<9} {:<14} {:>10.0} ops/s  p50 {} us  p99 {} us  \
-                     client cpu {}%  server cpu {}%{}",
+                     cpu: client {}% server {}% others {}%{}",
                     row.rep,
                     row.workload,
                     row.backend,
@@ -167,6 +169,7 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
                     row.p99_us,
                     opt(row.client_cpu, 0),
                     opt(row.server_cpu, 0),
+                    opt(row.others_cpu, 0),
                     if row.misses + row.errors > 0 {
                         format!("  misses {} errors {}", row.misses, row.errors)
                     } else {
@@ -194,6 +197,7 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
         "p999_us",
         "client_cpu_percent",
         "server_cpu_percent",
+        "others_cpu_percent",
         "misses",
         "errors",
         "connections",
@@ -215,6 +219,7 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
             row.p999_us.to_string(),
             opt(row.client_cpu, 1),
             opt(row.server_cpu, 1),
+            opt(row.others_cpu, 1),
             row.misses.to_string(),
             row.errors.to_string(),
             args.connections.to_string(),
@@ -286,6 +291,7 @@ fn print_summary(args: &ThroughputArgs, backends: &[String], mixes: &[OpMix], ro
             "p99 us",
             "client cpu %",
             "server cpu %",
+            "others cpu %",
             "misses",
             "errors",
         ]);
@@ -306,6 +312,7 @@ fn print_summary(args: &ThroughputArgs, backends: &[String], mixes: &[OpMix], ro
                 opt(pick(&|r| r.p99_us as f64), 0),
                 opt(pick(&|r| r.client_cpu.unwrap_or(f64::NAN)), 0),
                 opt(pick(&|r| r.server_cpu.unwrap_or(f64::NAN)), 0),
+                opt(pick(&|r| r.others_cpu.unwrap_or(f64::NAN)), 0),
                 mine.iter().map(|r| r.misses).sum::<u64>().to_string(),
                 mine.iter().map(|r| r.errors).sum::<u64>().to_string(),
             ]);
