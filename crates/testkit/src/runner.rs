@@ -29,6 +29,8 @@ const MN_REPLY: &[u8] = b"MN\r\n";
 /// `@await-miss` gives up after this long, and polls this often.
 const AWAIT_MISS_TIMEOUT: Duration = Duration::from_secs(10);
 const AWAIT_MISS_POLL: Duration = Duration::from_millis(50);
+/// The rendering of a step skipped because an earlier one timed out.
+const NOT_RUN: &str = "<not run:";
 /// Show at most this many mismatching steps per transcript.
 const MISMATCHES_SHOWN: usize = 8;
 
@@ -113,7 +115,7 @@ pub fn run(transcript: &Transcript, addr: SocketAddr) -> Vec<String> {
             Action::Exchange(exchange) => exchange,
         };
         if let Some(why) = &stopped {
-            renderings.push(format!("<not run: {why}>"));
+            renderings.push(format!("{NOT_RUN} {why}>"));
             continue;
         }
         let mut client = connections.remove(&current);
@@ -368,7 +370,9 @@ pub fn compare(
             continue;
         }
         mismatches += 1;
-        if mismatches <= MISMATCHES_SHOWN {
+        // After a timeout the rest was not run; the timed-out step says it all.
+        let not_run = x.starts_with(NOT_RUN) || y.starts_with(NOT_RUN);
+        if mismatches <= MISMATCHES_SHOWN && !not_run {
             let _ = write!(
                 report,
                 "\n--- {} step {} (line {line}) sent: {}\n  {a_name}:\n{}\n  {b_name}:\n{}\n",
