@@ -5,8 +5,9 @@
 //! - arbitrary bytes (alone, or after a command name) never panic, and the
 //!   parse loop always makes progress.
 //!
-//! proptest prints the failing input and persists its seed under
-//! `proptest-regressions/`, so a failure replays on the next run.
+//! proptest prints the failing input and its seed, and saves the seed in
+//! `tests/properties.regressions`, so a failure replays on the next run
+//! (commit that file with the fix). `PROPTEST_CASES=10000` runs longer.
 
 use std::borrow::Cow;
 
@@ -461,6 +462,14 @@ fn parse_loop(buf: &[u8]) {
 }
 
 proptest! {
+    // Failing cases are saved beside this file and replayed first next time.
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::WithSource("regressions"),
+        )),
+        ..ProptestConfig::default()
+    })]
+
     #[test]
     fn parse_of_encode_is_identity(model in model()) {
         let request = model.request();
