@@ -34,6 +34,9 @@ pub trait DiskFile: Send {
     fn append(&mut self, buf: &[u8]) -> io::Result<()>;
     /// Makes every appended byte durable (fdatasync).
     fn sync(&mut self) -> io::Result<()>;
+    /// A second handle on the same file, so one thread can sync while another appends.
+    /// A sync through it covers at least every byte appended before the sync began.
+    fn try_clone(&self) -> io::Result<Box<dyn DiskFile>>;
 }
 
 /// Files in a directory of the real file system.
@@ -74,6 +77,10 @@ impl DiskFile for OsFile {
 
     fn sync(&mut self) -> io::Result<()> {
         self.0.sync_data()
+    }
+
+    fn try_clone(&self) -> io::Result<Box<dyn DiskFile>> {
+        Ok(Box::new(OsFile(self.0.try_clone()?)))
     }
 }
 

@@ -68,8 +68,14 @@ impl Index {
 }
 
 impl Entry {
+    /// Records an access. Writes only what changed: a hot key read from both cores
+    /// would otherwise bounce its cache line on every read.
     pub fn mark_access(&self, now_secs: u32) {
-        self.fetched.store(true, Ordering::Relaxed);
-        self.last_access.store(now_secs, Ordering::Relaxed);
+        if !self.fetched.load(Ordering::Relaxed) {
+            self.fetched.store(true, Ordering::Relaxed);
+        }
+        if self.last_access.load(Ordering::Relaxed) != now_secs {
+            self.last_access.store(now_secs, Ordering::Relaxed);
+        }
     }
 }

@@ -1,17 +1,27 @@
-//! The log writer: appends records to an in-memory tail under a short lock, and one
-//! flusher thread writes that tail to the active segment and syncs it. This is group
-//! commit: while the flusher waits on one fsync, records from every connection pile up
-//! behind it and share the next one. No request thread ever waits on a syscall while
-//! holding a lock.
+//! The log writer: appends records to an in-memory tail under a short lock; whoever
+//! writes takes the whole tail, so writes from many connections share one `write(2)`
+//! and, in fsync mode, one fsync (group commit). No thread holds the tail lock while
+//! doing I/O.
+//!
+//! Who writes depends on the durability mode:
+//! - `Fsync`: one flusher thread writes and fdatasyncs; request threads never block on
+//!   the disk, they wait to be told.
+//! - `Interval`: the request thread that needs its reply acknowledged writes the tail
+//!   itself ([`Log::write_now`]), under the writer lock: an acknowledgement is only a
+//!   `write(2)` away and needs no other thread to wake up. The flusher fsyncs every
+//!   interval through a second handle, without holding the writer lock.
+//! - `None`: replies do not wait; the flusher writes the tail in the background.
 //!
 //! Positions: an LSN is the count of record bytes appended since the log was created
-//! (segment headers excluded), so it grows with every record; a record "is at" the LSN of
-//! its end. Three watermarks move forward only: appended ≥ written ≥ synced. What counts
-//! as acknowledged depends on the durability mode (see [`Durability`]).
+//! (segment headers excluded); a record "is at" the LSN of its end. Three watermarks
+//! move forward only: appended ≥ written ≥ synced. What counts as acknowledged depends
+//! on the mode (see [`Durability`]).
 //!
 //! Segments: when the active segment would outgrow its size limit the writer starts a new
 //! one. The old one is synced before the first byte goes to the new one, in every mode,
 //! so only the newest segment can ever have a torn tail.
+//!
+//! Lock order: writer, then tail.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -49,8 +59,17 @@ struct Tail {
     shutdown: bool,
 }
 
+/// What the writer lock guards: the active segment, and a spare buffer to swap with
+/// the tail.
+struct Writer {
+    disk: Arc<dyn Disk>,
+    active: Box<dyn DiskFile>,
+    spare: Vec<u8>,
+}
+
 struct Shared {
     tail: Mutex<Tail>,
+    writer: Mutex<Writer>,
     flusher_wake: Condvar,
     appended_lsn: AtomicU64,
     written_lsn: AtomicU64,
@@ -87,6 +106,40 @@ impl Shared {
             on_ack(ack);
         }
     }
+
+    fn poison(&self, e: &std::io::Error) {
+        eprintln!("kura: log write failed, refusing further writes: {e}");
+        self.poisoned.store(true, Ordering::Release);
+        self.publish();
+    }
+
+    /// Writes everything in the tail. The caller holds the writer lock, which keeps
+    /// batches in order. Returns the LSN now written.
+    fn write_tail(&self, writer: &mut Writer) -> std::io::Result<u64> {
+        let (end_lsn, rolls) = {
+            let mut tail = self.tail.lock();
+            std::mem::swap(&mut tail.buf, &mut writer.spare);
+            let rolls = std::mem::take(&mut tail.rolls);
+            (self.appended_lsn.load(Ordering::Acquire), rolls)
+        };
+        let Writer {
+            disk,
+            active,
+            spare,
+        } = writer;
+        let result = if spare.is_empty() {
+            Ok(())
+        } else {
+            write_batch(&**disk, active, spare, &rolls)
+        };
+        spare.clear();
+        if spare.capacity() > (8 << 20) {
+            *spare = Vec::with_capacity(1 << 16);
+        }
+        result?;
+        self.written_lsn.fetch_max(end_lsn, Ordering::AcqRel);
+        Ok(end_lsn)
+    }
 }
 
 /// Where the log resumes after recovery.
@@ -119,6 +172,11 @@ impl Log {
                 next_sequence: resume.active_sequence + 1,
                 shutdown: false,
             }),
+            writer: Mutex::new(Writer {
+                disk,
+                active: resume.active,
+                spare: Vec::with_capacity(1 << 16),
+            }),
             flusher_wake: Condvar::new(),
             appended_lsn: AtomicU64::new(resume.lsn),
             written_lsn: AtomicU64::new(resume.lsn),
@@ -136,7 +194,7 @@ impl Log {
         let flusher_shared = Arc::clone(&shared);
         let handle = std::thread::Builder::new()
             .name("kura-log-flusher".to_string())
-            .spawn(move || flusher(flusher_shared, disk, resume.active))?;
+            .spawn(move || flusher(flusher_shared))?;
         Ok(Log {
             shared,
             flusher: Mutex::new(Some(handle)),
@@ -168,8 +226,40 @@ impl Log {
         let lsn = self.shared.appended_lsn.load(Ordering::Relaxed) + len;
         self.shared.appended_lsn.store(lsn, Ordering::Release);
         drop(tail);
-        self.shared.flusher_wake.notify_one();
+        // In interval mode the request thread writes for itself; waking the flusher
+        // for every record would cost two context switches a write.
+        if self.shared.durability != Durability::Interval {
+            self.shared.flusher_wake.notify_one();
+        }
         Ok(lsn)
+    }
+
+    /// Interval mode: writes the tail now, on the calling thread, so that everything
+    /// appended so far is acknowledged. Other modes leave the writing to the flusher.
+    pub fn write_now(&self) -> Result<(), Error> {
+        if self.shared.durability != Durability::Interval {
+            return Ok(());
+        }
+        if self.is_poisoned() {
+            return Err(Error::Poisoned);
+        }
+        let mut writer = self.shared.writer.lock();
+        if self.shared.written_lsn.load(Ordering::Acquire)
+            >= self.shared.appended_lsn.load(Ordering::Acquire)
+        {
+            return Ok(());
+        }
+        match self.shared.write_tail(&mut writer) {
+            Ok(_) => {
+                drop(writer);
+                self.shared.publish();
+                Ok(())
+            }
+            Err(e) => {
+                self.shared.poison(&e);
+                Err(Error::Poisoned)
+            }
+        }
     }
 
     pub fn acked_lsn(&self) -> u64 {
@@ -190,6 +280,9 @@ impl Log {
 
     /// Blocks until `lsn` is acknowledged, or the log is poisoned.
     pub fn wait_acked(&self, lsn: u64) -> Result<(), Error> {
+        if self.shared.acked_lsn() < lsn {
+            self.write_now()?;
+        }
         let mut guard = self.shared.ack_lock.lock();
         loop {
             if self.shared.acked_lsn() >= lsn {
@@ -218,17 +311,20 @@ impl Drop for Log {
     }
 }
 
-fn flusher(shared: Arc<Shared>, disk: Arc<dyn Disk>, mut active: Box<dyn DiskFile>) {
-    let mut spare: Vec<u8> = Vec::with_capacity(1 << 16);
+fn flusher(shared: Arc<Shared>) {
     let mut last_sync = Instant::now();
     loop {
-        let (end_lsn, rolls, shutdown) = {
+        let shutdown = {
             let mut tail = shared.tail.lock();
             loop {
-                if !tail.buf.is_empty() || tail.shutdown {
+                if tail.shutdown {
                     break;
                 }
-                let unsynced = shared.written_lsn.load(Ordering::Acquire)
+                let pending = !tail.buf.is_empty() && shared.durability != Durability::Interval;
+                if pending {
+                    break;
+                }
+                let unsynced = shared.appended_lsn.load(Ordering::Acquire)
                     > shared.synced_lsn.load(Ordering::Acquire);
                 if shared.durability != Durability::Fsync && unsynced {
                     let due = last_sync + shared.fsync_interval;
@@ -241,40 +337,17 @@ fn flusher(shared: Arc<Shared>, disk: Arc<dyn Disk>, mut active: Box<dyn DiskFil
                     shared.flusher_wake.wait(&mut tail);
                 }
             }
-            std::mem::swap(&mut tail.buf, &mut spare);
-            let rolls = std::mem::take(&mut tail.rolls);
-            (
-                shared.appended_lsn.load(Ordering::Acquire),
-                rolls,
-                tail.shutdown,
-            )
+            tail.shutdown
         };
-        let result = write_batch(&*disk, &mut active, &spare, &rolls);
-        spare.clear();
-        if spare.capacity() > (8 << 20) {
-            spare = Vec::with_capacity(1 << 16);
-        }
-        let result = result.and_then(|()| {
-            shared.written_lsn.store(end_lsn, Ordering::Release);
-            let sync_now = match shared.durability {
-                Durability::Fsync => true,
-                Durability::Interval | Durability::None => {
-                    shutdown || last_sync.elapsed() >= shared.fsync_interval
-                }
-            };
-            if sync_now && shared.synced_lsn.load(Ordering::Acquire) < end_lsn {
-                active.sync()?;
-                last_sync = Instant::now();
-                shared.synced_lsn.store(end_lsn, Ordering::Release);
-            } else if sync_now {
-                last_sync = Instant::now();
+        let result = match shared.durability {
+            Durability::Fsync => write_and_sync(&shared),
+            Durability::Interval | Durability::None => {
+                let result = write_then_sync_aside(&shared, shutdown, &mut last_sync);
+                result.map(|()| ())
             }
-            Ok(())
-        });
+        };
         if let Err(e) = result {
-            eprintln!("kura: log write failed, refusing further writes: {e}");
-            shared.poisoned.store(true, Ordering::Release);
-            shared.publish();
+            shared.poison(&e);
             return;
         }
         shared.publish();
@@ -282,6 +355,49 @@ fn flusher(shared: Arc<Shared>, disk: Arc<dyn Disk>, mut active: Box<dyn DiskFil
             return;
         }
     }
+}
+
+/// Fsync mode: write the tail and fdatasync, holding the writer lock (nobody else
+/// writes in this mode).
+fn write_and_sync(shared: &Shared) -> std::io::Result<()> {
+    let mut writer = shared.writer.lock();
+    let end = shared.write_tail(&mut writer)?;
+    if shared.synced_lsn.load(Ordering::Acquire) < end {
+        writer.active.sync()?;
+        shared.synced_lsn.fetch_max(end, Ordering::AcqRel);
+    }
+    Ok(())
+}
+
+/// Interval and none modes: write what is in the tail, then — when the interval is up,
+/// or at shutdown — fdatasync through a second handle, without the writer lock, so
+/// request threads keep writing while the disk syncs.
+fn write_then_sync_aside(
+    shared: &Shared,
+    shutdown: bool,
+    last_sync: &mut Instant,
+) -> std::io::Result<()> {
+    let (end, handle) = {
+        let mut writer = shared.writer.lock();
+        let end = shared.write_tail(&mut writer)?;
+        let due = shutdown || last_sync.elapsed() >= shared.fsync_interval;
+        let handle = if due && shared.synced_lsn.load(Ordering::Acquire) < end {
+            Some(writer.active.try_clone()?)
+        } else {
+            None
+        };
+        (end, handle)
+    };
+    if let Some(mut handle) = handle {
+        // Covers every byte written before this call; a segment rolled meanwhile was
+        // synced when it was left.
+        handle.sync()?;
+        shared.synced_lsn.fetch_max(end, Ordering::AcqRel);
+        *last_sync = Instant::now();
+    } else if shutdown || last_sync.elapsed() >= shared.fsync_interval {
+        *last_sync = Instant::now();
+    }
+    Ok(())
 }
 
 /// Writes one batch, starting new segments where the appender marked them. The segment

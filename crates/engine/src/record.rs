@@ -73,8 +73,7 @@ pub enum Record<'a> {
     },
     FlushAll {
         deadline: u32,
-        /// Unix seconds when the flush_all was issued: whether it found an earlier
-        /// deadline already passed depends on this, not on when the log is replayed.
+        /// Unix seconds when the flush_all was issued; for people reading the log.
         time: u32,
         cas: u64,
     },

@@ -195,6 +195,13 @@ impl DiskFile for SimHandle {
         file.synced = file.written.clone();
         Ok(())
     }
+
+    fn try_clone(&self) -> io::Result<Box<dyn DiskFile>> {
+        Ok(Box::new(SimHandle {
+            disk: self.disk.clone(),
+            name: self.name.clone(),
+        }))
+    }
 }
 
 impl Disk for SimDisk {

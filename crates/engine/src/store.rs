@@ -184,11 +184,26 @@ pub struct Store {
     recovery_cut_bytes: u64,
 }
 
-fn is_live(entry: &Entry, now: u32, flush_deadline: u32) -> bool {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Liveness {
+    Live,
+    Expired,
+    /// Hidden by a delayed flush_all whose deadline has come.
+    Flushed,
+}
+
+fn liveness(entry: &Entry, now: u32, flush_deadline: u32) -> Liveness {
     if entry.exptime != 0 && entry.exptime <= now {
-        return false;
+        Liveness::Expired
+    } else if flush_deadline != 0 && now >= flush_deadline && entry.time <= flush_deadline {
+        Liveness::Flushed
+    } else {
+        Liveness::Live
     }
-    !(flush_deadline != 0 && now >= flush_deadline && entry.time <= flush_deadline)
+}
+
+fn is_live(entry: &Entry, now: u32, flush_deadline: u32) -> bool {
+    liveness(entry, now, flush_deadline) == Liveness::Live
 }
 
 fn snapshot(entry: &Entry) -> Item {
@@ -261,13 +276,8 @@ impl Replay {
                     entry.exptime = exptime;
                 }
             }
-            Record::FlushAll {
-                deadline,
-                time,
-                cas,
-            } => {
+            Record::FlushAll { deadline, cas, .. } => {
                 self.max_cas = self.max_cas.max(cas);
-                purge_flushed(&self.index, self.flush_deadline, time);
                 if deadline == 0 {
                     for shard in self.index.shards() {
                         shard.write().clear();
@@ -277,17 +287,6 @@ impl Replay {
             }
         }
         self.records += 1;
-    }
-}
-
-/// Drops versions killed by a delayed flush whose deadline has come, so that a later
-/// flush_all replacing the deadline cannot bring them back.
-fn purge_flushed(index: &Index, deadline: u32, now: u32) {
-    if deadline == 0 || now < deadline {
-        return;
-    }
-    for shard in index.shards() {
-        shard.write().retain(|_, e| e.time > deadline);
     }
 }
 
@@ -410,11 +409,24 @@ impl Store {
             },
         )?;
         let (mut items, mut bytes) = (0u64, 0u64);
+        let mut flushed_keys: Vec<Box<[u8]>> = Vec::new();
         for shard in replay.index.shards() {
             let mut shard = shard.write();
-            shard.retain(|_, e| is_live(e, now, replay.flush_deadline));
+            shard.retain(|key, e| match liveness(e, now, replay.flush_deadline) {
+                Liveness::Live => true,
+                Liveness::Expired => false,
+                Liveness::Flushed => {
+                    flushed_keys.push(key.clone());
+                    false
+                }
+            });
             items += shard.len() as u64;
             bytes += shard.iter().map(|(k, e)| entry_bytes(k, e)).sum::<u64>();
+        }
+        // Dropping a version hidden by a delayed flush is a deletion and goes in the log
+        // (see `remove_if_dead`); a delete appended before a crash may not have reached it.
+        for key in &flushed_keys {
+            log.append(&Record::Delete { key })?;
         }
         Ok(Store {
             index: replay.index,
@@ -464,9 +476,18 @@ impl Store {
         None
     }
 
+    /// Drops a dead version met by a request, as memcached unlinks one. A version
+    /// hidden by a delayed flush_all is deleted in the log too: a later flush_all that
+    /// replaces the deadline would show it again otherwise, after a restart but not
+    /// before. An expired one needs no record; replay finds it expired as well.
     fn remove_if_dead(&self, shard: &mut Shard, key: &[u8], now: u32, deadline: u32) {
         if let Some(entry) = shard.get(key) {
-            if !is_live(entry, now, deadline) {
+            let state = liveness(entry, now, deadline);
+            if state == Liveness::Flushed && self.log.append(&Record::Delete { key }).is_err() {
+                // A poisoned log: leave the version hidden, not deleted.
+                return;
+            }
+            if state != Liveness::Live {
                 let bytes = entry_bytes(key, entry);
                 shard.remove(key);
                 self.curr_items.fetch_sub(1, Ordering::Relaxed);
@@ -577,12 +598,15 @@ impl Store {
                     win_sent: new.win_sent.into(),
                 };
                 let added = entry_bytes(key, &entry);
-                match shard.insert(key.into(), entry) {
-                    Some(old) => {
+                // Overwrite in place when the key exists: no new allocation for the key.
+                match shard.get_mut(key) {
+                    Some(slot) => {
+                        let old = std::mem::replace(slot, entry);
                         self.bytes
                             .fetch_sub(entry_bytes(key, &old), Ordering::Relaxed);
                     }
                     None => {
+                        shard.insert(key.into(), entry);
                         self.curr_items.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -619,12 +643,8 @@ impl Store {
             time: now,
             cas,
         })?;
-        let old = self.flush_deadline.load(Ordering::Acquire);
-        if old != 0 && now >= old {
-            for shard in guards.iter_mut() {
-                shard.retain(|_, e| e.time > old);
-            }
-        }
+        // A delayed flush replaces the pending deadline, as memcached's `oldest_live`
+        // is one setting; an immediate one removes everything for good.
         if deadline == 0 {
             for shard in guards.iter_mut() {
                 shard.clear();
@@ -644,6 +664,13 @@ impl Store {
     /// Every change up to this LSN is acknowledged under the store's durability mode.
     pub fn acked_lsn(&self) -> u64 {
         self.log.acked_lsn()
+    }
+
+    /// In interval mode, writes the log tail on the calling thread, so everything
+    /// appended so far is acknowledged without waiting for another thread; a no-op in
+    /// the other modes. Call it before waiting for an LSN.
+    pub fn write_now(&self) -> Result<(), Error> {
+        self.log.write_now()
     }
 
     /// Blocks until `lsn` is acknowledged (or the store is poisoned).

@@ -93,7 +93,7 @@ pub fn execute(
     request: Request<'_>,
     out: &mut Vec<u8>,
 ) -> Outcome {
-    let c = &shared.counters;
+    let c = shared.counters.local();
     match request {
         Request::Storage {
             command,
@@ -336,7 +336,7 @@ fn retrieve(
     keys: Tokens<'_>,
     out: &mut Vec<u8>,
 ) -> Outcome {
-    let c = &shared.counters;
+    let c = shared.counters.local();
     let touch = command.touches();
     let mut lsn = None;
     for key in keys {
@@ -418,7 +418,7 @@ fn push_echo_flags(out: &mut Vec<u8>, key: &[u8], flags: &MetaFlags<'_>) {
 }
 
 fn meta_get(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>) -> Outcome {
-    let c = &shared.counters;
+    let c = shared.counters.local();
     let f = &request.flags;
     let key: &[u8] = &request.key;
     let access = if f.no_bump {
@@ -590,7 +590,7 @@ fn meta_set(shared: &Shared, request: &MetaRequest<'_>, data: &[u8], out: &mut V
     };
     match semantics::store(
         &shared.store,
-        &shared.counters,
+        shared.counters.local(),
         &shared.limits,
         memory_limit(shared),
         store_request,
@@ -638,7 +638,7 @@ enum MetaDeleteResult {
 }
 
 fn meta_delete(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>) -> Outcome {
-    let c = &shared.counters;
+    let c = shared.counters.local();
     let f = &request.flags;
     let key: &[u8] = &request.key;
     let result = shared.store.update(key, Access::NoAccess, |item, now| {
@@ -705,7 +705,7 @@ fn meta_arithmetic(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>
         new_exptime: f.ttl,
     };
     let now = shared.store.now_secs();
-    match semantics::arithmetic(&shared.store, &shared.counters, arith) {
+    match semantics::arithmetic(&shared.store, shared.counters.local(), arith) {
         Ok((
             ArithResult::Value {
                 digits,

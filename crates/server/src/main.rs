@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use crate::config::{Config, DurabilityFlag};
 use crate::server::Shared;
-use crate::stats::{Connections, Counters, PrefixStats};
+use crate::stats::{Connections, CounterSet, PrefixStats};
 
 fn main() -> anyhow::Result<()> {
     let config = Config::parse();
@@ -71,7 +71,7 @@ async fn run(config: Config, store: Store, ack: watch::Receiver<Ack>) -> anyhow:
     let shared = Arc::new(Shared {
         store,
         limits,
-        counters: Counters::default(),
+        counters: CounterSet::new(config.threads.max(1)),
         prefixes: PrefixStats::default(),
         connections: Connections::default(),
         started: Instant::now(),

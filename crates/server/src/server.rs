@@ -22,14 +22,14 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::dispatch::{self, Flow, Session};
-use crate::stats::{add, bump, ConnInfo, Connections, Counters, PrefixStats};
+use crate::stats::{add, bump, ConnInfo, Connections, CounterSet, PrefixStats};
 
 /// What every connection shares.
 pub struct Shared {
     pub store: Store,
     pub config: Config,
     pub limits: Limits,
-    pub counters: Counters,
+    pub counters: CounterSet,
     pub prefixes: PrefixStats,
     pub connections: Connections,
     pub started: Instant,
@@ -48,6 +48,9 @@ impl Shared {
 /// tokio's default (61) lets one worker sit on a long run of connections while new
 /// requests wait in the kernel; memcached-like fairness wants a short run.
 const EVENT_INTERVAL: u32 = 8;
+
+/// The least free room the read buffer has before each read.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
 
 /// A connection handed from the acceptor to a worker.
 struct Handoff {
@@ -75,7 +78,7 @@ pub async fn serve(
         let shutdown = shutdown.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("kura-worker-{n}"))
-            .spawn(move || worker(rx, shared, shutdown));
+            .spawn(move || worker(n, rx, shared, shutdown));
         match spawned {
             Ok(handle) => {
                 workers.push(tx);
@@ -97,15 +100,15 @@ pub async fn serve(
                         continue;
                     }
                 };
-                let open = shared.counters.curr_connections.load(Ordering::Relaxed) as usize;
+                let open = shared.counters.total(|c| &c.curr_connections) as usize;
                 if open >= shared.config.connections_max || workers.is_empty() {
-                    bump(&shared.counters.rejected_connections);
+                    bump(&shared.counters.local().rejected_connections);
                     tokio::spawn(reject(stream));
                     continue;
                 }
                 // Counted here, not in the worker, so a burst of accepts sees the limit.
-                bump(&shared.counters.curr_connections);
-                bump(&shared.counters.total_connections);
+                bump(&shared.counters.local().curr_connections);
+                bump(&shared.counters.local().total_connections);
                 let id = next_id;
                 next_id += 1;
                 let worker = &workers[(id as usize) % workers.len()];
@@ -115,7 +118,7 @@ pub async fn serve(
                     .and_then(|stream| worker.send(Handoff { stream, peer, id }).map_err(|e| e.to_string()));
                 if let Err(e) = handed {
                     eprintln!("kura: could not hand connection {id} to a worker: {e}");
-                    shared.counters.curr_connections.fetch_sub(1, Ordering::Relaxed);
+                    shared.counters.local().curr_connections.fetch_sub(1, Ordering::Relaxed);
                 }
             }
             _ = shutdown.changed() => break,
@@ -133,10 +136,12 @@ pub async fn serve(
 }
 
 fn worker(
+    n: usize,
     mut handoffs: tokio::sync::mpsc::UnboundedReceiver<Handoff>,
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
 ) {
+    shared.counters.bind_worker(n);
     let built = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .event_interval(EVENT_INTERVAL)
@@ -174,7 +179,7 @@ fn worker(
                         }
                         Err(e) => {
                             eprintln!("kura: connection {id}: {e}");
-                            shared.counters.curr_connections.fetch_sub(1, Ordering::Relaxed);
+                            shared.counters.local().curr_connections.fetch_sub(1, Ordering::Relaxed);
                         }
                     }
                 }
@@ -231,7 +236,7 @@ async fn connection(
         },
     );
     let mut ack = shared.ack.clone();
-    let mut input = BytesMut::with_capacity(16 * 1024);
+    let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut conn = Conn {
         out: Vec::with_capacity(16 * 1024),
         marks: Vec::new(),
@@ -239,15 +244,22 @@ async fn connection(
     };
     let mut session = Session::default();
     let mut need_read = true;
+    // Created once: a fresh `changed()` future per read would register and unregister
+    // a waiter on the channel for every request.
+    let stop = shutdown.changed();
+    tokio::pin!(stop);
     'serve: loop {
         if need_read {
+            // Keep room to read into; on an emptied buffer this reclaims the space.
+            input.reserve(READ_CHUNK_BYTES);
             let read = tokio::select! {
+                biased;
                 read = stream.read_buf(&mut input) => read,
-                _ = shutdown.changed() => break 'serve,
+                _ = &mut stop => break 'serve,
             };
             match read {
                 Ok(0) | Err(_) => break 'serve,
-                Ok(n) => add(&shared.counters.bytes_read, n as u64),
+                Ok(n) => add(&shared.counters.local().bytes_read, n as u64),
             }
             last_cmd_secs.store(shared.uptime_secs(), Ordering::Relaxed);
         }
@@ -317,13 +329,14 @@ async fn connection(
         }
         // Keep the input buffer from holding on to a huge pipeline's memory.
         if input.is_empty() && input.capacity() > 1 << 20 {
-            input = BytesMut::with_capacity(16 * 1024);
+            input = BytesMut::with_capacity(READ_CHUNK_BYTES);
         }
     }
     let _ = stream.shutdown().await;
     shared.connections.unregister(id);
     shared
         .counters
+        .local()
         .curr_connections
         .fetch_sub(1, Ordering::Relaxed);
 }
@@ -343,7 +356,12 @@ async fn flush(
     let need = conn.marks.iter().map(|&(_, lsn)| lsn).max().unwrap_or(0);
     let mut healthy = true;
     if need > shared.store.acked_lsn() {
-        bump(&shared.counters.log_wait_batches);
+        // Interval mode: the write(2) that acknowledges these replies happens here, on
+        // this thread; a failure poisons the store and shows up as Ack::Failed below.
+        let _ = shared.store.write_now();
+    }
+    if need > shared.store.acked_lsn() {
+        bump(&shared.counters.local().log_wait_batches);
         let state = ack
             .wait_for(|a| match *a {
                 Ack::UpTo(lsn) => lsn >= need,
@@ -367,7 +385,10 @@ async fn flush(
     }
     conn.marks.clear();
     let written = stream.write_all(&conn.out).await.is_ok();
-    add(&shared.counters.bytes_written, conn.out.len() as u64);
+    add(
+        &shared.counters.local().bytes_written,
+        conn.out.len() as u64,
+    );
     conn.out.clear();
     if conn.out.capacity() > 1 << 20 {
         conn.out = Vec::with_capacity(16 * 1024);

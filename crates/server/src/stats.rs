@@ -2,6 +2,8 @@
 //! behind `stats conns`.
 //!
 //! Counters are relaxed atomics: they are for people and dashboards, not for correctness.
+//! Each thread bumps its own copy ([`CounterSet::local`]), so the hot path never writes a
+//! cache line another core is writing; `stats` adds the copies up.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,21 +13,83 @@ use parking_lot::Mutex;
 
 macro_rules! counters {
     ($($name:ident),* $(,)?) => {
+        /// One thread's copy of the counters, on cache lines of its own.
         #[derive(Debug, Default)]
+        #[repr(align(128))]
         pub struct Counters { $(pub $name: AtomicU64,)* }
         impl Counters {
-            /// (name, value) of every counter, in declaration order.
-            pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
-                vec![$((stringify!($name), self.$name.load(Ordering::Relaxed)),)*]
+            /// Adds this copy into `sums`, in declaration order. Gauges that one thread
+            /// raises and another lowers wrap in one copy and come right in the sum.
+            fn add_into(&self, sums: &mut Vec<(&'static str, u64)>) {
+                let values = [$(self.$name.load(Ordering::Relaxed),)*];
+                if sums.is_empty() {
+                    *sums = vec![$((stringify!($name), 0),)*];
+                }
+                for (slot, value) in sums.iter_mut().zip(values) {
+                    slot.1 = slot.1.wrapping_add(value);
+                }
             }
-            /// `stats reset`: zero every counter but the gauge of open connections.
-            pub fn reset(&self) {
+            /// Zeroes every counter but the gauge of open connections.
+            fn reset(&self) {
                 let open = self.curr_connections.load(Ordering::Relaxed);
                 $(self.$name.store(0, Ordering::Relaxed);)*
                 self.curr_connections.store(open, Ordering::Relaxed);
             }
         }
     };
+}
+
+thread_local! {
+    /// Which copy of the counters this thread bumps; set when a worker starts.
+    static SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// A copy of the counters per thread (slot 0 for the acceptor and any other thread).
+#[derive(Debug)]
+pub struct CounterSet {
+    slots: Box<[Counters]>,
+}
+
+impl CounterSet {
+    pub fn new(worker_threads: usize) -> CounterSet {
+        CounterSet {
+            slots: (0..=worker_threads).map(|_| Counters::default()).collect(),
+        }
+    }
+
+    /// Makes the calling thread bump copy `1 + worker`.
+    pub fn bind_worker(&self, worker: usize) {
+        SLOT.with(|slot| slot.set((1 + worker).min(self.slots.len() - 1)));
+    }
+
+    /// The calling thread's copy.
+    pub fn local(&self) -> &Counters {
+        let slot = SLOT.with(std::cell::Cell::get);
+        &self.slots[slot.min(self.slots.len() - 1)]
+    }
+
+    /// (name, value) of every counter summed over threads, in declaration order.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        let mut sums = Vec::new();
+        for slot in self.slots.iter() {
+            slot.add_into(&mut sums);
+        }
+        sums
+    }
+
+    /// The sum of one counter over threads.
+    pub fn total(&self, pick: impl Fn(&Counters) -> &AtomicU64) -> u64 {
+        self.slots.iter().fold(0u64, |sum, c| {
+            sum.wrapping_add(pick(c).load(Ordering::Relaxed))
+        })
+    }
+
+    /// `stats reset`: zero every counter but the gauge of open connections.
+    pub fn reset(&self) {
+        for slot in self.slots.iter() {
+            slot.reset();
+        }
+    }
 }
 
 counters!(

@@ -175,7 +175,18 @@ fn describe(entry: &Option<(Vec<u8>, u32)>) -> String {
 }
 
 #[test]
-fn acknowledged_writes_survive_sigkill_under_load() {
+fn acknowledged_writes_survive_sigkill_under_load_with_fsync() {
+    crash_rounds(Durability::Fsync);
+}
+
+/// Interval mode promises to survive a killed process (not a power loss): a reply goes
+/// out once the write reached the operating system, which keeps it when the process dies.
+#[test]
+fn acknowledged_writes_survive_sigkill_under_load_with_interval_fsync() {
+    crash_rounds(Durability::Interval);
+}
+
+fn crash_rounds(durability: Durability) {
     let seed: u64 = std::env::var("KURA_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -187,7 +198,7 @@ fn acknowledged_writes_survive_sigkill_under_load() {
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .unwrap_or_else(|e| panic!("temp dir: {e}"));
     assert_not_tmpfs(base.path());
-    let options = KuraOptions::new(kura_bin(env!("CARGO_BIN_EXE_kura")), Durability::Fsync)
+    let options = KuraOptions::new(kura_bin(env!("CARGO_BIN_EXE_kura")), durability)
         .arg("--segment-size-mib")
         .arg("1");
     let mut server = options
