@@ -342,8 +342,7 @@ fn flusher(shared: Arc<Shared>) {
         let result = match shared.durability {
             Durability::Fsync => write_and_sync(&shared),
             Durability::Interval | Durability::None => {
-                let result = write_then_sync_aside(&shared, shutdown, &mut last_sync);
-                result.map(|()| ())
+                write_then_sync_aside(&shared, shutdown, &mut last_sync)
             }
         };
         if let Err(e) = result {
