@@ -43,7 +43,11 @@ fn check_stream_with(data: &[u8], limits: &Limits) {
         match parse(rest, limits) {
             Parsed::Incomplete => return,
             Parsed::Request { request, consumed } => {
-                assert!(consumed >= 1 && consumed <= rest.len(), "consumed {consumed} of {}", rest.len());
+                assert!(
+                    consumed >= 1 && consumed <= rest.len(),
+                    "consumed {consumed} of {}",
+                    rest.len()
+                );
                 let mut encoded = Vec::new();
                 request.write_to(&mut encoded);
                 if encoded.len() <= ROUND_TRIP_MAX_BYTES {
@@ -55,7 +59,9 @@ fn check_stream_with(data: &[u8], limits: &Limits) {
                             assert_eq!(again, request, "round trip through {encoded:?}");
                             assert_eq!(again_consumed, encoded.len());
                         }
-                        other => panic!("{request:?} encodes to {encoded:?}, which parses as {other:?}"),
+                        other => {
+                            panic!("{request:?} encodes to {encoded:?}, which parses as {other:?}")
+                        }
                     }
                 }
                 offset += consumed;
@@ -67,7 +73,11 @@ fn check_stream_with(data: &[u8], limits: &Limits) {
                 close,
                 ..
             } => {
-                assert!(consumed >= 1 && consumed <= rest.len(), "consumed {consumed} of {}", rest.len());
+                assert!(
+                    consumed >= 1 && consumed <= rest.len(),
+                    "consumed {consumed} of {}",
+                    rest.len()
+                );
                 assert_eq!(close, error.closes_connection());
                 if close {
                     return;
