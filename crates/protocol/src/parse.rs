@@ -1522,6 +1522,18 @@ mod tests {
             b"ms foo 2000000 T1\r\n",
             "SERVER_ERROR object too large for cache +all swallow=2000002 unlink=foo",
         );
+        // The limit counts the decoded key and the client flags, as memcached
+        // does (thresholds measured on 1.6.18).
+        check(
+            b"ms Zm9v 1048511 b F1\r\n",
+            "SERVER_ERROR object too large for cache +all swallow=1048513 unlink=foo",
+        );
+        check(b"ms Zm9v 1048510 b F1\r\n", "incomplete");
+        check(
+            b"ms Zm9v 1048515 b\r\n",
+            "SERVER_ERROR object too large for cache +all swallow=1048517 unlink=foo",
+        );
+        check(b"ms Zm9v 1048514 b\r\n", "incomplete");
         check(
             b"ms foo 2000000 z\r\n",
             "CLIENT_ERROR invalid flag +all swallow=2000002",
