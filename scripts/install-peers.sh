@@ -6,18 +6,13 @@
 # only when something is missing. Noninteractive, reads no stdin; must run as root
 # (or through sudo).
 #
-#   scripts/install-peers.sh            # memcached, libmemcached-tools, mariadb-server
-#   scripts/install-peers.sh --all      # also redis-server
+#   scripts/install-peers.sh            # memcached, libmemcached-tools, mariadb, redis
 #   scripts/install-peers.sh pkg ...    # exactly these packages
 set -euo pipefail
 
-packages=(memcached libmemcached-tools mariadb-server mariadb-client)
-if [[ $# -gt 0 ]]; then
-    if [[ "$1" == "--all" ]]; then
-        packages+=(redis-server)
-    else
-        packages=("$@")
-    fi
+packages=(memcached libmemcached-tools mariadb-server mariadb-client redis-server)
+if [[ $# -gt 0 && "$1" != "--all" ]]; then
+    packages=("$@")
 fi
 
 missing=()

@@ -21,6 +21,50 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+use crate::proto::Wire;
+
+/// Servers and data directories started by this process, for [`cleanup_on_signal`].
+static STARTED: Mutex<Vec<(u32, Option<PathBuf>)>> = Mutex::new(Vec::new());
+
+fn remember(child: &Child, data_dir: Option<&Path>) {
+    if let Ok(mut started) = STARTED.lock() {
+        started.push((child.id(), data_dir.map(Path::to_path_buf)));
+    }
+}
+
+fn forget(pid: u32) {
+    if let Ok(mut started) = STARTED.lock() {
+        started.retain(|(p, _)| *p != pid);
+    }
+}
+
+/// On SIGINT, SIGTERM or SIGHUP, kills every server still running and removes its
+/// data directory, then exits: otherwise an interrupted run would leave servers
+/// (mariadbd ignores the terminal's SIGINT) and gigabytes of data behind.
+pub fn cleanup_on_signal() -> Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+        .context("installing signal handlers")?;
+    thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            let started = STARTED.lock().map(|s| s.clone()).unwrap_or_default();
+            for (pid, dir) in started {
+                // std has no kill(2) without unsafe; the kill command does it.
+                let _ = Command::new("kill")
+                    .arg("-KILL")
+                    .arg(pid.to_string())
+                    .status();
+                if let Some(dir) = dir {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+            }
+            eprintln!("kura-bench: interrupted (signal {signal}); stopped the servers it started");
+            std::process::exit(128 + signal);
+        }
+    });
+    Ok(())
+}
+
 /// Kura's durability modes, as its `--durability` flag spells them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
@@ -50,11 +94,21 @@ pub enum BackendKind {
     /// `mariadb`: a private mariadbd with its own data directory, port and socket,
     /// InnoDB with its defaults (a commit is fsynced), binary log off.
     Mariadb,
+    /// `redis` (append-only file, fsync every second, like `kura-interval`) and
+    /// `redis-always` (fsync before every reply, like `kura-fsync`).
+    Redis(RedisFsync),
     /// `mariadb+memcached`: the seed's cache-aside setup, a private mariadbd with a
     /// memcached in front that the client reads first and fills on a miss.
     MariadbMemcached,
     /// `--server host:port`: already running, not ours to start or stop.
     External { addr: String },
+}
+
+/// Redis's `appendfsync` setting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RedisFsync {
+    EverySec,
+    Always,
 }
 
 /// The protocol a backend speaks.
@@ -66,6 +120,18 @@ pub enum Protocol {
     MysqlCacheAside {
         cache: SocketAddr,
     },
+    Redis,
+}
+
+impl Protocol {
+    /// The key-value wire protocol, for backends that have one.
+    pub fn wire(self) -> Option<Wire> {
+        match self {
+            Protocol::Memcached => Some(Wire::Memcached),
+            Protocol::Redis => Some(Wire::Redis),
+            Protocol::Mysql | Protocol::MysqlCacheAside { .. } => None,
+        }
+    }
 }
 
 impl BackendKind {
@@ -78,10 +144,12 @@ impl BackendKind {
             "kura-none" => BackendKind::Kura(Durability::None),
             "mariadb" => BackendKind::Mariadb,
             "mariadb+memcached" => BackendKind::MariadbMemcached,
+            "redis" => BackendKind::Redis(RedisFsync::EverySec),
+            "redis-always" => BackendKind::Redis(RedisFsync::Always),
             "kura" => bail!("say which durability: kura-fsync, kura-interval or kura-none"),
             other => bail!(
                 "unknown backend {other:?}: expected memcached, memcached2, kura-fsync, \
-                 kura-interval, kura-none, mariadb or mariadb+memcached (use --server host:port for a running server)"
+                 kura-interval, kura-none, mariadb, mariadb+memcached, redis or redis-always (use --server host:port for a running server)"
             ),
         })
     }
@@ -92,6 +160,8 @@ impl BackendKind {
             BackendKind::Kura(d) => format!("kura-{}", d.flag()),
             BackendKind::Mariadb => "mariadb".to_string(),
             BackendKind::MariadbMemcached => "mariadb+memcached".to_string(),
+            BackendKind::Redis(RedisFsync::EverySec) => "redis".to_string(),
+            BackendKind::Redis(RedisFsync::Always) => "redis-always".to_string(),
             BackendKind::External { addr } => format!("server@{addr}"),
         }
     }
@@ -102,6 +172,8 @@ impl BackendKind {
 pub struct LaunchConfig {
     pub memcached_bin: PathBuf,
     pub kura_bin: PathBuf,
+    /// Extra arguments for every Kura started (`--kura-arg`).
+    pub kura_args: Vec<String>,
     /// Parent of the per-run data directories; must be a real disk, not tmpfs.
     pub data_root: PathBuf,
     /// Worker threads for each server (`-t`).
@@ -145,6 +217,7 @@ impl Backend {
             BackendKind::Memcached { name } => start_memcached(name, config),
             BackendKind::Kura(durability) => start_kura(*durability, config),
             BackendKind::Mariadb => start_mariadb(config),
+            BackendKind::Redis(fsync) => start_redis(&kind.name(), *fsync, config),
             BackendKind::MariadbMemcached => {
                 let mut db = start_mariadb(config)?;
                 let cache = start_memcached("memcached-cache", config)?;
@@ -183,6 +256,7 @@ impl Backend {
         }
         if let Some(child) = &mut self.child {
             if let Some(status) = child.try_wait()? {
+                forget(child.id());
                 let tail = self.log.as_ref().map(|l| l.text()).unwrap_or_default();
                 bail!(
                     "{} exited ({status}) during the run; its last output:\n{tail}",
@@ -197,6 +271,7 @@ impl Backend {
 impl Drop for Backend {
     fn drop(&mut self) {
         if let Some(child) = &mut self.child {
+            forget(child.id());
             // Errors here mean the process is already gone, which is what we want.
             let _ = child.kill();
             let _ = child.wait();
@@ -278,6 +353,7 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
             .stderr(Stdio::piped())
             .spawn()
             .with_context(|| format!("starting {}", config.memcached_bin.display()))?;
+        remember(&child, None);
         if let Some(out) = child.stdout.take() {
             drain(out, tail.clone(), |_| {});
         }
@@ -289,6 +365,7 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(status) = child.try_wait()? {
+                forget(child.id());
                 last_error = Some(format!(
                     "memcached exited at start ({status}): {}",
                     tail.text()
@@ -345,11 +422,13 @@ fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> 
         .arg(data_dir.path())
         .args(["--durability", durability.flag()])
         .args(["-t", &config.server_threads.to_string()])
+        .args(&config.kura_args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("starting {}", config.kura_bin.display()))?;
+    remember(&child, Some(data_dir.path()));
     let (ready_tx, ready_rx) = mpsc::channel::<String>();
     if let Some(out) = child.stdout.take() {
         let mut ready_tx = Some(ready_tx);
@@ -379,6 +458,7 @@ fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> 
             }
         }
         if let Some(status) = child.try_wait()? {
+            forget(child.id());
             bail!(
                 "kura exited at start ({status}); its output:\n{}",
                 tail.text()
@@ -408,11 +488,100 @@ fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> 
     })
 }
 
+fn start_redis(name: &str, fsync: RedisFsync, config: &LaunchConfig) -> Result<Backend> {
+    let bin = Path::new("/usr/bin/redis-server");
+    if !bin.exists() {
+        bail!(
+            "{} not found: run `sudo scripts/install-peers.sh`",
+            bin.display()
+        );
+    }
+    check_real_disk(&config.data_root)?;
+    let dir = tempfile::Builder::new()
+        .prefix("kura-bench-redis-")
+        .tempdir_in(&config.data_root)
+        .with_context(|| {
+            format!(
+                "creating a data directory under {}",
+                config.data_root.display()
+            )
+        })?;
+    let appendfsync = match fsync {
+        RedisFsync::EverySec => "everysec",
+        RedisFsync::Always => "always",
+    };
+    let mut last_error = String::new();
+    for _ in 0..5 {
+        let port = free_port()?;
+        let tail = Arc::new(OutputTail::default());
+        let mut child = Command::new(bin)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .arg("--dir")
+            .arg(dir.path())
+            .args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                appendfsync,
+                "--save",
+                "",
+            ])
+            .args([
+                "--daemonize",
+                "no",
+                "--protected-mode",
+                "no",
+                "--maxclients",
+                "4000",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        remember(&child, Some(dir.path()));
+        if let Some(out) = child.stdout.take() {
+            drain(out, tail.clone(), |_| {});
+        }
+        if let Some(err) = child.stderr.take() {
+            drain(err, tail.clone(), |_| {});
+        }
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = child.try_wait()? {
+                forget(child.id());
+                last_error = format!("redis-server exited at start ({status}): {}", tail.text());
+                break;
+            }
+            if TcpStream::connect(addr).is_ok() {
+                return Ok(Backend {
+                    name: name.to_string(),
+                    addr,
+                    pids: vec![child.id()],
+                    protocol: Protocol::Redis,
+                    child: Some(child),
+                    companion: None,
+                    log: Some(tail),
+                    _data_dir: Some(dir),
+                });
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("redis-server did not accept connections on {addr} within 10 s");
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+    bail!("could not start redis-server: {last_error}")
+}
+
 fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
     let install_db = Path::new("/usr/bin/mariadb-install-db");
     if !config.mariadbd_bin.exists() || !install_db.exists() {
         bail!(
-            "{} or {} not found: run `sudo scripts/install-peers.sh --all` (installs mariadb-server)",
+            "{} or {} not found: run `sudo scripts/install-peers.sh` (installs mariadb-server)",
             config.mariadbd_bin.display(),
             install_db.display()
         );
@@ -482,6 +651,7 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
             .stderr(Stdio::piped())
             .spawn()
             .with_context(|| format!("starting {}", config.mariadbd_bin.display()))?;
+        remember(&child, Some(dir.path()));
         if let Some(out) = child.stdout.take() {
             drain(out, tail.clone(), |_| {});
         }
@@ -492,6 +662,7 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(status) = child.try_wait()? {
+                forget(child.id());
                 last_error = format!("mariadbd exited at start ({status}): {}", tail.text());
                 break;
             }

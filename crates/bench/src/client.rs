@@ -1,4 +1,5 @@
-//! A blocking memcached text-protocol client over one TCP connection.
+//! A blocking client over one TCP connection, speaking memcached's text protocol or
+//! Redis's RESP (see [`Wire`]).
 //!
 //! Used where one request at a time is the point (store/fetch, multi-get, the game
 //! transaction) and for preloading, where it pipelines a batch of requests and then
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use crate::proto::{self, Expect, Reply};
+use crate::proto::{Expect, Reply, Wire};
 
 /// One blocking connection with its read buffer.
 pub struct Client {
@@ -19,10 +20,11 @@ pub struct Client {
     inbuf: Vec<u8>,
     start: usize,
     outbuf: Vec<u8>,
+    wire: Wire,
 }
 
 impl Client {
-    pub fn connect(addr: SocketAddr) -> Result<Client> {
+    pub fn connect(addr: SocketAddr, wire: Wire) -> Result<Client> {
         let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
             .with_context(|| format!("connecting to {addr}"))?;
         stream.set_nodelay(true)?;
@@ -32,15 +34,26 @@ impl Client {
             inbuf: Vec::with_capacity(64 * 1024),
             start: 0,
             outbuf: Vec::new(),
+            wire,
         })
     }
 
-    /// The buffer the next request(s) are encoded into; sent by [`Client::flush`].
-    pub fn out(&mut self) -> &mut Vec<u8> {
-        &mut self.outbuf
+    /// Encodes a get of `key`, to be sent by [`Client::flush`] or [`Client::call`].
+    pub fn push_get(&mut self, key: &[u8]) {
+        self.wire.encode_get(&mut self.outbuf, key);
     }
 
-    /// Sends everything encoded into [`Client::out`].
+    /// Encodes one get of all `keys`.
+    pub fn push_multi_get(&mut self, keys: &[Vec<u8>]) {
+        self.wire.encode_multi_get(&mut self.outbuf, keys);
+    }
+
+    /// Encodes a set of `key` to `value`.
+    pub fn push_set(&mut self, key: &[u8], value: &[u8]) {
+        self.wire.encode_set(&mut self.outbuf, key, value);
+    }
+
+    /// Sends everything encoded so far.
     pub fn flush(&mut self) -> Result<()> {
         self.stream
             .write_all(&self.outbuf)
@@ -56,11 +69,12 @@ impl Client {
 
     /// `get <key>`: the value, or `None` on a miss.
     pub fn get_value(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        proto::encode_get(&mut self.outbuf, key);
+        self.push_get(key);
         self.flush()?;
+        let wire = self.wire;
         let mut value = None;
         let mut framing = Ok(());
-        let reply = self.read_reply_with(Expect::Values, |bytes| match proto::values(bytes) {
+        let reply = self.read_reply_with(Expect::Values, |bytes| match wire.values(bytes) {
             Ok(values) => value = values.first().map(|v| v.to_vec()),
             Err(e) => framing = Err(e),
         })?;
@@ -74,7 +88,7 @@ impl Client {
     /// Reads one complete reply, showing its bytes to `inspect` first.
     fn read_reply_with(&mut self, expect: Expect, mut inspect: impl FnMut(&[u8])) -> Result<Reply> {
         loop {
-            if let Some((reply, used)) = proto::parse_reply(&self.inbuf[self.start..], expect)? {
+            if let Some((reply, used)) = self.wire.parse_reply(&self.inbuf[self.start..], expect)? {
                 inspect(&self.inbuf[self.start..self.start + used]);
                 self.start += used;
                 if self.start == self.inbuf.len() {

@@ -32,7 +32,7 @@ use crate::client::Client;
 use crate::game_sql;
 use crate::keys::{Distribution, KeyChooser, Rng};
 use crate::load::sleep_until;
-use crate::proto::{self, Expect, Reply};
+use crate::proto::{Expect, Reply, Wire};
 use crate::report::{opt, Csv, Table};
 use crate::stats::{self, median};
 use crate::Common;
@@ -110,21 +110,20 @@ pub(crate) fn unix_now() -> u64 {
 }
 
 /// Stores every player's row and email key, pipelining batches.
-pub(crate) fn preload(addr: SocketAddr, players: u64, row_size: usize) -> Result<()> {
+pub(crate) fn preload(addr: SocketAddr, wire: Wire, players: u64, row_size: usize) -> Result<()> {
     let connections = 8u64;
     let per = players.div_ceil(connections);
     let mut workers = Vec::new();
     for c in 0..connections {
         let range = (c * per)..((c + 1) * per).min(players);
         workers.push(thread::spawn(move || -> Result<()> {
-            let mut client = Client::connect(addr)?;
+            let mut client = Client::connect(addr, wire)?;
             let ids: Vec<u64> = range.collect();
             for batch in ids.chunks(32) {
                 for &id in batch {
                     let row = encode_row(id, id % 1000, 1, unix_now(), row_size);
-                    proto::encode_set(client.out(), &player_key(id), &row);
-                    proto::encode_set(
-                        client.out(),
+                    client.push_set(&player_key(id), &row);
+                    client.push_set(
                         format!("email:{}", email(id)).as_bytes(),
                         id.to_string().as_bytes(),
                     );
@@ -178,6 +177,8 @@ struct Conn {
 
 #[derive(Clone)]
 pub(crate) struct Plan {
+    /// The key-value protocol (for the polling client; SQL ignores it).
+    pub wire: Wire,
     pub chooser: KeyChooser,
     pub row_size: usize,
     pub window_start: Instant,
@@ -318,7 +319,7 @@ fn drive(plan: &Plan, conns: Vec<StdTcpStream>, seed: u64, start: Instant) -> Re
             } else {
                 Expect::Values
             };
-            let Some((reply, used)) = proto::parse_reply(&c.inbuf, expect)? else {
+            let Some((reply, used)) = plan.wire.parse_reply(&c.inbuf, expect)? else {
                 continue;
             };
             if used != c.inbuf.len() {
@@ -356,7 +357,7 @@ fn begin_transaction(plan: &Plan, c: &mut Conn, rng: &mut Rng) {
     c.step = 0;
     c.outbuf.clear();
     c.written = 0;
-    proto::encode_get(&mut c.outbuf, &player_key(c.player));
+    plan.wire.encode_get(&mut c.outbuf, &player_key(c.player));
     c.started_at = Instant::now();
     c.sent_at = c.started_at;
 }
@@ -369,7 +370,7 @@ fn advance(plan: &Plan, c: &mut Conn, reply: Reply, bytes: &[u8], rng: &mut Rng)
     c.written = 0;
     match c.step {
         0 => {
-            let values = proto::values(bytes)?;
+            let values = plan.wire.values(bytes)?;
             let Some((id, row_email, score, level)) =
                 values.first().and_then(|row| decode_row(row))
             else {
@@ -381,7 +382,7 @@ fn advance(plan: &Plan, c: &mut Conn, reply: Reply, bytes: &[u8], rng: &mut Rng)
             let score = score + 1 + rng.below(100);
             let level = level.max(score / 1000);
             let row = encode_row(id, score, level, unix_now(), plan.row_size);
-            proto::encode_set(&mut c.outbuf, &player_key(id), &row);
+            plan.wire.encode_set(&mut c.outbuf, &player_key(id), &row);
             c.email_key.clear();
             c.email_key.extend_from_slice(b"email:");
             c.email_key.extend_from_slice(row_email);
@@ -391,11 +392,11 @@ fn advance(plan: &Plan, c: &mut Conn, reply: Reply, bytes: &[u8], rng: &mut Rng)
             if reply != Reply::Ok {
                 return Ok(false);
             }
-            proto::encode_get(&mut c.outbuf, &c.email_key);
+            plan.wire.encode_get(&mut c.outbuf, &c.email_key);
             c.step = 2;
         }
         _ => {
-            let values = proto::values(bytes)?;
+            let values = plan.wire.values(bytes)?;
             if values.len() != 1 || values[0] != c.player.to_string().as_bytes() {
                 return Ok(false);
             }
@@ -438,11 +439,12 @@ pub fn run(args: &GameArgs) -> Result<()> {
             args.players, args.row_size, b.name
         );
         match b.protocol {
-            Protocol::Memcached => preload(b.addr, args.players, args.row_size)?,
+            Protocol::Memcached => preload(b.addr, Wire::Memcached, args.players, args.row_size)?,
+            Protocol::Redis => preload(b.addr, Wire::Redis, args.players, args.row_size)?,
             Protocol::Mysql => game_sql::preload(b.addr, args.players, args.row_size)?,
             Protocol::MysqlCacheAside { cache } => {
                 game_sql::preload(b.addr, args.players, args.row_size)?;
-                preload(cache, args.players, args.row_size)?;
+                preload(cache, Wire::Memcached, args.players, args.row_size)?;
             }
         }
     }
@@ -465,6 +467,7 @@ pub fn run(args: &GameArgs) -> Result<()> {
                 let start = Instant::now() + Duration::from_millis(20);
                 let window_start = start + Duration::from_secs_f64(args.warmup);
                 let plan = Plan {
+                    wire: b.protocol.wire().unwrap_or(Wire::Memcached),
                     chooser: chooser.clone(),
                     row_size: args.row_size,
                     window_start,
@@ -472,7 +475,7 @@ pub fn run(args: &GameArgs) -> Result<()> {
                 };
                 let seed = args.common.seed.wrapping_add(rep as u64 * 31 + ci as u64);
                 let r = match b.protocol {
-                    Protocol::Memcached => measure(
+                    Protocol::Memcached | Protocol::Redis => measure(
                         b.addr,
                         connections,
                         args.client_threads,

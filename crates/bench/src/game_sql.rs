@@ -28,7 +28,7 @@ use crate::game::{decode_row, email, encode_row, player_key, unix_now, GameResul
 use crate::keys::Rng;
 use crate::load::sleep_until;
 use crate::mysql::{quote, Connection};
-use crate::proto::{self, Expect};
+use crate::proto::{Expect, Wire};
 use crate::stats;
 
 const DATABASE: &str = "kura_bench";
@@ -116,7 +116,9 @@ pub fn measure(
     let mut handles = Vec::new();
     for i in 0..connections {
         let conn = connect(addr)?;
-        let cache = cache.map(Client::connect).transpose()?;
+        let cache = cache
+            .map(|c| Client::connect(c, Wire::Memcached))
+            .transpose()?;
         let plan = plan.clone();
         let seed = seed.wrapping_add(i as u64 * 104_729);
         handles.push(thread::spawn(move || {
@@ -187,7 +189,7 @@ fn get_player(
         let found = select_player(conn, id)?;
         if let Some(p) = &found {
             let row = encode_row(id, p.score, p.level, unix_now(), row_size);
-            proto::encode_set(cache.out(), &key, &row);
+            cache.push_set(&key, &row);
             cache.call(Expect::Status)?;
         }
         return Ok(found);
@@ -223,7 +225,7 @@ fn id_by_email(
         }
         let found = select_id_by_email(conn, email)?;
         if let Some(id) = &found {
-            proto::encode_set(cache.out(), key.as_bytes(), id.as_bytes());
+            cache.push_set(key.as_bytes(), id.as_bytes());
             cache.call(Expect::Status)?;
         }
         return Ok(found);
@@ -281,7 +283,7 @@ fn drive(
         if let Some(cache) = cache.as_mut() {
             // Write-through, as seed 000's client did: the new row replaces the cached one.
             let row = encode_row(id, score, level, now, plan.row_size);
-            proto::encode_set(cache.out(), &player_key(id), &row);
+            cache.push_set(&player_key(id), &row);
             cache.call(Expect::Status)?;
         }
         let t2 = Instant::now();

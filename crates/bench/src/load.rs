@@ -25,7 +25,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use crate::client::Client;
 use crate::keys::{key_name, value_bytes, KeyChooser, Rng};
-use crate::proto::{self, Expect, Reply};
+use crate::proto::{Expect, Reply, Wire};
 use crate::stats;
 
 /// Which requests a load sends.
@@ -53,6 +53,7 @@ impl OpMix {
 #[derive(Clone, Debug)]
 pub struct LoadSpec {
     pub addr: SocketAddr,
+    pub wire: Wire,
     pub connections: usize,
     pub threads: usize,
     pub keys: KeyChooser,
@@ -87,6 +88,7 @@ impl LoadResult {
 /// batches of sets on each.
 pub fn preload(
     addr: SocketAddr,
+    wire: Wire,
     key_prefix: &str,
     keys: u64,
     value_len: usize,
@@ -99,14 +101,14 @@ pub fn preload(
         let prefix = key_prefix.to_string();
         let range = (c * per)..((c + 1) * per).min(keys);
         workers.push(thread::spawn(move || -> Result<()> {
-            let mut client = Client::connect(addr)?;
+            let mut client = Client::connect(addr, wire)?;
             let value = value_bytes(value_len, c);
             let mut key = Vec::new();
             let ids: Vec<u64> = range.collect();
             for batch in ids.chunks(64) {
                 for id in batch {
                     key_name(&mut key, &prefix, *id);
-                    proto::encode_set(client.out(), &key, &value);
+                    client.push_set(&key, &value);
                 }
                 client.flush()?;
                 for _ in batch {
@@ -282,7 +284,7 @@ fn drive(
                     Err(e) => return Err(e).context("reading a reply"),
                 }
             }
-            let Some((reply, used)) = proto::parse_reply(&c.inbuf, c.expect)? else {
+            let Some((reply, used)) = spec.wire.parse_reply(&c.inbuf, c.expect)? else {
                 continue;
             };
             if used != c.inbuf.len() {
@@ -316,10 +318,10 @@ fn next_request(spec: &LoadSpec, c: &mut Conn, rng: &mut Rng, key: &mut Vec<u8>,
     c.outbuf.clear();
     c.written = 0;
     if set {
-        proto::encode_set(&mut c.outbuf, key, value);
+        spec.wire.encode_set(&mut c.outbuf, key, value);
         c.expect = Expect::Status;
     } else {
-        proto::encode_get(&mut c.outbuf, key);
+        spec.wire.encode_get(&mut c.outbuf, key);
         c.expect = Expect::Values;
     }
     c.sent_at = Instant::now();

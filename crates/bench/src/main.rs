@@ -57,7 +57,8 @@ enum Workload {
 #[derive(Args, Debug, Clone)]
 pub struct Common {
     /// Backends to start, comma-separated: memcached, memcached2, kura-fsync,
-    /// kura-interval, kura-none, mariadb (game only). Default: memcached and every Kura mode (Kura is
+    /// kura-interval, kura-none, redis, redis-always, mariadb (not throughput),
+    /// mariadb+memcached (game only). Default: memcached and every Kura mode (Kura is
     /// skipped with a note if its binary is absent), or none when --server is given.
     #[arg(long, value_delimiter = ',')]
     pub backends: Option<Vec<String>>,
@@ -67,6 +68,10 @@ pub struct Common {
     /// The Kura server binary.
     #[arg(long, default_value = "target/release/kura")]
     pub kura_bin: PathBuf,
+    /// An extra argument for every Kura started, e.g. `--kura-arg=--fsync-interval-ms=10`
+    /// (repeatable).
+    #[arg(long = "kura-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub kura_args: Vec<String>,
     /// The memcached binary.
     #[arg(long, default_value = "/usr/bin/memcached")]
     pub memcached_bin: PathBuf,
@@ -112,7 +117,8 @@ impl Common {
         let mut kinds = Vec::new();
         for name in names.iter().filter(|n| !n.is_empty()) {
             let kind = BackendKind::parse(name)?;
-            if kind == BackendKind::Mariadb && sql == SqlBackends::Refused {
+            let is_sql = matches!(kind, BackendKind::Mariadb | BackendKind::MariadbMemcached);
+            if is_sql && sql == SqlBackends::Refused {
                 anyhow::bail!("the mariadb backend is not supported by this workload, so far");
             }
             if defaulted && matches!(kind, BackendKind::Kura(_)) && !self.kura_bin.exists() {
@@ -136,6 +142,7 @@ impl Common {
         let config = LaunchConfig {
             memcached_bin: self.memcached_bin.clone(),
             kura_bin: self.kura_bin.clone(),
+            kura_args: self.kura_args.clone(),
             data_root: self.data_root.clone(),
             server_threads: self.server_threads,
             memcached_mem_mib: 1024,
@@ -154,6 +161,7 @@ impl Common {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    backend::cleanup_on_signal()?;
     match cli.workload {
         Workload::Throughput(args) => throughput::run(&args),
         Workload::StoreFetch(args) => store_fetch::run(&args),

@@ -95,7 +95,12 @@ pub fn run(args: &MultigetArgs) -> Result<()> {
         );
         match b.protocol {
             Protocol::Mysql => sql_kv::preload(b.addr, TABLE, prefix, args.keys, args.value_size)?,
-            _ => load::preload(b.addr, prefix, args.keys, args.value_size, 4)?,
+            other => {
+                let wire = other
+                    .wire()
+                    .with_context(|| format!("{} cannot run multi-gets", b.name))?;
+                load::preload(b.addr, wire, prefix, args.keys, args.value_size, 4)?
+            }
         }
     }
     let mut clients: Vec<KvClient> = backends
@@ -121,6 +126,9 @@ pub fn run(args: &MultigetArgs) -> Result<()> {
         if sample % 10 == 0 {
             for (client, b) in clients.iter_mut().zip(&backends) {
                 *client = KvClient::connect(b, TABLE)?;
+                // The first request on a new connection pays for its setup (thread
+                // wake-ups, buffers): warm it outside the measurement.
+                client.fetch(b"warm-up")?;
             }
         }
         for (c, &n) in counts.iter().enumerate() {

@@ -1,5 +1,7 @@
-//! The slice of memcached's text protocol that kura-bench speaks: `get` (one key or
-//! many), `set`, `delete`, `flush_all`, and parsing their replies.
+//! The requests kura-bench sends and the replies it parses: memcached's text
+//! protocol (`get` of one key or many, `set`), and the same three requests in
+//! Redis's RESP (`GET`, `MGET`, `SET`) so Redis can run the same workloads.
+//! [`Wire`] picks one per backend.
 //!
 //! No I/O here: requests are appended to a buffer and replies are parsed from one.
 //! A reply that has not fully arrived parses as `Ok(None)`, never as an error. This
@@ -41,6 +43,157 @@ impl fmt::Display for FramingError {
 }
 
 impl std::error::Error for FramingError {}
+
+/// The protocol a connection speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    Memcached,
+    Redis,
+}
+
+impl Wire {
+    pub fn encode_get(self, buf: &mut Vec<u8>, key: &[u8]) {
+        match self {
+            Wire::Memcached => encode_get(buf, key),
+            Wire::Redis => resp_command(buf, &[b"GET", key]),
+        }
+    }
+
+    pub fn encode_multi_get(self, buf: &mut Vec<u8>, keys: &[Vec<u8>]) {
+        match self {
+            Wire::Memcached => encode_multi_get(buf, keys.iter().map(|k| k.as_slice())),
+            Wire::Redis => {
+                let mut parts: Vec<&[u8]> = vec![b"MGET"];
+                parts.extend(keys.iter().map(|k| k.as_slice()));
+                resp_command(buf, &parts);
+            }
+        }
+    }
+
+    pub fn encode_set(self, buf: &mut Vec<u8>, key: &[u8], value: &[u8]) {
+        match self {
+            Wire::Memcached => encode_set(buf, key, value),
+            Wire::Redis => resp_command(buf, &[b"SET", key, value]),
+        }
+    }
+
+    /// One complete reply from the front of `buf` and its length, or `None`.
+    pub fn parse_reply(
+        self,
+        buf: &[u8],
+        expect: Expect,
+    ) -> Result<Option<(Reply, usize)>, FramingError> {
+        match self {
+            Wire::Memcached => parse_reply(buf, expect),
+            Wire::Redis => parse_resp(buf),
+        }
+    }
+
+    /// The values in a complete retrieval reply (misses left out).
+    pub fn values(self, reply: &[u8]) -> Result<Vec<&[u8]>, FramingError> {
+        match self {
+            Wire::Memcached => values(reply),
+            Wire::Redis => resp_values(reply),
+        }
+    }
+}
+
+/// Appends a RESP array of bulk strings: `*<n>\r\n` then `$<len>\r\n<part>\r\n` each.
+fn resp_command(buf: &mut Vec<u8>, parts: &[&[u8]]) {
+    buf.extend_from_slice(format!("*{}\r\n", parts.len()).as_bytes());
+    for part in parts {
+        buf.extend_from_slice(format!("${}\r\n", part.len()).as_bytes());
+        buf.extend_from_slice(part);
+        buf.extend_from_slice(b"\r\n");
+    }
+}
+
+/// One RESP element at the front of `buf`: its length in bytes and, for bulk
+/// strings, whether it held a value; `None` if incomplete.
+fn resp_element(buf: &[u8]) -> Result<Option<(Reply, usize)>, FramingError> {
+    let Some(end) = line_end(buf) else {
+        return Ok(None);
+    };
+    let line = &buf[..end - 2];
+    let number = || -> Result<i64, FramingError> {
+        std::str::from_utf8(&line[1..])
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| FramingError(String::from_utf8_lossy(line).into_owned()))
+    };
+    match line.first() {
+        Some(b'+') | Some(b':') => Ok(Some((Reply::Ok, end))),
+        Some(b'-') => Ok(Some((Reply::Error, end))),
+        Some(b'$') => {
+            let len = number()?;
+            if len < 0 {
+                return Ok(Some((Reply::Values { hits: 0 }, end)));
+            }
+            let total = end + len as usize + 2;
+            if buf.len() < total {
+                return Ok(None);
+            }
+            Ok(Some((Reply::Values { hits: 1 }, total)))
+        }
+        Some(b'*') => {
+            let count = number()?;
+            let mut pos = end;
+            let mut hits = 0;
+            for _ in 0..count.max(0) {
+                match resp_element(&buf[pos..])? {
+                    None => return Ok(None),
+                    Some((Reply::Values { hits: h }, used)) => {
+                        hits += h;
+                        pos += used;
+                    }
+                    Some((_, used)) => pos += used,
+                }
+            }
+            Ok(Some((Reply::Values { hits }, pos)))
+        }
+        _ => Err(FramingError(String::from_utf8_lossy(line).into_owned())),
+    }
+}
+
+fn parse_resp(buf: &[u8]) -> Result<Option<(Reply, usize)>, FramingError> {
+    resp_element(buf)
+}
+
+/// The non-nil bulk strings of a complete RESP reply (a bulk string or an array).
+fn resp_values(reply: &[u8]) -> Result<Vec<&[u8]>, FramingError> {
+    let mut found = Vec::new();
+    let mut pos = 0;
+    let mut remaining = 1i64;
+    while remaining > 0 && pos < reply.len() {
+        let Some(end) = line_end(&reply[pos..]) else {
+            break;
+        };
+        let line = &reply[pos..pos + end - 2];
+        let n: i64 = std::str::from_utf8(&line[1..])
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(-1);
+        match line.first() {
+            Some(b'*') => {
+                remaining += n.max(0);
+                pos += end;
+            }
+            Some(b'$') if n >= 0 => {
+                let start = pos + end;
+                let stop = start + n as usize;
+                found.push(
+                    reply
+                        .get(start..stop)
+                        .ok_or_else(|| FramingError("short bulk".into()))?,
+                );
+                pos = stop + 2;
+            }
+            _ => pos += end,
+        }
+        remaining -= 1;
+    }
+    Ok(found)
+}
 
 /// Appends `get <key>\r\n`.
 pub fn encode_get(buf: &mut Vec<u8>, key: &[u8]) {
@@ -209,6 +362,41 @@ mod tests {
         let reply = b"VALUE a 0 1\r\nx\r\nVALUE b 5 2 77\r\nyz\r\nEND\r\n";
         assert_eq!(values(reply), Ok(vec![&b"x"[..], b"yz"]));
         assert_eq!(values(b"END\r\n"), Ok(vec![]));
+    }
+
+    #[test]
+    fn resp() {
+        let r = Wire::Redis;
+        let check = |input: &str, expected: Option<(Reply, usize)>| {
+            assert_eq!(
+                r.parse_reply(input.as_bytes(), Expect::Values),
+                Ok(expected),
+                "{input:?}"
+            );
+        };
+        check("+OK\r\n", Some((Reply::Ok, 5)));
+        check("-ERR x\r\n", Some((Reply::Error, 8)));
+        check("$-1\r\n", Some((Reply::Values { hits: 0 }, 5)));
+        check("$3\r\nabc\r\n", Some((Reply::Values { hits: 1 }, 9)));
+        check("$3\r\nab", None);
+        check(
+            "*3\r\n$1\r\na\r\n$-1\r\n$2\r\nbc\r\n",
+            Some((Reply::Values { hits: 2 }, 24)),
+        );
+        check("*2\r\n$1\r\na\r\n", None);
+        assert!(r.parse_reply(b"?\r\n", Expect::Status).is_err());
+        assert_eq!(
+            r.values(b"*3\r\n$1\r\na\r\n$-1\r\n$2\r\nbc\r\n"),
+            Ok(vec![&b"a"[..], b"bc"])
+        );
+        assert_eq!(r.values(b"$3\r\nabc\r\n"), Ok(vec![&b"abc"[..]]));
+        let mut buf = Vec::new();
+        r.encode_set(&mut buf, b"k", b"vv");
+        r.encode_multi_get(&mut buf, &[b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(
+            buf,
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\nvv\r\n*3\r\n$4\r\nMGET\r\n$1\r\na\r\n$1\r\nb\r\n"
+        );
     }
 
     #[test]

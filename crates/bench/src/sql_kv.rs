@@ -15,7 +15,7 @@ use crate::backend::{Backend, Protocol};
 use crate::client::Client;
 use crate::keys::{key_name, value_bytes};
 use crate::mysql::{quote, Connection};
-use crate::proto::{self, Expect, Reply};
+use crate::proto::{Expect, Reply, Wire};
 
 const DATABASE: &str = "kura_bench_kv";
 
@@ -128,7 +128,8 @@ pub fn preload(
 
 /// A key-value connection to any backend the single-client workloads support.
 pub enum KvClient {
-    Memcached(Client),
+    /// memcached or Redis.
+    Kv(Client),
     Sql(SqlKv),
 }
 
@@ -136,7 +137,11 @@ impl KvClient {
     /// Connects to `backend`; SQL backends use `table`.
     pub fn connect(backend: &Backend, table: &str) -> Result<KvClient> {
         match backend.protocol {
-            Protocol::Memcached => Ok(KvClient::Memcached(Client::connect(backend.addr)?)),
+            Protocol::Memcached => Ok(KvClient::Kv(Client::connect(
+                backend.addr,
+                Wire::Memcached,
+            )?)),
+            Protocol::Redis => Ok(KvClient::Kv(Client::connect(backend.addr, Wire::Redis)?)),
             Protocol::Mysql => Ok(KvClient::Sql(SqlKv::connect(backend.addr, table)?)),
             Protocol::MysqlCacheAside { .. } => {
                 bail!("{} is supported by the game workload only", backend.name)
@@ -147,8 +152,8 @@ impl KvClient {
     /// `set` or `REPLACE INTO`; whether it was stored.
     pub fn store(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
         match self {
-            KvClient::Memcached(c) => {
-                proto::encode_set(c.out(), key, value);
+            KvClient::Kv(c) => {
+                c.push_set(key, value);
                 Ok(c.call(Expect::Status)? == Reply::Ok)
             }
             KvClient::Sql(kv) => kv.store(key, value).map(|()| true),
@@ -158,8 +163,8 @@ impl KvClient {
     /// `get` or `SELECT`; whether the key had a value.
     pub fn fetch(&mut self, key: &[u8]) -> Result<bool> {
         match self {
-            KvClient::Memcached(c) => {
-                proto::encode_get(c.out(), key);
+            KvClient::Kv(c) => {
+                c.push_get(key);
                 Ok(c.call(Expect::Values)? == Reply::Values { hits: 1 })
             }
             KvClient::Sql(kv) => kv.fetch(key),
@@ -169,8 +174,8 @@ impl KvClient {
     /// One `get k1 ... kn` or `SELECT ... IN (...)`; how many keys had values.
     pub fn multi_fetch(&mut self, keys: &[Vec<u8>]) -> Result<usize> {
         match self {
-            KvClient::Memcached(c) => {
-                proto::encode_multi_get(c.out(), keys.iter().map(|k| k.as_slice()));
+            KvClient::Kv(c) => {
+                c.push_multi_get(keys);
                 match c.call(Expect::Values)? {
                     Reply::Values { hits } => Ok(hits as usize),
                     _ => Ok(0),

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::chart::{Chart, Kind};
@@ -111,8 +111,13 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
             "preloading {} keys of {} bytes into {}",
             args.keys, args.value_size, b.name
         );
+        let wire = b
+            .protocol
+            .wire()
+            .with_context(|| format!("{} cannot run the throughput workload", b.name))?;
         load::preload(
             b.addr,
+            wire,
             key_prefix,
             args.keys,
             args.value_size,
@@ -129,8 +134,13 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
                 let count = backends.len();
                 let b = &mut backends[(i + rep) % count];
                 b.check_alive()?;
+                let wire = b
+                    .protocol
+                    .wire()
+                    .with_context(|| format!("{} cannot run the throughput workload", b.name))?;
                 let spec = LoadSpec {
                     addr: b.addr,
+                    wire,
                     connections: args.connections,
                     threads: args.client_threads,
                     keys: chooser.clone(),

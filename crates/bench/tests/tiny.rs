@@ -32,12 +32,22 @@ fn kura_bin() -> Option<PathBuf> {
     path.exists().then_some(path)
 }
 
-/// Backends to run: memcached always, the Kura modes when the binary exists.
+/// Backends to run: memcached always, Redis when installed, the Kura modes when the
+/// binary exists.
 fn backends() -> (String, Option<PathBuf>) {
     require_memcached();
+    let peers = if Path::new("/usr/bin/redis-server").exists() {
+        "memcached,redis"
+    } else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "NOTE: redis-server not installed: skipping redis (run `scripts/install-peers.sh`)."
+        );
+        "memcached"
+    };
     match kura_bin() {
         Some(kura) => (
-            "memcached,kura-fsync,kura-interval,kura-none".to_string(),
+            format!("{peers},kura-fsync,kura-interval,kura-none"),
             Some(kura),
         ),
         None => {
@@ -45,10 +55,10 @@ fn backends() -> (String, Option<PathBuf>) {
             let _ = writeln!(
                 std::io::stderr(),
                 "NOTE: Kura binary not found next to kura-bench (target/<profile>/kura) and \
-                 KURA_BIN unset: measuring memcached only. Build it with \
+                 KURA_BIN unset: measuring the peers only. Build it with \
                  `cargo build -p kura-server` to include Kura."
             );
-            ("memcached".to_string(), None)
+            (peers.to_string(), None)
         }
     }
 }
@@ -191,7 +201,7 @@ enum Sql {
     WithCacheAside,
 }
 
-/// The SQL backends to add when MariaDB is installed (`install-peers.sh --all`).
+/// The SQL backends to add when MariaDB is installed (`scripts/install-peers.sh`).
 fn sql_backends(which: Sql) -> &'static str {
     if Path::new("/usr/sbin/mariadbd").exists() && Path::new("/usr/bin/mariadb-install-db").exists()
     {
@@ -203,7 +213,7 @@ fn sql_backends(which: Sql) -> &'static str {
         let _ = writeln!(
             std::io::stderr(),
             "NOTE: MariaDB not installed: skipping the mariadb backends \
-             (run `scripts/install-peers.sh --all` to include them)."
+             (run `scripts/install-peers.sh` to include them)."
         );
         ""
     }
