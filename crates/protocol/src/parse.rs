@@ -257,6 +257,7 @@ impl<'a> Command<'a, '_> {
             },
             b'c' => match command {
                 b"cas" => self.storage(StorageCommand::Cas),
+                b"cache_memlimit" => self.cache_memlimit(),
                 _ => self.fail(ProtocolError::UnknownCommand),
             },
             b'i' => match command {
@@ -534,6 +535,20 @@ impl<'a> Command<'a, '_> {
             None
         };
         self.ok(Request::FlushAll { delay, noreply })
+    }
+
+    /// `process_memlimit_command`: a number of MiB, else `ERROR` (both obey
+    /// `noreply`). Whether the number is acceptable is the server's call.
+    fn cache_memlimit(&self) -> Parsed<'a> {
+        let ntokens = self.line.ntokens();
+        if ntokens != 3 && ntokens != 4 {
+            return self.fail(ProtocolError::UnknownCommand);
+        }
+        let noreply = self.noreply();
+        let Some(megabytes) = strtoul_u32(self.line.token(1)) else {
+            return self.fail_noreply(ProtocolError::UnknownCommand, noreply);
+        };
+        self.ok(Request::CacheMemlimit { megabytes, noreply })
     }
 
     /// `process_verbosity_command`.
@@ -1265,16 +1280,21 @@ mod tests {
         check(b"VERSION\r\n", "ERROR +all");
         check(b"quit\r\n", r"quit\r\n +all");
         check(b"quit x\r\nversion\r\n", r"quit\r\n +8");
-        for unsupported in [
-            "slabs",
-            "lru 1",
-            "lru_crawler",
-            "watch",
-            "cache_memlimit 100",
-            "misbehave",
-        ] {
+        for unsupported in ["slabs", "lru 1", "lru_crawler", "watch", "misbehave"] {
             check(format!("{unsupported}\r\n").as_bytes(), "ERROR +all");
         }
+    }
+
+    #[test]
+    fn cache_memlimit() {
+        check(b"cache_memlimit 100\r\n", r"cache_memlimit 100\r\n +all");
+        check(
+            b"cache_memlimit 100 noreply\r\n",
+            r"cache_memlimit 100 noreply\r\n +all",
+        );
+        check(b"cache_memlimit\r\n", "ERROR +all");
+        check(b"cache_memlimit x\r\n", "ERROR +all");
+        check(b"cache_memlimit 1 2 3\r\n", "ERROR +all");
     }
 
     #[test]

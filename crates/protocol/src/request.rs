@@ -376,6 +376,8 @@ pub enum Request<'a> {
     FlushAll { delay: Option<i64>, noreply: bool },
     /// `version`
     Version,
+    /// `cache_memlimit <megabytes> [noreply]`: set the memory limit (`-m`).
+    CacheMemlimit { megabytes: u32, noreply: bool },
     /// `verbosity <level> [noreply]`; memcached replies `OK`.
     Verbosity { level: u32, noreply: bool },
     /// `stats [arguments…]`, arguments raw (`reset`, `settings`, `items`,
@@ -499,6 +501,12 @@ impl Request<'_> {
                 out.extend_from_slice(b"\r\n");
             }
             Request::Version => out.extend_from_slice(b"version\r\n"),
+            Request::CacheMemlimit { megabytes, noreply } => {
+                out.extend_from_slice(b"cache_memlimit ");
+                write_u64(out, u64::from(*megabytes));
+                write_noreply(out, *noreply);
+                out.extend_from_slice(b"\r\n");
+            }
             Request::Verbosity { level, noreply } => {
                 out.extend_from_slice(b"verbosity ");
                 write_u64(out, u64::from(*level));

@@ -275,6 +275,22 @@ pub fn execute(
             out.extend_from_slice(VERSION_REPLY.as_bytes());
             Outcome::done()
         }
+        Request::CacheMemlimit { megabytes, noreply } => {
+            // memcached's bounds and words; the limit is Kura's -m.
+            let reply: &[u8] = if megabytes < 8 {
+                b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n"
+            } else if megabytes > 1_000_000_000 {
+                b"MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes\r\n"
+            } else {
+                let bytes = u64::from(megabytes) << 20;
+                shared.memory_limit_bytes.store(bytes, Ordering::Relaxed);
+                b"OK\r\n"
+            };
+            if !noreply {
+                out.extend_from_slice(reply);
+            }
+            Outcome::done()
+        }
         Request::Verbosity { level, noreply } => {
             shared
                 .verbosity
@@ -326,7 +342,7 @@ pub fn execute(
 }
 
 fn memory_limit(shared: &Shared) -> u64 {
-    shared.config.memory_limit_mib.saturating_mul(1 << 20)
+    shared.memory_limit_bytes.load(Ordering::Relaxed)
 }
 
 fn retrieve(

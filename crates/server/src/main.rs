@@ -77,6 +77,7 @@ async fn run(config: Config, store: Store, ack: watch::Receiver<Ack>) -> anyhow:
         started: Instant::now(),
         ack,
         verbosity: AtomicU64::new(u64::from(config.verbose)),
+        memory_limit_bytes: AtomicU64::new(config.memory_limit_mib.saturating_mul(1 << 20)),
         listen_addr,
         config,
     });

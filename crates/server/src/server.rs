@@ -35,6 +35,8 @@ pub struct Shared {
     pub started: Instant,
     pub ack: watch::Receiver<Ack>,
     pub verbosity: AtomicU64,
+    /// `-m` in bytes (0 = no limit); `cache_memlimit` changes it while running.
+    pub memory_limit_bytes: AtomicU64,
     pub listen_addr: SocketAddr,
 }
 
@@ -48,6 +50,10 @@ impl Shared {
 /// tokio's default (61) lets one worker sit on a long run of connections while new
 /// requests wait in the kernel; memcached-like fairness wants a short run.
 const EVENT_INTERVAL: u32 = 8;
+
+/// How far past the item size limit a connection's unparsed input may grow (a
+/// multi-get of many long keys) before Kura closes it.
+const PENDING_SLACK_BYTES: usize = 8 << 20;
 
 /// The least free room the read buffer has before each read.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
@@ -275,7 +281,15 @@ async fn connection(
                 }
             }
             match parse(&input, &shared.limits) {
-                Parsed::Incomplete => break,
+                Parsed::Incomplete => {
+                    // A complete request never needs more than an item and its command
+                    // line; only a multi-get line could, and memcached lets that grow
+                    // without bound. Kura draws the line here.
+                    if input.len() > shared.limits.item_size_max_bytes + PENDING_SLACK_BYTES {
+                        flow = Flow::Close;
+                    }
+                    break;
+                }
                 Parsed::Request { request, consumed } => {
                     let start = conn.out.len();
                     let outcome = dispatch::execute(&shared, &mut session, request, &mut conn.out);

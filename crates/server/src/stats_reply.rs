@@ -98,7 +98,7 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     stat(
         out,
         "limit_maxbytes",
-        shared.config.memory_limit_mib.saturating_mul(1 << 20),
+        shared.memory_limit_bytes.load(Ordering::Relaxed),
     );
     stat(out, "threads", shared.config.threads);
     stat(out, "bytes", store.bytes);
@@ -126,7 +126,7 @@ fn settings(shared: &Shared, out: &mut Vec<u8>) {
     stat(
         out,
         "maxbytes",
-        config.memory_limit_mib.saturating_mul(1 << 20),
+        shared.memory_limit_bytes.load(Ordering::Relaxed),
     );
     stat(out, "maxconns", config.connections_max);
     stat(out, "tcpport", shared.listen_addr.port());
