@@ -38,10 +38,10 @@ pub fn servers_cpu_secs(pids: &[u32]) -> Option<f64> {
     pids.iter().map(|&p| cpu_secs(Some(p))).sum()
 }
 
-/// CPU seconds the whole machine has spent so far in processes (all cores, from
-/// `/proc/stat`): user, nice and system time. Interrupt and softirq time is left
-/// out: on loopback it is mostly the client's and the server's own network
-/// processing, which the kernel does not charge to either process.
+/// Busy CPU seconds of the whole machine so far (all cores, from `/proc/stat`):
+/// everything but idle and iowait. Softirq time is included because the kernel
+/// charges most of it (loopback networking) to the process it interrupted, so the
+/// per-process figures include it too.
 pub fn machine_busy_secs() -> Option<f64> {
     let text = std::fs::read_to_string("/proc/stat").ok()?;
     let line = text.lines().next()?.strip_prefix("cpu ")?;
@@ -50,7 +50,9 @@ pub fn machine_busy_secs() -> Option<f64> {
         .filter_map(|f| f.parse().ok())
         .collect();
     // user nice system idle iowait irq softirq steal (guest time is inside user).
-    Some((ticks.first()? + ticks.get(1)? + ticks.get(2)?) / USER_HZ)
+    let total: f64 = ticks.iter().take(8).sum();
+    let idle = ticks.get(3)? + ticks.get(4).unwrap_or(&0.0);
+    Some((total - idle) / USER_HZ)
 }
 
 /// CPU counters at one instant: this process, the servers, the whole machine.
