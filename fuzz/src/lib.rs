@@ -10,6 +10,8 @@
 //! - a parsed request encodes back to bytes that parse to the same request
 //!   (the parser and encoder agree on every request the parser can produce).
 
+pub mod recovery;
+
 use kura_protocol::{parse, Limits, Parsed};
 
 /// memcached's limits, and tiny ones that reach the too-large paths.
