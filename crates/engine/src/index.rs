@@ -14,6 +14,8 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+use crate::log::Location;
+
 /// 64 shards: enough that two cores and their connections rarely meet on one lock.
 const SHARD_BITS: u32 = 6;
 
@@ -28,8 +30,11 @@ pub(crate) struct Entry {
     pub time: u32,
     pub cas: u64,
     /// The LSN of the record that made this version; a reply that shows it waits until
-    /// that LSN is acknowledged.
+    /// that LSN is acknowledged. A copy made by compaction keeps the original's LSN: it
+    /// is no new write.
     pub lsn: u64,
+    /// Where the record holding this version sits (moved by compaction).
+    pub location: Location,
     pub stale: bool,
     /// Stored through the meta protocol's base64 key flag: replies show it encoded.
     pub binary_key: bool,

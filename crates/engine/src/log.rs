@@ -23,6 +23,7 @@
 //!
 //! Lock order: writer, then tail.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -49,6 +50,31 @@ pub(crate) fn parse_segment_name(name: &str) -> Option<u64> {
     u64::from_str_radix(hex, 16).ok()
 }
 
+/// Where a record sits: its segment, its offset there, and its encoded length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Location {
+    pub segment: u64,
+    pub offset: u32,
+    pub len: u32,
+}
+
+/// A segment's size and how many of its bytes are records the index still points at.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SegmentUsage {
+    pub bytes: u64,
+    pub live_bytes: u64,
+}
+
+/// Whether an appended record holds a version the index will point at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Holds {
+    /// A put: live until a newer record of its key or a removal frees it.
+    Version,
+    /// Deletes, touches, flushes, CAS floors: garbage as soon as written, kept only
+    /// for replay until compaction drops them.
+    Nothing,
+}
+
 struct Tail {
     buf: Vec<u8>,
     /// Positions in `buf` where a new segment starts, with its sequence number.
@@ -57,10 +83,20 @@ struct Tail {
     segment_bytes: u64,
     next_sequence: u64,
     shutdown: bool,
+    /// Every segment on disk or being written, oldest first.
+    usage: BTreeMap<u64, SegmentUsage>,
+}
+
+impl Tail {
+    fn free(&mut self, location: Location) {
+        if let Some(usage) = self.usage.get_mut(&location.segment) {
+            usage.live_bytes = usage.live_bytes.saturating_sub(u64::from(location.len));
+        }
+    }
 }
 
 /// What the writer lock guards: the active segment, and a spare buffer to swap with
-/// the tail.
+/// the tail. (`disk` is also reachable without the lock, through `Shared::disk`.)
 struct Writer {
     disk: Arc<dyn Disk>,
     active: Box<dyn DiskFile>,
@@ -68,6 +104,7 @@ struct Writer {
 }
 
 struct Shared {
+    disk: Arc<dyn Disk>,
     tail: Mutex<Tail>,
     writer: Mutex<Writer>,
     flusher_wake: Condvar,
@@ -148,6 +185,15 @@ pub(crate) struct Resume {
     pub active_sequence: u64,
     pub active_bytes: u64,
     pub lsn: u64,
+    /// Every segment's size and live bytes as replay found them, the active one too.
+    pub usage: BTreeMap<u64, SegmentUsage>,
+}
+
+/// A record appended: its LSN and where it will sit on disk.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Appended {
+    pub lsn: u64,
+    pub location: Location,
 }
 
 pub(crate) struct Log {
@@ -165,12 +211,14 @@ pub(crate) struct LogConfig {
 impl Log {
     pub fn start(disk: Arc<dyn Disk>, resume: Resume, config: LogConfig) -> Result<Log, Error> {
         let shared = Arc::new(Shared {
+            disk: Arc::clone(&disk),
             tail: Mutex::new(Tail {
                 buf: Vec::with_capacity(1 << 16),
                 rolls: Vec::new(),
                 segment_bytes: resume.active_bytes,
                 next_sequence: resume.active_sequence + 1,
                 shutdown: false,
+                usage: resume.usage,
             }),
             writer: Mutex::new(Writer {
                 disk,
@@ -201,9 +249,16 @@ impl Log {
         })
     }
 
-    /// Appends a record to the tail and returns its LSN. The caller holds the key's shard
-    /// lock, which is what orders records of one key.
-    pub fn append(&self, record: &Record<'_>) -> Result<u64, Error> {
+    /// Appends a record to the tail. `holds` says whether the index will point at it;
+    /// `frees` is the record it makes dead, if any (the key's previous version), for the
+    /// per-segment live-bytes account. The caller holds the key's shard lock, which is
+    /// what orders records of one key.
+    pub fn append(
+        &self,
+        record: &Record<'_>,
+        holds: Holds,
+        frees: Option<Location>,
+    ) -> Result<Appended, Error> {
         if self.shared.poisoned.load(Ordering::Acquire) {
             return Err(Error::Poisoned);
         }
@@ -220,9 +275,26 @@ impl Log {
             tail.rolls.push((at, sequence));
             tail.next_sequence += 1;
             tail.segment_bytes = SEGMENT_HEADER_BYTES as u64;
+            tail.usage.insert(
+                sequence,
+                SegmentUsage {
+                    bytes: SEGMENT_HEADER_BYTES as u64,
+                    live_bytes: 0,
+                },
+            );
         }
+        let segment = tail.next_sequence - 1;
+        let offset = u32::try_from(tail.segment_bytes).unwrap_or(u32::MAX);
         record::encode(record, &mut tail.buf);
         tail.segment_bytes += len;
+        let usage = tail.usage.entry(segment).or_default();
+        usage.bytes += len;
+        if holds == Holds::Version {
+            usage.live_bytes += len;
+        }
+        if let Some(freed) = frees {
+            tail.free(freed);
+        }
         let lsn = self.shared.appended_lsn.load(Ordering::Relaxed) + len;
         self.shared.appended_lsn.store(lsn, Ordering::Release);
         drop(tail);
@@ -231,7 +303,85 @@ impl Log {
         if self.shared.durability != Durability::Interval {
             self.shared.flusher_wake.notify_one();
         }
-        Ok(lsn)
+        let len = u32::try_from(len).unwrap_or(u32::MAX);
+        Ok(Appended {
+            lsn,
+            location: Location {
+                segment,
+                offset,
+                len,
+            },
+        })
+    }
+
+    /// Marks every version dead: an immediate flush_all removed them all. The caller
+    /// holds every shard lock, so no put is in flight.
+    pub fn free_all(&self) {
+        for usage in self.shared.tail.lock().usage.values_mut() {
+            usage.live_bytes = 0;
+        }
+    }
+
+    /// Accounts a version dropped without a record (expired, or purged by compaction).
+    pub fn free(&self, location: Location) {
+        self.shared.tail.lock().free(location);
+    }
+
+    /// Every segment's usage, oldest first; the last is the one being written.
+    pub fn usage(&self) -> Vec<(u64, SegmentUsage)> {
+        self.shared
+            .tail
+            .lock()
+            .usage
+            .iter()
+            .map(|(seq, usage)| (*seq, *usage))
+            .collect()
+    }
+
+    /// The whole content of a sealed segment.
+    pub fn read_segment(&self, sequence: u64) -> std::io::Result<Vec<u8>> {
+        self.shared.disk.read(&segment_name(sequence))
+    }
+
+    /// Removes a segment whose live records have all been copied forward and synced.
+    pub fn remove_segment(&self, sequence: u64) -> Result<(), Error> {
+        let active = self.shared.tail.lock().next_sequence - 1;
+        assert!(
+            sequence < active,
+            "removing segment {sequence}, active is {active}"
+        );
+        self.shared.disk.remove(&segment_name(sequence))?;
+        self.shared.disk.sync_dir()?;
+        self.shared.tail.lock().usage.remove(&sequence);
+        Ok(())
+    }
+
+    /// Writes and fsyncs everything appended so far, whatever the durability mode:
+    /// compaction must know its copies are on disk before it removes the originals.
+    pub fn force_sync(&self) -> Result<(), Error> {
+        if self.is_poisoned() {
+            return Err(Error::Poisoned);
+        }
+        let result = (|| {
+            let (end, mut handle) = {
+                let mut writer = self.shared.writer.lock();
+                let end = self.shared.write_tail(&mut writer)?;
+                (end, writer.active.try_clone()?)
+            };
+            handle.sync()?;
+            self.shared.synced_lsn.fetch_max(end, Ordering::AcqRel);
+            Ok::<(), std::io::Error>(())
+        })();
+        match result {
+            Ok(()) => {
+                self.shared.publish();
+                Ok(())
+            }
+            Err(e) => {
+                self.shared.poison(&e);
+                Err(Error::Poisoned)
+            }
+        }
     }
 
     /// Interval mode: writes the tail now, on the calling thread, so that everything

@@ -19,7 +19,7 @@
 //! |---|---|---|
 //! | 0 | 4 | CRC-32C of bytes 4..8+len (the length and the body) |
 //! | 4 | 4 | len: body length |
-//! | 8 | 1 | kind: 1 put, 2 delete, 3 touch, 4 flush_all |
+//! | 8 | 1 | kind: 1 put, 2 delete, 3 touch, 4 flush_all, 5 CAS floor |
 //! | 9 | 1 | key length (0 for flush_all) |
 //! | 10 | 1 | item flags: bit 0 stale, bit 1 CAS chosen by the client, bit 2 binary key |
 //! | 11 | 1 | zero |
@@ -29,7 +29,7 @@
 //! Kind-specific fields: put has client flags u32, exptime u32 (absolute Unix seconds,
 //! 0 = never), time u32 (Unix seconds when stored), and the value fills the rest of the
 //! body; touch has exptime u32; flush_all has deadline u32 (Unix seconds, 0 = at once)
-//! and time u32 (Unix seconds when issued); delete has none.
+//! and time u32 (Unix seconds when issued); delete and CAS floor have none.
 //!
 //! A record is valid only if its whole frame is present and its CRC matches; recovery
 //! stops at the first record that is not, and cuts the log there.
@@ -46,6 +46,7 @@ const KIND_PUT: u8 = 1;
 const KIND_DELETE: u8 = 2;
 const KIND_TOUCH: u8 = 3;
 const KIND_FLUSH: u8 = 4;
+const KIND_CAS_FLOOR: u8 = 5;
 
 pub const ITEM_STALE: u8 = 1;
 pub const ITEM_EXPLICIT_CAS: u8 = 2;
@@ -69,6 +70,11 @@ pub enum Record<'a> {
     Touch {
         key: &'a [u8],
         exptime: u32,
+        cas: u64,
+    },
+    /// The highest CAS handed out so far, written by compaction before it removes
+    /// records, so that CAS values stay unique after the records that held them are gone.
+    CasFloor {
         cas: u64,
     },
     FlushAll {
@@ -115,6 +121,7 @@ pub fn encoded_len(record: &Record<'_>) -> usize {
             Record::Delete { key } => key.len(),
             Record::Touch { key, .. } => 4 + key.len(),
             Record::FlushAll { .. } => 8,
+            Record::CasFloor { .. } => 0,
         }
 }
 
@@ -139,6 +146,7 @@ pub fn encode(record: &Record<'_>, out: &mut Vec<u8>) {
         Record::Delete { key } => (KIND_DELETE, key, 0, 0),
         Record::Touch { key, cas, .. } => (KIND_TOUCH, key, 0, *cas),
         Record::FlushAll { cas, .. } => (KIND_FLUSH, &[], 0, *cas),
+        Record::CasFloor { cas } => (KIND_CAS_FLOOR, &[], 0, *cas),
     };
     assert!(
         key.len() <= usize::from(u8::MAX),
@@ -174,6 +182,7 @@ pub fn encode(record: &Record<'_>, out: &mut Vec<u8>) {
             put_u32(out, *deadline);
             put_u32(out, *time);
         }
+        Record::CasFloor { .. } => {}
     }
     let crc = crc32c::crc32c(&out[start + 4..]);
     out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
@@ -226,6 +235,7 @@ pub fn decode(buf: &[u8]) -> Decoded<'_> {
             time: get_u32(rest, 4),
             cas,
         },
+        KIND_CAS_FLOOR if rest.is_empty() && key_len == 0 => Record::CasFloor { cas },
         _ => return Decoded::Corrupt,
     };
     Decoded::Record(record, total)
@@ -326,6 +336,7 @@ mod tests {
             8 + 12 + 12 + 250,
         );
         check(Record::Delete { key: b"gone" }, 8 + 12 + 4);
+        check(Record::CasFloor { cas: 12345 }, 8 + 12);
         check(
             Record::Touch {
                 key: b"t",

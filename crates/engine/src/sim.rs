@@ -31,6 +31,8 @@ struct State {
     /// The directory as of its last sync: names that survive a power loss.
     durable_names: Vec<String>,
     syncs_left_before_failure: Option<u64>,
+    /// A power loss armed to strike at the n-th append from now.
+    power_loss_after_appends: Option<(u64, Tear)>,
     /// Set by a power loss until [`SimDisk::revive`]: the machine is off, so whatever the
     /// old process still tries to write goes nowhere.
     off: bool,
@@ -65,49 +67,26 @@ impl SimDisk {
         self.state.lock().syncs_left_before_failure = Some(n);
     }
 
+    /// Arms a power loss that strikes during the `n`-th append from now (that append
+    /// fails), to crash a writer at an exact point.
+    pub fn power_loss_after_appends(&self, n: u64, tear: Tear) {
+        self.state.lock().power_loss_after_appends = Some((n, tear));
+    }
+
+    /// Disarms a power loss armed by [`SimDisk::power_loss_after_appends`].
+    pub fn disarm(&self) {
+        self.state.lock().power_loss_after_appends = None;
+    }
+
+    /// Whether the power is off (a power loss happened and no revive yet).
+    pub fn is_off(&self) -> bool {
+        self.state.lock().off
+    }
+
     /// Cuts the power: only durable state survives (see the module comment), and the
     /// disk refuses all I/O until [`SimDisk::revive`].
     pub fn power_loss(&self, tear: Tear) {
-        let mut state = self.state.lock();
-        state.off = true;
-        let mut rng = match tear {
-            Tear::KeepWritten => {
-                for file in state.files.values_mut() {
-                    file.synced = file.written.clone();
-                }
-                state.durable_names = state.files.keys().cloned().collect();
-                return;
-            }
-            Tear::DropUnsynced => None,
-            Tear::Torn(seed) => Some(seed | 1),
-        };
-        let durable = state.durable_names.clone();
-        state.files.retain(|name, _| durable.contains(name));
-        for name in &durable {
-            state.files.entry(name.clone()).or_default();
-        }
-        for file in state.files.values_mut() {
-            let mut kept = file.synced.clone();
-            if let Some(seed) = rng.as_mut() {
-                // The unsynced tail is only what was appended after the synced prefix.
-                if file.written.len() > file.synced.len() && file.written.starts_with(&file.synced)
-                {
-                    let unsynced = &file.written[file.synced.len()..];
-                    let keep = (xorshift(seed) as usize) % (unsynced.len() + 1);
-                    kept.extend_from_slice(&unsynced[..keep]);
-                    if keep > 0 && xorshift(seed).is_multiple_of(2) {
-                        let garble = 1 + (xorshift(seed) as usize) % keep.min(16);
-                        let len = kept.len();
-                        for b in &mut kept[len - garble..] {
-                            *b = xorshift(seed) as u8;
-                        }
-                    }
-                }
-            }
-            file.written = kept.clone();
-            file.synced = kept;
-        }
-        state.syncs_left_before_failure = None;
+        power_loss_locked(&mut self.state.lock(), tear);
     }
 
     /// Turns the machine back on after a power loss.
@@ -134,6 +113,47 @@ impl SimDisk {
             }
         }
     }
+}
+
+fn power_loss_locked(state: &mut State, tear: Tear) {
+    state.off = true;
+    let mut rng = match tear {
+        Tear::KeepWritten => {
+            for file in state.files.values_mut() {
+                file.synced = file.written.clone();
+            }
+            state.durable_names = state.files.keys().cloned().collect();
+            return;
+        }
+        Tear::DropUnsynced => None,
+        Tear::Torn(seed) => Some(seed | 1),
+    };
+    let durable = state.durable_names.clone();
+    state.files.retain(|name, _| durable.contains(name));
+    for name in &durable {
+        state.files.entry(name.clone()).or_default();
+    }
+    for file in state.files.values_mut() {
+        let mut kept = file.synced.clone();
+        if let Some(seed) = rng.as_mut() {
+            // The unsynced tail is only what was appended after the synced prefix.
+            if file.written.len() > file.synced.len() && file.written.starts_with(&file.synced) {
+                let unsynced = &file.written[file.synced.len()..];
+                let keep = (xorshift(seed) as usize) % (unsynced.len() + 1);
+                kept.extend_from_slice(&unsynced[..keep]);
+                if keep > 0 && xorshift(seed).is_multiple_of(2) {
+                    let garble = 1 + (xorshift(seed) as usize) % keep.min(16);
+                    let len = kept.len();
+                    for b in &mut kept[len - garble..] {
+                        *b = xorshift(seed) as u8;
+                    }
+                }
+            }
+        }
+        file.written = kept.clone();
+        file.synced = kept;
+    }
+    state.syncs_left_before_failure = None;
 }
 
 fn xorshift(state: &mut u64) -> u64 {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::clock::Clock;
 use crate::disk::{Disk, OsDisk};
 use crate::index::{Entry, Index, Shard};
-use crate::log::{self, Log, LogConfig, Resume};
+use crate::log::{self, Holds, Location, Log, LogConfig, Resume, SegmentUsage};
 use crate::record::{
     self, Decoded, Header, Record, ITEM_BINARY_KEY, ITEM_EXPLICIT_CAS, ITEM_STALE,
 };
@@ -138,6 +138,19 @@ pub enum Access {
     NoAccess,
 }
 
+/// What one compaction did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Compaction {
+    /// The segment removed.
+    pub segment: u64,
+    /// Its size: the disk space given back.
+    pub segment_bytes: u64,
+    /// Live records copied to the head of the log.
+    pub copied_bytes: u64,
+    /// Expired or flushed versions dropped instead of copied.
+    pub purged_items: u64,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
     pub curr_items: u64,
@@ -148,6 +161,17 @@ pub struct Stats {
     pub next_cas: u64,
     pub recovered_records: u64,
     pub recovery_cut_bytes: u64,
+    /// Bytes of all segments on disk, and of the records in them the index points at.
+    pub log_bytes: u64,
+    pub log_live_bytes: u64,
+    pub log_segments: u64,
+    pub compactions: u64,
+    /// Bytes compaction copied forward; with `appended_lsn`, the write amplification.
+    pub compaction_copied_bytes: u64,
+    pub compaction_reclaimed_bytes: u64,
+    pub expired_purged: u64,
+    /// Bytes appended to the log since open, copies included.
+    pub appended_since_open_bytes: u64,
 }
 
 /// memcached's exptime rule: 0 never; negative already expired; up to 30 days relative
@@ -182,6 +206,14 @@ pub struct Store {
     bytes: AtomicU64,
     recovered_records: u64,
     recovery_cut_bytes: u64,
+    /// One compaction at a time.
+    compaction: parking_lot::Mutex<()>,
+    compactions: AtomicU64,
+    compaction_copied_bytes: AtomicU64,
+    compaction_reclaimed_bytes: AtomicU64,
+    expired_purged: AtomicU64,
+    /// The LSN replay ended at.
+    opened_lsn: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,8 +265,15 @@ struct Replay {
     records: u64,
 }
 
+/// Where in the log replay is: the record being applied.
+struct At {
+    segment: u64,
+    offset: usize,
+    len: usize,
+}
+
 impl Replay {
-    fn apply(&mut self, record: &Record<'_>) {
+    fn apply(&mut self, record: &Record<'_>, at: At) {
         match *record {
             Record::Put {
                 key,
@@ -260,6 +299,11 @@ impl Replay {
                         time,
                         cas,
                         lsn: 0,
+                        location: Location {
+                            segment: at.segment,
+                            offset: u32::try_from(at.offset).unwrap_or(u32::MAX),
+                            len: u32::try_from(at.len).unwrap_or(u32::MAX),
+                        },
                         stale: item_flags & ITEM_STALE != 0,
                         binary_key: item_flags & ITEM_BINARY_KEY != 0,
                         fetched: Default::default(),
@@ -276,6 +320,7 @@ impl Replay {
                     entry.exptime = exptime;
                 }
             }
+            Record::CasFloor { cas } => self.max_cas = self.max_cas.max(cas),
             Record::FlushAll { deadline, cas, .. } => {
                 self.max_cas = self.max_cas.max(cas);
                 if deadline == 0 {
@@ -316,6 +361,7 @@ impl Store {
         let mut lsn = 0u64;
         let mut cut_bytes = 0u64;
         let mut resume: Option<(u64, u64)> = None; // (sequence, length) of the active segment
+        let mut usage: std::collections::BTreeMap<u64, SegmentUsage> = Default::default();
         for (i, &sequence) in sequences.iter().enumerate() {
             let name = log::segment_name(sequence);
             let data = disk.read(&name)?;
@@ -348,7 +394,14 @@ impl Store {
             while pos < data.len() {
                 match record::decode(&data[pos..]) {
                     Decoded::Record(rec, len) => {
-                        replay.apply(&rec);
+                        replay.apply(
+                            &rec,
+                            At {
+                                segment: sequence,
+                                offset: pos,
+                                len,
+                            },
+                        );
                         pos += len;
                         lsn += len as u64;
                     }
@@ -373,9 +426,31 @@ impl Store {
                     "kura: recovery cut {cut_bytes} bytes of torn or corrupt log at {name}:{pos}"
                 );
                 resume = Some((sequence, pos as u64));
+                usage.entry(sequence).or_default().bytes = pos as u64;
                 break;
             }
             resume = Some((sequence, data.len() as u64));
+            usage.entry(sequence).or_default().bytes = data.len() as u64;
+        }
+        // Drop what is dead now; count what is live, segment by segment.
+        let (mut items, mut bytes) = (0u64, 0u64);
+        let mut flushed: Vec<(Box<[u8]>, Location)> = Vec::new();
+        for shard in replay.index.shards() {
+            let mut shard = shard.write();
+            shard.retain(|key, e| match liveness(e, now, replay.flush_deadline) {
+                Liveness::Live => true,
+                Liveness::Expired => false,
+                Liveness::Flushed => {
+                    flushed.push((key.clone(), e.location));
+                    false
+                }
+            });
+            items += shard.len() as u64;
+            for (key, e) in shard.iter() {
+                bytes += entry_bytes(key, e);
+                usage.entry(e.location.segment).or_default().live_bytes +=
+                    u64::from(e.location.len);
+            }
         }
         let resume = match resume {
             Some((sequence, bytes)) => Resume {
@@ -383,6 +458,7 @@ impl Store {
                 active_sequence: sequence,
                 active_bytes: bytes,
                 lsn,
+                usage,
             },
             None => {
                 let sequence = sequences.first().copied().unwrap_or(1).max(1);
@@ -390,11 +466,20 @@ impl Store {
                 active.append(&record::segment_header(sequence))?;
                 active.sync()?;
                 disk.sync_dir()?;
+                let header = record::SEGMENT_HEADER_BYTES as u64;
                 Resume {
                     active,
                     active_sequence: sequence,
-                    active_bytes: record::SEGMENT_HEADER_BYTES as u64,
+                    active_bytes: header,
                     lsn,
+                    usage: [(
+                        sequence,
+                        SegmentUsage {
+                            bytes: header,
+                            live_bytes: 0,
+                        },
+                    )]
+                    .into(),
                 }
             }
         };
@@ -408,25 +493,10 @@ impl Store {
                 on_ack: options.on_ack,
             },
         )?;
-        let (mut items, mut bytes) = (0u64, 0u64);
-        let mut flushed_keys: Vec<Box<[u8]>> = Vec::new();
-        for shard in replay.index.shards() {
-            let mut shard = shard.write();
-            shard.retain(|key, e| match liveness(e, now, replay.flush_deadline) {
-                Liveness::Live => true,
-                Liveness::Expired => false,
-                Liveness::Flushed => {
-                    flushed_keys.push(key.clone());
-                    false
-                }
-            });
-            items += shard.len() as u64;
-            bytes += shard.iter().map(|(k, e)| entry_bytes(k, e)).sum::<u64>();
-        }
         // Dropping a version hidden by a delayed flush is a deletion and goes in the log
         // (see `remove_if_dead`); a delete appended before a crash may not have reached it.
-        for key in &flushed_keys {
-            log.append(&Record::Delete { key })?;
+        for (key, location) in &flushed {
+            log.append(&Record::Delete { key }, Holds::Nothing, Some(*location))?;
         }
         Ok(Store {
             index: replay.index,
@@ -438,6 +508,12 @@ impl Store {
             bytes: AtomicU64::new(bytes),
             recovered_records: replay.records,
             recovery_cut_bytes: cut_bytes,
+            compaction: parking_lot::Mutex::new(()),
+            compactions: AtomicU64::new(0),
+            compaction_copied_bytes: AtomicU64::new(0),
+            compaction_reclaimed_bytes: AtomicU64::new(0),
+            expired_purged: AtomicU64::new(0),
+            opened_lsn: lsn,
         })
     }
 
@@ -483,9 +559,20 @@ impl Store {
     fn remove_if_dead(&self, shard: &mut Shard, key: &[u8], now: u32, deadline: u32) {
         if let Some(entry) = shard.get(key) {
             let state = liveness(entry, now, deadline);
-            if state == Liveness::Flushed && self.log.append(&Record::Delete { key }).is_err() {
-                // A poisoned log: leave the version hidden, not deleted.
-                return;
+            match state {
+                Liveness::Live => return,
+                Liveness::Flushed => {
+                    let delete = Record::Delete { key };
+                    if self
+                        .log
+                        .append(&delete, Holds::Nothing, Some(entry.location))
+                        .is_err()
+                    {
+                        // A poisoned log: leave the version hidden, not deleted.
+                        return;
+                    }
+                }
+                Liveness::Expired => self.log.free(entry.location),
             }
             if state != Liveness::Live {
                 let bytes = entry_bytes(key, entry);
@@ -528,11 +615,12 @@ impl Store {
                 Some(entry) => {
                     let lsn = match exptime {
                         Some(exptime) => {
-                            let lsn = self.log.append(&Record::Touch {
+                            let touch = Record::Touch {
                                 key,
                                 exptime,
                                 cas: entry.cas,
-                            })?;
+                            };
+                            let lsn = self.log.append(&touch, Holds::Nothing, None)?.lsn;
                             entry.exptime = exptime;
                             entry.lsn = lsn;
                             Some(Written {
@@ -553,8 +641,12 @@ impl Store {
                 None => None,
             },
             Change::Delete => {
-                if shard.contains_key(key) {
-                    let lsn = self.log.append(&Record::Delete { key })?;
+                if let Some(old) = shard.get(key) {
+                    let frees = Some(old.location);
+                    let lsn = self
+                        .log
+                        .append(&Record::Delete { key }, Holds::Nothing, frees)?
+                        .lsn;
                     let mut cas = 0;
                     if let Some(old) = shard.remove(key) {
                         cas = old.cas;
@@ -575,7 +667,7 @@ impl Store {
                 let item_flags = explicit
                     | if new.stale { ITEM_STALE } else { 0 }
                     | if new.binary_key { ITEM_BINARY_KEY } else { 0 };
-                let lsn = self.log.append(&Record::Put {
+                let put = Record::Put {
                     key,
                     value: &new.value,
                     client_flags: new.client_flags,
@@ -583,7 +675,10 @@ impl Store {
                     time: now,
                     cas,
                     item_flags,
-                })?;
+                };
+                let frees = shard.get(key).map(|old| old.location);
+                let appended = self.log.append(&put, Holds::Version, frees)?;
+                let lsn = appended.lsn;
                 let entry = Entry {
                     value: new.value,
                     client_flags: new.client_flags,
@@ -591,6 +686,7 @@ impl Store {
                     time: now,
                     cas,
                     lsn,
+                    location: appended.location,
                     stale: new.stale,
                     binary_key: new.binary_key,
                     fetched: Default::default(),
@@ -638,14 +734,16 @@ impl Store {
         } else {
             0
         };
-        let lsn = self.log.append(&Record::FlushAll {
+        let flush = Record::FlushAll {
             deadline,
             time: now,
             cas,
-        })?;
+        };
+        let lsn = self.log.append(&flush, Holds::Nothing, None)?.lsn;
         // A delayed flush replaces the pending deadline, as memcached's `oldest_live`
         // is one setting; an immediate one removes everything for good.
         if deadline == 0 {
+            self.log.free_all();
             for shard in guards.iter_mut() {
                 shard.clear();
             }
@@ -683,7 +781,16 @@ impl Store {
     }
 
     pub fn stats(&self) -> Stats {
+        let usage = self.log.usage();
         Stats {
+            log_bytes: usage.iter().map(|(_, u)| u.bytes).sum(),
+            log_live_bytes: usage.iter().map(|(_, u)| u.live_bytes).sum(),
+            log_segments: usage.len() as u64,
+            compactions: self.compactions.load(Ordering::Relaxed),
+            compaction_copied_bytes: self.compaction_copied_bytes.load(Ordering::Relaxed),
+            compaction_reclaimed_bytes: self.compaction_reclaimed_bytes.load(Ordering::Relaxed),
+            expired_purged: self.expired_purged.load(Ordering::Relaxed),
+            appended_since_open_bytes: self.log.appended_lsn().saturating_sub(self.opened_lsn),
             curr_items: self.curr_items.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
             appended_lsn: self.log.appended_lsn(),
@@ -693,6 +800,161 @@ impl Store {
             recovered_records: self.recovered_records,
             recovery_cut_bytes: self.recovery_cut_bytes,
         }
+    }
+
+    /// Compacts the oldest sealed segment: copies the versions the index still points at
+    /// to the head of the log, drops everything else in it, syncs the copies, and removes
+    /// the segment. Returns None when there is no sealed segment.
+    ///
+    /// Only the oldest segment is ever compacted, so nothing older can hold a key it
+    /// mentions: its deletes, touches and immediate flushes can simply go, and a deleted
+    /// key cannot come back. A copy is made under the key's shard lock and only if the
+    /// index still points at the original, so it is ordered after every earlier write of
+    /// the key and before every later one; a crash before the original is removed leaves
+    /// the same version twice, which replays to the same state. Copies keep their CAS,
+    /// time and LSN: they are no new writes. A CAS-floor record keeps CAS values unique
+    /// once the records that held the highest ones are gone.
+    pub fn compact_oldest(&self) -> Result<Option<Compaction>, Error> {
+        let _one_at_a_time = self.compaction.lock();
+        // Write out the tail first: records of a segment that was just left may still
+        // be in memory, and the segment read below must be complete.
+        self.log.force_sync()?;
+        let usage = self.log.usage();
+        if usage.len() < 2 {
+            return Ok(None);
+        }
+        let (segment, segment_usage) = usage[0];
+        let data = self.log.read_segment(segment)?;
+        if !matches!(record::parse_segment_header(&data), Header::Valid { sequence } if sequence == segment)
+        {
+            return Err(Error::Format(format!("segment {segment} lost its header")));
+        }
+        let floor = self.next_cas.load(Ordering::Acquire).saturating_sub(1);
+        self.log
+            .append(&Record::CasFloor { cas: floor }, Holds::Nothing, None)?;
+        let mut report = Compaction {
+            segment,
+            segment_bytes: segment_usage.bytes,
+            ..Compaction::default()
+        };
+        let mut saw_delayed_flush = false;
+        let mut pos = record::SEGMENT_HEADER_BYTES;
+        while pos < data.len() {
+            let Decoded::Record(rec, len) = record::decode(&data[pos..]) else {
+                // Recovery cut every bad tail at open; damage since then is corruption at
+                // rest. Keep the segment: it may hold versions not yet copied.
+                return Err(Error::Format(format!(
+                    "segment {segment} is damaged at {pos}"
+                )));
+            };
+            match rec {
+                Record::Put { key, value, .. } => {
+                    let here = Location {
+                        segment,
+                        offset: u32::try_from(pos).unwrap_or(u32::MAX),
+                        len: u32::try_from(len).unwrap_or(u32::MAX),
+                    };
+                    let now = self.now_secs();
+                    let deadline = self.flush_deadline.load(Ordering::Acquire);
+                    let mut shard = self.index.shard(key).write();
+                    let current = shard
+                        .get(key)
+                        .map(|e| (e.location == here, is_live(e, now, deadline)));
+                    match current {
+                        Some((true, true)) => {
+                            if let Some(entry) = shard.get_mut(key) {
+                                let item_flags = if entry.stale { ITEM_STALE } else { 0 }
+                                    | if entry.binary_key { ITEM_BINARY_KEY } else { 0 };
+                                let copy = Record::Put {
+                                    key,
+                                    value,
+                                    client_flags: entry.client_flags,
+                                    exptime: entry.exptime,
+                                    time: entry.time,
+                                    cas: entry.cas,
+                                    item_flags,
+                                };
+                                let appended =
+                                    self.log.append(&copy, Holds::Version, Some(here))?;
+                                entry.location = appended.location;
+                                report.copied_bytes += u64::from(appended.location.len);
+                            }
+                        }
+                        Some((true, false)) => {
+                            // Expired or flushed: purge instead of copying.
+                            self.remove_if_dead(&mut shard, key, now, deadline);
+                            report.purged_items += 1;
+                        }
+                        _ => {}
+                    }
+                }
+                Record::FlushAll { deadline, .. } if deadline != 0 => saw_delayed_flush = true,
+                _ => {}
+            }
+            pos += len;
+        }
+        let deadline = self.flush_deadline.load(Ordering::Acquire);
+        if saw_delayed_flush && deadline != 0 {
+            // The pending deadline may live only in this segment: say it again.
+            let flush = Record::FlushAll {
+                deadline,
+                time: self.now_secs(),
+                cas: 0,
+            };
+            self.log.append(&flush, Holds::Nothing, None)?;
+        }
+        self.log.force_sync()?;
+        self.log.remove_segment(segment)?;
+        self.compactions.fetch_add(1, Ordering::Relaxed);
+        self.compaction_copied_bytes
+            .fetch_add(report.copied_bytes, Ordering::Relaxed);
+        self.compaction_reclaimed_bytes
+            .fetch_add(report.segment_bytes, Ordering::Relaxed);
+        Ok(Some(report))
+    }
+
+    /// Compacts while the log holds more garbage than live data (space amplification
+    /// above 2) and more than one segment's worth of it. Returns how many segments went.
+    pub fn compact_if_needed(&self, segment_size_bytes: u64) -> Result<u64, Error> {
+        let mut done = 0;
+        loop {
+            let usage = self.log.usage();
+            if usage.len() < 2 {
+                return Ok(done);
+            }
+            let total: u64 = usage.iter().map(|(_, u)| u.bytes).sum();
+            let live: u64 = usage.iter().map(|(_, u)| u.live_bytes).sum();
+            let garbage = total.saturating_sub(live);
+            if garbage <= live.max(segment_size_bytes) {
+                return Ok(done);
+            }
+            if self.compact_oldest()?.is_none() {
+                return Ok(done);
+            }
+            done += 1;
+        }
+    }
+
+    /// Drops every expired version from the index (its disk space becomes garbage for
+    /// compaction to reclaim), one shard at a time. Returns how many went.
+    pub fn purge_expired(&self) -> u64 {
+        let mut purged = 0;
+        for shard in self.index.shards() {
+            let now = self.now_secs();
+            let deadline = self.flush_deadline.load(Ordering::Acquire);
+            let mut guard = shard.write();
+            let expired: Vec<Box<[u8]>> = guard
+                .iter()
+                .filter(|(_, e)| liveness(e, now, deadline) == Liveness::Expired)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for key in expired {
+                self.remove_if_dead(&mut guard, &key, now, deadline);
+                purged += 1;
+            }
+        }
+        self.expired_purged.fetch_add(purged, Ordering::Relaxed);
+        purged
     }
 
     /// Writes and syncs everything appended and stops the log writer; later changes are

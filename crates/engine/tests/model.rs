@@ -51,6 +51,16 @@ enum Op {
         sets: Vec<(u8, Vec<u8>)>,
         seed: u64,
     },
+    /// Compact the oldest segments: nothing a client can see may change.
+    Compact {
+        segments: u8,
+    },
+    /// Compact with a power loss armed to strike at the n-th write from now.
+    CompactCrash {
+        appends: u8,
+        seed: u64,
+    },
+    PurgeExpired,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -69,6 +79,9 @@ fn op() -> impl Strategy<Value = Op> {
         3 => any::<u64>().prop_map(|seed| Op::PowerLoss { seed }),
         3 => (proptest::collection::vec((key, value), 1..5), any::<u64>())
             .prop_map(|(sets, seed)| Op::UnackedThenPowerLoss { sets, seed }),
+        4 => (1u8..4).prop_map(|segments| Op::Compact { segments }),
+        3 => (0u8..12, any::<u64>()).prop_map(|(appends, seed)| Op::CompactCrash { appends, seed }),
+        1 => Just(Op::PurgeExpired),
     ]
 }
 
@@ -283,6 +296,30 @@ fn run(ops: Vec<Op>, durability: Durability) {
                 disk.revive();
                 store = open(&disk, &clock, durability);
             }
+            Op::Compact { segments } => {
+                for _ in 0..segments {
+                    let compacted = store.compact_oldest();
+                    assert!(compacted.is_ok(), "compaction failed: {compacted:?}");
+                }
+            }
+            Op::CompactCrash { appends, seed } => {
+                // Interval mode promises nothing across a power loss; a kill is its crash.
+                let tear = match durability {
+                    Durability::Interval => Tear::KeepWritten,
+                    _ => Tear::Torn(seed),
+                };
+                disk.power_loss_after_appends(u64::from(appends), tear);
+                let _ = store.compact_oldest();
+                disk.disarm();
+                if disk.is_off() {
+                    drop(store);
+                    disk.revive();
+                    store = open(&disk, &clock, durability);
+                }
+            }
+            Op::PurgeExpired => {
+                store.purge_expired();
+            }
             Op::UnackedThenPowerLoss { sets, seed } => {
                 let mut prefixes = vec![model.snapshot(now)];
                 let mut after = model.clone();
@@ -336,6 +373,57 @@ proptest! {
     fn engine_matches_model_in_interval_mode(ops in proptest::collection::vec(op(), 1..80)) {
         run(ops, Durability::Interval);
     }
+}
+
+/// The Bitcask bug class: a key deleted, its segments compacted, the process crashed and
+/// restarted, in every order; it must never come back.
+#[test]
+fn deleted_keys_stay_deleted_through_compaction_and_crashes() {
+    let disk = SimDisk::new();
+    let clock = Arc::new(ManualClock::new(START_SECS));
+    let mut store = open(&disk, &clock, Durability::Fsync);
+    let mut compactions = 0;
+    for round in 0..20u8 {
+        for key in 0..6u8 {
+            let lsn = put(&store, key, &[round; 40], 0);
+            assert!(store.wait_acked(lsn).is_ok());
+        }
+        // Delete the even keys; the odd ones stay, so compaction has live data to copy.
+        for key in (0..6u8).step_by(2) {
+            let deleted = store.update(&key_bytes(key), Access::NoAccess, |_, _| {
+                (Change::Delete, ())
+            });
+            let Ok(((), Some(written))) = deleted else {
+                panic!("delete failed")
+            };
+            assert!(store.wait_acked(written.lsn).is_ok());
+        }
+        while let Ok(Some(_)) = store.compact_oldest() {
+            compactions += 1;
+            if store.stats().log_segments <= 2 {
+                break;
+            }
+        }
+        disk.power_loss(if round % 2 == 0 {
+            Tear::DropUnsynced
+        } else {
+            Tear::Torn(u64::from(round))
+        });
+        drop(store);
+        disk.revive();
+        store = open(&disk, &clock, Durability::Fsync);
+        let visible = store_snapshot(&store);
+        let expected: Vec<(u8, Vec<u8>)> =
+            (1..6u8).step_by(2).map(|k| (k, vec![round; 40])).collect();
+        assert_eq!(
+            visible, expected,
+            "round {round}: a deleted key came back or a live one was lost"
+        );
+    }
+    assert!(
+        compactions > 20,
+        "only {compactions} compactions: the test proves little"
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@ mod stats;
 mod stats_reply;
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -78,6 +78,7 @@ async fn run(config: Config, store: Store, ack: watch::Receiver<Ack>) -> anyhow:
         ack,
         verbosity: AtomicU64::new(u64::from(config.verbose)),
         memory_limit_bytes: AtomicU64::new(config.memory_limit_mib.saturating_mul(1 << 20)),
+        stopping: AtomicBool::new(false),
         listen_addr,
         config,
     });
@@ -88,8 +89,12 @@ async fn run(config: Config, store: Store, ack: watch::Receiver<Ack>) -> anyhow:
         wait_for_signal().await;
         let _ = shutdown_tx.send(true);
     });
+    let maintenance = server::start_maintenance(Arc::clone(&shared))?;
     server::serve(listener, Arc::clone(&shared), shutdown_rx).await;
-    // Every connection has finished or been cut off: make the log durable and stop.
+    // Every connection has finished or been cut off: stop maintenance, make the log
+    // durable and stop.
+    shared.stopping.store(true, Ordering::Release);
+    let _ = tokio::task::spawn_blocking(move || maintenance.join()).await;
     shared.store.shutdown();
     eprintln!("kura: shut down cleanly");
     Ok(())

@@ -37,6 +37,8 @@ pub struct Shared {
     pub verbosity: AtomicU64,
     /// `-m` in bytes (0 = no limit); `cache_memlimit` changes it while running.
     pub memory_limit_bytes: AtomicU64,
+    /// Set once shutdown begins; the maintenance thread watches it.
+    pub stopping: std::sync::atomic::AtomicBool,
     pub listen_addr: SocketAddr,
 }
 
@@ -408,4 +410,32 @@ async fn flush(
         conn.out = Vec::with_capacity(16 * 1024);
     }
     written && healthy
+}
+
+/// How often the maintenance thread purges expired items and considers compaction.
+const MAINTENANCE_PERIOD: Duration = Duration::from_secs(1);
+
+/// Starts the maintenance thread: every second it drops expired items from the index
+/// and compacts the log while it holds more garbage than live data. It runs beside the
+/// workers and takes each shard lock only briefly, so requests do not stall behind it.
+pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("kura-maintenance".to_string())
+        .spawn(move || {
+            let segment_size_bytes = shared.config.segment_size_mib.max(1) << 20;
+            let tick = Duration::from_millis(100);
+            let mut waited = Duration::ZERO;
+            while !shared.stopping.load(Ordering::Acquire) {
+                std::thread::sleep(tick);
+                waited += tick;
+                if waited < MAINTENANCE_PERIOD {
+                    continue;
+                }
+                waited = Duration::ZERO;
+                shared.store.purge_expired();
+                if let Err(e) = shared.store.compact_if_needed(segment_size_bytes) {
+                    eprintln!("kura: compaction failed: {e}");
+                }
+            }
+        })
 }

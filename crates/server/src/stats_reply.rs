@@ -110,6 +110,28 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "log_synced_lsn", store.synced_lsn);
     stat(out, "recovered_records", store.recovered_records);
     stat(out, "recovery_cut_bytes", store.recovery_cut_bytes);
+    stat(out, "log_bytes", store.log_bytes);
+    stat(out, "log_live_bytes", store.log_live_bytes);
+    stat(out, "log_segments", store.log_segments);
+    stat(out, "compactions", store.compactions);
+    stat(
+        out,
+        "compaction_copied_bytes",
+        store.compaction_copied_bytes,
+    );
+    stat(
+        out,
+        "compaction_reclaimed_bytes",
+        store.compaction_reclaimed_bytes,
+    );
+    // Bytes written to the log per byte clients wrote, since start.
+    let client_bytes = store
+        .appended_lsn
+        .saturating_sub(store.compaction_copied_bytes)
+        .max(1);
+    let amplification = store.appended_lsn as f64 / client_bytes as f64;
+    stat(out, "write_amplification", format!("{amplification:.3}"));
+    stat(out, "expired_purged", store.expired_purged);
     stat(out, "store_poisoned", u8::from(shared.store.is_poisoned()));
 }
 
