@@ -780,6 +780,12 @@ impl Store {
         self.log.is_poisoned()
     }
 
+    /// Bytes of keys and values held: what `-m` limits. One atomic load, for the
+    /// write path (`stats()` gathers much more).
+    pub fn item_bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
     pub fn stats(&self) -> Stats {
         let usage = self.log.usage();
         Stats {

@@ -64,8 +64,7 @@ pub fn store(
 ) -> Result<(StoreResult, Option<Written>), kura_engine::Error> {
     bump(&counters.cmd_set);
     if memory_limit_bytes > 0
-        && store.stats().bytes + (request.key.len() + request.data.len()) as u64
-            > memory_limit_bytes
+        && store.item_bytes() + (request.key.len() + request.data.len()) as u64 > memory_limit_bytes
     {
         bump(&counters.store_no_memory);
         return Ok((StoreResult::NoMemory, None));
