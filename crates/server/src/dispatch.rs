@@ -57,10 +57,6 @@ impl Outcome {
     }
 }
 
-/// Per-connection state the commands need.
-#[derive(Debug, Default)]
-pub struct Session {}
-
 pub fn write_error(error: &ProtocolError, out: &mut Vec<u8>) {
     out.extend_from_slice(error.reply_bytes());
 }
@@ -87,12 +83,7 @@ pub fn write_engine_error(e: &kura_engine::Error, out: &mut Vec<u8>) {
 }
 
 /// Runs one request and appends its reply to `out`.
-pub fn execute(
-    shared: &Shared,
-    _session: &mut Session,
-    request: Request<'_>,
-    out: &mut Vec<u8>,
-) -> Outcome {
+pub fn execute(shared: &Shared, request: Request<'_>, out: &mut Vec<u8>) -> Outcome {
     let c = shared.counters.local();
     match request {
         Request::Storage {

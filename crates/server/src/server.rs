@@ -21,7 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::dispatch::{self, Flow, Session};
+use crate::dispatch::{self, Flow};
 use crate::stats::{add, bump, ConnInfo, Connections, CounterSet, PrefixStats};
 
 /// What every connection shares.
@@ -250,7 +250,6 @@ async fn connection(
         marks: Vec::new(),
         swallow_bytes: 0,
     };
-    let mut session = Session::default();
     let mut need_read = true;
     // Created once: a fresh `changed()` future per read would register and unregister
     // a waiter on the channel for every request.
@@ -294,7 +293,7 @@ async fn connection(
                 }
                 Parsed::Request { request, consumed } => {
                     let start = conn.out.len();
-                    let outcome = dispatch::execute(&shared, &mut session, request, &mut conn.out);
+                    let outcome = dispatch::execute(&shared, request, &mut conn.out);
                     if let Some(lsn) = outcome.lsn {
                         if lsn > shared.store.acked_lsn() {
                             conn.marks.push((start, lsn));
