@@ -7,13 +7,13 @@
 
 use std::sync::atomic::Ordering;
 
-use kura_engine::{exptime_to_absolute, Access, Change, Item, NewCas, NewItem};
+use kura_engine::{exptime_to_absolute, Access, Change, NewCas, NewItem};
 use kura_protocol::{
     ArithmeticCommand, MetaArithmeticMode, MetaFlags, MetaRequest, MetaSetMode, ProtocolError,
     Request, RetrievalCommand, StorageCommand, Tokens,
 };
 
-use kura_protocol::response::write_value;
+use kura_protocol::response::{write_value, KeyForm, MetaDebug};
 
 use crate::semantics::{
     self, ArithRequest, ArithResult, Delta, StoreMode, StoreRequest, StoreResult, NO_MEMORY_REPLY,
@@ -61,7 +61,7 @@ pub fn write_error(error: &ProtocolError, out: &mut Vec<u8>) {
     out.extend_from_slice(error.reply_bytes());
 }
 
-use kura_protocol::number::{write_i64 as push_i64, write_u64 as push_u64};
+use kura_protocol::number::write_u64 as push_u64;
 
 fn max_lsn(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
@@ -149,27 +149,14 @@ pub fn execute(shared: &Shared, request: Request<'_>, out: &mut Vec<u8>) -> Outc
             let result = shared.store.update(key, Access::NoAccess, |item, _| {
                 (Change::Delete, item.is_some())
             });
-            match result {
-                Ok((found, written)) => {
-                    bump(if found {
-                        &c.delete_hits
-                    } else {
-                        &c.delete_misses
-                    });
-                    if !noreply {
-                        out.extend_from_slice(if found {
-                            b"DELETED\r\n"
-                        } else {
-                            b"NOT_FOUND\r\n"
-                        });
-                    }
-                    Outcome::after(written.map(|w| w.lsn))
-                }
-                Err(e) => {
-                    write_engine_error(&e, out);
-                    Outcome::done()
-                }
-            }
+            let replies: [&[u8]; 2] = [b"DELETED\r\n", b"NOT_FOUND\r\n"];
+            found_or_not(
+                result,
+                noreply,
+                replies,
+                [&c.delete_hits, &c.delete_misses],
+                out,
+            )
         }
         Request::Arithmetic {
             command,
@@ -225,27 +212,14 @@ pub fn execute(shared: &Shared, request: Request<'_>, out: &mut Vec<u8>) -> Outc
                 };
                 (change, item.is_some())
             });
-            match result {
-                Ok((found, written)) => {
-                    bump(if found {
-                        &c.touch_hits
-                    } else {
-                        &c.touch_misses
-                    });
-                    if !noreply {
-                        out.extend_from_slice(if found {
-                            b"TOUCHED\r\n"
-                        } else {
-                            b"NOT_FOUND\r\n"
-                        });
-                    }
-                    Outcome::after(written.map(|w| w.lsn))
-                }
-                Err(e) => {
-                    write_engine_error(&e, out);
-                    Outcome::done()
-                }
-            }
+            let replies: [&[u8]; 2] = [b"TOUCHED\r\n", b"NOT_FOUND\r\n"];
+            found_or_not(
+                result,
+                noreply,
+                replies,
+                [&c.touch_hits, &c.touch_misses],
+                out,
+            )
         }
         Request::FlushAll { delay, noreply } => {
             bump(&c.cmd_flush);
@@ -327,6 +301,31 @@ pub fn execute(shared: &Shared, request: Request<'_>, out: &mut Vec<u8>) -> Outc
         Request::MetaDebug { key, base64: _ } => {
             bump(&c.cmd_meta);
             meta_debug(shared, &key, out);
+            Outcome::done()
+        }
+    }
+}
+
+/// The reply to a command that either found its key or not (delete, touch): counts
+/// the hit or miss, writes `replies[0]` or `replies[1]` unless `noreply`.
+fn found_or_not(
+    result: Result<(bool, Option<kura_engine::Written>), kura_engine::Error>,
+    noreply: bool,
+    replies: [&[u8]; 2],
+    counters: [&std::sync::atomic::AtomicU64; 2],
+    out: &mut Vec<u8>,
+) -> Outcome {
+    match result {
+        Ok((found, written)) => {
+            let which = usize::from(!found);
+            bump(counters[which]);
+            if !noreply {
+                out.extend_from_slice(replies[which]);
+            }
+            Outcome::after(written.map(|w| w.lsn))
+        }
+        Err(e) => {
+            write_engine_error(&e, out);
             Outcome::done()
         }
     }
@@ -788,38 +787,26 @@ fn meta_debug(shared: &Shared, key: &[u8], out: &mut Vec<u8>) {
         return;
     };
     let now = shared.store.now_secs();
-    debug_line(out, key, &item, now);
-}
-
-fn debug_line(out: &mut Vec<u8>, key: &[u8], item: &Item, now: u32) {
-    out.extend_from_slice(b"ME ");
-    // memcached shows the key as stored: encoded only if it was stored as binary.
-    if item.binary_key {
-        kura_protocol::base64::encode_key(key, out);
-    } else {
-        out.extend_from_slice(key);
-    }
-    out.extend_from_slice(b" exp=");
-    if item.exptime == 0 {
-        out.extend_from_slice(b"-1");
-    } else {
-        push_i64(out, i64::from(now) - i64::from(item.exptime));
-    }
-    out.extend_from_slice(b" la=");
-    push_u64(out, u64::from(now.saturating_sub(item.last_access)));
-    out.extend_from_slice(b" cas=");
-    push_u64(out, item.cas);
-    out.extend_from_slice(if item.fetched {
-        b" fetch=yes"
-    } else {
-        b" fetch=no"
-    });
-    out.extend_from_slice(b" cls=1 size=");
     // memcached's ITEM_ntotal: header, CAS, key and NUL, flags when non-zero, data.
     let flags_bytes = if item.client_flags == 0 { 0 } else { 4 };
-    push_u64(
-        out,
-        (48 + 8 + key.len() + 1 + flags_bytes + item.value.len() + 2) as u64,
-    );
-    out.extend_from_slice(b"\r\n");
+    MetaDebug {
+        key,
+        // memcached shows the key as stored: encoded only if it was stored as binary.
+        key_form: if item.binary_key {
+            KeyForm::Base64
+        } else {
+            KeyForm::Raw
+        },
+        exp: if item.exptime == 0 {
+            -1
+        } else {
+            i64::from(now) - i64::from(item.exptime)
+        },
+        last_access_secs: u64::from(now.saturating_sub(item.last_access)),
+        cas: item.cas,
+        fetched: item.fetched,
+        class: 1,
+        size: (48 + 8 + key.len() + 1 + flags_bytes + item.value.len() + 2) as u64,
+    }
+    .write_to(out);
 }
