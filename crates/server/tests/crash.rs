@@ -207,8 +207,9 @@ fn crash_rounds(durability: Durability) {
     let ledgers: Vec<Arc<Mutex<Ledger>>> = (0..CLIENTS)
         .map(|_| Arc::new(Mutex::new(Ledger::default())))
         .collect();
-    // The highest CAS any client has seen, from `gets` before each kill.
+    // The highest CAS any client has seen, and each key's, from `gets` at each check.
     let mut cas_seen = 0u64;
+    let mut cas_by_key: HashMap<String, u64> = HashMap::new();
     for round in 0..ROUNDS {
         if round > 0 {
             server
@@ -224,6 +225,11 @@ fn crash_rounds(durability: Durability) {
                 let got = check.gets(&key).unwrap_or_else(|e| panic!("gets: {e}"));
                 let got_pair = got.as_ref().map(|(v, f, _)| (v.clone(), *f));
                 if let Some((_, _, cas)) = got {
+                    let before = cas_by_key.insert(key.clone(), cas).unwrap_or(0);
+                    assert!(
+                        cas >= before,
+                        "round {round}, seed {seed}: {key}'s CAS went from {before} to {cas}"
+                    );
                     cas_seen = cas_seen.max(cas);
                 }
                 let landed = match &in_flight {
