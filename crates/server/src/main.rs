@@ -24,6 +24,8 @@ use crate::stats::{Connections, CounterSet, PrefixStats};
 
 fn main() -> anyhow::Result<()> {
     let config = Config::parse();
+    // Room for -c connections plus the log, the listener and the runtime's own files.
+    raise_open_files_limit(config.connections_max as u64 + 64);
     let durability = match config.durability {
         DurabilityFlag::Fsync => Durability::Fsync,
         DurabilityFlag::Interval => Durability::Interval,
@@ -113,5 +115,31 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+    }
+}
+
+/// Raises the soft limit on open files to `wanted` (capped by the hard limit), as
+/// memcached does for its `-c`: a default of 1024 would refuse connections long before
+/// the configured maximum.
+#[allow(unsafe_code)]
+fn raise_open_files_limit(wanted: u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` into a struct this frame owns.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    if limit.rlim_cur >= wanted {
+        return;
+    }
+    let raised = libc::rlimit {
+        rlim_cur: wanted.min(limit.rlim_max),
+        rlim_max: limit.rlim_max,
+    };
+    // SAFETY: setrlimit reads one `rlimit` from a struct this frame owns.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        eprintln!("kura: could not raise the open-files limit to {wanted}");
     }
 }
