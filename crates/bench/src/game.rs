@@ -501,7 +501,7 @@ pub fn run(args: &GameArgs) -> Result<()> {
                 done += 1;
                 eprintln!(
                     "[{done}/{total}] rep {} {:>3} conns {:<14} {:>9.0} TPS  txn p50 {} us p99 {} us  \
-                     cpu: client {}% server {}% others {}%{}",
+                     cpu: client {}% server {}% kernel {}% others {}%{}",
                     rep + 1,
                     connections,
                     b.name,
@@ -510,6 +510,7 @@ pub fn run(args: &GameArgs) -> Result<()> {
                     r.transaction.value_at_quantile(0.99),
                     opt(r.cpu.client, 0),
                     opt(r.cpu.server, 0),
+                    opt(r.cpu.kernel, 0),
                     opt(r.cpu.others, 0),
                     if r.failures > 0 { format!("  failures {}", r.failures) } else { String::new() }
                 );
@@ -550,6 +551,7 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
         "by-email p99",
         "client cpu %",
         "server cpu %",
+        "kernel cpu %",
         "others cpu %",
         "failures",
     ]);
@@ -569,6 +571,7 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
         "get_by_email_p99_us",
         "client_cpu_percent",
         "server_cpu_percent",
+        "kernel_cpu_percent",
         "others_cpu_percent",
         "failures",
     ]);
@@ -619,6 +622,7 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
             };
             let client_cpu = cpu(&|r| r.cpu.client);
             let server_cpu = cpu(&|r| r.cpu.server);
+            let kernel_cpu = cpu(&|r| r.cpu.kernel);
             let others_cpu = cpu(&|r| r.cpu.others);
             let q = |h: &Histogram<u64>, p: f64| h.value_at_quantile(p).to_string();
             latency_table.push(vec![
@@ -634,6 +638,7 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
                 q(&steps[2], 0.99),
                 opt(client_cpu, 0),
                 opt(server_cpu, 0),
+                opt(kernel_cpu, 0),
                 opt(others_cpu, 0),
                 fails.to_string(),
             ]);
@@ -653,6 +658,7 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
                 q(&steps[2], 0.99),
                 opt(client_cpu, 1),
                 opt(server_cpu, 1),
+                opt(kernel_cpu, 1),
                 opt(others_cpu, 1),
                 fails.to_string(),
             ]);

@@ -60,6 +60,7 @@ pub fn machine_busy_secs() -> Option<f64> {
 pub struct CpuSample {
     client: Option<f64>,
     servers: Option<f64>,
+    kernel: Option<f64>,
     machine: Option<f64>,
 }
 
@@ -68,18 +69,54 @@ impl CpuSample {
         CpuSample {
             client: cpu_secs(None),
             servers: servers_cpu_secs(server_pids),
+            kernel: kernel_threads_cpu_secs(),
             machine: machine_busy_secs(),
         }
     }
 }
 
+/// CPU seconds used so far by kernel threads (kthreadd and its children): journal
+/// commits, writeback and deferred softirqs, much of it done for a server's fsyncs.
+pub fn kernel_threads_cpu_secs() -> Option<f64> {
+    let mut total = 0.0;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(close) = text.rfind(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = text[close + 2..].split(' ').collect();
+        let is_kernel = pid == "2" || fields.get(1) == Some(&"2");
+        if !is_kernel {
+            continue;
+        }
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        total += ticks(11) + ticks(12);
+    }
+    Some(total / USER_HZ)
+}
+
 /// CPU use over a window, in percent of one core: the client (this process), the
-/// servers under test, and everything else on the machine (other tenants of a
-/// shared machine, and kura-bench's own idle backends).
+/// servers under test, kernel threads, and every other process on the machine
+/// (other tenants of a shared machine, and kura-bench's own idle backends).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CpuUse {
     pub client: Option<f64>,
     pub server: Option<f64>,
+    pub kernel: Option<f64>,
     pub others: Option<f64>,
 }
 
@@ -87,11 +124,16 @@ impl CpuUse {
     pub fn between(before: CpuSample, after: CpuSample, wall: Duration) -> CpuUse {
         let client = cpu_percent(before.client, after.client, wall);
         let server = cpu_percent(before.servers, after.servers, wall);
+        let kernel = cpu_percent(before.kernel, after.kernel, wall);
         let machine = cpu_percent(before.machine, after.machine, wall);
-        let others = machine.map(|m| (m - client.unwrap_or(0.0) - server.unwrap_or(0.0)).max(0.0));
+        let others = machine.map(|m| {
+            let accounted = client.unwrap_or(0.0) + server.unwrap_or(0.0) + kernel.unwrap_or(0.0);
+            (m - accounted).max(0.0)
+        });
         CpuUse {
             client,
             server,
+            kernel,
             others,
         }
     }
@@ -145,6 +187,7 @@ mod tests {
         let spent = cpu_secs(None);
         assert!(spent.is_some_and(|s| s >= 0.0));
         assert!(machine_busy_secs().is_some_and(|s| s > 0.0));
+        assert!(kernel_threads_cpu_secs().is_some_and(|s| s >= 0.0));
     }
 
     #[test]

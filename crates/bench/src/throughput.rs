@@ -82,6 +82,7 @@ struct Row {
     p999_us: u64,
     client_cpu: Option<f64>,
     server_cpu: Option<f64>,
+    kernel_cpu: Option<f64>,
     others_cpu: Option<f64>,
     misses: u64,
     errors: u64,
@@ -164,13 +165,14 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
                     p999_us: r.histogram.value_at_quantile(0.999),
                     client_cpu: r.cpu.client,
                     server_cpu: r.cpu.server,
+                    kernel_cpu: r.cpu.kernel,
                     others_cpu: r.cpu.others,
                     misses: r.misses,
                     errors: r.errors,
                 };
                 eprintln!(
                     "[{done}/{total}] rep {} {:<9} {:<14} {:>10.0} ops/s  p50 {} us  p99 {} us  \
-                     cpu: client {}% server {}% others {}%{}",
+                     cpu: client {}% server {}% kernel {}% others {}%{}",
                     row.rep,
                     row.workload,
                     row.backend,
@@ -179,6 +181,7 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
                     row.p99_us,
                     opt(row.client_cpu, 0),
                     opt(row.server_cpu, 0),
+                    opt(row.kernel_cpu, 0),
                     opt(row.others_cpu, 0),
                     if row.misses + row.errors > 0 {
                         format!("  misses {} errors {}", row.misses, row.errors)
@@ -207,6 +210,7 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
         "p999_us",
         "client_cpu_percent",
         "server_cpu_percent",
+        "kernel_cpu_percent",
         "others_cpu_percent",
         "misses",
         "errors",
@@ -229,6 +233,7 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
             row.p999_us.to_string(),
             opt(row.client_cpu, 1),
             opt(row.server_cpu, 1),
+            opt(row.kernel_cpu, 1),
             opt(row.others_cpu, 1),
             row.misses.to_string(),
             row.errors.to_string(),
@@ -301,6 +306,7 @@ fn print_summary(args: &ThroughputArgs, backends: &[String], mixes: &[OpMix], ro
             "p99 us",
             "client cpu %",
             "server cpu %",
+            "kernel cpu %",
             "others cpu %",
             "misses",
             "errors",
@@ -322,6 +328,7 @@ fn print_summary(args: &ThroughputArgs, backends: &[String], mixes: &[OpMix], ro
                 opt(pick(&|r| r.p99_us as f64), 0),
                 opt(pick(&|r| r.client_cpu.unwrap_or(f64::NAN)), 0),
                 opt(pick(&|r| r.server_cpu.unwrap_or(f64::NAN)), 0),
+                opt(pick(&|r| r.kernel_cpu.unwrap_or(f64::NAN)), 0),
                 opt(pick(&|r| r.others_cpu.unwrap_or(f64::NAN)), 0),
                 mine.iter().map(|r| r.misses).sum::<u64>().to_string(),
                 mine.iter().map(|r| r.errors).sum::<u64>().to_string(),
