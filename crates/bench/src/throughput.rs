@@ -24,9 +24,10 @@ use crate::Common;
 pub struct ThroughputArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Client connections, each with one request in flight.
-    #[arg(long, default_value_t = 50)]
-    pub connections: usize,
+    /// Client connections, each with one request in flight; a list (`1,8,50`)
+    /// measures every workload at each count.
+    #[arg(long, value_delimiter = ',', default_value = "50")]
+    pub connections: Vec<usize>,
     /// Client threads the connections are spread over (each polls its share).
     #[arg(long, default_value_t = 4)]
     pub client_threads: usize,
@@ -61,7 +62,10 @@ impl ThroughputArgs {
     fn effective(&self) -> ThroughputArgs {
         let mut args = self.clone();
         if args.common.tiny {
-            args.connections = args.connections.min(8);
+            for c in &mut args.connections {
+                *c = (*c).min(8);
+            }
+            args.connections.dedup();
             args.keys = args.keys.min(1_000);
             args.duration = args.duration.min(0.3);
             args.warmup = args.warmup.min(0.1);
@@ -71,9 +75,19 @@ impl ThroughputArgs {
     }
 }
 
+/// One workload at one connection count.
+struct Case {
+    mix: OpMix,
+    connections: usize,
+    /// The workload's name, with the connection count when several are measured.
+    label: String,
+}
+
 /// One measurement, as it goes to the CSV.
 struct Row {
     workload: String,
+    label: String,
+    connections: usize,
     backend: String,
     rep: usize,
     ops_per_sec: f64,
@@ -105,6 +119,25 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
             other => bail!("unknown throughput workload {other:?}: expected get, set or mix"),
         })
         .collect::<Result<_>>()?;
+    if args.connections.is_empty() || args.connections.contains(&0) {
+        bail!("--connections needs counts of at least 1");
+    }
+    let several = args.connections.len() > 1;
+    let cases: Vec<Case> = args
+        .connections
+        .iter()
+        .flat_map(|&connections| {
+            mixes.iter().map(move |&mix| Case {
+                mix,
+                connections,
+                label: if several {
+                    format!("{} {connections}c", mix.name())
+                } else {
+                    mix.name()
+                },
+            })
+        })
+        .collect();
     let mut backends = args.common.start_backends(crate::SqlBackends::Refused)?;
     let key_prefix = "kb:";
     for b in &backends {
@@ -122,15 +155,15 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
             key_prefix,
             args.keys,
             args.value_size,
-            args.connections,
+            args.connections.iter().copied().max().unwrap_or(1),
         )?;
     }
     let chooser = KeyChooser::new(args.distribution, args.keys);
     let mut rows: Vec<Row> = Vec::new();
-    let total = args.reps * mixes.len() * backends.len();
+    let total = args.reps * cases.len() * backends.len();
     let mut done = 0;
     for rep in 0..args.reps {
-        for mix in &mixes {
+        for case in &cases {
             for i in 0..backends.len() {
                 let count = backends.len();
                 let b = &mut backends[(i + rep) % count];
@@ -142,12 +175,12 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
                 let spec = LoadSpec {
                     addr: b.addr,
                     wire,
-                    connections: args.connections,
+                    connections: case.connections,
                     threads: args.client_threads,
                     keys: chooser.clone(),
                     key_prefix: key_prefix.to_string(),
                     value_len: args.value_size,
-                    mix: *mix,
+                    mix: case.mix,
                     warmup: Duration::from_secs_f64(args.warmup),
                     duration: Duration::from_secs_f64(args.duration),
                     seed: args.common.seed.wrapping_add(rep as u64),
@@ -156,7 +189,9 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
                 b.check_alive()?;
                 done += 1;
                 let row = Row {
-                    workload: mix.name(),
+                    workload: case.mix.name(),
+                    label: case.label.clone(),
+                    connections: case.connections,
                     backend: b.name.clone(),
                     rep: rep + 1,
                     ops_per_sec: r.ops_per_sec(),
@@ -174,7 +209,7 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
                     "[{done}/{total}] rep {} {:<9} {:<14} {:>10.0} ops/s  p50 {} us  p99 {} us  \
                      cpu: client {}% server {}% kernel {}% others {}%{}",
                     row.rep,
-                    row.workload,
+                    row.label,
                     row.backend,
                     row.ops_per_sec,
                     row.p50_us,
@@ -196,7 +231,7 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
     print_summary(
         &args,
         &backends.iter().map(|b| b.name.clone()).collect::<Vec<_>>(),
-        &mixes,
+        &cases,
         &rows,
     );
     let mut csv = Csv::new(&[
@@ -221,7 +256,7 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
         "duration_secs",
     ]);
     for row in &rows {
-        let base = median_ops(&rows, &row.workload, "memcached");
+        let base = median_ops(&rows, &row.label, "memcached");
         csv.push(vec![
             row.workload.clone(),
             row.backend.clone(),
@@ -237,7 +272,7 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
             opt(row.others_cpu, 1),
             row.misses.to_string(),
             row.errors.to_string(),
-            args.connections.to_string(),
+            row.connections.to_string(),
             args.client_threads.to_string(),
             args.keys.to_string(),
             args.value_size.to_string(),
@@ -249,19 +284,19 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
     let names: Vec<String> = backends.iter().map(|b| b.name.clone()).collect();
     let chart = Chart {
         title: format!(
-            "throughput, {} connections, {} keys of {} bytes (median of {})",
+            "throughput, {:?} connections, {} keys of {} bytes (median of {})",
             args.connections, args.keys, args.value_size, args.reps
         ),
         x_label: "workload".into(),
         y_label: "ops/s".into(),
         kind: Kind::Bars,
-        categories: mixes.iter().map(|m| m.name()).collect(),
+        categories: cases.iter().map(|c| c.label.clone()).collect(),
         series: names
             .iter()
             .map(|n| {
-                let values = mixes
+                let values = cases
                     .iter()
-                    .map(|m| median_ops(&rows, &m.name(), n))
+                    .map(|c| median_ops(&rows, &c.label, n))
                     .collect();
                 (n.clone(), values)
             })
@@ -275,18 +310,18 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
     Ok(())
 }
 
-fn median_ops(rows: &[Row], workload: &str, backend: &str) -> Option<f64> {
+fn median_ops(rows: &[Row], label: &str, backend: &str) -> Option<f64> {
     let values: Vec<f64> = rows
         .iter()
-        .filter(|r| r.workload == workload && r.backend == backend)
+        .filter(|r| r.label == label && r.backend == backend)
         .map(|r| r.ops_per_sec)
         .collect();
     median(&values)
 }
 
-fn print_summary(args: &ThroughputArgs, backends: &[String], mixes: &[OpMix], rows: &[Row]) {
+fn print_summary(args: &ThroughputArgs, backends: &[String], cases: &[Case], rows: &[Row]) {
     println!(
-        "\nthroughput: {} connections over {} client threads, {} keys of {} bytes, \
+        "\nthroughput: {:?} connections over {} client threads, {} keys of {} bytes, \
          {} s measured after {} s warm-up, median of {} repetition(s)",
         args.connections,
         args.client_threads,
@@ -296,8 +331,8 @@ fn print_summary(args: &ThroughputArgs, backends: &[String], mixes: &[OpMix], ro
         args.warmup,
         args.reps
     );
-    for mix in mixes {
-        let workload = mix.name();
+    for case in cases {
+        let workload = case.label.clone();
         let mut table = Table::new(&[
             &workload,
             "ops/s",
@@ -315,7 +350,7 @@ fn print_summary(args: &ThroughputArgs, backends: &[String], mixes: &[OpMix], ro
         for backend in backends {
             let mine: Vec<&Row> = rows
                 .iter()
-                .filter(|r| r.workload == workload && &r.backend == backend)
+                .filter(|r| r.label == workload && &r.backend == backend)
                 .collect();
             let pick =
                 |f: &dyn Fn(&Row) -> f64| median(&mine.iter().map(|r| f(r)).collect::<Vec<_>>());
