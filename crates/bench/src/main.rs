@@ -81,6 +81,10 @@ pub struct Common {
     /// Worker threads for each started server (`-t`).
     #[arg(long, default_value_t = 4)]
     pub server_threads: u32,
+    /// memcached's memory limit (`-m`) in MiB, for memcached backends and the cache
+    /// in `mariadb+memcached`; set it below the data size to see a cache thrash.
+    #[arg(long, default_value_t = 1024)]
+    pub memcached_mem_mib: u32,
     /// InnoDB buffer pool for the `mariadb` backend, in MiB.
     #[arg(long, default_value_t = 1024)]
     pub mariadb_buffer_pool_mib: u32,
@@ -145,7 +149,7 @@ impl Common {
             kura_args: self.kura_args.clone(),
             data_root: self.data_root.clone(),
             server_threads: self.server_threads,
-            memcached_mem_mib: 1024,
+            memcached_mem_mib: self.memcached_mem_mib,
             mariadbd_bin: PathBuf::from("/usr/sbin/mariadbd"),
             mariadb_buffer_pool_mib: self.mariadb_buffer_pool_mib,
         };
