@@ -2,9 +2,10 @@
 //! side, over the network only.
 //!
 //! Every workload starts the backends it is asked for (memcached, Kura in each
-//! durability mode, or a running `--server`), measures them in one run with the
-//! same client, interleaving backends so drift on a shared machine hits each
-//! alike, then prints a table and writes a CSV. It never links the server's code:
+//! durability mode, Redis, MariaDB, MariaDB with memcached in front, or a running
+//! `--server`), measures them in one run with the same client, interleaving
+//! backends so drift on a shared machine hits each alike, then prints tables and
+//! writes a CSV and an SVG chart. It never links the server's code:
 //! whatever it measures, it measures through a socket. See `docs/bench.md`.
 
 mod backend;
