@@ -598,8 +598,17 @@ impl Store {
         let now = self.now_secs();
         let deadline = self.flush_deadline.load(Ordering::Acquire);
         let mut shard = self.index.shard(key).write();
-        self.remove_if_dead(&mut shard, key, now, deadline);
-        let current = shard.get(key).map(snapshot);
+        // One lookup for the common cases; a dead version (rare) is dropped first.
+        let (current, current_location) = match shard.get(key) {
+            Some(entry) if is_live(entry, now, deadline) => {
+                (Some(snapshot(entry)), Some(entry.location))
+            }
+            Some(_) => {
+                self.remove_if_dead(&mut shard, key, now, deadline);
+                (None, None)
+            }
+            None => (None, None),
+        };
         let (change, result) = decide(current.as_ref(), now);
         let lsn = match change {
             Change::Keep => {
@@ -641,8 +650,8 @@ impl Store {
                 None => None,
             },
             Change::Delete => {
-                if let Some(old) = shard.get(key) {
-                    let frees = Some(old.location);
+                if current_location.is_some() {
+                    let frees = current_location;
                     let lsn = self
                         .log
                         .append(&Record::Delete { key }, Holds::Nothing, frees)?
@@ -676,8 +685,7 @@ impl Store {
                     cas,
                     item_flags,
                 };
-                let frees = shard.get(key).map(|old| old.location);
-                let appended = self.log.append(&put, Holds::Version, frees)?;
+                let appended = self.log.append(&put, Holds::Version, current_location)?;
                 let lsn = appended.lsn;
                 let entry = Entry {
                     value: new.value,
@@ -830,6 +838,13 @@ impl Store {
             return Ok(None);
         }
         let (segment, segment_usage) = usage[0];
+        if segment_usage.live_bytes == 0 {
+            // Nothing in it is live (the account is kept exact at every append, free and
+            // purge): no record needs reading or copying.
+            return self
+                .drop_dead_segment(segment, segment_usage.bytes)
+                .map(Some);
+        }
         let data = self.log.read_segment(segment)?;
         if !matches!(record::parse_segment_header(&data), Header::Valid { sequence } if sequence == segment)
         {
@@ -917,6 +932,33 @@ impl Store {
         self.compaction_reclaimed_bytes
             .fetch_add(report.segment_bytes, Ordering::Relaxed);
         Ok(Some(report))
+    }
+
+    /// Removes the oldest segment when none of its records is live: the CAS floor and
+    /// the pending delayed flush_all (which may live only in it) are said again first.
+    fn drop_dead_segment(&self, segment: u64, segment_bytes: u64) -> Result<Compaction, Error> {
+        let floor = self.next_cas.load(Ordering::Acquire).saturating_sub(1);
+        self.log
+            .append(&Record::CasFloor { cas: floor }, Holds::Nothing, None)?;
+        let deadline = self.flush_deadline.load(Ordering::Acquire);
+        if deadline != 0 {
+            let flush = Record::FlushAll {
+                deadline,
+                time: self.now_secs(),
+                cas: 0,
+            };
+            self.log.append(&flush, Holds::Nothing, None)?;
+        }
+        self.log.force_sync()?;
+        self.log.remove_segment(segment)?;
+        self.compactions.fetch_add(1, Ordering::Relaxed);
+        self.compaction_reclaimed_bytes
+            .fetch_add(segment_bytes, Ordering::Relaxed);
+        Ok(Compaction {
+            segment,
+            segment_bytes,
+            ..Compaction::default()
+        })
     }
 
     /// Compacts while the log holds more garbage than live data (space amplification

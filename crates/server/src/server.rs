@@ -371,6 +371,12 @@ async fn flush(
     let need = conn.marks.iter().map(|&(_, lsn)| lsn).max().unwrap_or(0);
     let mut healthy = true;
     if need > shared.store.acked_lsn() {
+        // Let the other connections this worker has ready run first and append their
+        // records: then one write(2) acknowledges them all (group commit within a
+        // worker's turn), instead of one write per connection.
+        tokio::task::yield_now().await;
+    }
+    if need > shared.store.acked_lsn() {
         // Interval mode: the write(2) that acknowledges these replies happens here, on
         // this thread; a failure poisons the store and shows up as Ack::Failed below.
         let _ = shared.store.write_now();
