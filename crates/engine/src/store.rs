@@ -138,6 +138,13 @@ pub enum Access {
     NoAccess,
 }
 
+/// Whether a compaction must restate the pending delayed flush_all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PendingFlush {
+    Reassert,
+    Untouched,
+}
+
 /// What one compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Compaction {
@@ -838,11 +845,19 @@ impl Store {
             return Ok(None);
         }
         let (segment, segment_usage) = usage[0];
+        let floor = self.next_cas.load(Ordering::Acquire).saturating_sub(1);
+        self.log
+            .append(&Record::CasFloor { cas: floor }, Holds::Nothing, None)?;
         if segment_usage.live_bytes == 0 {
             // Nothing in it is live (the account is kept exact at every append, free and
             // purge): no record needs reading or copying.
+            let report = Compaction {
+                segment,
+                segment_bytes: segment_usage.bytes,
+                ..Compaction::default()
+            };
             return self
-                .drop_dead_segment(segment, segment_usage.bytes)
+                .retire_segment(report, PendingFlush::Reassert)
                 .map(Some);
         }
         let data = self.log.read_segment(segment)?;
@@ -850,9 +865,6 @@ impl Store {
         {
             return Err(Error::Format(format!("segment {segment} lost its header")));
         }
-        let floor = self.next_cas.load(Ordering::Acquire).saturating_sub(1);
-        self.log
-            .append(&Record::CasFloor { cas: floor }, Holds::Nothing, None)?;
         let mut report = Compaction {
             segment,
             segment_bytes: segment_usage.bytes,
@@ -914,9 +926,20 @@ impl Store {
             }
             pos += len;
         }
+        let flush = if saw_delayed_flush {
+            PendingFlush::Reassert
+        } else {
+            PendingFlush::Untouched
+        };
+        self.retire_segment(report, flush).map(Some)
+    }
+
+    /// The end of every compaction: say the pending delayed flush_all again if the
+    /// segment may have held it (it may live nowhere else), sync the copies, remove the
+    /// segment, count it.
+    fn retire_segment(&self, report: Compaction, flush: PendingFlush) -> Result<Compaction, Error> {
         let deadline = self.flush_deadline.load(Ordering::Acquire);
-        if saw_delayed_flush && deadline != 0 {
-            // The pending deadline may live only in this segment: say it again.
+        if flush == PendingFlush::Reassert && deadline != 0 {
             let flush = Record::FlushAll {
                 deadline,
                 time: self.now_secs(),
@@ -925,40 +948,13 @@ impl Store {
             self.log.append(&flush, Holds::Nothing, None)?;
         }
         self.log.force_sync()?;
-        self.log.remove_segment(segment)?;
+        self.log.remove_segment(report.segment)?;
         self.compactions.fetch_add(1, Ordering::Relaxed);
         self.compaction_copied_bytes
             .fetch_add(report.copied_bytes, Ordering::Relaxed);
         self.compaction_reclaimed_bytes
             .fetch_add(report.segment_bytes, Ordering::Relaxed);
-        Ok(Some(report))
-    }
-
-    /// Removes the oldest segment when none of its records is live: the CAS floor and
-    /// the pending delayed flush_all (which may live only in it) are said again first.
-    fn drop_dead_segment(&self, segment: u64, segment_bytes: u64) -> Result<Compaction, Error> {
-        let floor = self.next_cas.load(Ordering::Acquire).saturating_sub(1);
-        self.log
-            .append(&Record::CasFloor { cas: floor }, Holds::Nothing, None)?;
-        let deadline = self.flush_deadline.load(Ordering::Acquire);
-        if deadline != 0 {
-            let flush = Record::FlushAll {
-                deadline,
-                time: self.now_secs(),
-                cas: 0,
-            };
-            self.log.append(&flush, Holds::Nothing, None)?;
-        }
-        self.log.force_sync()?;
-        self.log.remove_segment(segment)?;
-        self.compactions.fetch_add(1, Ordering::Relaxed);
-        self.compaction_reclaimed_bytes
-            .fetch_add(segment_bytes, Ordering::Relaxed);
-        Ok(Compaction {
-            segment,
-            segment_bytes,
-            ..Compaction::default()
-        })
+        Ok(report)
     }
 
     /// Compacts while the log holds more garbage than live data (space amplification
