@@ -540,28 +540,34 @@ impl<'a> Command<'a, '_> {
     /// `process_memlimit_command`: a number of MiB, else `ERROR` (both obey
     /// `noreply`). Whether the number is acceptable is the server's call.
     fn cache_memlimit(&self) -> Parsed<'a> {
-        let ntokens = self.line.ntokens();
-        if ntokens != 3 && ntokens != 4 {
-            return self.fail(ProtocolError::UnknownCommand);
-        }
-        let noreply = self.noreply();
-        let Some(megabytes) = strtoul_u32(self.line.token(1)) else {
-            return self.fail_noreply(ProtocolError::UnknownCommand, noreply);
-        };
-        self.ok(Request::CacheMemlimit { megabytes, noreply })
+        self.number_request(ProtocolError::UnknownCommand, |megabytes, noreply| {
+            Request::CacheMemlimit { megabytes, noreply }
+        })
     }
 
     /// `process_verbosity_command`.
     fn verbosity(&self) -> Parsed<'a> {
+        self.number_request(ProtocolError::BadCommandLineFormat, |level, noreply| {
+            Request::Verbosity { level, noreply }
+        })
+    }
+
+    /// `<command> <u32> [noreply]`, as verbosity and cache_memlimit take it: the wrong
+    /// token count is `ERROR`; a bad number is `bad_number` (silent under noreply).
+    fn number_request(
+        &self,
+        bad_number: ProtocolError,
+        request: impl FnOnce(u32, bool) -> Request<'a>,
+    ) -> Parsed<'a> {
         let ntokens = self.line.ntokens();
         if ntokens != 3 && ntokens != 4 {
             return self.fail(ProtocolError::UnknownCommand);
         }
         let noreply = self.noreply();
-        let Some(level) = strtoul_u32(self.line.token(1)) else {
-            return self.fail_noreply(ProtocolError::BadCommandLineFormat, noreply);
-        };
-        self.ok(Request::Verbosity { level, noreply })
+        match strtoul_u32(self.line.token(1)) {
+            Some(number) => self.ok(request(number, noreply)),
+            None => self.fail_noreply(bad_number, noreply),
+        }
     }
 
     /// `process_shutdown_command`, minus the enabled check (server policy).
