@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages kura-bench and the compatibility tests run against:
-# the peers Kura is measured beside, and the tools that drive them.
+# the peers Kura is measured beside, the tools that drive them, and a TrueType font
+# for kura-bench's PNG charts.
 #
 # Idempotent: packages already installed are left alone, and `apt-get update` runs
 # only when something is missing. Noninteractive, reads no stdin; must run as root
 # (or through sudo).
 #
-#   scripts/install-peers.sh            # memcached, libmemcached-tools, mariadb, redis
+#   scripts/install-peers.sh            # memcached, libmemcached-tools, mariadb, redis, fonts
 #   scripts/install-peers.sh pkg ...    # exactly these packages
 set -euo pipefail
 
-packages=(memcached libmemcached-tools mariadb-server mariadb-client redis-server)
+packages=(memcached libmemcached-tools mariadb-server mariadb-client redis-server fonts-dejavu-core)
 if [[ $# -gt 0 && "$1" != "--all" ]]; then
     packages=("$@")
 fi

@@ -679,7 +679,7 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
         categories: args.connections.iter().map(|c| c.to_string()).collect(),
         series: names.iter().cloned().zip(tps_series).collect(),
     };
-    println!("wrote {}", chart.write_beside(&path)?.display());
+    println!("wrote {}", chart.write_beside(&path)?);
     if failures > 0 {
         bail!("{failures} transactions failed (a miss, a refused set or a wrong id)");
     }

@@ -231,7 +231,7 @@ pub fn run(args: &MultigetArgs) -> Result<()> {
             })
             .collect(),
     };
-    println!("wrote {}", chart.write_beside(&path)?.display());
+    println!("wrote {}", chart.write_beside(&path)?);
     if failures > 0 {
         bail!("{failures} multi-gets returned fewer values than keys asked for");
     }

@@ -220,7 +220,7 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
             })
             .collect(),
     };
-    println!("wrote {}", chart.write_beside(&path)?.display());
+    println!("wrote {}", chart.write_beside(&path)?);
     let failures: u64 = stores
         .iter()
         .chain(fetches.iter())

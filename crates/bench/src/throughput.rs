@@ -302,7 +302,7 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
             })
             .collect(),
     };
-    println!("wrote {}", chart.write_beside(&path)?.display());
+    println!("wrote {}", chart.write_beside(&path)?);
     let bad: u64 = rows.iter().map(|r| r.misses + r.errors).sum();
     if bad > 0 {
         bail!("{bad} misses or error replies: see the table; a preloaded key must never miss");

@@ -110,6 +110,10 @@ fn run_tiny(workload: &str, extra: &[&str], more_backends: &str) -> (String, Str
         svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
         "{svg}"
     );
+    let pngs = with("png");
+    assert_eq!(pngs.len(), 1, "expected one PNG chart, found {files:?}");
+    let png = std::fs::read(&pngs[0]).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{:?}", pngs[0]);
     let csv = std::fs::read_to_string(&csvs[0]).unwrap();
     (stdout, csv, names.split(',').map(str::to_string).collect())
 }
