@@ -17,6 +17,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream};
+use std::ops::Range;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -32,6 +33,7 @@ use crate::client::Client;
 use crate::game_sql;
 use crate::keys::{Distribution, KeyChooser, Rng};
 use crate::load::sleep_until;
+use crate::progress::Progress;
 use crate::proto::{Expect, Reply, Wire};
 use crate::report::{opt, Csv, Table};
 use crate::stats::{self, median};
@@ -109,40 +111,70 @@ pub(crate) fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-/// Stores every player's row and email key, pipelining batches.
-pub(crate) fn preload(addr: SocketAddr, wire: Wire, players: u64, row_size: usize) -> Result<()> {
-    let connections = 8u64;
-    let per = players.div_ceil(connections);
-    let mut workers = Vec::new();
-    for c in 0..connections {
-        let range = (c * per)..((c + 1) * per).min(players);
-        workers.push(thread::spawn(move || -> Result<()> {
-            let mut client = Client::connect(addr, wire)?;
-            let ids: Vec<u64> = range.collect();
-            for batch in ids.chunks(32) {
-                for &id in batch {
-                    let row = encode_row(id, id % 1000, 1, unix_now(), row_size);
-                    client.push_set(&player_key(id), &row);
-                    client.push_set(
-                        format!("email:{}", email(id)).as_bytes(),
-                        id.to_string().as_bytes(),
-                    );
-                }
-                client.flush()?;
-                for _ in 0..batch.len() * 2 {
-                    if client.read_reply(Expect::Status)? != Reply::Ok {
-                        bail!("preload set refused");
+/// A store the server refused (`SERVER_ERROR out of memory`, `NOT_STORED`) while
+/// loading: a finding about the server, not a broken run, for workloads that
+/// push a server past its memory.
+#[derive(Debug)]
+pub(crate) struct StoreRefused(pub Reply);
+
+impl std::fmt::Display for StoreRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the server refused a store while loading ({:?})", self.0)
+    }
+}
+
+impl std::error::Error for StoreRefused {}
+
+/// Stores the rows and email keys of players `ids` over `connections` connections,
+/// each pipelining batches of 32 players, counting players stored on `progress`.
+pub(crate) fn preload(
+    addr: SocketAddr,
+    wire: Wire,
+    ids: Range<u64>,
+    row_size: usize,
+    connections: u64,
+    progress: &Progress,
+) -> Result<()> {
+    let per = (ids.end - ids.start).div_ceil(connections.max(1));
+    thread::scope(|scope| {
+        let mut workers = Vec::new();
+        for c in 0..connections.max(1) {
+            let from = (ids.start + c * per).min(ids.end);
+            let range = from..(from + per).min(ids.end);
+            workers.push(scope.spawn(move || -> Result<()> {
+                let mut client = Client::connect(addr, wire)?;
+                let ids: Vec<u64> = range.collect();
+                for batch in ids.chunks(32) {
+                    for &id in batch {
+                        let row = encode_row(id, id % 1000, 1, unix_now(), row_size);
+                        client.push_set(&player_key(id), &row);
+                        client.push_set(
+                            format!("email:{}", email(id)).as_bytes(),
+                            id.to_string().as_bytes(),
+                        );
                     }
+                    client.flush()?;
+                    let mut refused = None;
+                    for _ in 0..batch.len() * 2 {
+                        match client.read_reply(Expect::Status)? {
+                            Reply::Ok => {}
+                            other => refused = Some(other),
+                        }
+                    }
+                    if let Some(reply) = refused {
+                        return Err(StoreRefused(reply).into());
+                    }
+                    progress.add(batch.len() as u64);
                 }
-            }
-            Ok(())
-        }));
-    }
-    for w in workers {
-        w.join()
-            .map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
-    }
-    Ok(())
+                Ok(())
+            }));
+        }
+        for w in workers {
+            w.join()
+                .map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
+        }
+        Ok(())
+    })
 }
 
 /// What one measurement found.
@@ -434,17 +466,35 @@ pub fn run(args: &GameArgs) -> Result<()> {
     }
     let mut backends = args.common.start_backends(crate::SqlBackends::Accepted)?;
     for b in &backends {
-        eprintln!(
-            "preloading {} players ({}-byte rows) into {}",
-            args.players, args.row_size, b.name
+        let progress = Progress::new(
+            format!("preloading {} ({}-byte rows)", b.name, args.row_size),
+            args.players,
+            "players",
         );
+        let all = 0..args.players;
         match b.protocol {
-            Protocol::Memcached => preload(b.addr, Wire::Memcached, args.players, args.row_size)?,
-            Protocol::Redis => preload(b.addr, Wire::Redis, args.players, args.row_size)?,
-            Protocol::Mysql => game_sql::preload(b.addr, args.players, args.row_size)?,
+            Protocol::Memcached | Protocol::Redis => preload(
+                b.addr,
+                b.protocol.wire().unwrap_or(Wire::Memcached),
+                all,
+                args.row_size,
+                8,
+                &progress,
+            )?,
+            Protocol::Mysql => {
+                game_sql::create_schema(b.addr)?;
+                game_sql::insert_players(b.addr, all, args.row_size, &progress)?;
+            }
             Protocol::MysqlCacheAside { cache } => {
-                game_sql::preload(b.addr, args.players, args.row_size)?;
-                preload(cache, Wire::Memcached, args.players, args.row_size)?;
+                game_sql::create_schema(b.addr)?;
+                game_sql::insert_players(b.addr, all.clone(), args.row_size, &progress)?;
+                progress.finish();
+                let progress = Progress::new(
+                    format!("preloading {}'s cache", b.name),
+                    args.players,
+                    "players",
+                );
+                preload(cache, Wire::Memcached, all, args.row_size, 8, &progress)?;
             }
         }
     }
@@ -458,6 +508,7 @@ pub fn run(args: &GameArgs) -> Result<()> {
         .collect();
     let total = args.reps * args.connections.len() * count;
     let mut done = 0;
+    let progress = Progress::new("measuring", total as u64, "runs");
     for rep in 0..args.reps {
         for (ci, &connections) in args.connections.iter().enumerate() {
             for i in 0..count {
@@ -499,7 +550,7 @@ pub fn run(args: &GameArgs) -> Result<()> {
                 };
                 b.check_alive()?;
                 done += 1;
-                eprintln!(
+                progress.println(&format!(
                     "[{done}/{total}] rep {} {:>3} conns {:<14} {:>9.0} TPS  txn p50 {} us p99 {} us  \
                      cpu: client {}% server {}% kernel {}% others {}%{}",
                     rep + 1,
@@ -513,11 +564,13 @@ pub fn run(args: &GameArgs) -> Result<()> {
                     opt(r.cpu.kernel, 0),
                     opt(r.cpu.others, 0),
                     if r.failures > 0 { format!("  failures {}", r.failures) } else { String::new() }
-                );
+                ));
+                progress.add(1);
                 results[ci][bi].push(r);
             }
         }
     }
+    progress.finish();
     report(
         &args,
         &backends.iter().map(|b| b.name.clone()).collect::<Vec<_>>(),

@@ -18,6 +18,7 @@
 //! column shows how small).
 
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::thread;
 use std::time::Instant;
 
@@ -28,6 +29,7 @@ use crate::game::{decode_row, email, encode_row, player_key, unix_now, GameResul
 use crate::keys::Rng;
 use crate::load::sleep_until;
 use crate::mysql::{quote, Connection};
+use crate::progress::Progress;
 use crate::proto::{Expect, Wire};
 use crate::stats;
 
@@ -46,8 +48,8 @@ fn padding(id: u64, row_size: usize) -> usize {
     row_size.saturating_sub(bare)
 }
 
-/// Creates the schema afresh and inserts every player and email, in batches.
-pub fn preload(addr: SocketAddr, players: u64, row_size: usize) -> Result<()> {
+/// Creates the schema afresh: `players` and `player_emails`, both empty.
+pub fn create_schema(addr: SocketAddr) -> Result<()> {
     let mut admin = Connection::connect(addr, "root")?;
     admin.query(&format!("DROP DATABASE IF EXISTS {DATABASE}"))?;
     admin.query(&format!("CREATE DATABASE {DATABASE}"))?;
@@ -62,45 +64,60 @@ pub fn preload(addr: SocketAddr, players: u64, row_size: usize) -> Result<()> {
         "CREATE TABLE player_emails (email VARCHAR(128) PRIMARY KEY, \
          id INT UNSIGNED NOT NULL) ENGINE=InnoDB",
     )?;
-    let workers = 4u64;
-    let per = players.div_ceil(workers);
-    let mut handles = Vec::new();
-    for w in 0..workers {
-        let range = (w * per)..((w + 1) * per).min(players);
-        handles.push(thread::spawn(move || -> Result<()> {
-            let mut conn = connect(addr)?;
-            let ids: Vec<u64> = range.collect();
-            for batch in ids.chunks(500) {
-                let now = unix_now();
-                let rows: Vec<String> = batch
-                    .iter()
-                    .map(|&id| {
-                        format!(
-                            "({id},'player{id}',{},{},1,{now},REPEAT('.',{}))",
-                            quote(email(id).as_bytes()),
-                            id % 1000,
-                            padding(id, row_size)
-                        )
-                    })
-                    .collect();
-                conn.query(&format!("INSERT INTO players VALUES {}", rows.join(",")))?;
-                let emails: Vec<String> = batch
-                    .iter()
-                    .map(|&id| format!("({},{id})", quote(email(id).as_bytes())))
-                    .collect();
-                conn.query(&format!(
-                    "INSERT INTO player_emails VALUES {}",
-                    emails.join(",")
-                ))?;
-            }
-            Ok(())
-        }));
-    }
-    for h in handles {
-        h.join()
-            .map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
-    }
     Ok(())
+}
+
+/// Inserts players `ids` and their emails in batches of 500 over 4 connections,
+/// counting players on `progress`.
+pub fn insert_players(
+    addr: SocketAddr,
+    ids: Range<u64>,
+    row_size: usize,
+    progress: &Progress,
+) -> Result<()> {
+    let workers = 4u64;
+    let per = (ids.end - ids.start).div_ceil(workers);
+    thread::scope(|scope| {
+        let mut handles = Vec::new();
+        for w in 0..workers {
+            let from = (ids.start + w * per).min(ids.end);
+            let range = from..(from + per).min(ids.end);
+            handles.push(scope.spawn(move || -> Result<()> {
+                let mut conn = connect(addr)?;
+                let ids: Vec<u64> = range.collect();
+                for batch in ids.chunks(500) {
+                    let now = unix_now();
+                    let rows: Vec<String> = batch
+                        .iter()
+                        .map(|&id| {
+                            format!(
+                                "({id},'player{id}',{},{},1,{now},REPEAT('.',{}))",
+                                quote(email(id).as_bytes()),
+                                id % 1000,
+                                padding(id, row_size)
+                            )
+                        })
+                        .collect();
+                    conn.query(&format!("INSERT INTO players VALUES {}", rows.join(",")))?;
+                    let emails: Vec<String> = batch
+                        .iter()
+                        .map(|&id| format!("({},{id})", quote(email(id).as_bytes())))
+                        .collect();
+                    conn.query(&format!(
+                        "INSERT INTO player_emails VALUES {}",
+                        emails.join(",")
+                    ))?;
+                    progress.add(batch.len() as u64);
+                }
+                Ok(())
+            }));
+        }
+        for h in handles {
+            h.join()
+                .map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
+        }
+        Ok(())
+    })
 }
 
 /// Runs the transaction on `connections` connections, one thread each.

@@ -25,6 +25,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use crate::client::Client;
 use crate::keys::{key_name, value_bytes, KeyChooser, Rng};
+use crate::progress::Progress;
 use crate::proto::{Expect, Reply, Wire};
 use crate::stats;
 
@@ -85,7 +86,7 @@ impl LoadResult {
 }
 
 /// Stores every key in `0..keys` once, over `connections` connections, pipelining
-/// batches of sets on each.
+/// batches of sets on each, counting keys stored on `progress`.
 pub fn preload(
     addr: SocketAddr,
     wire: Wire,
@@ -93,39 +94,42 @@ pub fn preload(
     keys: u64,
     value_len: usize,
     connections: usize,
+    progress: &Progress,
 ) -> Result<()> {
     let connections = connections.clamp(1, 16) as u64;
     let per = keys.div_ceil(connections);
-    let mut workers = Vec::new();
-    for c in 0..connections {
-        let prefix = key_prefix.to_string();
-        let range = (c * per)..((c + 1) * per).min(keys);
-        workers.push(thread::spawn(move || -> Result<()> {
-            let mut client = Client::connect(addr, wire)?;
-            let value = value_bytes(value_len, c);
-            let mut key = Vec::new();
-            let ids: Vec<u64> = range.collect();
-            for batch in ids.chunks(64) {
-                for id in batch {
-                    key_name(&mut key, &prefix, *id);
-                    client.push_set(&key, &value);
-                }
-                client.flush()?;
-                for _ in batch {
-                    match client.read_reply(Expect::Status)? {
-                        Reply::Ok => {}
-                        other => bail!("preload set refused: {other:?}"),
+    thread::scope(|scope| {
+        let mut workers = Vec::new();
+        for c in 0..connections {
+            let range = (c * per)..((c + 1) * per).min(keys);
+            workers.push(scope.spawn(move || -> Result<()> {
+                let mut client = Client::connect(addr, wire)?;
+                let value = value_bytes(value_len, c);
+                let mut key = Vec::new();
+                let ids: Vec<u64> = range.collect();
+                for batch in ids.chunks(64) {
+                    for id in batch {
+                        key_name(&mut key, key_prefix, *id);
+                        client.push_set(&key, &value);
                     }
+                    client.flush()?;
+                    for _ in batch {
+                        match client.read_reply(Expect::Status)? {
+                            Reply::Ok => {}
+                            other => bail!("preload set refused: {other:?}"),
+                        }
+                    }
+                    progress.add(batch.len() as u64);
                 }
-            }
-            Ok(())
-        }));
-    }
-    for w in workers {
-        w.join()
-            .map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
-    }
-    Ok(())
+                Ok(())
+            }));
+        }
+        for w in workers {
+            w.join()
+                .map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
+        }
+        Ok(())
+    })
 }
 
 /// Runs one load and measures it.

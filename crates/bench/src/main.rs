@@ -17,6 +17,7 @@ mod keys;
 mod load;
 mod multiget;
 mod mysql;
+mod progress;
 mod proto;
 mod report;
 mod sql_kv;

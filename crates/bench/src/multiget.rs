@@ -18,6 +18,7 @@ use crate::backend::Protocol;
 use crate::chart::{Chart, Kind};
 use crate::keys::{key_name, Rng};
 use crate::load;
+use crate::progress::Progress;
 use crate::report::{opt, Csv, Table};
 use crate::sql_kv::{self, KvClient};
 use crate::{stats, Common};
@@ -89,17 +90,28 @@ pub fn run(args: &MultigetArgs) -> Result<()> {
     let mut backends = args.common.start_backends(crate::SqlBackends::Accepted)?;
     let prefix = "mg:";
     for b in &backends {
-        eprintln!(
-            "preloading {} keys of {} bytes into {}",
-            args.keys, args.value_size, b.name
+        let progress = Progress::new(
+            format!("preloading {} ({}-byte values)", b.name, args.value_size),
+            args.keys,
+            "keys",
         );
         match b.protocol {
-            Protocol::Mysql => sql_kv::preload(b.addr, TABLE, prefix, args.keys, args.value_size)?,
+            Protocol::Mysql => {
+                sql_kv::preload(b.addr, TABLE, prefix, args.keys, args.value_size, &progress)?
+            }
             other => {
                 let wire = other
                     .wire()
                     .with_context(|| format!("{} cannot run multi-gets", b.name))?;
-                load::preload(b.addr, wire, prefix, args.keys, args.value_size, 4)?
+                load::preload(
+                    b.addr,
+                    wire,
+                    prefix,
+                    args.keys,
+                    args.value_size,
+                    4,
+                    &progress,
+                )?
             }
         }
     }
@@ -120,6 +132,11 @@ pub fn run(args: &MultigetArgs) -> Result<()> {
     let mut failures = 0u64;
     let mut rng = Rng::new(args.common.seed);
     let mut keys: Vec<Vec<u8>> = Vec::new();
+    let progress = Progress::new(
+        format!("sampling {} key counts", counts.len()),
+        args.samples as u64,
+        "samples",
+    );
     for sample in 0..args.samples {
         // Fresh connections now and then, so no backend keeps a lucky (or unlucky)
         // placement of its server thread beside the client for the whole run.
@@ -146,13 +163,14 @@ pub fn run(args: &MultigetArgs) -> Result<()> {
                 }
             }
         }
+        progress.add(1);
         if (sample + 1) % (args.samples / 10).max(1) == 0 {
-            eprintln!("  samples: {}/{}", sample + 1, args.samples);
             for b in &mut backends {
                 b.check_alive()?;
             }
         }
     }
+    progress.finish();
     let names: Vec<String> = backends.iter().map(|b| b.name.clone()).collect();
     let mut header = vec!["keys".to_string()];
     for name in &names {

@@ -15,6 +15,7 @@ use crate::backend::{Backend, Protocol};
 use crate::client::Client;
 use crate::keys::{key_name, value_bytes};
 use crate::mysql::{quote, Connection};
+use crate::progress::Progress;
 use crate::proto::{Expect, Reply, Wire};
 
 const DATABASE: &str = "kura_bench_kv";
@@ -81,49 +82,53 @@ impl SqlKv {
     }
 }
 
-/// Creates the table and inserts keys `0..keys` under `prefix`, in batches.
+/// Creates the table and inserts keys `0..keys` under `prefix`, in batches,
+/// counting keys inserted on `progress`.
 pub fn preload(
     addr: SocketAddr,
     table: &str,
     prefix: &str,
     keys: u64,
     value_len: usize,
+    progress: &Progress,
 ) -> Result<()> {
     SqlKv::create(addr, table)?;
     let workers = 4u64;
     let per = keys.div_ceil(workers);
-    let mut handles = Vec::new();
-    for w in 0..workers {
-        let range = (w * per)..((w + 1) * per).min(keys);
-        let (table, prefix) = (table.to_string(), prefix.to_string());
-        handles.push(thread::spawn(move || -> Result<()> {
-            let mut kv = SqlKv::connect(addr, &table)?;
-            let value = quote(&value_bytes(value_len, w));
-            let mut key = Vec::new();
-            let ids: Vec<u64> = range.collect();
-            for batch in ids.chunks(500) {
-                let rows: Vec<String> = batch
-                    .iter()
-                    .map(|&id| {
-                        key_name(&mut key, &prefix, id);
-                        format!("({}, {value})", quote(&key))
-                    })
-                    .collect();
-                kv.conn.query(&format!(
-                    "INSERT INTO {table} (k, v) VALUES {}",
-                    rows.join(",")
-                ))?;
-            }
-            Ok(())
-        }));
-    }
-    for h in handles {
-        match h.join() {
-            Ok(result) => result?,
-            Err(_) => bail!("a preload thread panicked"),
+    thread::scope(|scope| {
+        let mut handles = Vec::new();
+        for w in 0..workers {
+            let range = (w * per)..((w + 1) * per).min(keys);
+            handles.push(scope.spawn(move || -> Result<()> {
+                let mut kv = SqlKv::connect(addr, table)?;
+                let value = quote(&value_bytes(value_len, w));
+                let mut key = Vec::new();
+                let ids: Vec<u64> = range.collect();
+                for batch in ids.chunks(500) {
+                    let rows: Vec<String> = batch
+                        .iter()
+                        .map(|&id| {
+                            key_name(&mut key, prefix, id);
+                            format!("({}, {value})", quote(&key))
+                        })
+                        .collect();
+                    kv.conn.query(&format!(
+                        "INSERT INTO {table} (k, v) VALUES {}",
+                        rows.join(",")
+                    ))?;
+                    progress.add(batch.len() as u64);
+                }
+                Ok(())
+            }));
         }
-    }
-    Ok(())
+        for h in handles {
+            match h.join() {
+                Ok(result) => result?,
+                Err(_) => bail!("a preload thread panicked"),
+            }
+        }
+        Ok(())
+    })
 }
 
 /// A key-value connection to any backend the single-client workloads support.

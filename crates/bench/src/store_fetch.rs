@@ -23,6 +23,7 @@ use hdrhistogram::Histogram;
 use crate::backend::Protocol;
 use crate::chart::{Chart, Kind};
 use crate::keys::{key_name, value_bytes, Rng};
+use crate::progress::Progress;
 use crate::report::{opt, Csv, Table};
 use crate::sql_kv::{KvClient, SqlKv};
 use crate::{stats, Common};
@@ -89,9 +90,14 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
     let prefix = "sf:";
     let value = value_bytes(args.value_size, args.common.seed);
     let mut key = Vec::new();
-    eprintln!(
-        "storing {} keys of {} bytes into each backend",
-        args.stores, args.value_size
+    let progress = Progress::new(
+        format!(
+            "storing {}-byte values into {} backend(s)",
+            args.value_size,
+            backends.len()
+        ),
+        args.stores,
+        "keys",
     );
     let mut next = 0;
     while next < args.stores {
@@ -112,13 +118,18 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
                 }
             }
         }
+        progress.add(end - next);
         next = end;
-        progress("stores", next, args.stores);
         for b in &mut backends {
             b.check_alive()?;
         }
     }
-    eprintln!("fetching {} keys from each backend", args.fetches);
+    progress.finish();
+    let progress = Progress::new(
+        format!("fetching from {} backend(s)", backends.len()),
+        args.fetches,
+        "keys",
+    );
     let mut next = 0;
     while next < args.fetches {
         let end = (next + ROUND).min(args.fetches);
@@ -139,9 +150,10 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
                 }
             }
         }
+        progress.add(end - next);
         next = end;
-        progress("fetches", next, args.fetches);
     }
+    progress.finish();
     let names: Vec<String> = backends.iter().map(|b| b.name.clone()).collect();
     let mut csv = Csv::new(&[
         "operation",
@@ -230,12 +242,4 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
         bail!("{failures} stores refused or fetches missed: see the table");
     }
     Ok(())
-}
-
-fn progress(what: &str, done: u64, total: u64) {
-    // A line every tenth of the way (and at the end) is enough to show life.
-    let step = (total / 10).max(1);
-    if done == total || done / step != (done - done.min(ROUND)) / step {
-        eprintln!("  {what}: {done}/{total}");
-    }
 }

@@ -16,6 +16,7 @@ use clap::Args;
 use crate::chart::{Chart, Kind};
 use crate::keys::{Distribution, KeyChooser};
 use crate::load::{self, LoadSpec, OpMix};
+use crate::progress::Progress;
 use crate::report::{opt, Csv, Table};
 use crate::stats::median;
 use crate::Common;
@@ -141,9 +142,10 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
     let mut backends = args.common.start_backends(crate::SqlBackends::Refused)?;
     let key_prefix = "kb:";
     for b in &backends {
-        eprintln!(
-            "preloading {} keys of {} bytes into {}",
-            args.keys, args.value_size, b.name
+        let progress = Progress::new(
+            format!("preloading {} ({}-byte values)", b.name, args.value_size),
+            args.keys,
+            "keys",
         );
         let wire = b
             .protocol
@@ -156,12 +158,14 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
             args.keys,
             args.value_size,
             args.connections.iter().copied().max().unwrap_or(1),
+            &progress,
         )?;
     }
     let chooser = KeyChooser::new(args.distribution, args.keys);
     let mut rows: Vec<Row> = Vec::new();
     let total = args.reps * cases.len() * backends.len();
     let mut done = 0;
+    let progress = Progress::new("measuring", total as u64, "runs");
     for rep in 0..args.reps {
         for case in &cases {
             for i in 0..backends.len() {
@@ -205,7 +209,7 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
                     misses: r.misses,
                     errors: r.errors,
                 };
-                eprintln!(
+                progress.println(&format!(
                     "[{done}/{total}] rep {} {:<9} {:<14} {:>10.0} ops/s  p50 {} us  p99 {} us  \
                      cpu: client {}% server {}% kernel {}% others {}%{}",
                     row.rep,
@@ -223,11 +227,13 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
                     } else {
                         String::new()
                     }
-                );
+                ));
+                progress.add(1);
                 rows.push(row);
             }
         }
     }
+    progress.finish();
     print_summary(
         &args,
         &backends.iter().map(|b| b.name.clone()).collect::<Vec<_>>(),
