@@ -184,6 +184,135 @@ pub struct LaunchConfig {
     pub mariadbd_bin: PathBuf,
     /// InnoDB's buffer pool in MiB.
     pub mariadb_buffer_pool_mib: u32,
+    /// Extra `mariadbd` arguments (the data-size workload shrinks its other caches).
+    pub mariadb_args: Vec<String>,
+    /// A cgroup every server joins before it executes (its `cgroup.procs` file), so
+    /// all of its memory, from the first page, is charged to the cgroup's limit.
+    pub cgroup_procs: Option<PathBuf>,
+}
+
+/// How one server process was started: for reports, which record every command.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    /// The backend (or part of one: `memcached-cache`) this process serves.
+    pub role: String,
+    /// Program and arguments exactly as executed (without the cgroup wrapper).
+    pub command: Vec<String>,
+    /// The first line of the program's version output.
+    pub version: String,
+    /// The cgroup it ran in, if any.
+    pub cgroup: Option<PathBuf>,
+}
+
+impl Launch {
+    /// Records `command` (built by [`server_command`]) before it is spawned;
+    /// `version_flag` makes the program print its version.
+    fn of(role: &str, command: &Command, config: &LaunchConfig, version_flag: &str) -> Launch {
+        let mut words: Vec<String> = std::iter::once(command.get_program())
+            .chain(command.get_args())
+            .map(|w| w.to_string_lossy().into_owned())
+            .collect();
+        if config.cgroup_procs.is_some() {
+            // sh -c SCRIPT PROCS-FILE PROGRAM ARGS...
+            words.drain(..WRAPPER_WORDS.min(words.len()));
+        }
+        let version = words
+            .first()
+            .map(|program| program_version(Path::new(program), version_flag))
+            .unwrap_or_default();
+        Launch {
+            role: role.to_string(),
+            command: words,
+            version,
+            cgroup: config
+                .cgroup_procs
+                .as_ref()
+                .and_then(|p| p.parent())
+                .map(Path::to_path_buf),
+        }
+    }
+
+    /// The command as one shell-quoted line.
+    pub fn command_line(&self) -> String {
+        self.command
+            .iter()
+            .map(|w| {
+                if !w.is_empty()
+                    && w.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
+                {
+                    w.clone()
+                } else {
+                    format!("'{}'", w.replace('\'', "'\\''"))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Words `server_command` puts before the program when it wraps it.
+const WRAPPER_WORDS: usize = 4;
+
+/// A command for `program` that, with a cgroup configured, joins the cgroup first:
+/// `sh -c 'echo $$ > PROCS; exec "$@"' PROCS PROGRAM ...`. The shell writes its
+/// own PID, then becomes the server (same PID), so the server never runs outside
+/// the cgroup and no memory it touches escapes the limit. (Moving a running server
+/// would leave what it had allocated charged to the old cgroup.) Arguments added
+/// to the returned command go to `program`.
+fn server_command(program: &Path, config: &LaunchConfig) -> Command {
+    match &config.cgroup_procs {
+        Some(procs) => {
+            let mut command = Command::new("sh");
+            command
+                .arg("-c")
+                .arg(r#"echo $$ > "$0" && exec "$@""#)
+                .arg(procs)
+                .arg(program);
+            command
+        }
+        None => Command::new(program),
+    }
+}
+
+/// The first line `program flag` prints, or why there is none.
+pub fn program_version(program: &Path, flag: &str) -> String {
+    match Command::new(program)
+        .arg(flag)
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(out) => {
+            let text = if out.stdout.is_empty() {
+                out.stderr
+            } else {
+                out.stdout
+            };
+            String::from_utf8_lossy(&text)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        }
+        Err(e) => format!("unknown ({} {flag}: {e})", program.display()),
+    }
+}
+
+/// A running memcached-protocol server's `version` reply.
+fn version_over_wire(addr: SocketAddr) -> String {
+    use std::io::Write as _;
+    let asked = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).and_then(|mut s| {
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        s.write_all(b"version\r\n")?;
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line)?;
+        Ok(line)
+    });
+    match asked {
+        Ok(line) => line.trim().to_string(),
+        Err(e) => format!("unknown (version: {e})"),
+    }
 }
 
 /// A running server under test.
@@ -193,6 +322,8 @@ pub struct Backend {
     /// The server processes kura-bench started (for their CPU use); empty for
     /// `--server`.
     pub pids: Vec<u32>,
+    /// How each server process of this backend was started, for reports.
+    pub launches: Vec<Launch>,
     pub protocol: Protocol,
     child: Option<Child>,
     /// A second server this backend consists of (the cache in cache-aside).
@@ -224,6 +355,10 @@ impl Backend {
                 db.name = kind.name();
                 db.protocol = Protocol::MysqlCacheAside { cache: cache.addr };
                 db.pids.extend(cache.pids.iter().copied());
+                db.launches.extend(cache.launches.iter().cloned());
+                for (launch, part) in db.launches.iter_mut().zip(["MariaDB", "its cache"]) {
+                    launch.role = format!("{}: {part}", kind.name());
+                }
                 db.companion = Some(Box::new(cache));
                 Ok(db)
             }
@@ -239,6 +374,12 @@ impl Backend {
                     name: kind.name(),
                     addr: resolved,
                     pids: Vec::new(),
+                    launches: vec![Launch {
+                        role: kind.name(),
+                        command: vec![format!("(already running at {addr})")],
+                        version: version_over_wire(resolved),
+                        cgroup: None,
+                    }],
                     protocol: Protocol::Memcached,
                     child: None,
                     companion: None,
@@ -341,7 +482,8 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
     for _ in 0..5 {
         let port = free_port()?;
         let tail = Arc::new(OutputTail::default());
-        let mut child = Command::new(&config.memcached_bin)
+        let mut command = server_command(&config.memcached_bin, config);
+        command
             .args(["-U", "0", "-l", "127.0.0.1", "-p", &port.to_string()])
             .args(["-t", &config.server_threads.to_string()])
             .args(["-m", &config.memcached_mem_mib.to_string()])
@@ -350,7 +492,9 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
             .args(["-u", "root"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::piped());
+        let launch = Launch::of(name, &command, config, "-V");
+        let mut child = command
             .spawn()
             .with_context(|| format!("starting {}", config.memcached_bin.display()))?;
         remember(&child, None);
@@ -377,6 +521,7 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
                     name: name.to_string(),
                     addr,
                     pids: vec![child.id()],
+                    launches: vec![launch],
                     protocol: Protocol::Memcached,
                     child: Some(child),
                     companion: None,
@@ -417,7 +562,9 @@ fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> 
             )
         })?;
     let tail = Arc::new(OutputTail::default());
-    let mut child = Command::new(&config.kura_bin)
+    let name = format!("kura-{}", durability.flag());
+    let mut command = server_command(&config.kura_bin, config);
+    command
         .args(["-p", "0", "-l", "127.0.0.1", "--data-dir"])
         .arg(data_dir.path())
         .args(["--durability", durability.flag()])
@@ -425,7 +572,9 @@ fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> 
         .args(&config.kura_args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    let launch = Launch::of(&name, &command, config, "--version");
+    let mut child = command
         .spawn()
         .with_context(|| format!("starting {}", config.kura_bin.display()))?;
     remember(&child, Some(data_dir.path()));
@@ -477,9 +626,10 @@ fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> 
         .parse()
         .with_context(|| format!("kura printed an unparsable address {addr:?}"))?;
     Ok(Backend {
-        name: format!("kura-{}", durability.flag()),
+        name,
         addr,
         pids: vec![child.id()],
+        launches: vec![launch],
         protocol: Protocol::Memcached,
         child: Some(child),
         companion: None,
@@ -514,7 +664,8 @@ fn start_redis(name: &str, fsync: RedisFsync, config: &LaunchConfig) -> Result<B
     for _ in 0..5 {
         let port = free_port()?;
         let tail = Arc::new(OutputTail::default());
-        let mut child = Command::new(bin)
+        let mut command = server_command(bin, config);
+        command
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .arg("--dir")
             .arg(dir.path())
@@ -536,7 +687,9 @@ fn start_redis(name: &str, fsync: RedisFsync, config: &LaunchConfig) -> Result<B
             ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::piped());
+        let launch = Launch::of(name, &command, config, "--version");
+        let mut child = command
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
         remember(&child, Some(dir.path()));
@@ -559,6 +712,7 @@ fn start_redis(name: &str, fsync: RedisFsync, config: &LaunchConfig) -> Result<B
                     name: name.to_string(),
                     addr,
                     pids: vec![child.id()],
+                    launches: vec![launch],
                     protocol: Protocol::Redis,
                     child: Some(child),
                     companion: None,
@@ -620,7 +774,8 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
     for _ in 0..5 {
         let port = free_port()?;
         let tail = Arc::new(OutputTail::default());
-        let mut child = Command::new(&config.mariadbd_bin)
+        let mut command = server_command(&config.mariadbd_bin, config);
+        command
             .arg("--no-defaults")
             .arg(format!("--datadir={}", datadir.display()))
             .arg(format!(
@@ -646,9 +801,12 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
                 "--innodb-buffer-pool-size={}M",
                 config.mariadb_buffer_pool_mib
             ))
+            .args(&config.mariadb_args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::piped());
+        let launch = Launch::of("mariadb", &command, config, "--version");
+        let mut child = command
             .spawn()
             .with_context(|| format!("starting {}", config.mariadbd_bin.display()))?;
         remember(&child, Some(dir.path()));
@@ -671,6 +829,7 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
                     name: "mariadb".to_string(),
                     addr,
                     pids: vec![child.id()],
+                    launches: vec![launch],
                     protocol: Protocol::Mysql,
                     child: Some(child),
                     companion: None,

@@ -45,6 +45,7 @@ pub struct Chart {
 /// The files one chart was written to.
 #[derive(Debug, Clone)]
 pub struct ChartFiles {
+    pub title: String,
     pub svg: PathBuf,
     /// `None` when no font was found to draw the PNG's text.
     pub png: Option<PathBuf>,
@@ -520,6 +521,7 @@ impl Chart {
             }
         };
         Ok(ChartFiles {
+            title: self.title.clone(),
             svg: svg.to_path_buf(),
             png,
         })

@@ -35,7 +35,7 @@ use crate::keys::{Distribution, KeyChooser, Rng};
 use crate::load::sleep_until;
 use crate::progress::Progress;
 use crate::proto::{Expect, Reply, Wire};
-use crate::report::{opt, Csv, Table};
+use crate::report::{kura_ratios, opt, Better, Csv, Section, Table};
 use crate::stats::{self, median};
 use crate::Common;
 
@@ -452,7 +452,8 @@ fn flush(c: &mut Conn) -> Result<()> {
     Ok(())
 }
 
-pub fn run(args: &GameArgs) -> Result<()> {
+pub fn run(args: &GameArgs) -> Result<Section> {
+    let (mut section, started) = Section::begin("game", &args.common.data_root);
     let mut args = args.clone();
     if args.common.tiny {
         args.players = args.players.min(500);
@@ -465,6 +466,8 @@ pub fn run(args: &GameArgs) -> Result<()> {
         bail!("--players and every --connections entry must be at least 1");
     }
     let mut backends = args.common.start_backends(crate::SqlBackends::Accepted)?;
+    section.servers = backends.iter().flat_map(|b| b.launches.clone()).collect();
+    section.parameters = format!("{args:#?}");
     for b in &backends {
         let progress = Progress::new(
             format!("preloading {} ({}-byte rows)", b.name, args.row_size),
@@ -575,15 +578,26 @@ pub fn run(args: &GameArgs) -> Result<()> {
         &args,
         &backends.iter().map(|b| b.name.clone()).collect::<Vec<_>>(),
         &results,
-    )
+        &mut section,
+    )?;
+    section.elapsed_secs = started.elapsed().as_secs_f64();
+    Ok(section)
 }
 
-fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -> Result<()> {
-    println!(
-        "\ngame: {} players, {}-byte rows, {:?} keys, {} s measured after {} s warm-up, \
-         median TPS of {} repetition(s); latency in us over all repetitions",
+fn report(
+    args: &GameArgs,
+    names: &[String],
+    results: &[Vec<Vec<GameResult>>],
+    section: &mut Section,
+) -> Result<()> {
+    section.summary = format!(
+        "{} players, {}-byte rows, {:?} keys, {} s measured after {} s warm-up, \
+         median TPS of {} repetition(s); latency in us over all repetitions. A \
+         transaction: get the player's row, set it back with score, level and \
+         last-seen changed, get the id by the row's email.",
         args.players, args.row_size, args.distribution, args.duration, args.warmup, args.reps
     );
+    println!("\ngame: {}", section.summary);
     let mut header = vec!["connections".to_string()];
     header.extend(names.iter().map(|n| format!("{n} TPS")));
     header.extend(names.iter().skip(1).map(|n| format!("{n} vs {}", names[0])));
@@ -721,6 +735,7 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
     println!("steps: {}", STEPS.join(", "));
     let path = csv.write(&args.common.out_dir, "game")?;
     println!("wrote {}", path.display());
+    section.csv = path.clone();
     let chart = Chart {
         title: format!(
             "game: get player, update, get by email ({} players, {:?})",
@@ -732,9 +747,36 @@ fn report(args: &GameArgs, names: &[String], results: &[Vec<Vec<GameResult>>]) -
         categories: args.connections.iter().map(|c| c.to_string()).collect(),
         series: names.iter().cloned().zip(tps_series).collect(),
     };
-    println!("wrote {}", chart.write_beside(&path)?);
+    let files = chart.write_beside(&path)?;
+    println!("wrote {files}");
+    section.charts.push(files);
+    section.tables.push((
+        format!(
+            "Median transactions per second, and the ratio of each backend's to {}'s:",
+            names[0]
+        ),
+        tps_table,
+    ));
+    section.tables.push((
+        format!(
+            "Latency in µs over all repetitions (steps: {}) and median CPU use \
+             (percent of one core):",
+            STEPS.join(", ")
+        ),
+        latency_table,
+    ));
+    if let Some(table) = kura_ratios(&chart, Better::Higher, |_| true) {
+        section.ratios.push((
+            "Kura over its peers, same run: Kura's TPS divided by the peer's \
+             (above 1: Kura ahead)."
+                .to_string(),
+            table,
+        ));
+    }
     if failures > 0 {
-        bail!("{failures} transactions failed (a miss, a refused set or a wrong id)");
+        section.failure = Some(format!(
+            "{failures} transactions failed (a miss, a refused set or a wrong id)"
+        ));
     }
     Ok(())
 }

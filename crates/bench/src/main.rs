@@ -15,6 +15,7 @@ mod game;
 mod game_sql;
 mod keys;
 mod load;
+mod machine;
 mod multiget;
 mod mysql;
 mod progress;
@@ -154,6 +155,8 @@ impl Common {
             memcached_mem_mib: self.memcached_mem_mib,
             mariadbd_bin: PathBuf::from("/usr/sbin/mariadbd"),
             mariadb_buffer_pool_mib: self.mariadb_buffer_pool_mib,
+            mariadb_args: Vec::new(),
+            cgroup_procs: None,
         };
         let mut backends = Vec::new();
         for kind in &kinds {
@@ -169,9 +172,9 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     backend::cleanup_on_signal()?;
     match cli.workload {
-        Workload::Throughput(args) => throughput::run(&args),
-        Workload::StoreFetch(args) => store_fetch::run(&args),
-        Workload::Multiget(args) => multiget::run(&args),
-        Workload::Game(args) => game::run(&args),
+        Workload::Throughput(args) => throughput::run(&args)?.finish(),
+        Workload::StoreFetch(args) => store_fetch::run(&args)?.finish(),
+        Workload::Multiget(args) => multiget::run(&args)?.finish(),
+        Workload::Game(args) => game::run(&args)?.finish(),
     }
 }

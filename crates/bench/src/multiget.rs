@@ -19,7 +19,7 @@ use crate::chart::{Chart, Kind};
 use crate::keys::{key_name, Rng};
 use crate::load;
 use crate::progress::Progress;
-use crate::report::{opt, Csv, Table};
+use crate::report::{kura_ratios, opt, Better, Csv, Section, Table};
 use crate::sql_kv::{self, KvClient};
 use crate::{stats, Common};
 
@@ -70,7 +70,8 @@ pub fn parse_counts(text: &str) -> Result<Vec<usize>> {
     Ok(counts)
 }
 
-pub fn run(args: &MultigetArgs) -> Result<()> {
+pub fn run(args: &MultigetArgs) -> Result<Section> {
+    let (mut section, started) = Section::begin("multiget", &args.common.data_root);
     let mut args = args.clone();
     if args.common.tiny {
         args.samples = args.samples.min(5);
@@ -88,6 +89,8 @@ pub fn run(args: &MultigetArgs) -> Result<()> {
         );
     }
     let mut backends = args.common.start_backends(crate::SqlBackends::Accepted)?;
+    section.servers = backends.iter().flat_map(|b| b.launches.clone()).collect();
+    section.parameters = format!("{args:#?}");
     let prefix = "mg:";
     for b in &backends {
         let progress = Progress::new(
@@ -218,15 +221,20 @@ pub fn run(args: &MultigetArgs) -> Result<()> {
         ratio_row.push(String::new());
     }
     table.push(ratio_row);
-    println!(
-        "\nmulti-get: one `get k1 ... kn` at a time on one connection, {} samples per n, \
-         values of {} bytes (latency in us)\n\n{}",
-        args.samples,
-        args.value_size,
-        table.render()
+    section.summary = format!(
+        "One `get k1 ... kn` at a time on one connection, {} samples per n, values of \
+         {} bytes (latency in µs); the last row is the p50 of the widest request over \
+         the narrowest's (Kura's target: at most 3).",
+        args.samples, args.value_size,
     );
+    println!("\nmulti-get: {}\n\n{}", section.summary, table.render());
     let path = csv.write(&args.common.out_dir, "multiget")?;
     println!("wrote {}", path.display());
+    section.csv = path.clone();
+    section.tables.push((
+        "p50 and p99 latency in µs by keys per get:".to_string(),
+        table,
+    ));
     let chart = Chart {
         title: format!(
             "multi-get latency by key count (p50 of {} samples)",
@@ -249,11 +257,30 @@ pub fn run(args: &MultigetArgs) -> Result<()> {
             })
             .collect(),
     };
-    println!("wrote {}", chart.write_beside(&path)?);
-    if failures > 0 {
-        bail!("{failures} multi-gets returned fewer values than keys asked for");
+    let files = chart.write_beside(&path)?;
+    println!("wrote {files}");
+    section.charts.push(files);
+    // A few representative widths; the CSV has every one.
+    let shown = |n: &str| {
+        ["1", "2", "5", "10", "20", "50", "100"].contains(&n)
+            || counts.first().is_some_and(|c| c.to_string() == n)
+            || counts.last().is_some_and(|c| c.to_string() == n)
+    };
+    if let Some(table) = kura_ratios(&chart, Better::Lower, shown) {
+        section.ratios.push((
+            "Kura over its peers, same run: the peer's p50 latency divided by Kura's \
+             (above 1: Kura faster)."
+                .to_string(),
+            table,
+        ));
     }
-    Ok(())
+    if failures > 0 {
+        section.failure = Some(format!(
+            "{failures} multi-gets returned fewer values than keys asked for"
+        ));
+    }
+    section.elapsed_secs = started.elapsed().as_secs_f64();
+    Ok(section)
 }
 
 #[cfg(test)]

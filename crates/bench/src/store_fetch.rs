@@ -24,7 +24,7 @@ use crate::backend::Protocol;
 use crate::chart::{Chart, Kind};
 use crate::keys::{key_name, value_bytes, Rng};
 use crate::progress::Progress;
-use crate::report::{opt, Csv, Table};
+use crate::report::{kura_ratios, opt, Better, Csv, Section, Table};
 use crate::sql_kv::{KvClient, SqlKv};
 use crate::{stats, Common};
 
@@ -65,7 +65,8 @@ impl Measured {
     }
 }
 
-pub fn run(args: &StoreFetchArgs) -> Result<()> {
+pub fn run(args: &StoreFetchArgs) -> Result<Section> {
+    let (mut section, started) = Section::begin("store-fetch", &args.common.data_root);
     let mut args = args.clone();
     if args.common.tiny {
         args.stores = args.stores.min(300);
@@ -75,6 +76,8 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
         bail!("--stores must be at least 1");
     }
     let mut backends = args.common.start_backends(crate::SqlBackends::Accepted)?;
+    section.servers = backends.iter().flat_map(|b| b.launches.clone()).collect();
+    section.parameters = format!("{args:#?}");
     for b in &backends {
         if b.protocol == Protocol::Mysql {
             SqlKv::create(b.addr, TABLE)?;
@@ -168,10 +171,12 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
         "ratio_mean_to_memcached",
         "failures",
     ]);
-    println!(
-        "\nstore/fetch: one client, {} stores then {} fetches, values of {} bytes (ms per op)",
+    section.summary = format!(
+        "One client, {} stores then {} fetches, values of {} bytes (ms per op); backends \
+         take turns every {ROUND} operations, each turn on a fresh connection.",
         args.stores, args.fetches, args.value_size
     );
+    println!("\nstore/fetch: {}", section.summary);
     for (operation, measured) in [("store", &stores), ("fetch", &fetches)] {
         let mut table = Table::new(&[
             operation,
@@ -211,9 +216,13 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
             csv.push(row);
         }
         println!("\n{}", table.render());
+        section
+            .tables
+            .push((format!("`{operation}`: milliseconds per operation:"), table));
     }
     let path = csv.write(&args.common.out_dir, "store-fetch")?;
     println!("wrote {}", path.display());
+    section.csv = path.clone();
     let chart = Chart {
         title: format!(
             "store/fetch, one client, {} stores then {} fetches: mean latency",
@@ -232,14 +241,27 @@ pub fn run(args: &StoreFetchArgs) -> Result<()> {
             })
             .collect(),
     };
-    println!("wrote {}", chart.write_beside(&path)?);
+    let files = chart.write_beside(&path)?;
+    println!("wrote {files}");
+    section.charts.push(files);
+    if let Some(table) = kura_ratios(&chart, Better::Lower, |_| true) {
+        section.ratios.push((
+            "Kura over its peers, same run: the peer's mean latency divided by Kura's \
+             (above 1: Kura faster)."
+                .to_string(),
+            table,
+        ));
+    }
     let failures: u64 = stores
         .iter()
         .chain(fetches.iter())
         .map(|m| m.failures)
         .sum();
     if failures > 0 {
-        bail!("{failures} stores refused or fetches missed: see the table");
+        section.failure = Some(format!(
+            "{failures} stores refused or fetches missed: see the table"
+        ));
     }
-    Ok(())
+    section.elapsed_secs = started.elapsed().as_secs_f64();
+    Ok(section)
 }

@@ -17,7 +17,7 @@ use crate::chart::{Chart, Kind};
 use crate::keys::{Distribution, KeyChooser};
 use crate::load::{self, LoadSpec, OpMix};
 use crate::progress::Progress;
-use crate::report::{opt, Csv, Table};
+use crate::report::{kura_ratios, opt, Better, Csv, Section, Table};
 use crate::stats::median;
 use crate::Common;
 
@@ -103,7 +103,8 @@ struct Row {
     errors: u64,
 }
 
-pub fn run(args: &ThroughputArgs) -> Result<()> {
+pub fn run(args: &ThroughputArgs) -> Result<Section> {
+    let (mut section, started) = Section::begin("throughput", &args.common.data_root);
     let args = args.effective();
     if !(1..=100).contains(&args.set_percent) {
         bail!("--set-percent must be within 1..=100");
@@ -140,6 +141,8 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
         })
         .collect();
     let mut backends = args.common.start_backends(crate::SqlBackends::Refused)?;
+    section.servers = backends.iter().flat_map(|b| b.launches.clone()).collect();
+    section.parameters = format!("{args:#?}");
     let key_prefix = "kb:";
     for b in &backends {
         let progress = Progress::new(
@@ -239,6 +242,7 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
         &backends.iter().map(|b| b.name.clone()).collect::<Vec<_>>(),
         &cases,
         &rows,
+        &mut section,
     );
     let mut csv = Csv::new(&[
         "workload",
@@ -287,6 +291,7 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
     }
     let path = csv.write(&args.common.out_dir, "throughput")?;
     println!("wrote {}", path.display());
+    section.csv = path.clone();
     let names: Vec<String> = backends.iter().map(|b| b.name.clone()).collect();
     let chart = Chart {
         title: format!(
@@ -308,12 +313,25 @@ pub fn run(args: &ThroughputArgs) -> Result<()> {
             })
             .collect(),
     };
-    println!("wrote {}", chart.write_beside(&path)?);
+    let files = chart.write_beside(&path)?;
+    println!("wrote {files}");
+    section.charts.push(files);
+    if let Some(table) = kura_ratios(&chart, Better::Higher, |_| true) {
+        section.ratios.push((
+            "Kura over its peers, same run: Kura's median ops/s divided by the peer's \
+             (above 1: Kura ahead)."
+                .to_string(),
+            table,
+        ));
+    }
     let bad: u64 = rows.iter().map(|r| r.misses + r.errors).sum();
     if bad > 0 {
-        bail!("{bad} misses or error replies: see the table; a preloaded key must never miss");
+        section.failure = Some(format!(
+            "{bad} misses or error replies: see the table; a preloaded key must never miss"
+        ));
     }
-    Ok(())
+    section.elapsed_secs = started.elapsed().as_secs_f64();
+    Ok(section)
 }
 
 fn median_ops(rows: &[Row], label: &str, backend: &str) -> Option<f64> {
@@ -325,10 +343,16 @@ fn median_ops(rows: &[Row], label: &str, backend: &str) -> Option<f64> {
     median(&values)
 }
 
-fn print_summary(args: &ThroughputArgs, backends: &[String], cases: &[Case], rows: &[Row]) {
-    println!(
-        "\nthroughput: {:?} connections over {} client threads, {} keys of {} bytes, \
-         {} s measured after {} s warm-up, median of {} repetition(s)",
+fn print_summary(
+    args: &ThroughputArgs,
+    backends: &[String],
+    cases: &[Case],
+    rows: &[Row],
+    section: &mut Section,
+) {
+    section.summary = format!(
+        "{:?} connections over {} client threads, {} keys of {} bytes, \
+         {} s measured after {} s warm-up, median of {} repetition(s).",
         args.connections,
         args.client_threads,
         args.keys,
@@ -337,6 +361,7 @@ fn print_summary(args: &ThroughputArgs, backends: &[String], cases: &[Case], row
         args.warmup,
         args.reps
     );
+    println!("\nthroughput: {}", section.summary);
     for case in cases {
         let workload = case.label.clone();
         let mut table = Table::new(&[
@@ -376,5 +401,9 @@ fn print_summary(args: &ThroughputArgs, backends: &[String], cases: &[Case], row
             ]);
         }
         println!("\n{}", table.render());
+        section.tables.push((
+            format!("`{workload}`: median ops/s, latency in µs and CPU use (percent of one core):"),
+            table,
+        ));
     }
 }

@@ -114,8 +114,37 @@ fn run_tiny(workload: &str, extra: &[&str], more_backends: &str) -> (String, Str
     assert_eq!(pngs.len(), 1, "expected one PNG chart, found {files:?}");
     let png = std::fs::read(&pngs[0]).unwrap();
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{:?}", pngs[0]);
+    let reports = with("md");
+    assert_eq!(reports.len(), 1, "expected one report, found {files:?}");
+    let report = std::fs::read_to_string(&reports[0]).unwrap();
+    check_report(&report, &pngs);
     let csv = std::fs::read_to_string(&csvs[0]).unwrap();
     (stdout, csv, names.split(',').map(str::to_string).collect())
+}
+
+/// A report names the machine and every server's command, and embeds each PNG by
+/// its file name (a relative path, so the directory can move).
+fn check_report(report: &str, pngs: &[PathBuf]) {
+    for part in [
+        "## Machine",
+        "| CPU |",
+        "| kernel |",
+        "| data root |",
+        "### Servers",
+        "### Parameters",
+    ] {
+        assert!(
+            report.contains(part),
+            "no {part:?} in the report:\n{report}"
+        );
+    }
+    for png in pngs {
+        let name = png.file_name().unwrap().to_string_lossy();
+        assert!(
+            report.contains(&format!("]({name})")),
+            "{name} not embedded in:\n{report}"
+        );
+    }
 }
 
 /// The CSV's rows as maps from column name to cell (no cell holds a comma here).
