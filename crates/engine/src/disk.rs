@@ -4,13 +4,14 @@
 //! keeps written and synced bytes apart so tests can simulate a power loss and tear the
 //! last write, and can make a write or fsync fail.
 //!
-//! The interface is deliberately small: list, read whole, create, append, sync, truncate,
-//! remove, and sync the directory. Anything the engine needs from a disk must be here, so
+//! The interface is deliberately small: list, read whole, read a range, create, append,
+//! sync, truncate, remove, and sync the directory. Anything the engine needs from a disk must be here, so
 //! that the simulation covers it.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A directory of files.
 pub trait Disk: Send + Sync {
@@ -18,6 +19,10 @@ pub trait Disk: Send + Sync {
     fn list(&self) -> io::Result<Vec<String>>;
     /// The whole content of a file.
     fn read(&self, name: &str) -> io::Result<Vec<u8>>;
+    /// Opens a file for positional reads of what has been appended to it so far (what
+    /// the operating system holds, synced or not). A handle keeps working after the
+    /// file is removed, as an open file does on Unix.
+    fn open_read(&self, name: &str) -> io::Result<Arc<dyn ReadFile>>;
     /// Creates a new empty file (replacing any old one) and opens it for appending.
     fn create(&self, name: &str) -> io::Result<Box<dyn DiskFile>>;
     /// Opens an existing file for appending at its end.
@@ -37,6 +42,18 @@ pub trait DiskFile: Send {
     /// A second handle on the same file, so one thread can sync while another appends.
     /// A sync through it covers at least every byte appended before the sync began.
     fn try_clone(&self) -> io::Result<Box<dyn DiskFile>>;
+}
+
+/// A file open for positional reads; shared by the threads that read values.
+pub trait ReadFile: Send + Sync {
+    /// Fills `buf` from `offset`; an error if the file ends first.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+}
+
+impl ReadFile for File {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
+    }
 }
 
 /// Files in a directory of the real file system.
@@ -100,6 +117,10 @@ impl Disk for OsDisk {
         let mut buf = Vec::new();
         File::open(self.dir.join(name))?.read_to_end(&mut buf)?;
         Ok(buf)
+    }
+
+    fn open_read(&self, name: &str) -> io::Result<Arc<dyn ReadFile>> {
+        Ok(Arc::new(File::open(self.dir.join(name))?))
     }
 
     fn create(&self, name: &str) -> io::Result<Box<dyn DiskFile>> {

@@ -1,13 +1,19 @@
 //! The in-memory index: key -> newest live version, in shards so that writers of
 //! different keys do not wait on one another and readers never wait on a writer of
-//! another shard.
+//! another shard. Each shard also holds its part of the value cache.
 //!
-//! Each shard is a `RwLock<HashMap>`; the shard is chosen from the top bits of a keyed
-//! SipHash of the key, so clients cannot aim every key at one shard. Values live here
-//! in full while the whole data set is in memory (the memory budget and disk-resident
-//! values arrive with the "beyond memory" work).
+//! Each shard is a `RwLock<Shard>`; the shard is chosen from the top bits of a keyed
+//! SipHash of the key, so clients cannot aim every key at one shard.
+//!
+//! Every key's metadata (flags, expiry, CAS, where its record is) stays in memory; its
+//! value may not. A value in memory is in the cache: the shard remembers the order values
+//! came in (a FIFO of key and CAS) and evicts with a second chance, CLOCK style: a value
+//! read since it came in goes round once more. An evicted value is read back from its
+//! record in the log when next wanted. A value is evicted only once its record has been
+//! written to the operating system, so a read of the file finds it.
 
-use std::collections::HashMap;
+use std::collections::hash_map;
+use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -18,11 +24,13 @@ use crate::log::Location;
 
 /// 64 shards: enough that two cores and their connections rarely meet on one lock.
 const SHARD_BITS: u32 = 6;
+pub(crate) const SHARDS: u64 = 1 << SHARD_BITS;
 
 /// One key's newest version.
 #[derive(Debug)]
 pub(crate) struct Entry {
-    pub value: Arc<[u8]>,
+    /// The value, when it is in memory; otherwise it is read from `location`.
+    pub value: Option<Arc<[u8]>>,
     pub client_flags: u32,
     /// Absolute Unix seconds; 0 = never.
     pub exptime: u32,
@@ -35,6 +43,8 @@ pub(crate) struct Entry {
     pub lsn: u64,
     /// Where the record holding this version sits (moved by compaction).
     pub location: Location,
+    /// The length of the value, in memory or not.
+    pub value_len: u32,
     pub stale: bool,
     /// Stored through the meta protocol's base64 key flag: replies show it encoded.
     pub binary_key: bool,
@@ -42,9 +52,187 @@ pub(crate) struct Entry {
     pub fetched: AtomicBool,
     pub last_access: AtomicU32,
     pub win_sent: AtomicBool,
+    /// Read since its value came into memory: the cache's second chance.
+    pub referenced: AtomicBool,
 }
 
-pub(crate) type Shard = HashMap<Box<[u8]>, Entry>;
+/// Memory a key costs in the index beyond its bytes: the key's allocation header, the
+/// table slot (key pointer and entry) and its control byte, at the table's usual load.
+pub(crate) const KEY_OVERHEAD_BYTES: u64 =
+    16 + ((std::mem::size_of::<(Arc<[u8]>, Entry)>() as u64 + 1) * 8).div_ceil(7);
+
+/// Memory a value in the cache costs beyond its bytes: its allocation header and its
+/// place in the FIFO.
+pub(crate) const VALUE_OVERHEAD_BYTES: u64 = 16 + std::mem::size_of::<(Arc<[u8]>, u64)>() as u64;
+
+pub(crate) fn key_cost(key_len: usize) -> u64 {
+    key_len as u64 + KEY_OVERHEAD_BYTES
+}
+
+fn value_cost(value: &[u8]) -> u64 {
+    value.len() as u64 + VALUE_OVERHEAD_BYTES
+}
+
+/// One shard: its part of the index and of the value cache.
+#[derive(Debug, Default)]
+pub(crate) struct Shard {
+    map: HashMap<Arc<[u8]>, Entry>,
+    /// Values in memory, in the order they came in: the key and the CAS of the version
+    /// whose value it was. Entries whose version has gone are skipped when met.
+    fifo: VecDeque<(Arc<[u8]>, u64)>,
+    /// Bytes the values in memory cost (see [`VALUE_OVERHEAD_BYTES`]), and how many.
+    pub cached_bytes: u64,
+    pub cached_values: u64,
+}
+
+impl Shard {
+    pub fn get(&self, key: &[u8]) -> Option<&Entry> {
+        self.map.get(key)
+    }
+
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        self.map.get_mut(key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn iter(&self) -> hash_map::Iter<'_, Arc<[u8]>, Entry> {
+        self.map.iter()
+    }
+
+    /// Stores `entry` as `key`'s version, returning the one it replaces. A value in
+    /// memory goes into the cache.
+    pub fn put(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
+        let cas = entry.cas;
+        let cached = entry.value.as_deref().map(value_cost);
+        let (key, old) = match self.map.get_key_value(key) {
+            Some((k, _)) => {
+                let k = Arc::clone(k);
+                let old = self.map.insert(Arc::clone(&k), entry);
+                (k, old)
+            }
+            None => {
+                let k: Arc<[u8]> = key.into();
+                self.map.insert(Arc::clone(&k), entry);
+                (k, None)
+            }
+        };
+        if let Some(old) = &old {
+            self.uncache(old);
+        }
+        if let Some(cost) = cached {
+            self.cached_bytes += cost;
+            self.cached_values += 1;
+            self.fifo.push_back((key, cas));
+            self.trim_fifo();
+        }
+        old
+    }
+
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let old = self.map.remove(key)?;
+        self.uncache(&old);
+        Some(old)
+    }
+
+    pub fn clear(&mut self) {
+        self.map.clear();
+        self.fifo.clear();
+        self.cached_bytes = 0;
+        self.cached_values = 0;
+    }
+
+    /// Keeps the entries `keep` says to, as `HashMap::retain`.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Arc<[u8]>, &Entry) -> bool) {
+        let (mut freed, mut values) = (0, 0);
+        self.map.retain(|k, e| {
+            let kept = keep(k, e);
+            if let (false, Some(value)) = (kept, &e.value) {
+                freed += value_cost(value);
+                values += 1;
+            }
+            kept
+        });
+        self.cached_bytes -= freed;
+        self.cached_values -= values;
+        self.trim_fifo();
+    }
+
+    /// Puts a value read from the log back in memory, if `key` is still at the version
+    /// with this CAS and its value is not already there. Returns whether it did.
+    pub fn install(&mut self, key: &[u8], cas: u64, value: &Arc<[u8]>) -> bool {
+        let Some((k, entry)) = self.map.get_key_value(key) else {
+            return false;
+        };
+        if entry.cas != cas || entry.value.is_some() {
+            return false;
+        }
+        let k = Arc::clone(k);
+        if let Some(entry) = self.map.get_mut(key) {
+            entry.value = Some(Arc::clone(value));
+            // Wanted just now: it gets a second chance before it can go again.
+            entry.referenced.store(true, Ordering::Relaxed);
+        }
+        self.cached_bytes += value_cost(value);
+        self.cached_values += 1;
+        self.fifo.push_back((k, cas));
+        self.trim_fifo();
+        true
+    }
+
+    /// Evicts values until the cache holds at most `budget` bytes or nothing more can
+    /// go. Values of records not yet written out (past `written_lsn`) stay. Returns how
+    /// many values went.
+    pub fn evict_to(&mut self, budget: u64, written_lsn: u64) -> u64 {
+        let mut evicted = 0;
+        // Each FIFO entry is looked at at most twice (once more after a second chance).
+        let mut steps = self.fifo.len() * 2;
+        while self.cached_bytes > budget && steps > 0 {
+            steps -= 1;
+            let Some((key, cas)) = self.fifo.pop_front() else {
+                break;
+            };
+            let Some(entry) = self.map.get_mut(&*key) else {
+                continue;
+            };
+            if entry.cas != cas || entry.value.is_none() {
+                continue;
+            }
+            if entry.referenced.swap(false, Ordering::Relaxed) || entry.lsn > written_lsn {
+                self.fifo.push_back((key, cas));
+                continue;
+            }
+            if let Some(value) = entry.value.take() {
+                self.cached_bytes -= value_cost(&value);
+                self.cached_values -= 1;
+                evicted += 1;
+            }
+        }
+        evicted
+    }
+
+    fn uncache(&mut self, old: &Entry) {
+        if let Some(value) = &old.value {
+            self.cached_bytes -= value_cost(value);
+            self.cached_values -= 1;
+        }
+    }
+
+    /// Drops FIFO entries of versions that have gone, once they outnumber the live ones:
+    /// keys overwritten again and again must not grow it without bound.
+    fn trim_fifo(&mut self) {
+        if self.fifo.len() <= 2 * self.map.len() + 64 {
+            return;
+        }
+        let map = &self.map;
+        self.fifo.retain(|(key, cas)| {
+            map.get(&**key)
+                .is_some_and(|e| e.cas == *cas && e.value.is_some())
+        });
+    }
+}
 
 pub(crate) struct Index {
     shards: Box<[RwLock<Shard>]>,
@@ -53,9 +241,7 @@ pub(crate) struct Index {
 
 impl Index {
     pub fn new() -> Index {
-        let shards = (0..1usize << SHARD_BITS)
-            .map(|_| RwLock::new(HashMap::new()))
-            .collect();
+        let shards = (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect();
         Index {
             shards,
             hasher: std::collections::hash_map::RandomState::new(),
@@ -81,6 +267,9 @@ impl Entry {
         }
         if self.last_access.load(Ordering::Relaxed) != now_secs {
             self.last_access.store(now_secs, Ordering::Relaxed);
+        }
+        if !self.referenced.load(Ordering::Relaxed) {
+            self.referenced.store(true, Ordering::Relaxed);
         }
     }
 }

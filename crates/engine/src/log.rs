@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::disk::{Disk, DiskFile};
+use crate::disk::{Disk, DiskFile, ReadFile};
 use crate::record::{self, Record, SEGMENT_HEADER_BYTES};
 use crate::store::{Ack, Durability};
 use crate::Error;
@@ -199,6 +199,8 @@ pub(crate) struct Appended {
 pub(crate) struct Log {
     shared: Arc<Shared>,
     flusher: Mutex<Option<JoinHandle<()>>>,
+    /// Read handles on segments, for values not held in memory.
+    readers: parking_lot::RwLock<std::collections::HashMap<u64, Arc<dyn ReadFile>>>,
 }
 
 pub(crate) struct LogConfig {
@@ -246,6 +248,7 @@ impl Log {
         Ok(Log {
             shared,
             flusher: Mutex::new(Some(handle)),
+            readers: Default::default(),
         })
     }
 
@@ -338,6 +341,26 @@ impl Log {
             .collect()
     }
 
+    /// The bytes of one record, read from its segment file with one positional read.
+    /// The record must have been written ([`Log::written_lsn`] at or past its end).
+    pub fn read_record(&self, location: Location) -> std::io::Result<Vec<u8>> {
+        let file = self.reader(location.segment)?;
+        let mut buf = vec![0u8; location.len as usize];
+        file.read_exact_at(&mut buf, u64::from(location.offset))?;
+        Ok(buf)
+    }
+
+    /// An open read handle on a segment, opened once and shared.
+    fn reader(&self, sequence: u64) -> std::io::Result<Arc<dyn ReadFile>> {
+        if let Some(file) = self.readers.read().get(&sequence) {
+            return Ok(Arc::clone(file));
+        }
+        let file = self.shared.disk.open_read(&segment_name(sequence))?;
+        Ok(Arc::clone(
+            self.readers.write().entry(sequence).or_insert(file),
+        ))
+    }
+
     /// The whole content of a sealed segment.
     pub fn read_segment(&self, sequence: u64) -> std::io::Result<Vec<u8>> {
         self.shared.disk.read(&segment_name(sequence))
@@ -353,6 +376,8 @@ impl Log {
         self.shared.disk.remove(&segment_name(sequence))?;
         self.shared.disk.sync_dir()?;
         self.shared.tail.lock().usage.remove(&sequence);
+        // Readers that already hold the handle finish their read on the removed file.
+        self.readers.write().remove(&sequence);
         Ok(())
     }
 
@@ -418,6 +443,12 @@ impl Log {
 
     pub fn appended_lsn(&self) -> u64 {
         self.shared.appended_lsn.load(Ordering::Acquire)
+    }
+
+    /// Every record up to here has been handed to the operating system: a read of its
+    /// file finds it.
+    pub fn written_lsn(&self) -> u64 {
+        self.shared.written_lsn.load(Ordering::Acquire)
     }
 
     pub fn synced_lsn(&self) -> u64 {

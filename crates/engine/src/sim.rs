@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::disk::{Disk, DiskFile};
+use crate::disk::{Disk, DiskFile, ReadFile};
 
 #[derive(Debug, Clone, Default)]
 struct SimFile {
@@ -33,6 +33,8 @@ struct State {
     syncs_left_before_failure: Option<u64>,
     /// A power loss armed to strike at the n-th append from now.
     power_loss_after_appends: Option<(u64, Tear)>,
+    /// Open read handles, so a removed file's readers keep its bytes.
+    readers: Vec<std::sync::Weak<SimReader>>,
     /// Set by a power loss until [`SimDisk::revive`]: the machine is off, so whatever the
     /// old process still tries to write goes nowhere.
     off: bool,
@@ -224,6 +226,38 @@ impl DiskFile for SimHandle {
     }
 }
 
+/// A read handle: it sees the file's bytes as they are when read, and keeps seeing the
+/// bytes a removed file had when it was removed, as an open file on Unix does.
+#[derive(Debug)]
+struct SimReader {
+    disk: SimDisk,
+    name: String,
+    removed: Mutex<Option<Arc<Vec<u8>>>>,
+}
+
+impl ReadFile for SimReader {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let state = self.disk.state.lock();
+        powered(&state)?;
+        let kept = self.removed.lock().clone();
+        let bytes: &[u8] = match (&kept, state.files.get(&self.name)) {
+            (Some(kept), _) => kept,
+            (None, Some(file)) => &file.written,
+            (None, None) => return Err(not_found(&self.name)),
+        };
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let end = start.saturating_add(buf.len());
+        if end > bytes.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{} ends before {end}", self.name),
+            ));
+        }
+        buf.copy_from_slice(&bytes[start..end]);
+        Ok(())
+    }
+}
+
 impl Disk for SimDisk {
     fn list(&self) -> io::Result<Vec<String>> {
         Ok(self.state.lock().files.keys().cloned().collect())
@@ -236,6 +270,21 @@ impl Disk for SimDisk {
             .get(name)
             .map(|f| f.written.clone())
             .ok_or_else(|| not_found(name))
+    }
+
+    fn open_read(&self, name: &str) -> io::Result<Arc<dyn ReadFile>> {
+        let mut state = self.state.lock();
+        powered(&state)?;
+        if !state.files.contains_key(name) {
+            return Err(not_found(name));
+        }
+        let reader = Arc::new(SimReader {
+            disk: self.clone(),
+            name: name.to_string(),
+            removed: Mutex::new(None),
+        });
+        state.readers.push(Arc::downgrade(&reader));
+        Ok(reader)
     }
 
     fn create(&self, name: &str) -> io::Result<Box<dyn DiskFile>> {
@@ -272,11 +321,22 @@ impl Disk for SimDisk {
     fn remove(&self, name: &str) -> io::Result<()> {
         let mut state = self.state.lock();
         powered(&state)?;
-        state
-            .files
-            .remove(name)
-            .map(|_| ())
-            .ok_or_else(|| not_found(name))
+        let file = state.files.remove(name).ok_or_else(|| not_found(name))?;
+        // Open read handles keep the bytes, as open files do on Unix.
+        let bytes = Arc::new(file.written);
+        state.readers.retain(|weak| match weak.upgrade() {
+            Some(reader) => {
+                if reader.name == name {
+                    reader
+                        .removed
+                        .lock()
+                        .get_or_insert_with(|| Arc::clone(&bytes));
+                }
+                true
+            }
+            None => false,
+        });
+        Ok(())
     }
 
     fn sync_dir(&self) -> io::Result<()> {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::disk::{Disk, OsDisk};
-use crate::index::{Entry, Index, Shard};
+use crate::index::{key_cost, Entry, Index, Shard, SHARDS};
 use crate::log::{self, Holds, Location, Log, LogConfig, Resume, SegmentUsage};
 use crate::record::{
     self, Decoded, Header, Record, ITEM_BINARY_KEY, ITEM_EXPLICIT_CAS, ITEM_STALE,
@@ -53,6 +53,9 @@ pub struct Options {
     /// Called (from the flusher thread) whenever the acknowledged LSN moves or the log
     /// fails. Must be quick: it runs on the commit path.
     pub on_ack: Option<Arc<dyn Fn(Ack) + Send + Sync>>,
+    /// The memory budget for the index and the values held in memory; 0 = none (every
+    /// value stays in memory). See [`Store::set_memory_limit`].
+    pub memory_limit_bytes: u64,
 }
 
 impl Options {
@@ -63,6 +66,7 @@ impl Options {
             segment_size_bytes: 64 << 20,
             clock,
             on_ack: None,
+            memory_limit_bytes: 0,
         }
     }
 }
@@ -84,6 +88,14 @@ pub struct Item {
     /// Unix seconds of the last access before this one.
     pub last_access: u32,
     pub win_sent: bool,
+}
+
+/// A live version whose value is only in the log: where its record is. See
+/// [`Store::missing_value`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MissingValue {
+    cas: u64,
+    location: Location,
 }
 
 /// Where a new version's CAS comes from.
@@ -179,6 +191,18 @@ pub struct Stats {
     pub expired_purged: u64,
     /// Bytes appended to the log since open, copies included.
     pub appended_since_open_bytes: u64,
+    /// What the index is estimated to hold in memory: every key, its metadata and its
+    /// table slot (see `index::KEY_OVERHEAD_BYTES`).
+    pub index_bytes: u64,
+    /// What the values in memory cost, and how many values are there.
+    pub cache_bytes: u64,
+    pub cached_values: u64,
+    /// The budget for both (0 = none).
+    pub memory_limit_bytes: u64,
+    /// Values read back from the log because they were not in memory.
+    pub value_reads: u64,
+    /// Values dropped from memory to stay within the budget.
+    pub evictions: u64,
 }
 
 /// memcached's exptime rule: 0 never; negative already expired; up to 30 days relative
@@ -221,6 +245,26 @@ pub struct Store {
     expired_purged: AtomicU64,
     /// The LSN replay ended at.
     opened_lsn: u64,
+    memory_limit: AtomicU64,
+    index_bytes: AtomicU64,
+    value_reads: AtomicU64,
+    evictions: AtomicU64,
+    /// Set once any live value has been out of memory (evicted, or left on disk by
+    /// replay); until then readers need not ask.
+    values_out: std::sync::atomic::AtomicBool,
+}
+
+/// Whether an update's closure needs the current value, or only its metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Need {
+    Value,
+    Meta,
+}
+
+/// The share of a memory budget kept for what the estimates leave out: connection
+/// buffers, the log tail, allocator slack.
+fn reserve(limit: u64) -> u64 {
+    limit / 8
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -245,9 +289,9 @@ fn is_live(entry: &Entry, now: u32, flush_deadline: u32) -> bool {
     liveness(entry, now, flush_deadline) == Liveness::Live
 }
 
-fn snapshot(entry: &Entry) -> Item {
+fn snapshot(entry: &Entry, value: Arc<[u8]>) -> Item {
     Item {
-        value: Arc::clone(&entry.value),
+        value,
         client_flags: entry.client_flags,
         exptime: entry.exptime,
         cas: entry.cas,
@@ -261,12 +305,20 @@ fn snapshot(entry: &Entry) -> Item {
 }
 
 fn entry_bytes(key: &[u8], entry: &Entry) -> u64 {
-    (key.len() + entry.value.len()) as u64
+    key.len() as u64 + u64::from(entry.value_len)
+}
+
+fn empty_value() -> Arc<[u8]> {
+    Arc::from(&[][..])
 }
 
 /// State rebuilt by replaying the log.
 struct Replay {
     index: Index,
+    /// Each shard's share of the memory budget while replaying (u64::MAX: no budget).
+    cache_share: u64,
+    /// Whether replay left some value on disk.
+    left_values_out: bool,
     max_cas: u64,
     flush_deadline: u32,
     records: u64,
@@ -297,10 +349,14 @@ impl Replay {
                 // Never judge expiry mid-replay: a later touch may have extended this
                 // version. The sweep after replay drops what is dead now.
                 let mut shard = self.index.shard(key).write();
-                shard.insert(
-                    key.into(),
+                let keep_value =
+                    shard.cached_bytes.saturating_add(value.len() as u64) <= self.cache_share;
+                self.left_values_out |= !keep_value;
+                shard.put(
+                    key,
                     Entry {
-                        value: value.into(),
+                        value: keep_value.then(|| value.into()),
+                        value_len: u32::try_from(value.len()).unwrap_or(u32::MAX),
                         client_flags,
                         exptime,
                         time,
@@ -316,6 +372,7 @@ impl Replay {
                         fetched: Default::default(),
                         last_access: AtomicU32::new(time),
                         win_sent: Default::default(),
+                        referenced: Default::default(),
                     },
                 );
             }
@@ -361,6 +418,11 @@ impl Store {
         sequences.sort_unstable();
         let mut replay = Replay {
             index: Index::new(),
+            cache_share: match options.memory_limit_bytes {
+                0 => u64::MAX,
+                limit => (limit - reserve(limit)) / SHARDS,
+            },
+            left_values_out: false,
             max_cas: 0,
             flush_deadline: 0,
             records: 0,
@@ -440,8 +502,8 @@ impl Store {
             usage.entry(sequence).or_default().bytes = data.len() as u64;
         }
         // Drop what is dead now; count what is live, segment by segment.
-        let (mut items, mut bytes) = (0u64, 0u64);
-        let mut flushed: Vec<(Box<[u8]>, Location)> = Vec::new();
+        let (mut items, mut bytes, mut index_bytes) = (0u64, 0u64, 0u64);
+        let mut flushed: Vec<(Arc<[u8]>, Location)> = Vec::new();
         for shard in replay.index.shards() {
             let mut shard = shard.write();
             shard.retain(|key, e| match liveness(e, now, replay.flush_deadline) {
@@ -455,6 +517,7 @@ impl Store {
             items += shard.len() as u64;
             for (key, e) in shard.iter() {
                 bytes += entry_bytes(key, e);
+                index_bytes += key_cost(key.len());
                 usage.entry(e.location.segment).or_default().live_bytes +=
                     u64::from(e.location.len);
             }
@@ -505,7 +568,7 @@ impl Store {
         for (key, location) in &flushed {
             log.append(&Record::Delete { key }, Holds::Nothing, Some(*location))?;
         }
-        Ok(Store {
+        let store = Store {
             index: replay.index,
             log,
             clock: options.clock,
@@ -521,42 +584,209 @@ impl Store {
             compaction_reclaimed_bytes: AtomicU64::new(0),
             expired_purged: AtomicU64::new(0),
             opened_lsn: lsn,
-        })
+            memory_limit: AtomicU64::new(options.memory_limit_bytes),
+            index_bytes: AtomicU64::new(index_bytes),
+            value_reads: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            values_out: std::sync::atomic::AtomicBool::new(replay.left_values_out),
+        };
+        // Replay kept values while each shard had room; the index's share is known only
+        // now.
+        for shard in store.index.shards() {
+            store.enforce_budget(&mut shard.write());
+        }
+        Ok(store)
     }
 
     pub fn now_secs(&self) -> u32 {
         self.clock.now_secs()
     }
 
-    /// The live version of `key`, counted as an access.
-    pub fn get(&self, key: &[u8]) -> Option<Item> {
+    /// The live version of `key`, counted as an access. A value not in memory is read
+    /// from the log on this thread (see [`Store::missing_value`] to read it elsewhere
+    /// first).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Item>, Error> {
         self.read(key, Access::Fetch)
     }
 
     /// The live version of `key`, without counting an access.
-    pub fn peek(&self, key: &[u8]) -> Option<Item> {
+    pub fn peek(&self, key: &[u8]) -> Result<Option<Item>, Error> {
         self.read(key, Access::NoAccess)
     }
 
-    fn read(&self, key: &[u8], access: Access) -> Option<Item> {
-        let now = self.now_secs();
-        let deadline = self.flush_deadline.load(Ordering::Acquire);
+    fn read(&self, key: &[u8], access: Access) -> Result<Option<Item>, Error> {
         let shard = self.index.shard(key);
-        {
-            let guard = shard.read();
-            let entry = guard.get(key)?;
-            if is_live(entry, now, deadline) {
-                let item = snapshot(entry);
-                if access == Access::Fetch {
-                    entry.mark_access(now);
+        let mut loaded: Option<(u64, Arc<[u8]>)> = None;
+        loop {
+            let now = self.now_secs();
+            let deadline = self.flush_deadline.load(Ordering::Acquire);
+            let missing = {
+                let guard = shard.read();
+                let Some(entry) = guard.get(key) else {
+                    return Ok(None);
+                };
+                if !is_live(entry, now, deadline) {
+                    drop(guard);
+                    // Dead: drop it now rather than keep its memory until overwritten.
+                    let mut guard = shard.write();
+                    self.remove_if_dead(&mut guard, key, now, deadline);
+                    return Ok(None);
                 }
-                return Some(item);
+                match (&entry.value, &loaded) {
+                    (Some(value), _) => Some(Arc::clone(value)),
+                    (None, Some((cas, value))) if *cas == entry.cas => Some(Arc::clone(value)),
+                    (None, _) => None,
+                }
+                .map(|value| {
+                    let item = snapshot(entry, value);
+                    if access == Access::Fetch {
+                        entry.mark_access(now);
+                    }
+                    item
+                })
+                .ok_or(MissingValue {
+                    cas: entry.cas,
+                    location: entry.location,
+                })
+            };
+            match missing {
+                Ok(item) => return Ok(Some(item)),
+                Err(missing) => loaded = Some((missing.cas, self.load(key, missing)?)),
             }
         }
-        // Dead: drop it now rather than keep its memory until it is overwritten.
-        let mut guard = shard.write();
-        self.remove_if_dead(&mut guard, key, now, deadline);
-        None
+    }
+
+    /// False while every value has always been in memory: then
+    /// [`Store::missing_value`] would find nothing, and callers may skip asking.
+    pub fn values_may_be_out_of_memory(&self) -> bool {
+        self.values_out.load(Ordering::Relaxed)
+    }
+
+    /// Whether `key`'s live version has its value only in the log; if so, what
+    /// [`Store::load_value`] needs to bring it into memory. For a caller that reads
+    /// values off its request thread before running a request that needs them.
+    pub fn missing_value(&self, key: &[u8]) -> Option<MissingValue> {
+        let guard = self.index.shard(key).read();
+        let entry = guard.get(key)?;
+        if entry.value.is_some() {
+            return None;
+        }
+        let live = is_live(
+            entry,
+            self.now_secs(),
+            self.flush_deadline.load(Ordering::Acquire),
+        );
+        live.then_some(MissingValue {
+            cas: entry.cas,
+            location: entry.location,
+        })
+    }
+
+    /// Reads a value [`Store::missing_value`] reported from the log (one positional
+    /// read) and puts it in memory. Blocks on the disk: call it where that is fine.
+    pub fn load_value(&self, key: &[u8], missing: MissingValue) -> Result<(), Error> {
+        self.load(key, missing).map(|_| ())
+    }
+
+    /// Reads `key`'s value at `missing` from the log, installs it in memory if the key
+    /// is still at that version, and returns it. If compaction moved the record (its
+    /// segment can be gone by the time the read starts) the read follows it.
+    fn load(&self, key: &[u8], mut missing: MissingValue) -> Result<Arc<[u8]>, Error> {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let read = self.log.read_record(missing.location);
+            let failure = read.as_ref().err().map(|e| e.to_string());
+            let value = read.ok().and_then(|bytes| match record::decode(&bytes) {
+                Decoded::Record(
+                    Record::Put {
+                        key: k, value, cas, ..
+                    },
+                    _,
+                ) if k == key && cas == missing.cas => Some(Arc::<[u8]>::from(value)),
+                _ => None,
+            });
+            if let Some(value) = value {
+                self.value_reads.fetch_add(1, Ordering::Relaxed);
+                let mut shard = self.index.shard(key).write();
+                if shard.install(key, missing.cas, &value) {
+                    self.enforce_budget(&mut shard);
+                }
+                return Ok(value);
+            }
+            // Not there: moved by compaction, or damaged. Look again.
+            let now_at = {
+                let guard = self.index.shard(key).read();
+                guard
+                    .get(key)
+                    .filter(|e| e.cas == missing.cas)
+                    .map(|e| e.location)
+            };
+            match now_at {
+                Some(location) if location != missing.location && attempts < 8 => {
+                    missing.location = location;
+                }
+                _ => {
+                    return Err(Error::Format(format!(
+                        "the record of a value at segment {} offset {} cannot be read: {}",
+                        missing.location.segment,
+                        missing.location.offset,
+                        failure.as_deref().unwrap_or("not the version expected")
+                    )));
+                }
+            }
+        }
+    }
+
+    /// The memory budget for the index and the values in memory; 0 = none.
+    pub fn set_memory_limit(&self, bytes: u64) {
+        self.memory_limit.store(bytes, Ordering::Relaxed);
+        self.trim_to_budget();
+    }
+
+    pub fn memory_limit(&self) -> u64 {
+        self.memory_limit.load(Ordering::Relaxed)
+    }
+
+    /// Whether the index has room for one more key of this length within the memory
+    /// budget. Values never make a store refuse: they live on disk when memory is short;
+    /// keys must stay in memory.
+    pub fn has_room_for_key(&self, key_len: usize) -> bool {
+        let limit = self.memory_limit();
+        limit == 0
+            || self.index_bytes.load(Ordering::Relaxed) + key_cost(key_len)
+                <= limit - reserve(limit)
+    }
+
+    /// Brings every shard's values within the memory budget. Writes do this for their
+    /// own shard as they go; values that could not leave then (their record not yet
+    /// written) go on this pass. The server's maintenance thread calls it every second.
+    pub fn trim_to_budget(&self) {
+        if self.memory_limit() == 0 {
+            return;
+        }
+        for shard in self.index.shards() {
+            self.enforce_budget(&mut shard.write());
+        }
+    }
+
+    /// Evicts values from `shard` until it is within its share of what the budget
+    /// leaves after the index.
+    fn enforce_budget(&self, shard: &mut Shard) {
+        let limit = self.memory_limit();
+        if limit == 0 {
+            return;
+        }
+        let for_values =
+            (limit - reserve(limit)).saturating_sub(self.index_bytes.load(Ordering::Relaxed));
+        let share = for_values / SHARDS;
+        if shard.cached_bytes > share {
+            let evicted = shard.evict_to(share, self.log.written_lsn());
+            if evicted > 0 {
+                self.evictions.fetch_add(evicted, Ordering::Relaxed);
+                self.values_out.store(true, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Drops a dead version met by a request, as memcached unlinks one. A version
@@ -586,35 +816,85 @@ impl Store {
                 shard.remove(key);
                 self.curr_items.fetch_sub(1, Ordering::Relaxed);
                 self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+                self.index_bytes
+                    .fetch_sub(key_cost(key.len()), Ordering::Relaxed);
             }
         }
     }
 
     /// Looks at `key`'s live version (None if absent, expired or flushed), lets `decide`
     /// choose a change, and makes it: logged, then applied to the index. Returns the
-    /// closure's result and what was written (None when nothing was logged).
+    /// closure's result and what was written (None when nothing was logged). A value
+    /// not in memory is read from the log first, on this thread.
     pub fn update<R>(
         &self,
         key: &[u8],
         access: Access,
         decide: impl FnOnce(Option<&Item>, u32) -> (Change, R),
     ) -> Result<(R, Option<Written>), Error> {
+        self.update_with(key, access, Need::Value, decide)
+    }
+
+    /// As [`Store::update`], for a closure that looks only at the current version's
+    /// metadata (whether it exists, its CAS, flags, expiry): the item it sees has an
+    /// empty `value` when the value is not in memory, and nothing is read from disk.
+    /// For set, add, replace, cas, delete and touch.
+    pub fn update_meta<R>(
+        &self,
+        key: &[u8],
+        access: Access,
+        decide: impl FnOnce(Option<&Item>, u32) -> (Change, R),
+    ) -> Result<(R, Option<Written>), Error> {
+        self.update_with(key, access, Need::Meta, decide)
+    }
+
+    fn update_with<R>(
+        &self,
+        key: &[u8],
+        access: Access,
+        need: Need,
+        decide: impl FnOnce(Option<&Item>, u32) -> (Change, R),
+    ) -> Result<(R, Option<Written>), Error> {
         if self.log.is_poisoned() {
             return Err(Error::Poisoned);
         }
-        let now = self.now_secs();
-        let deadline = self.flush_deadline.load(Ordering::Acquire);
-        let mut shard = self.index.shard(key).write();
-        // One lookup for the common cases; a dead version (rare) is dropped first.
-        let (current, current_location) = match shard.get(key) {
-            Some(entry) if is_live(entry, now, deadline) => {
-                (Some(snapshot(entry)), Some(entry.location))
-            }
-            Some(_) => {
-                self.remove_if_dead(&mut shard, key, now, deadline);
-                (None, None)
-            }
-            None => (None, None),
+        let shard_lock = self.index.shard(key);
+        let mut loaded: Option<(u64, Arc<[u8]>)> = None;
+        let (now, mut shard, current, current_location) = loop {
+            let now = self.now_secs();
+            let deadline = self.flush_deadline.load(Ordering::Acquire);
+            let mut shard = shard_lock.write();
+            // One lookup for the common cases; a dead version (rare) is dropped first.
+            let missing = match shard.get(key) {
+                Some(entry) if is_live(entry, now, deadline) => {
+                    let value = match (&entry.value, &loaded) {
+                        (Some(value), _) => Some(Arc::clone(value)),
+                        (None, Some((cas, value))) if *cas == entry.cas => Some(Arc::clone(value)),
+                        (None, _) if need == Need::Meta => Some(empty_value()),
+                        (None, _) => None,
+                    };
+                    match value {
+                        Some(value) => {
+                            let location = entry.location;
+                            let item = snapshot(entry, value);
+                            break (now, shard, Some(item), Some(location));
+                        }
+                        None => MissingValue {
+                            cas: entry.cas,
+                            location: entry.location,
+                        },
+                    }
+                }
+                Some(_) => {
+                    self.remove_if_dead(&mut shard, key, now, deadline);
+                    break (now, shard, None, None);
+                }
+                None => break (now, shard, None, None),
+            };
+            // Read the value without holding the shard, then look again: the key may
+            // have changed meanwhile.
+            drop(shard);
+            loaded = Some((missing.cas, self.load(key, missing)?));
         };
         let (change, result) = decide(current.as_ref(), now);
         let lsn = match change {
@@ -669,6 +949,8 @@ impl Store {
                         self.curr_items.fetch_sub(1, Ordering::Relaxed);
                         self.bytes
                             .fetch_sub(entry_bytes(key, &old), Ordering::Relaxed);
+                        self.index_bytes
+                            .fetch_sub(key_cost(key.len()), Ordering::Relaxed);
                     }
                     Some(Written { lsn, cas })
                 } else {
@@ -695,7 +977,8 @@ impl Store {
                 let appended = self.log.append(&put, Holds::Version, current_location)?;
                 let lsn = appended.lsn;
                 let entry = Entry {
-                    value: new.value,
+                    value_len: u32::try_from(new.value.len()).unwrap_or(u32::MAX),
+                    value: Some(new.value),
                     client_flags: new.client_flags,
                     exptime: new.exptime,
                     time: now,
@@ -707,21 +990,22 @@ impl Store {
                     fetched: Default::default(),
                     last_access: AtomicU32::new(now),
                     win_sent: new.win_sent.into(),
+                    referenced: Default::default(),
                 };
                 let added = entry_bytes(key, &entry);
-                // Overwrite in place when the key exists: no new allocation for the key.
-                match shard.get_mut(key) {
-                    Some(slot) => {
-                        let old = std::mem::replace(slot, entry);
+                match shard.put(key, entry) {
+                    Some(old) => {
                         self.bytes
                             .fetch_sub(entry_bytes(key, &old), Ordering::Relaxed);
                     }
                     None => {
-                        shard.insert(key.into(), entry);
                         self.curr_items.fetch_add(1, Ordering::Relaxed);
+                        self.index_bytes
+                            .fetch_add(key_cost(key.len()), Ordering::Relaxed);
                     }
                 }
                 self.bytes.fetch_add(added, Ordering::Relaxed);
+                self.enforce_budget(&mut shard);
                 Some(Written { lsn, cas })
             }
         };
@@ -764,13 +1048,17 @@ impl Store {
             }
         }
         self.flush_deadline.store(deadline, Ordering::Release);
-        let (mut items, mut bytes) = (0u64, 0u64);
+        let (mut items, mut bytes, mut index_bytes) = (0u64, 0u64, 0u64);
         for shard in guards.iter() {
             items += shard.len() as u64;
-            bytes += shard.iter().map(|(k, e)| entry_bytes(k, e)).sum::<u64>();
+            for (key, entry) in shard.iter() {
+                bytes += entry_bytes(key, entry);
+                index_bytes += key_cost(key.len());
+            }
         }
         self.curr_items.store(items, Ordering::Relaxed);
         self.bytes.store(bytes, Ordering::Relaxed);
+        self.index_bytes.store(index_bytes, Ordering::Relaxed);
         Ok(lsn)
     }
 
@@ -803,7 +1091,19 @@ impl Store {
 
     pub fn stats(&self) -> Stats {
         let usage = self.log.usage();
+        let (mut cache_bytes, mut cached_values) = (0, 0);
+        for shard in self.index.shards() {
+            let shard = shard.read();
+            cache_bytes += shard.cached_bytes;
+            cached_values += shard.cached_values;
+        }
         Stats {
+            index_bytes: self.index_bytes.load(Ordering::Relaxed),
+            cache_bytes,
+            cached_values,
+            memory_limit_bytes: self.memory_limit(),
+            value_reads: self.value_reads.load(Ordering::Relaxed),
+            evictions: self.evictions.load(Ordering::Relaxed),
             log_bytes: usage.iter().map(|(_, u)| u.bytes).sum(),
             log_live_bytes: usage.iter().map(|(_, u)| u.live_bytes).sum(),
             log_segments: usage.len() as u64,
@@ -987,7 +1287,7 @@ impl Store {
             let now = self.now_secs();
             let deadline = self.flush_deadline.load(Ordering::Acquire);
             let mut guard = shard.write();
-            let expired: Vec<Box<[u8]>> = guard
+            let expired: Vec<Arc<[u8]>> = guard
                 .iter()
                 .filter(|(_, e)| liveness(e, now, deadline) == Liveness::Expired)
                 .map(|(k, _)| k.clone())

@@ -154,7 +154,21 @@ fn key_bytes(key: u8) -> Vec<u8> {
 }
 
 fn open(disk: &SimDisk, clock: &Arc<ManualClock>, durability: Durability) -> Store {
+    open_with(disk, clock, durability, 0)
+}
+
+/// A budget so small that every value is dropped from memory as soon as its record is
+/// written, so reads and updates go to the log for it.
+const TINY_MEMORY: u64 = 2000;
+
+fn open_with(
+    disk: &SimDisk,
+    clock: &Arc<ManualClock>,
+    durability: Durability,
+    memory_limit_bytes: u64,
+) -> Store {
     let mut options = Options::new(durability, clock.clone());
+    options.memory_limit_bytes = memory_limit_bytes;
     options.segment_size_bytes = 512; // small, so runs cross segment boundaries
     options.fsync_interval = Duration::from_millis(1);
     match Store::open(Arc::new(disk.clone()), options) {
@@ -163,9 +177,21 @@ fn open(disk: &SimDisk, clock: &Arc<ManualClock>, durability: Durability) -> Sto
     }
 }
 
+fn peek(store: &Store, key: u8) -> Option<kura_engine::Item> {
+    store
+        .peek(&key_bytes(key))
+        .unwrap_or_else(|e| panic!("peek {key}: {e}"))
+}
+
+fn get(store: &Store, key: u8) -> Option<kura_engine::Item> {
+    store
+        .get(&key_bytes(key))
+        .unwrap_or_else(|e| panic!("get {key}: {e}"))
+}
+
 fn store_snapshot(store: &Store) -> Vec<(u8, Vec<u8>)> {
     (0..6u8)
-        .filter_map(|k| store.peek(&key_bytes(k)).map(|i| (k, i.value.to_vec())))
+        .filter_map(|k| peek(store, k).map(|i| (k, i.value.to_vec())))
         .collect()
 }
 
@@ -194,10 +220,10 @@ fn put(store: &Store, key: u8, value: &[u8], ttl: i64) -> u64 {
 
 /// Runs `ops`. In interval mode an acknowledged write is only promised to survive a
 /// killed process, not a power loss, so power losses become kills there.
-fn run(ops: Vec<Op>, durability: Durability) {
+fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
     let disk = SimDisk::new();
     let clock = Arc::new(ManualClock::new(START_SECS));
-    let mut store = open(&disk, &clock, durability);
+    let mut store = open_with(&disk, &clock, durability, memory);
     let mut model = Model::default();
     let mut max_cas = 0u64;
     for op in ops {
@@ -206,13 +232,17 @@ fn run(ops: Vec<Op>, durability: Durability) {
             (Durability::Interval, Op::UnackedThenPowerLoss { .. }) => Op::Kill,
             (_, op) => op,
         };
+        if memory > 0 {
+            // Push every written value out, so the op below finds it on disk.
+            store.trim_to_budget();
+        }
         let now = clock.now_secs_for_test();
         match op {
             Op::Set { key, value, ttl } => {
                 let lsn = put(&store, key, &value, ttl);
                 assert!(store.wait_acked(lsn).is_ok());
                 model.set(key, &value, ttl, now);
-                if let Some(item) = store.peek(&key_bytes(key)) {
+                if let Some(item) = peek(&store, key) {
                     assert!(
                         item.cas > max_cas,
                         "CAS went from {max_cas} to {}",
@@ -255,7 +285,7 @@ fn run(ops: Vec<Op>, durability: Durability) {
                 }
             }
             Op::Get { key } => {
-                let got = store.get(&key_bytes(key)).map(|i| i.value.to_vec());
+                let got = get(&store, key).map(|i| i.value.to_vec());
                 assert_eq!(
                     got,
                     model.live(key, now).map(|i| i.value.clone()),
@@ -282,19 +312,19 @@ fn run(ops: Vec<Op>, durability: Durability) {
             Op::Reopen => {
                 store.shutdown();
                 drop(store);
-                store = open(&disk, &clock, durability);
+                store = open_with(&disk, &clock, durability, memory);
             }
             Op::Kill => {
                 disk.power_loss(Tear::KeepWritten);
                 drop(store);
                 disk.revive();
-                store = open(&disk, &clock, durability);
+                store = open_with(&disk, &clock, durability, memory);
             }
             Op::PowerLoss { seed } => {
                 disk.power_loss(Tear::Torn(seed));
                 drop(store);
                 disk.revive();
-                store = open(&disk, &clock, durability);
+                store = open_with(&disk, &clock, durability, memory);
             }
             Op::Compact { segments } => {
                 for _ in 0..segments {
@@ -314,7 +344,7 @@ fn run(ops: Vec<Op>, durability: Durability) {
                 if disk.is_off() {
                     drop(store);
                     disk.revive();
-                    store = open(&disk, &clock, durability);
+                    store = open_with(&disk, &clock, durability, memory);
                 }
             }
             Op::PurgeExpired => {
@@ -331,7 +361,7 @@ fn run(ops: Vec<Op>, durability: Durability) {
                 disk.power_loss(Tear::Torn(seed));
                 drop(store);
                 disk.revive();
-                store = open(&disk, &clock, durability);
+                store = open_with(&disk, &clock, durability, memory);
                 let recovered = store_snapshot(&store);
                 let which = prefixes.iter().position(|p| *p == recovered);
                 let Some(which) = which else {
@@ -366,12 +396,19 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
     #[test]
     fn engine_matches_model(ops in proptest::collection::vec(op(), 1..80)) {
-        run(ops, Durability::Fsync);
+        run(ops, Durability::Fsync, 0);
+    }
+
+    /// The same with values out of memory: reads, updates and compaction find them
+    /// in the log.
+    #[test]
+    fn engine_matches_model_with_values_on_disk(ops in proptest::collection::vec(op(), 1..80)) {
+        run(ops, Durability::Fsync, TINY_MEMORY);
     }
 
     #[test]
     fn engine_matches_model_in_interval_mode(ops in proptest::collection::vec(op(), 1..80)) {
-        run(ops, Durability::Interval);
+        run(ops, Durability::Interval, 0);
     }
 }
 
@@ -462,4 +499,63 @@ fn corruption_in_the_middle_cuts_the_log_there() {
     let store = open(&disk, &clock, Durability::Fsync);
     assert_eq!(store_snapshot(&store), vec![(0, vec![0; 8])]);
     assert!(store.stats().recovery_cut_bytes > 0);
+}
+
+/// With a budget too small for the values, they leave memory once written and every
+/// read and read-modify-write brings them back from the log, through compaction too.
+#[test]
+fn values_out_of_memory_are_read_back_from_the_log() {
+    let disk = SimDisk::new();
+    let clock = Arc::new(ManualClock::new(START_SECS));
+    let store = open_with(&disk, &clock, Durability::Fsync, TINY_MEMORY);
+    for round in 0..4u8 {
+        for key in 0..6u8 {
+            let lsn = put(&store, key, &[round + key; 30], 0);
+            assert!(store.wait_acked(lsn).is_ok());
+        }
+    }
+    // Values whose records were still in the tail when their shard was written leave
+    // on the next pass.
+    store.trim_to_budget();
+    let stats = store.stats();
+    assert!(
+        stats.cached_values == 0 && stats.cache_bytes == 0,
+        "values stayed in memory: {stats:?}"
+    );
+    while let Ok(Some(_)) = store.compact_oldest() {
+        if store.stats().log_segments <= 2 {
+            break;
+        }
+    }
+    for key in 0..6u8 {
+        let Some(item) = get(&store, key) else {
+            panic!("key {key} lost")
+        };
+        assert_eq!(&*item.value, &[3 + key; 30][..]);
+    }
+    assert!(store.stats().value_reads > 0);
+    // An append needs the old value: it is read from the log under the update.
+    let appended = store.update(&key_bytes(5), Access::NoAccess, |item, _| {
+        let mut value = item.map(|i| i.value.to_vec()).unwrap_or_default();
+        value.push(b'!');
+        (
+            Change::Put(NewItem {
+                value: value.into(),
+                client_flags: 7,
+                exptime: 0,
+                cas: NewCas::Generate,
+                stale: false,
+                binary_key: false,
+                win_sent: false,
+            }),
+            (),
+        )
+    });
+    let Ok(((), Some(written))) = appended else {
+        panic!("append failed")
+    };
+    assert!(store.wait_acked(written.lsn).is_ok());
+    let mut expected = vec![8u8; 30];
+    expected.push(b'!');
+    assert_eq!(get(&store, 5).map(|i| i.value.to_vec()), Some(expected));
 }

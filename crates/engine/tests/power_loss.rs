@@ -54,7 +54,7 @@ fn acknowledged_writes_survive_power_loss_under_concurrent_load() {
             let mut ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
             let in_flight = ledger.in_flight.take();
             for (key, (value, flags)) in ledger.acked.clone() {
-                let item = store.peek(&key);
+                let item = store.peek(&key).unwrap_or_else(|e| panic!("peek: {e}"));
                 let got = item.as_ref().map(|i| (i.value.to_vec(), i.client_flags));
                 let landed = in_flight
                     .as_ref()

@@ -35,10 +35,15 @@ pub struct Config {
     /// Most simultaneous connections; more are refused as memcached refuses them.
     #[arg(short = 'c', long = "conn-limit", default_value_t = 1024)]
     pub connections_max: usize,
-    /// Memory for item data in MiB; stores beyond it get
-    /// `SERVER_ERROR out of memory storing object`, as memcached -M does. 0 = no limit.
+    /// Memory in MiB for the index and the values held in memory. Values that do not
+    /// fit stay on disk and are read back when wanted; only when the keys alone fill it
+    /// do stores get `SERVER_ERROR out of memory storing object`. 0 = no limit.
     #[arg(short = 'm', long = "memory-limit", default_value_t = 1024)]
     pub memory_limit_mib: u64,
+    /// Threads that read values not held in memory from the log: how many such reads
+    /// can be in flight at once (the disk's queue depth Kura uses).
+    #[arg(long, default_value_t = 16)]
+    pub read_threads: usize,
     /// Largest item, as memcached's -I: bytes, or with a k or m suffix.
     #[arg(short = 'I', long = "max-item-size", default_value = "1m", value_parser = parse_size)]
     pub item_size_max_bytes: usize,

@@ -114,13 +114,7 @@ pub fn execute(shared: &Shared, request: Request<'_>, out: &mut Vec<u8>) -> Outc
                 binary_key: false,
             };
             shared.prefixes.record(key, PrefixEvent::Set);
-            match semantics::store(
-                &shared.store,
-                c,
-                &shared.limits,
-                memory_limit(shared),
-                request,
-            ) {
+            match semantics::store(&shared.store, c, &shared.limits, request) {
                 Ok((result, written)) => {
                     if !noreply || result == StoreResult::NoMemory {
                         out.extend_from_slice(match result {
@@ -146,7 +140,7 @@ pub fn execute(shared: &Shared, request: Request<'_>, out: &mut Vec<u8>) -> Outc
         } => retrieve(shared, command, exptime, keys, out),
         Request::Delete { key, noreply } => {
             shared.prefixes.record(key, PrefixEvent::Delete);
-            let result = shared.store.update(key, Access::NoAccess, |item, _| {
+            let result = shared.store.update_meta(key, Access::NoAccess, |item, _| {
                 (Change::Delete, item.is_some())
             });
             let replies: [&[u8]; 2] = [b"DELETED\r\n", b"NOT_FOUND\r\n"];
@@ -205,7 +199,7 @@ pub fn execute(shared: &Shared, request: Request<'_>, out: &mut Vec<u8>) -> Outc
             noreply,
         } => {
             bump(&c.cmd_touch);
-            let result = shared.store.update(key, Access::Fetch, |item, now| {
+            let result = shared.store.update_meta(key, Access::Fetch, |item, now| {
                 let change = Change::Touch {
                     exptime: Some(exptime_to_absolute(exptime, now)),
                     mark_win_sent: false,
@@ -248,7 +242,7 @@ pub fn execute(shared: &Shared, request: Request<'_>, out: &mut Vec<u8>) -> Outc
                 b"MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes\r\n"
             } else {
                 let bytes = u64::from(megabytes) << 20;
-                shared.memory_limit_bytes.store(bytes, Ordering::Relaxed);
+                shared.store.set_memory_limit(bytes);
                 b"OK\r\n"
             };
             if !noreply {
@@ -331,10 +325,6 @@ fn found_or_not(
     }
 }
 
-fn memory_limit(shared: &Shared) -> u64 {
-    shared.memory_limit_bytes.load(Ordering::Relaxed)
-}
-
 fn retrieve(
     shared: &Shared,
     command: RetrievalCommand,
@@ -372,7 +362,13 @@ fn retrieve(
             }
         } else {
             bump(&c.cmd_get);
-            let item = shared.store.get(key);
+            let item = match shared.store.get(key) {
+                Ok(item) => item,
+                Err(e) => {
+                    write_engine_error(&e, out);
+                    return Outcome::after(lsn);
+                }
+            };
             bump(if item.is_some() {
                 &c.get_hits
             } else {
@@ -436,21 +432,23 @@ fn meta_get(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>) -> Ou
     let mut created = false;
     if let Some(ttl) = f.vivify_ttl {
         // Vivify on miss: an empty item that this client wins the right to fill.
-        let result = shared.store.update(key, Access::NoAccess, |item, now| {
-            if item.is_some() {
-                return (Change::Keep, false);
-            }
-            let new = NewItem {
-                value: Vec::new().into(),
-                client_flags: 0,
-                exptime: exptime_to_absolute(ttl, now),
-                cas: NewCas::Generate,
-                stale: false,
-                binary_key: f.base64,
-                win_sent: false,
-            };
-            (Change::Put(new), true)
-        });
+        let result = shared
+            .store
+            .update_meta(key, Access::NoAccess, |item, now| {
+                if item.is_some() {
+                    return (Change::Keep, false);
+                }
+                let new = NewItem {
+                    value: Vec::new().into(),
+                    client_flags: 0,
+                    exptime: exptime_to_absolute(ttl, now),
+                    cas: NewCas::Generate,
+                    stale: false,
+                    binary_key: f.base64,
+                    win_sent: false,
+                };
+                (Change::Put(new), true)
+            });
         match result {
             Ok((made, written)) => {
                 created = made;
@@ -598,7 +596,6 @@ fn meta_set(shared: &Shared, request: &MetaRequest<'_>, data: &[u8], out: &mut V
         &shared.store,
         shared.counters.local(),
         &shared.limits,
-        memory_limit(shared),
         store_request,
     ) {
         Ok((StoreResult::NoMemory, _)) => {
@@ -647,7 +644,7 @@ fn meta_delete(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>) ->
     let c = shared.counters.local();
     let f = &request.flags;
     let key: &[u8] = &request.key;
-    let result = shared.store.update(key, Access::NoAccess, |item, now| {
+    let decide = |item: Option<&kura_engine::Item>, now| {
         let Some(item) = item else {
             return (Change::Keep, MetaDeleteResult::NotFound);
         };
@@ -668,7 +665,13 @@ fn meta_delete(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>) ->
             return (Change::Put(new), MetaDeleteResult::Deleted);
         }
         (Change::Delete, MetaDeleteResult::Deleted)
-    });
+    };
+    // Only invalidation keeps the value (marked stale); a plain delete needs no read.
+    let result = if f.invalidate {
+        shared.store.update(key, Access::NoAccess, decide)
+    } else {
+        shared.store.update_meta(key, Access::NoAccess, decide)
+    };
     match result {
         Ok((result, written)) => {
             bump(if result == MetaDeleteResult::Deleted {
@@ -782,9 +785,16 @@ fn meta_arithmetic(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>
 /// memcached's item dump. `cls` is memcached's slab class, which Kura does not have:
 /// always 1. `size` is what memcached would count for the item.
 fn meta_debug(shared: &Shared, key: &[u8], out: &mut Vec<u8>) {
-    let Some(item) = shared.store.peek(key) else {
-        out.extend_from_slice(b"EN\r\n");
-        return;
+    let item = match shared.store.peek(key) {
+        Ok(Some(item)) => item,
+        Ok(None) => {
+            out.extend_from_slice(b"EN\r\n");
+            return;
+        }
+        Err(e) => {
+            write_engine_error(&e, out);
+            return;
+        }
     };
     let now = shared.store.now_secs();
     // memcached's ITEM_ntotal: header, CAS, key and NUL, flags when non-zero, data.

@@ -2,6 +2,7 @@
 
 mod config;
 mod dispatch;
+mod reader;
 mod semantics;
 mod server;
 mod stats;
@@ -35,6 +36,7 @@ fn main() -> anyhow::Result<()> {
     let mut options = Options::new(durability, Arc::new(SystemClock));
     options.fsync_interval = config.fsync_interval();
     options.segment_size_bytes = config.segment_size_mib.max(1) << 20;
+    options.memory_limit_bytes = config.memory_limit_mib.saturating_mul(1 << 20);
     options.on_ack = Some(Arc::new(move |ack| {
         ack_tx.send_replace(ack);
     }));
@@ -79,7 +81,7 @@ async fn run(config: Config, store: Store, ack: watch::Receiver<Ack>) -> anyhow:
         started: Instant::now(),
         ack,
         verbosity: AtomicU64::new(u64::from(config.verbose)),
-        memory_limit_bytes: AtomicU64::new(config.memory_limit_mib.saturating_mul(1 << 20)),
+        reader: reader::ValueReader::start(config.read_threads).context("starting readers")?,
         stopping: AtomicBool::new(false),
         listen_addr,
         config,

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use kura_engine::{exptime_to_absolute, Access, Change, NewCas, NewItem, Store, Written};
+use kura_engine::{exptime_to_absolute, Access, Change, Item, NewCas, NewItem, Store, Written};
 use kura_protocol::Limits;
 
 use crate::stats::{bump, Counters};
@@ -59,13 +59,11 @@ pub fn store(
     store: &Store,
     counters: &Counters,
     limits: &Limits,
-    memory_limit_bytes: u64,
     request: StoreRequest<'_>,
 ) -> Result<(StoreResult, Option<Written>), kura_engine::Error> {
     bump(&counters.cmd_set);
-    if memory_limit_bytes > 0
-        && store.item_bytes() + (request.key.len() + request.data.len()) as u64 > memory_limit_bytes
-    {
+    // Values go to disk when memory is short; keys must fit in the index's budget.
+    if !store.has_room_for_key(request.key.len()) {
         bump(&counters.store_no_memory);
         return Ok((StoreResult::NoMemory, None));
     }
@@ -80,7 +78,9 @@ pub fn store(
         binary_key,
     } = request;
     let new_cas = NewCas::Generate;
-    let (result, written) = store.update(key, Access::NoAccess, |current, now| {
+    // Only append and prepend look at the old value; the other modes need its
+    // metadata alone, so a value out of memory is not read for them.
+    let decide = |current: Option<&Item>, now| {
         let exptime = exptime_to_absolute(exptime, now);
         let fresh = |value: Arc<[u8]>| NewItem {
             value,
@@ -150,7 +150,11 @@ pub fn store(
             }
             (StoreMode::Cas, Some(_)) => (Change::Keep, StoreResult::Exists),
         }
-    })?;
+    };
+    let (result, written) = match mode {
+        StoreMode::Append | StoreMode::Prepend => store.update(key, Access::NoAccess, decide)?,
+        _ => store.update_meta(key, Access::NoAccess, decide)?,
+    };
     match (mode, result) {
         (StoreMode::Cas, StoreResult::Stored) => bump(&counters.cas_hits),
         (StoreMode::Cas, StoreResult::Exists) => bump(&counters.cas_badval),
@@ -167,7 +171,7 @@ pub fn store(
 /// never reads the value it just failed to replace.
 pub fn drop_on_refused_set(store: &Store, key: &[u8]) -> Result<Option<u64>, kura_engine::Error> {
     Ok(store
-        .update(key, Access::NoAccess, |_, _| (Change::Delete, ()))?
+        .update_meta(key, Access::NoAccess, |_, _| (Change::Delete, ()))?
         .1
         .map(|w| w.lsn))
 }

@@ -35,8 +35,8 @@ pub struct Shared {
     pub started: Instant,
     pub ack: watch::Receiver<Ack>,
     pub verbosity: AtomicU64,
-    /// `-m` in bytes (0 = no limit); `cache_memlimit` changes it while running.
-    pub memory_limit_bytes: AtomicU64,
+    /// Reads values that are not in memory, off the event loops.
+    pub reader: crate::reader::ValueReader,
     /// Set once shutdown begins; the maintenance thread watches it.
     pub stopping: std::sync::atomic::AtomicBool,
     pub listen_addr: SocketAddr,
@@ -292,6 +292,7 @@ async fn connection(
                     break;
                 }
                 Parsed::Request { request, consumed } => {
+                    crate::reader::load_values(&shared, &request).await;
                     let start = conn.out.len();
                     let outcome = dispatch::execute(&shared, request, &mut conn.out);
                     if let Some(lsn) = outcome.lsn {
@@ -438,6 +439,7 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
                 }
                 waited = Duration::ZERO;
                 shared.store.purge_expired();
+                shared.store.trim_to_budget();
                 if let Err(e) = shared.store.compact_if_needed(segment_size_bytes) {
                     eprintln!("kura: compaction failed: {e}");
                 }

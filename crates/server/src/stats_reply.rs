@@ -95,11 +95,7 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     for (name, value) in shared.counters.snapshot() {
         stat(out, name, value);
     }
-    stat(
-        out,
-        "limit_maxbytes",
-        shared.memory_limit_bytes.load(Ordering::Relaxed),
-    );
+    stat(out, "limit_maxbytes", store.memory_limit_bytes);
     stat(out, "threads", shared.config.threads);
     stat(out, "bytes", store.bytes);
     stat(out, "curr_items", store.curr_items);
@@ -132,6 +128,14 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     let amplification = store.appended_lsn as f64 / client_bytes as f64;
     stat(out, "write_amplification", format!("{amplification:.3}"));
     stat(out, "expired_purged", store.expired_purged);
+    // The memory budget (-m): what the index and the values in memory are estimated to
+    // take, against what the process really holds.
+    stat(out, "index_bytes", store.index_bytes);
+    stat(out, "value_cache_bytes", store.cache_bytes);
+    stat(out, "values_in_memory", store.cached_values);
+    stat(out, "value_reads", store.value_reads);
+    stat(out, "value_evictions", store.evictions);
+    stat(out, "rss_bytes", resident_bytes());
     stat(out, "store_poisoned", u8::from(shared.store.is_poisoned()));
 }
 
@@ -145,11 +149,7 @@ fn durability_name(d: DurabilityFlag) -> &'static str {
 
 fn settings(shared: &Shared, out: &mut Vec<u8>) {
     let config = &shared.config;
-    stat(
-        out,
-        "maxbytes",
-        shared.memory_limit_bytes.load(Ordering::Relaxed),
-    );
+    stat(out, "maxbytes", shared.store.memory_limit());
     stat(out, "maxconns", config.connections_max);
     stat(out, "tcpport", shared.listen_addr.port());
     stat(out, "udpport", 0);
@@ -179,4 +179,16 @@ fn conns(shared: &Shared, out: &mut Vec<u8>) {
             uptime.saturating_sub(last),
         );
     }
+}
+
+/// The process's resident memory, from `VmRSS` in `/proc/self/status` (0 where there
+/// is none).
+fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kib| kib * 1024)
 }

@@ -1,0 +1,115 @@
+//! Values that are not in memory are read off the event loops.
+//!
+//! Before a request that shows or changes a value runs, its connection asks the store
+//! which of its keys have their value only in the log, hands those reads to a fixed
+//! pool of reader threads (one positional read each), and awaits them; the other
+//! connections of its worker go on meanwhile. A multi-get's misses are all issued at
+//! once, so fifty keys out of memory cost about one read's latency, not fifty. Then the
+//! request runs as if every value had been in memory.
+//!
+//! The pool is bounded: a fixed number of threads and a bounded queue. When the queue
+//! is full the connection reads on its own thread instead of queueing without limit,
+//! which slows that worker but never grows memory. A value evicted again between its
+//! read and the request is read once more by the store, inline: correct, only slower.
+
+use std::sync::Arc;
+
+use kura_engine::MissingValue;
+use kura_protocol::{MetaSetMode, Request, StorageCommand};
+use tokio::sync::oneshot;
+
+use crate::server::Shared;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+pub struct ValueReader {
+    jobs: crossbeam_channel::Sender<Job>,
+}
+
+/// Reads in flight or queued, at most: a multi-get of a hundred keys from each of a
+/// few dozen connections.
+const QUEUE_DEPTH: usize = 4096;
+
+impl ValueReader {
+    /// Starts `threads` reader threads. They stop when the reader is dropped.
+    pub fn start(threads: usize) -> std::io::Result<ValueReader> {
+        let (jobs, queue) = crossbeam_channel::bounded::<Job>(QUEUE_DEPTH);
+        for n in 0..threads.max(1) {
+            let queue = queue.clone();
+            std::thread::Builder::new()
+                .name(format!("kura-read-{n}"))
+                .spawn(move || {
+                    while let Ok(job) = queue.recv() {
+                        job();
+                    }
+                })?;
+        }
+        Ok(ValueReader { jobs })
+    }
+}
+
+/// The keys of `request` whose values it will look at: reads, and the writes that
+/// change a value in place (append, prepend, incr, decr). Others (set, delete, touch)
+/// need only the metadata, which is always in memory.
+fn keys_needing_values<'r>(request: &'r Request<'_>, mut each: impl FnMut(&'r [u8])) {
+    match request {
+        Request::Retrieval { keys, .. } => {
+            for key in *keys {
+                each(key);
+            }
+        }
+        Request::Storage {
+            command: StorageCommand::Append | StorageCommand::Prepend,
+            key,
+            ..
+        }
+        | Request::Arithmetic { key, .. } => each(key),
+        Request::MetaGet(meta) | Request::MetaArithmetic(meta) => each(&meta.key),
+        Request::MetaSet { request, .. }
+            if matches!(
+                request.set_mode(),
+                MetaSetMode::Append | MetaSetMode::Prepend
+            ) =>
+        {
+            each(&request.key)
+        }
+        Request::MetaDelete(meta) if meta.flags.invalidate => each(&meta.key),
+        _ => {}
+    }
+}
+
+/// Brings into memory the values `request` will need that are only in the log, reading
+/// them on the reader threads. Errors are left for the request itself to meet (it reads
+/// inline and reports them).
+pub async fn load_values(shared: &Arc<Shared>, request: &Request<'_>) {
+    if !shared.store.values_may_be_out_of_memory() {
+        // The common case while the data fits: no lookups beyond the request's own.
+        return;
+    }
+    let mut missing: Vec<(Vec<u8>, MissingValue)> = Vec::new();
+    keys_needing_values(request, |key| {
+        if let Some(at) = shared.store.missing_value(key) {
+            missing.push((key.to_vec(), at));
+        }
+    });
+    if missing.is_empty() {
+        return;
+    }
+    let mut waits = Vec::with_capacity(missing.len());
+    for (key, at) in missing {
+        let (done, wait) = oneshot::channel::<()>();
+        let store_shared = Arc::clone(shared);
+        let job: Job = Box::new(move || {
+            let _ = store_shared.store.load_value(&key, at);
+            let _ = done.send(());
+        });
+        match shared.reader.jobs.try_send(job) {
+            Ok(()) => waits.push(wait),
+            // Full (or stopped): read here rather than queue without bound.
+            Err(e) => e.into_inner()(),
+        }
+    }
+    for wait in waits {
+        let _ = wait.await;
+    }
+}

@@ -1,0 +1,150 @@
+//! Data larger than `-m`: values that do not fit leave memory and are read back from the
+//! log when wanted, by gets, multi-gets, appends and incrs, before and after a restart;
+//! the index and the values in memory stay within the budget.
+
+use std::collections::HashMap;
+
+use kura_testkit::{kura_bin, Client, Durability, KuraOptions, KuraServer};
+
+const KEYS: usize = 3000;
+const VALUE_BYTES: usize = 4096;
+/// 3000 values of 4 KiB are 12 MiB: three times the budget.
+const MEMORY_MIB: &str = "4";
+
+fn value_of(i: usize) -> Vec<u8> {
+    let mut value = format!("value-{i}-").into_bytes();
+    value.resize(VALUE_BYTES, b'a' + (i % 26) as u8);
+    value
+}
+
+fn stats(client: &mut Client) -> HashMap<String, u64> {
+    let reply = client
+        .request(b"stats\r\n", b"END\r\n")
+        .unwrap_or_else(|e| panic!("stats: {e}"));
+    String::from_utf8_lossy(&reply)
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.split(' ');
+            let (_, name, value) = (parts.next()?, parts.next()?, parts.next()?);
+            Some((name.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+fn connect(server: &KuraServer) -> Client {
+    Client::connect(server.addr()).unwrap_or_else(|e| panic!("connect: {e}"))
+}
+
+/// Every key, fetched 50 to a request, has its value.
+fn check_all(client: &mut Client) {
+    for chunk in (0..KEYS).collect::<Vec<_>>().chunks(50) {
+        let mut request = b"get".to_vec();
+        for i in chunk {
+            request.extend_from_slice(format!(" k{i}").as_bytes());
+        }
+        request.extend_from_slice(b"\r\n");
+        let reply = client
+            .request(&request, b"END\r\n")
+            .unwrap_or_else(|e| panic!("get: {e}"));
+        let mut expected = Vec::new();
+        for &i in chunk {
+            expected.extend_from_slice(format!("VALUE k{i} {i} {VALUE_BYTES}\r\n").as_bytes());
+            expected.extend_from_slice(&value_of(i));
+            expected.extend_from_slice(b"\r\n");
+        }
+        expected.extend_from_slice(b"END\r\n");
+        assert!(
+            reply == expected,
+            "multi-get of k{}..k{} differs",
+            chunk[0],
+            chunk[chunk.len() - 1]
+        );
+    }
+}
+
+#[test]
+fn data_three_times_the_memory_limit_is_served_from_disk() {
+    let base = tempfile::Builder::new()
+        .prefix("beyond-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let mut server = KuraOptions::new(kura_bin(env!("CARGO_BIN_EXE_kura")), Durability::Fsync)
+        .arg("-m")
+        .arg(MEMORY_MIB)
+        .start_on(base.path())
+        .unwrap_or_else(|e| panic!("start: {e}"));
+    let mut client = connect(&server);
+    for chunk in (0..KEYS).collect::<Vec<_>>().chunks(100) {
+        let mut burst = Vec::new();
+        for &i in chunk {
+            burst.extend_from_slice(format!("set k{i} {i} 0 {VALUE_BYTES}\r\n").as_bytes());
+            burst.extend_from_slice(&value_of(i));
+            burst.extend_from_slice(b"\r\n");
+        }
+        burst.extend_from_slice(b"mn\r\n");
+        let reply = client
+            .request(&burst, b"MN\r\n")
+            .unwrap_or_else(|e| panic!("sets: {e}"));
+        let mut expected = b"STORED\r\n".repeat(chunk.len());
+        expected.extend_from_slice(b"MN\r\n");
+        assert!(reply == expected, "sets refused");
+    }
+    let before = stats(&mut client);
+    let budget = 4u64 << 20;
+    assert_eq!(before["limit_maxbytes"], budget);
+    assert_eq!(before["curr_items"], KEYS as u64);
+    assert!(before["value_evictions"] > 0, "{before:?}");
+    assert!(
+        before["index_bytes"] + before["value_cache_bytes"] <= budget,
+        "over the budget: {before:?}"
+    );
+    assert!(before["rss_bytes"] > 0);
+
+    check_all(&mut client);
+    let after = stats(&mut client);
+    assert!(
+        after["value_reads"] > 0,
+        "nothing was read from disk: {after:?}"
+    );
+    assert!(
+        after["index_bytes"] + after["value_cache_bytes"] <= budget,
+        "reads pushed it over the budget: {after:?}"
+    );
+
+    // Read-modify-writes of values out of memory: incr and append.
+    let reply = client
+        .request(b"set n 0 0 2\r\n41\r\n", b"\r\n")
+        .unwrap_or_else(|e| panic!("set: {e}"));
+    assert_eq!(reply, b"STORED\r\n");
+    // Push `n` out of memory by reading everything once more, then increment it.
+    check_all(&mut client);
+    let reply = client
+        .request(b"incr n 1\r\n", b"\r\n")
+        .unwrap_or_else(|e| panic!("incr: {e}"));
+    assert_eq!(reply, b"42\r\n");
+    let reply = client
+        .request(b"append k7 0 0 3\r\nxyz\r\nget k7\r\n", b"END\r\n")
+        .unwrap_or_else(|e| panic!("append: {e}"));
+    let mut expected = b"STORED\r\nVALUE k7 7 4099\r\n".to_vec();
+    expected.extend_from_slice(&value_of(7));
+    expected.extend_from_slice(b"xyz\r\nEND\r\n");
+    assert!(reply == expected, "append to a value on disk");
+
+    // After a crash, replay keeps what fits and leaves the rest on disk.
+    server.kill().unwrap_or_else(|e| panic!("kill: {e}"));
+    server.restart().unwrap_or_else(|e| panic!("restart: {e}"));
+    let mut client = connect(&server);
+    let restarted = stats(&mut client);
+    assert_eq!(restarted["curr_items"], KEYS as u64 + 1);
+    assert!(
+        restarted["index_bytes"] + restarted["value_cache_bytes"] <= budget,
+        "replay went over the budget: {restarted:?}"
+    );
+    let reply = client
+        .request(b"get k7 n\r\n", b"END\r\n")
+        .unwrap_or_else(|e| panic!("get: {e}"));
+    let mut expected = b"VALUE k7 7 4099\r\n".to_vec();
+    expected.extend_from_slice(&value_of(7));
+    expected.extend_from_slice(b"xyz\r\nVALUE n 0 2\r\n42\r\nEND\r\n");
+    assert!(reply == expected, "after restart");
+}
