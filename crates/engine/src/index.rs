@@ -12,8 +12,8 @@
 //! record in the log when next wanted. A value is evicted only once its record has been
 //! written to the operating system, so a read of the file finds it.
 
-use std::collections::hash_map;
-use std::collections::{HashMap, VecDeque};
+use std::collections::hash_map::RandomState;
+use std::collections::VecDeque;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -74,9 +74,11 @@ fn value_cost(value: &[u8]) -> u64 {
 }
 
 /// One shard: its part of the index and of the value cache.
+type Map = hashbrown::HashMap<Arc<[u8]>, Entry, RandomState>;
+
 #[derive(Debug, Default)]
 pub(crate) struct Shard {
-    map: HashMap<Arc<[u8]>, Entry>,
+    map: Map,
     /// Values in memory, in the order they came in: the key and the CAS of the version
     /// whose value it was. Entries whose version has gone are skipped when met.
     fifo: VecDeque<(Arc<[u8]>, u64)>,
@@ -98,7 +100,7 @@ impl Shard {
         self.map.len()
     }
 
-    pub fn iter(&self) -> hash_map::Iter<'_, Arc<[u8]>, Entry> {
+    pub fn iter(&self) -> hashbrown::hash_map::Iter<'_, Arc<[u8]>, Entry> {
         self.map.iter()
     }
 
@@ -107,12 +109,9 @@ impl Shard {
     pub fn put(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
         let cas = entry.cas;
         let cached = entry.value.as_deref().map(value_cost);
-        let (key, old) = match self.map.get_key_value(key) {
-            Some((k, _)) => {
-                let k = Arc::clone(k);
-                let old = self.map.insert(Arc::clone(&k), entry);
-                (k, old)
-            }
+        let (key, old) = match self.map.get_key_value_mut(key) {
+            // Overwrite in place: one lookup, and the key's allocation stays.
+            Some((k, slot)) => (Arc::clone(k), Some(std::mem::replace(slot, entry))),
             None => {
                 let k: Arc<[u8]> = key.into();
                 self.map.insert(Arc::clone(&k), entry);
@@ -163,18 +162,16 @@ impl Shard {
     /// Puts a value read from the log back in memory, if `key` is still at the version
     /// with this CAS and its value is not already there. Returns whether it did.
     pub fn install(&mut self, key: &[u8], cas: u64, value: &Arc<[u8]>) -> bool {
-        let Some((k, entry)) = self.map.get_key_value(key) else {
+        let Some((k, entry)) = self.map.get_key_value_mut(key) else {
             return false;
         };
         if entry.cas != cas || entry.value.is_some() {
             return false;
         }
+        entry.value = Some(Arc::clone(value));
+        // Wanted just now: it gets a second chance before it can go again.
+        entry.referenced.store(true, Ordering::Relaxed);
         let k = Arc::clone(k);
-        if let Some(entry) = self.map.get_mut(key) {
-            entry.value = Some(Arc::clone(value));
-            // Wanted just now: it gets a second chance before it can go again.
-            entry.referenced.store(true, Ordering::Relaxed);
-        }
         self.cached_bytes += value_cost(value);
         self.cached_values += 1;
         self.fifo.push_back((k, cas));
@@ -236,7 +233,7 @@ impl Shard {
 
 pub(crate) struct Index {
     shards: Box<[RwLock<Shard>]>,
-    hasher: std::collections::hash_map::RandomState,
+    hasher: RandomState,
 }
 
 impl Index {
@@ -244,7 +241,7 @@ impl Index {
         let shards = (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect();
         Index {
             shards,
-            hasher: std::collections::hash_map::RandomState::new(),
+            hasher: RandomState::new(),
         }
     }
 
