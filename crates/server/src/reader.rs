@@ -24,6 +24,7 @@ type Job = Box<dyn FnOnce() + Send>;
 
 pub struct ValueReader {
     jobs: crossbeam_channel::Sender<Job>,
+    threads: usize,
 }
 
 /// Reads in flight or queued, at most: a multi-get of a hundred keys from each of a
@@ -34,7 +35,8 @@ impl ValueReader {
     /// Starts `threads` reader threads. They stop when the reader is dropped.
     pub fn start(threads: usize) -> std::io::Result<ValueReader> {
         let (jobs, queue) = crossbeam_channel::bounded::<Job>(QUEUE_DEPTH);
-        for n in 0..threads.max(1) {
+        let threads = threads.max(1);
+        for n in 0..threads {
             let queue = queue.clone();
             std::thread::Builder::new()
                 .name(format!("kura-read-{n}"))
@@ -44,7 +46,7 @@ impl ValueReader {
                     }
                 })?;
         }
-        Ok(ValueReader { jobs })
+        Ok(ValueReader { jobs, threads })
     }
 }
 
@@ -95,12 +97,21 @@ pub async fn load_values(shared: &Arc<Shared>, request: &Request<'_>) {
     if missing.is_empty() {
         return;
     }
-    let mut waits = Vec::with_capacity(missing.len());
-    for (key, at) in missing {
+    // No more jobs than threads: more could not run at once anyway, and every job
+    // costs a wake-up of a reader and of this worker. Keys are dealt round-robin.
+    let jobs = missing.len().min(shared.reader.threads);
+    let mut batches: Vec<Vec<(Vec<u8>, MissingValue)>> = (0..jobs).map(|_| Vec::new()).collect();
+    for (i, read) in missing.into_iter().enumerate() {
+        batches[i % jobs].push(read);
+    }
+    let mut waits = Vec::with_capacity(jobs);
+    for batch in batches {
         let (done, wait) = oneshot::channel::<()>();
         let store_shared = Arc::clone(shared);
         let job: Job = Box::new(move || {
-            let _ = store_shared.store.load_value(&key, at);
+            for (key, at) in batch {
+                let _ = store_shared.store.load_value(&key, at);
+            }
             let _ = done.send(());
         });
         match shared.reader.jobs.try_send(job) {
