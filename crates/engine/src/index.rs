@@ -85,6 +85,14 @@ pub(crate) struct Shard {
     /// Bytes the values in memory cost (see [`VALUE_OVERHEAD_BYTES`]), and how many.
     pub cached_bytes: u64,
     pub cached_values: u64,
+    /// Bytes of keys and values of every entry, in memory or not (memcached's
+    /// `bytes`). Kept here, under the shard lock, rather than in one counter every
+    /// core would write on every store.
+    pub data_bytes: u64,
+}
+
+fn data_bytes(key: &[u8], entry: &Entry) -> u64 {
+    key.len() as u64 + u64::from(entry.value_len)
 }
 
 impl Shard {
@@ -109,6 +117,7 @@ impl Shard {
     pub fn put(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
         let cas = entry.cas;
         let cached = entry.value.as_deref().map(value_cost);
+        self.data_bytes += data_bytes(key, &entry);
         let (key, old) = match self.map.get_key_value_mut(key) {
             // Overwrite in place: one lookup, and the key's allocation stays.
             Some((k, slot)) => (Arc::clone(k), Some(std::mem::replace(slot, entry))),
@@ -120,6 +129,7 @@ impl Shard {
         };
         if let Some(old) = &old {
             self.uncache(old);
+            self.data_bytes -= data_bytes(&key, old);
         }
         if let Some(cost) = cached {
             self.cached_bytes += cost;
@@ -133,6 +143,7 @@ impl Shard {
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         let old = self.map.remove(key)?;
         self.uncache(&old);
+        self.data_bytes -= data_bytes(key, &old);
         Some(old)
     }
 
@@ -141,13 +152,17 @@ impl Shard {
         self.fifo.clear();
         self.cached_bytes = 0;
         self.cached_values = 0;
+        self.data_bytes = 0;
     }
 
     /// Keeps the entries `keep` says to, as `HashMap::retain`.
     pub fn retain(&mut self, mut keep: impl FnMut(&Arc<[u8]>, &Entry) -> bool) {
-        let (mut freed, mut values) = (0, 0);
+        let (mut freed, mut values, mut dropped) = (0, 0, 0);
         self.map.retain(|k, e| {
             let kept = keep(k, e);
+            if !kept {
+                dropped += data_bytes(k, e);
+            }
             if let (false, Some(value)) = (kept, &e.value) {
                 freed += value_cost(value);
                 values += 1;
@@ -156,6 +171,7 @@ impl Shard {
         });
         self.cached_bytes -= freed;
         self.cached_values -= values;
+        self.data_bytes -= dropped;
         self.trim_fifo();
     }
 

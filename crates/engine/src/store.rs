@@ -234,7 +234,6 @@ pub struct Store {
     /// this Unix second are dead once it has come. 0 = none.
     flush_deadline: AtomicU32,
     curr_items: AtomicU64,
-    bytes: AtomicU64,
     recovered_records: u64,
     recovery_cut_bytes: u64,
     /// One compaction at a time.
@@ -302,10 +301,6 @@ fn snapshot(entry: &Entry, value: Arc<[u8]>) -> Item {
         last_access: entry.last_access.load(Ordering::Relaxed),
         win_sent: entry.win_sent.load(Ordering::Relaxed),
     }
-}
-
-fn entry_bytes(key: &[u8], entry: &Entry) -> u64 {
-    key.len() as u64 + u64::from(entry.value_len)
 }
 
 fn empty_value() -> Arc<[u8]> {
@@ -502,7 +497,7 @@ impl Store {
             usage.entry(sequence).or_default().bytes = data.len() as u64;
         }
         // Drop what is dead now; count what is live, segment by segment.
-        let (mut items, mut bytes, mut index_bytes) = (0u64, 0u64, 0u64);
+        let (mut items, mut index_bytes) = (0u64, 0u64);
         let mut flushed: Vec<(Arc<[u8]>, Location)> = Vec::new();
         for shard in replay.index.shards() {
             let mut shard = shard.write();
@@ -516,7 +511,6 @@ impl Store {
             });
             items += shard.len() as u64;
             for (key, e) in shard.iter() {
-                bytes += entry_bytes(key, e);
                 index_bytes += key_cost(key.len());
                 usage.entry(e.location.segment).or_default().live_bytes +=
                     u64::from(e.location.len);
@@ -575,7 +569,6 @@ impl Store {
             next_cas: AtomicU64::new(replay.max_cas + 1),
             flush_deadline: AtomicU32::new(replay.flush_deadline),
             curr_items: AtomicU64::new(items),
-            bytes: AtomicU64::new(bytes),
             recovered_records: replay.records,
             recovery_cut_bytes: cut_bytes,
             compaction: parking_lot::Mutex::new(()),
@@ -812,10 +805,8 @@ impl Store {
                 Liveness::Expired => self.log.free(entry.location),
             }
             if state != Liveness::Live {
-                let bytes = entry_bytes(key, entry);
                 shard.remove(key);
                 self.curr_items.fetch_sub(1, Ordering::Relaxed);
-                self.bytes.fetch_sub(bytes, Ordering::Relaxed);
                 self.index_bytes
                     .fetch_sub(key_cost(key.len()), Ordering::Relaxed);
             }
@@ -947,8 +938,6 @@ impl Store {
                     if let Some(old) = shard.remove(key) {
                         cas = old.cas;
                         self.curr_items.fetch_sub(1, Ordering::Relaxed);
-                        self.bytes
-                            .fetch_sub(entry_bytes(key, &old), Ordering::Relaxed);
                         self.index_bytes
                             .fetch_sub(key_cost(key.len()), Ordering::Relaxed);
                     }
@@ -992,19 +981,11 @@ impl Store {
                     win_sent: new.win_sent.into(),
                     referenced: Default::default(),
                 };
-                let added = entry_bytes(key, &entry);
-                match shard.put(key, entry) {
-                    Some(old) => {
-                        self.bytes
-                            .fetch_sub(entry_bytes(key, &old), Ordering::Relaxed);
-                    }
-                    None => {
-                        self.curr_items.fetch_add(1, Ordering::Relaxed);
-                        self.index_bytes
-                            .fetch_add(key_cost(key.len()), Ordering::Relaxed);
-                    }
+                if shard.put(key, entry).is_none() {
+                    self.curr_items.fetch_add(1, Ordering::Relaxed);
+                    self.index_bytes
+                        .fetch_add(key_cost(key.len()), Ordering::Relaxed);
                 }
-                self.bytes.fetch_add(added, Ordering::Relaxed);
                 self.enforce_budget(&mut shard);
                 Some(Written { lsn, cas })
             }
@@ -1048,16 +1029,14 @@ impl Store {
             }
         }
         self.flush_deadline.store(deadline, Ordering::Release);
-        let (mut items, mut bytes, mut index_bytes) = (0u64, 0u64, 0u64);
+        let (mut items, mut index_bytes) = (0u64, 0u64);
         for shard in guards.iter() {
             items += shard.len() as u64;
-            for (key, entry) in shard.iter() {
-                bytes += entry_bytes(key, entry);
+            for (key, _) in shard.iter() {
                 index_bytes += key_cost(key.len());
             }
         }
         self.curr_items.store(items, Ordering::Relaxed);
-        self.bytes.store(bytes, Ordering::Relaxed);
         self.index_bytes.store(index_bytes, Ordering::Relaxed);
         Ok(lsn)
     }
@@ -1083,17 +1062,12 @@ impl Store {
         self.log.is_poisoned()
     }
 
-    /// Bytes of keys and values held: what `-m` limits. One atomic load, for the
-    /// write path (`stats()` gathers much more).
-    pub fn item_bytes(&self) -> u64 {
-        self.bytes.load(Ordering::Relaxed)
-    }
-
     pub fn stats(&self) -> Stats {
         let usage = self.log.usage();
-        let (mut cache_bytes, mut cached_values) = (0, 0);
+        let (mut cache_bytes, mut cached_values, mut bytes) = (0, 0, 0);
         for shard in self.index.shards() {
             let shard = shard.read();
+            bytes += shard.data_bytes;
             cache_bytes += shard.cached_bytes;
             cached_values += shard.cached_values;
         }
@@ -1113,7 +1087,7 @@ impl Store {
             expired_purged: self.expired_purged.load(Ordering::Relaxed),
             appended_since_open_bytes: self.log.appended_lsn().saturating_sub(self.opened_lsn),
             curr_items: self.curr_items.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
+            bytes,
             appended_lsn: self.log.appended_lsn(),
             acked_lsn: self.log.acked_lsn(),
             synced_lsn: self.log.synced_lsn(),

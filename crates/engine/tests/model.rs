@@ -558,4 +558,6 @@ fn values_out_of_memory_are_read_back_from_the_log() {
     let mut expected = vec![8u8; 30];
     expected.push(b'!');
     assert_eq!(get(&store, 5).map(|i| i.value.to_vec()), Some(expected));
+    // memcached's `bytes`: keys and values, in memory or not.
+    assert_eq!(store.stats().bytes, 6 * (4 + 30) + 1);
 }
