@@ -14,6 +14,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -22,6 +23,15 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use crate::proto::Wire;
+
+/// Set once a signal has started the cleanup: errors the dying servers cause after
+/// that are the interruption, not findings.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Whether the run was interrupted (the cleanup is under way or done).
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
 
 /// Servers and data directories started by this process, for [`cleanup_on_signal`].
 static STARTED: Mutex<Vec<(u32, Option<PathBuf>)>> = Mutex::new(Vec::new());
@@ -39,7 +49,7 @@ fn forget(pid: u32) {
 }
 
 /// On SIGINT, SIGTERM or SIGHUP, kills every server still running and removes its
-/// data directory, then exits: otherwise an interrupted run would leave servers
+/// data directory and any memory cgroup made for it, then exits: otherwise an interrupted run would leave servers
 /// (mariadbd ignores the terminal's SIGINT) and gigabytes of data behind.
 pub fn cleanup_on_signal() -> Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -47,6 +57,7 @@ pub fn cleanup_on_signal() -> Result<()> {
         .context("installing signal handlers")?;
     thread::spawn(move || {
         if let Some(signal) = signals.forever().next() {
+            INTERRUPTED.store(true, Ordering::SeqCst);
             let started = STARTED.lock().map(|s| s.clone()).unwrap_or_default();
             for (pid, dir) in started {
                 // std has no kill(2) without unsafe; the kill command does it.
@@ -58,6 +69,7 @@ pub fn cleanup_on_signal() -> Result<()> {
                     let _ = std::fs::remove_dir_all(dir);
                 }
             }
+            crate::cgroup::remove_all();
             eprintln!("kura-bench: interrupted (signal {signal}); stopped the servers it started");
             std::process::exit(128 + signal);
         }
@@ -387,6 +399,30 @@ impl Backend {
                     _data_dir: None,
                 })
             }
+        }
+    }
+
+    /// Waits up to `timeout` for a server of this backend to have exited, and says
+    /// how it ended; `None` if all are still running. For telling a server killed
+    /// under a client (whose connection broke first) from a client error.
+    pub fn exited_within(&mut self, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(companion) = &mut self.companion {
+                if let Some(how) = companion.exited_within(Duration::ZERO) {
+                    return Some(how);
+                }
+            }
+            if let Some(child) = &mut self.child {
+                if let Ok(Some(status)) = child.try_wait() {
+                    forget(child.id());
+                    return Some(format!("{} {status}", self.name));
+                }
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(20));
         }
     }
 

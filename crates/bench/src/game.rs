@@ -27,7 +27,7 @@ use hdrhistogram::Histogram;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
-use crate::backend::Protocol;
+use crate::backend::{Backend, Protocol};
 use crate::chart::{Chart, Kind};
 use crate::client::Client;
 use crate::game_sql;
@@ -215,6 +215,28 @@ pub(crate) struct Plan {
     pub row_size: usize,
     pub window_start: Instant,
     pub window_end: Instant,
+}
+
+/// Runs transactions on `backend` over `connections` connections as `plan` says,
+/// in whichever protocol it speaks.
+pub(crate) fn measure_backend(
+    backend: &Backend,
+    connections: usize,
+    client_threads: usize,
+    plan: &Plan,
+    start: Instant,
+    seed: u64,
+) -> Result<GameResult> {
+    let (addr, pids) = (backend.addr, &backend.pids);
+    match backend.protocol {
+        Protocol::Memcached | Protocol::Redis => {
+            measure(addr, connections, client_threads, plan, start, seed, pids)
+        }
+        Protocol::Mysql => game_sql::measure(addr, None, connections, plan, start, seed, pids),
+        Protocol::MysqlCacheAside { cache } => {
+            game_sql::measure(addr, Some(cache), connections, plan, start, seed, pids)
+        }
+    }
 }
 
 fn measure(
@@ -528,29 +550,7 @@ pub fn run(args: &GameArgs) -> Result<Section> {
                     window_end: window_start + Duration::from_secs_f64(args.duration),
                 };
                 let seed = args.common.seed.wrapping_add(rep as u64 * 31 + ci as u64);
-                let r = match b.protocol {
-                    Protocol::Memcached | Protocol::Redis => measure(
-                        b.addr,
-                        connections,
-                        args.client_threads,
-                        &plan,
-                        start,
-                        seed,
-                        &b.pids,
-                    )?,
-                    Protocol::Mysql => {
-                        game_sql::measure(b.addr, None, connections, &plan, start, seed, &b.pids)?
-                    }
-                    Protocol::MysqlCacheAside { cache } => game_sql::measure(
-                        b.addr,
-                        Some(cache),
-                        connections,
-                        &plan,
-                        start,
-                        seed,
-                        &b.pids,
-                    )?,
-                };
+                let r = measure_backend(b, connections, args.client_threads, &plan, start, seed)?;
                 b.check_alive()?;
                 done += 1;
                 progress.println(&format!(

@@ -9,8 +9,10 @@
 //! whatever it measures, it measures through a socket. See `docs/bench.md`.
 
 mod backend;
+mod cgroup;
 mod chart;
 mod client;
+mod datasize;
 mod game;
 mod game_sql;
 mod keys;
@@ -54,6 +56,8 @@ enum Workload {
     Multiget(multiget::MultigetArgs),
     /// Player row read, update, lookup by email: TPS by connections (seeds 000/001/004).
     Game(game::GameArgs),
+    /// The game's TPS as the data grows past a memory limit put on each server (seed 000).
+    Datasize(datasize::DatasizeArgs),
 }
 
 /// Options every workload shares: which backends, where they live, where output goes.
@@ -112,14 +116,29 @@ pub enum SqlBackends {
 impl Common {
     /// Starts every requested backend, in order; the caller owns them.
     pub fn start_backends(&self, sql: SqlBackends) -> Result<Vec<Backend>> {
+        let kinds = self.backend_kinds(
+            &["memcached", "kura-fsync", "kura-interval", "kura-none"],
+            sql,
+        )?;
+        let config = self.launch_config();
+        let mut backends = Vec::new();
+        for kind in &kinds {
+            let backend = Backend::start(kind, &config)?;
+            eprintln!("started {} on {}", backend.name, backend.addr);
+            backends.push(backend);
+        }
+        Ok(backends)
+    }
+
+    /// The backends `--backends` and `--server` name, or `defaults` (none when
+    /// `--server` is given). Default Kura modes are skipped with a note when the
+    /// Kura binary is absent; named ones are an error then, when started.
+    pub fn backend_kinds(&self, defaults: &[&str], sql: SqlBackends) -> Result<Vec<BackendKind>> {
         let defaulted = self.backends.is_none();
         let names: Vec<String> = match &self.backends {
             Some(names) => names.clone(),
             None if !self.servers.is_empty() => Vec::new(),
-            None => ["memcached", "kura-fsync", "kura-interval", "kura-none"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            None => defaults.iter().map(|s| s.to_string()).collect(),
         };
         let mut kinds = Vec::new();
         for name in names.iter().filter(|n| !n.is_empty()) {
@@ -146,7 +165,12 @@ impl Common {
         if kinds.is_empty() {
             anyhow::bail!("no backends to measure");
         }
-        let config = LaunchConfig {
+        Ok(kinds)
+    }
+
+    /// How servers are started, from these options.
+    pub fn launch_config(&self) -> LaunchConfig {
+        LaunchConfig {
             memcached_bin: self.memcached_bin.clone(),
             kura_bin: self.kura_bin.clone(),
             kura_args: self.kura_args.clone(),
@@ -157,24 +181,24 @@ impl Common {
             mariadb_buffer_pool_mib: self.mariadb_buffer_pool_mib,
             mariadb_args: Vec::new(),
             cgroup_procs: None,
-        };
-        let mut backends = Vec::new();
-        for kind in &kinds {
-            let backend = Backend::start(kind, &config)?;
-            eprintln!("started {} on {}", backend.name, backend.addr);
-            backends.push(backend);
         }
-        Ok(backends)
     }
 }
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
     backend::cleanup_on_signal()?;
-    match cli.workload {
-        Workload::Throughput(args) => throughput::run(&args)?.finish(),
-        Workload::StoreFetch(args) => store_fetch::run(&args)?.finish(),
-        Workload::Multiget(args) => multiget::run(&args)?.finish(),
-        Workload::Game(args) => game::run(&args)?.finish(),
+    let result = match cli.workload {
+        Workload::Throughput(args) => throughput::run(&args).and_then(report::Section::finish),
+        Workload::StoreFetch(args) => store_fetch::run(&args).and_then(report::Section::finish),
+        Workload::Multiget(args) => multiget::run(&args).and_then(report::Section::finish),
+        Workload::Game(args) => game::run(&args).and_then(report::Section::finish),
+        Workload::Datasize(args) => datasize::run(&args).and_then(report::Section::finish),
+    };
+    if result.is_err() && backend::interrupted() {
+        // The signal handler is stopping the servers, which broke the run's
+        // connections: leave the exit (and its message) to it.
+        std::thread::sleep(std::time::Duration::from_secs(30));
     }
+    result
 }

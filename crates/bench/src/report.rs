@@ -176,7 +176,9 @@ pub fn kura_ratios(chart: &Chart, better: Better, keep: impl Fn(&str) -> bool) -
     if kuras.is_empty() || peers.is_empty() {
         return None;
     }
-    let mut header = vec![chart.x_label.clone()];
+    // The axis label without its parenthesis of detail.
+    let category = chart.x_label.split(" (").next().unwrap_or_default();
+    let mut header = vec![category.to_string()];
     for (kura, _) in &kuras {
         for (peer, _) in &peers {
             header.push(format!("{kura} / {peer}"));
