@@ -65,13 +65,13 @@ pub struct DatasizeArgs {
     #[arg(long, value_enum, default_value_t = Distribution::Uniform)]
     pub distribution: Distribution,
     /// Seconds measured per size, backend and repetition.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 8.0)]
     pub duration: f64,
     /// Seconds of load before each measurement, not counted.
     #[arg(long, default_value_t = 2.0)]
     pub warmup: f64,
     /// Repetitions at each size; the median TPS is reported.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 2)]
     pub reps: usize,
     /// Connections each load uses (memcached-protocol backends pipeline 32 players
     /// a batch on each; MariaDB takes 4 connections of 500-row INSERTs).

@@ -5,14 +5,19 @@
 //! durability mode, Redis, MariaDB, MariaDB with memcached in front, or a running
 //! `--server`), measures them in one run with the same client, interleaving
 //! backends so drift on a shared machine hits each alike, then prints tables and
-//! writes a CSV and an SVG chart. It never links the server's code:
-//! whatever it measures, it measures through a socket. See `docs/bench.md`.
+//! writes a CSV, a chart (SVG and PNG) and a Markdown report recording the
+//! machine, every server's command line and version, and Kura's ratios to its
+//! peers. `datasize` puts each server in a memory cgroup and grows the data past
+//! it; `full` runs everything and writes one combined report. It never links the
+//! server's code: whatever it measures, it measures through a socket. See
+//! `docs/bench.md`.
 
 mod backend;
 mod cgroup;
 mod chart;
 mod client;
 mod datasize;
+mod full;
 mod game;
 mod game_sql;
 mod keys;
@@ -41,13 +46,13 @@ use crate::backend::{Backend, BackendKind, LaunchConfig};
     version,
     about = "Kura against its peers, side by side"
 )]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
-    workload: Workload,
+    pub(crate) workload: Workload,
 }
 
 #[derive(Subcommand, Debug)]
-enum Workload {
+pub(crate) enum Workload {
     /// Ops/s of get, set and a 90/10 mix over many connections.
     Throughput(throughput::ThroughputArgs),
     /// One client: S stores then F fetches, latency per op (seed 002).
@@ -58,6 +63,8 @@ enum Workload {
     Game(game::GameArgs),
     /// The game's TPS as the data grows past a memory limit put on each server (seed 000).
     Datasize(datasize::DatasizeArgs),
+    /// Everything above against every peer, one combined report (takes about an hour).
+    Full(full::FullArgs),
 }
 
 /// Options every workload shares: which backends, where they live, where output goes.
@@ -194,6 +201,7 @@ fn main() -> Result<()> {
         Workload::Multiget(args) => multiget::run(&args).and_then(report::Section::finish),
         Workload::Game(args) => game::run(&args).and_then(report::Section::finish),
         Workload::Datasize(args) => datasize::run(&args).and_then(report::Section::finish),
+        Workload::Full(args) => full::run(&args),
     };
     if result.is_err() && backend::interrupted() {
         // The signal handler is stopping the servers, which broke the run's

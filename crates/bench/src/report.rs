@@ -286,6 +286,31 @@ pub fn write_report(path: &Path, title: &str, sections: &[Section]) -> Result<()
         }
         md.push('\n');
     }
+    // Several workloads: their ratio tables first, together, as the summary.
+    let combined = sections.len() > 1;
+    if combined {
+        let _ = writeln!(md, "## Kura over its peers\n");
+        let _ = writeln!(
+            md,
+            "Every ratio below compares figures measured in the same run, side by side \
+             (details, charts and the servers' command lines follow, workload by workload).\n"
+        );
+        for section in sections {
+            let _ = writeln!(md, "### {}\n", section.workload);
+            if let Some(why) = &section.failure {
+                let _ = writeln!(md, "**Failed:** {why}\n");
+            }
+            if section.ratios.is_empty() {
+                let _ = writeln!(
+                    md,
+                    "No Kura-over-peer ratios (no Kura or no peer measured).\n"
+                );
+            }
+            for (caption, table) in &section.ratios {
+                let _ = writeln!(md, "{caption}\n\n{}", table.markdown());
+            }
+        }
+    }
     for section in sections {
         let _ = writeln!(md, "## {}\n", section.workload);
         let _ = writeln!(
@@ -303,8 +328,10 @@ pub fn write_report(path: &Path, title: &str, sections: &[Section]) -> Result<()
         for (caption, table) in &section.tables {
             let _ = writeln!(md, "{caption}\n\n{}", table.markdown());
         }
-        for (caption, table) in &section.ratios {
-            let _ = writeln!(md, "{caption}\n\n{}", table.markdown());
+        if !combined {
+            for (caption, table) in &section.ratios {
+                let _ = writeln!(md, "{caption}\n\n{}", table.markdown());
+            }
         }
         for note in &section.notes {
             let _ = writeln!(md, "{note}\n");
@@ -401,6 +428,33 @@ mod tests {
             ..chart
         };
         assert!(kura_ratios(&alone, Better::Higher, |_| true).is_none());
+    }
+
+    #[test]
+    fn a_combined_report_leads_with_the_ratios() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sections = Vec::new();
+        for workload in ["game", "datasize"] {
+            let (mut s, _) = Section::begin(workload, dir.path());
+            s.csv = dir.path().join(format!("{workload}-1.csv"));
+            let mut t = Table::new(&["connections", "kura-fsync / memcached"]);
+            t.push(vec!["1".into(), "0.50".into()]);
+            s.ratios.push((format!("{workload} ratios"), t));
+            s.tables
+                .push((format!("{workload} figures"), Table::new(&["x"])));
+            sections.push(s);
+        }
+        sections[1].failure = Some("it broke".into());
+        let path = dir.path().join("full-1.md");
+        write_report(&path, "full comparison", &sections).unwrap();
+        let md = fs::read_to_string(&path).unwrap();
+        let at = |needle: &str| md.find(needle).unwrap_or_else(|| panic!("{needle}:\n{md}"));
+        assert!(at("## Machine") < at("## Kura over its peers"));
+        assert!(at("game ratios") < at("datasize ratios"));
+        assert!(at("datasize ratios") < at("game figures"));
+        assert_eq!(md.matches("game ratios").count(), 1, "{md}");
+        assert!(md.contains("**Failed:** it broke"), "{md}");
+        assert!(md.contains("[game-1.csv](game-1.csv)"), "{md}");
     }
 
     #[test]
