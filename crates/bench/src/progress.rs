@@ -164,14 +164,19 @@ impl Progress {
             }
             Style::Lines => ":".to_string(),
         };
+        // A few runs a second read better with a decimal.
+        let rate = if rate < 10.0 {
+            format!("{rate:.1}")
+        } else {
+            human(rate)
+        };
         format!(
-            "{}{bar} {:>3.0}%  {}/{} {}  {}/s{left}",
+            "{}{bar} {:>3.0}%  {}/{} {}  {rate}/s{left}",
             self.label,
             fraction * 100.0,
             human(done as f64),
             human(self.total as f64),
             self.unit,
-            human(rate)
         )
     }
 }
