@@ -787,9 +787,15 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
             )
         })?;
     let datadir = dir.path().join("data");
+    // Its own temporary directory: the bootstrap's temporary tables in a shared /tmp
+    // were seen to vanish under it while other tests ran ("Could not remove
+    // temporary table ... error: 2"), failing the install.
+    let tmpdir = dir.path().join("tmp");
+    std::fs::create_dir(&tmpdir).with_context(|| format!("creating {}", tmpdir.display()))?;
     let output = Command::new(install_db)
         .arg("--no-defaults")
         .arg(format!("--datadir={}", datadir.display()))
+        .arg(format!("--tmpdir={}", tmpdir.display()))
         .args([
             "--user=root",
             "--auth-root-authentication-method=normal",
@@ -828,6 +834,7 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
                 "--user=root",
                 "--skip-grant-tables",
             ])
+            .arg(format!("--tmpdir={}", tmpdir.display()))
             .args([
                 "--skip-log-bin",
                 "--max-connections=1000",
