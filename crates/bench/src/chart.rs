@@ -252,6 +252,7 @@ impl Chart {
             text: self.y_label.clone(),
         });
         let count = self.series.len().max(1) as f64;
+        let mut legend_y = TOP + 10.0;
         for (s, (name, values)) in self.series.iter().enumerate() {
             let color = COLORS[s % COLORS.len()];
             match self.kind {
@@ -294,7 +295,7 @@ impl Chart {
                     });
                 }
             }
-            let ly = TOP + 10.0 + 20.0 * s as f64;
+            let ly = legend_y;
             let lx = LEFT + plot_w + 15.0;
             shapes.push(Shape::Rect {
                 x: lx,
@@ -304,7 +305,25 @@ impl Chart {
                 fill: color,
                 title: None,
             });
-            shapes.push(text(lx + 18.0, ly, 12.0, Anchor::Start, name));
+            // A parenthesis after the name ("(OOM-killed at 2x)") gets a line of
+            // its own, smaller: the legend column is narrow.
+            match name.split_once(" (") {
+                Some((first, rest)) => {
+                    shapes.push(text(lx + 18.0, ly, 12.0, Anchor::Start, first));
+                    shapes.push(text(
+                        lx + 18.0,
+                        ly + 14.0,
+                        11.0,
+                        Anchor::Start,
+                        &format!("({rest}"),
+                    ));
+                    legend_y += 34.0;
+                }
+                None => {
+                    shapes.push(text(lx + 18.0, ly, 12.0, Anchor::Start, name));
+                    legend_y += 20.0;
+                }
+            }
         }
         shapes
     }

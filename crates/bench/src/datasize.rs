@@ -759,7 +759,20 @@ fn report(
             .map(|s| (s.name.clone(), s.cells.iter().map(Cell::tps).collect()))
             .collect(),
     };
-    let files = chart.write_beside(&path)?;
+    // The picture says where a line ends and why; the ratios match plain names.
+    let mut drawn = chart.clone();
+    for ((name, _), subject) in drawn.series.iter_mut().zip(subjects) {
+        let ended = subject.cells.iter().zip(sizes).find_map(|(cell, size)| {
+            let why = match cell {
+                Cell::Oom(_) => "OOM-killed",
+                Cell::Refused(_) => "refused stores",
+                _ => return None,
+            };
+            Some(format!(" ({why} at {}x)", ratio_label(size.0)))
+        });
+        name.push_str(&ended.unwrap_or_default());
+    }
+    let files = drawn.write_beside(&path)?;
     println!("wrote {files}");
     section.charts.push(files);
     section.tables.push((
