@@ -15,7 +15,7 @@
 use std::collections::hash_map::RandomState;
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -56,18 +56,30 @@ pub(crate) struct Entry {
     pub referenced: AtomicBool,
 }
 
-/// Memory a key costs in the index beyond its bytes: the key's allocation header, the
-/// table slot (key pointer and entry) and its control byte, at the table's usual load.
-pub(crate) const KEY_OVERHEAD_BYTES: u64 =
-    16 + ((std::mem::size_of::<(Arc<[u8]>, Entry)>() as u64 + 1) * 8).div_ceil(7);
+/// A table slot: the key's pointer and the entry, plus the table's control byte.
+const SLOT_BYTES: u64 = std::mem::size_of::<(Arc<[u8]>, Entry)>() as u64 + 1;
+
+/// What the allocator hands out for a key: its reference counts, its bytes and the
+/// allocator's header, rounded up to its 16-byte granule.
+fn key_alloc_bytes(key_len: usize) -> u64 {
+    (16 + key_len as u64 + 8).div_ceil(16) * 16
+}
+
+/// Bytes a table with room for `capacity` entries allocates (hashbrown keeps an eighth
+/// of its buckets free).
+fn table_bytes(capacity: usize) -> u64 {
+    (capacity as u64 * 8).div_ceil(7) * SLOT_BYTES
+}
+
+/// What one more key costs the index at the table's fullest load: a budget check made
+/// before a store.
+pub(crate) fn key_cost(key_len: usize) -> u64 {
+    key_alloc_bytes(key_len) + SLOT_BYTES * 8 / 7
+}
 
 /// Memory a value in the cache costs beyond its bytes: its allocation header and its
 /// place in the FIFO.
 pub(crate) const VALUE_OVERHEAD_BYTES: u64 = 16 + std::mem::size_of::<(Arc<[u8]>, u64)>() as u64;
-
-pub(crate) fn key_cost(key_len: usize) -> u64 {
-    key_len as u64 + KEY_OVERHEAD_BYTES
-}
 
 fn value_cost(value: &[u8]) -> u64 {
     value.len() as u64 + VALUE_OVERHEAD_BYTES
@@ -76,9 +88,14 @@ fn value_cost(value: &[u8]) -> u64 {
 /// One shard: its part of the index and of the value cache.
 type Map = hashbrown::HashMap<Arc<[u8]>, Entry, RandomState>;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Shard {
     map: Map,
+    /// What this shard's table and keys allocate, also added into the index's total.
+    index_bytes: u64,
+    index_total: Arc<AtomicU64>,
+    /// What the keys' allocations take.
+    key_bytes: u64,
     /// Values in memory, in the order they came in: the key and the CAS of the version
     /// whose value it was. Entries whose version has gone are skipped when met.
     fifo: VecDeque<(Arc<[u8]>, u64)>,
@@ -96,6 +113,33 @@ fn data_bytes(key: &[u8], entry: &Entry) -> u64 {
 }
 
 impl Shard {
+    fn new(index_total: Arc<AtomicU64>) -> Shard {
+        Shard {
+            map: Map::default(),
+            index_bytes: 0,
+            index_total,
+            key_bytes: 0,
+            fifo: VecDeque::new(),
+            cached_bytes: 0,
+            cached_values: 0,
+            data_bytes: 0,
+        }
+    }
+
+    /// Recounts this shard's index memory after a change and passes the difference on
+    /// to the index's total.
+    fn account(&mut self) {
+        let now = table_bytes(self.map.capacity()) + self.key_bytes;
+        if now >= self.index_bytes {
+            self.index_total
+                .fetch_add(now - self.index_bytes, Ordering::Relaxed);
+        } else {
+            self.index_total
+                .fetch_sub(self.index_bytes - now, Ordering::Relaxed);
+        }
+        self.index_bytes = now;
+    }
+
     pub fn get(&self, key: &[u8]) -> Option<&Entry> {
         self.map.get(key)
     }
@@ -124,6 +168,8 @@ impl Shard {
             None => {
                 let k: Arc<[u8]> = key.into();
                 self.map.insert(Arc::clone(&k), entry);
+                self.key_bytes += key_alloc_bytes(key.len());
+                self.account();
                 (k, None)
             }
         };
@@ -144,6 +190,8 @@ impl Shard {
         let old = self.map.remove(key)?;
         self.uncache(&old);
         self.data_bytes -= data_bytes(key, &old);
+        self.key_bytes -= key_alloc_bytes(key.len());
+        self.account();
         Some(old)
     }
 
@@ -153,15 +201,18 @@ impl Shard {
         self.cached_bytes = 0;
         self.cached_values = 0;
         self.data_bytes = 0;
+        self.key_bytes = 0;
+        self.account();
     }
 
     /// Keeps the entries `keep` says to, as `HashMap::retain`.
     pub fn retain(&mut self, mut keep: impl FnMut(&Arc<[u8]>, &Entry) -> bool) {
-        let (mut freed, mut values, mut dropped) = (0, 0, 0);
+        let (mut freed, mut values, mut dropped, mut keys) = (0, 0, 0, 0);
         self.map.retain(|k, e| {
             let kept = keep(k, e);
             if !kept {
                 dropped += data_bytes(k, e);
+                keys += key_alloc_bytes(k.len());
             }
             if let (false, Some(value)) = (kept, &e.value) {
                 freed += value_cost(value);
@@ -172,6 +223,8 @@ impl Shard {
         self.cached_bytes -= freed;
         self.cached_values -= values;
         self.data_bytes -= dropped;
+        self.key_bytes -= keys;
+        self.account();
         self.trim_fifo();
     }
 
@@ -250,15 +303,27 @@ impl Shard {
 pub(crate) struct Index {
     shards: Box<[RwLock<Shard>]>,
     hasher: RandomState,
+    /// What every shard's table and keys allocate.
+    bytes: Arc<AtomicU64>,
 }
 
 impl Index {
     pub fn new() -> Index {
-        let shards = (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect();
+        let bytes = Arc::new(AtomicU64::new(0));
+        let shards = (0..SHARDS)
+            .map(|_| RwLock::new(Shard::new(Arc::clone(&bytes))))
+            .collect();
         Index {
             shards,
             hasher: RandomState::new(),
+            bytes,
         }
+    }
+
+    /// What the index allocates: every shard's table (at its capacity) and keys.
+    /// Values in memory are not in it: see `Shard::cached_bytes`.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
     }
 
     pub fn shard(&self, key: &[u8]) -> &RwLock<Shard> {

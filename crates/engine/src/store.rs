@@ -191,8 +191,7 @@ pub struct Stats {
     pub expired_purged: u64,
     /// Bytes appended to the log since open, copies included.
     pub appended_since_open_bytes: u64,
-    /// What the index is estimated to hold in memory: every key, its metadata and its
-    /// table slot (see `index::KEY_OVERHEAD_BYTES`).
+    /// What the index allocates: its tables at their capacity, and every key.
     pub index_bytes: u64,
     /// What the values in memory cost, and how many values are there.
     pub cache_bytes: u64,
@@ -245,7 +244,6 @@ pub struct Store {
     /// The LSN replay ended at.
     opened_lsn: u64,
     memory_limit: AtomicU64,
-    index_bytes: AtomicU64,
     value_reads: AtomicU64,
     evictions: AtomicU64,
     /// Set once any live value has been out of memory (evicted, or left on disk by
@@ -497,7 +495,7 @@ impl Store {
             usage.entry(sequence).or_default().bytes = data.len() as u64;
         }
         // Drop what is dead now; count what is live, segment by segment.
-        let (mut items, mut index_bytes) = (0u64, 0u64);
+        let mut items = 0u64;
         let mut flushed: Vec<(Arc<[u8]>, Location)> = Vec::new();
         for shard in replay.index.shards() {
             let mut shard = shard.write();
@@ -510,8 +508,7 @@ impl Store {
                 }
             });
             items += shard.len() as u64;
-            for (key, e) in shard.iter() {
-                index_bytes += key_cost(key.len());
+            for (_, e) in shard.iter() {
                 usage.entry(e.location.segment).or_default().live_bytes +=
                     u64::from(e.location.len);
             }
@@ -578,7 +575,6 @@ impl Store {
             expired_purged: AtomicU64::new(0),
             opened_lsn: lsn,
             memory_limit: AtomicU64::new(options.memory_limit_bytes),
-            index_bytes: AtomicU64::new(index_bytes),
             value_reads: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             values_out: std::sync::atomic::AtomicBool::new(replay.left_values_out),
@@ -746,9 +742,7 @@ impl Store {
     /// keys must stay in memory.
     pub fn has_room_for_key(&self, key_len: usize) -> bool {
         let limit = self.memory_limit();
-        limit == 0
-            || self.index_bytes.load(Ordering::Relaxed) + key_cost(key_len)
-                <= limit - reserve(limit)
+        limit == 0 || self.index.bytes() + key_cost(key_len) <= limit - reserve(limit)
     }
 
     /// Brings every shard's values within the memory budget. Writes do this for their
@@ -770,8 +764,7 @@ impl Store {
         if limit == 0 {
             return;
         }
-        let for_values =
-            (limit - reserve(limit)).saturating_sub(self.index_bytes.load(Ordering::Relaxed));
+        let for_values = (limit - reserve(limit)).saturating_sub(self.index.bytes());
         let share = for_values / SHARDS;
         if shard.cached_bytes > share {
             let evicted = shard.evict_to(share, self.log.written_lsn());
@@ -807,8 +800,6 @@ impl Store {
             if state != Liveness::Live {
                 shard.remove(key);
                 self.curr_items.fetch_sub(1, Ordering::Relaxed);
-                self.index_bytes
-                    .fetch_sub(key_cost(key.len()), Ordering::Relaxed);
             }
         }
     }
@@ -938,8 +929,6 @@ impl Store {
                     if let Some(old) = shard.remove(key) {
                         cas = old.cas;
                         self.curr_items.fetch_sub(1, Ordering::Relaxed);
-                        self.index_bytes
-                            .fetch_sub(key_cost(key.len()), Ordering::Relaxed);
                     }
                     Some(Written { lsn, cas })
                 } else {
@@ -983,8 +972,6 @@ impl Store {
                 };
                 if shard.put(key, entry).is_none() {
                     self.curr_items.fetch_add(1, Ordering::Relaxed);
-                    self.index_bytes
-                        .fetch_add(key_cost(key.len()), Ordering::Relaxed);
                 }
                 self.enforce_budget(&mut shard);
                 Some(Written { lsn, cas })
@@ -1029,15 +1016,8 @@ impl Store {
             }
         }
         self.flush_deadline.store(deadline, Ordering::Release);
-        let (mut items, mut index_bytes) = (0u64, 0u64);
-        for shard in guards.iter() {
-            items += shard.len() as u64;
-            for (key, _) in shard.iter() {
-                index_bytes += key_cost(key.len());
-            }
-        }
+        let items: u64 = guards.iter().map(|shard| shard.len() as u64).sum();
         self.curr_items.store(items, Ordering::Relaxed);
-        self.index_bytes.store(index_bytes, Ordering::Relaxed);
         Ok(lsn)
     }
 
@@ -1072,7 +1052,7 @@ impl Store {
             cached_values += shard.cached_values;
         }
         Stats {
-            index_bytes: self.index_bytes.load(Ordering::Relaxed),
+            index_bytes: self.index.bytes(),
             cache_bytes,
             cached_values,
             memory_limit_bytes: self.memory_limit(),
