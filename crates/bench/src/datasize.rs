@@ -147,18 +147,19 @@ fn memory_plan(kind: &BackendKind, limit_mib: u64) -> MemoryPlan {
 const MARIADB_SMALL_CACHES: [&str; 2] = ["--aria-pagecache-buffer-size=8M", "--key-buffer-size=8M"];
 
 /// Kura's arguments in this workload, besides those every started Kura gets (port,
-/// address, data directory, durability, threads, `--kura-arg`): the one place to
-/// give Kura its memory budget.
+/// address, data directory, durability, threads, `--kura-arg`): its memory budget.
 ///
-/// No `-m` from this workload yet, on purpose: when it was written, Kura's `-m`
-/// refused stores past the limit (as memcached's `-M` does), which would have
-/// turned every size above it into refused loads. The memory budget of
-/// `docs/beyond-memory.md` (values beyond `-m` stay on disk) is being finished by
-/// its owner, who will push `-m <share of limit_mib>` here, leaving room in the
-/// cgroup for the page cache. Until then Kura keeps its default `-m` and only the
-/// cgroup bounds it; `--kura-arg=-m<MiB>` tries a budget meanwhile.
-fn kura_args(_limit_mib: u64, extra: &[String]) -> Vec<String> {
-    extra.to_vec()
+/// Kura's `-m` bounds its index and the values it keeps in memory; values beyond it
+/// stay on disk. It gets half the limit, as MariaDB gets half as its buffer pool: the
+/// other half is the process's own overhead and the page cache. A `-m` given with
+/// `--kura-arg` wins.
+fn kura_args(limit_mib: u64, extra: &[String]) -> Vec<String> {
+    let mut args = Vec::new();
+    if !extra.iter().any(|a| a.starts_with("-m")) {
+        args.push(format!("-m{}", (limit_mib / 2).max(1)));
+    }
+    args.extend(extra.iter().cloned());
+    args
 }
 
 /// What became of one backend at one size.
@@ -844,10 +845,10 @@ fn report(
             "the memory budget given with `--kura-arg` (see its command line below), \
              and nothing else from this workload."
         } else {
-            "no `-m` from this workload yet (see `kura_args()` in \
-             crates/bench/src/datasize.rs), so Kura ran with its default `-m` (1024 MiB) \
-             and only the cgroup bounded it: it is killed once what it holds in memory \
-             outgrows the limit."
+            "`-m` of half the limit (`kura_args()` in crates/bench/src/datasize.rs): its \
+             index and the values it keeps in memory stay within it, values beyond it stay \
+             on disk. Its index still holds every key (about 250 bytes a key), so once the \
+             keys alone fill `-m` it refuses stores."
         }
     ));
     section.notes.push(
