@@ -737,12 +737,14 @@ impl Store {
         self.memory_limit.load(Ordering::Relaxed)
     }
 
-    /// Whether the index has room for one more key of this length within the memory
-    /// budget. Values never make a store refuse: they live on disk when memory is short;
-    /// keys must stay in memory.
-    pub fn has_room_for_key(&self, key_len: usize) -> bool {
+    /// Whether a store of `key` fits the memory budget: the key is already in the
+    /// index, or the index has room for one more. Values never make a store refuse:
+    /// they live on disk when memory is short; keys must stay in memory.
+    pub fn has_room_for_key(&self, key: &[u8]) -> bool {
         let limit = self.memory_limit();
-        limit == 0 || self.index.bytes() + key_cost(key_len) <= limit - reserve(limit)
+        limit == 0
+            || self.index.bytes() + key_cost(key.len()) <= limit - reserve(limit)
+            || self.index.shard(key).read().get(key).is_some()
     }
 
     /// Brings every shard's values within the memory budget. Writes do this for their

@@ -63,7 +63,7 @@ pub fn store(
 ) -> Result<(StoreResult, Option<Written>), kura_engine::Error> {
     bump(&counters.cmd_set);
     // Values go to disk when memory is short; keys must fit in the index's budget.
-    if !store.has_room_for_key(request.key.len()) {
+    if !store.has_room_for_key(request.key) {
         bump(&counters.store_no_memory);
         return Ok((StoreResult::NoMemory, None));
     }

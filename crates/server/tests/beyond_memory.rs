@@ -148,3 +148,45 @@ fn data_three_times_the_memory_limit_is_served_from_disk() {
     expected.extend_from_slice(b"xyz\r\nVALUE n 0 2\r\n42\r\nEND\r\n");
     assert!(reply == expected, "after restart");
 }
+
+/// Keys must stay in memory: once they alone fill `-m`, a store of a new key is
+/// refused as memcached -M refuses it, and nothing stored is lost; a store to a key
+/// already there still goes in.
+#[test]
+fn keys_that_fill_the_budget_refuse_new_keys_only() {
+    let base = tempfile::Builder::new()
+        .prefix("beyond-keys-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let server = KuraOptions::new(kura_bin(env!("CARGO_BIN_EXE_kura")), Durability::Interval)
+        .arg("-m")
+        .arg("1")
+        .start_on(base.path())
+        .unwrap_or_else(|e| panic!("start: {e}"));
+    let mut client = connect(&server);
+    let mut stored = 0;
+    let refused = loop {
+        assert!(stored < 50_000, "1 MiB never filled");
+        let reply = client
+            .request(
+                format!("set key{stored} 0 0 1\r\nx\r\n").as_bytes(),
+                b"\r\n",
+            )
+            .unwrap_or_else(|e| panic!("set: {e}"));
+        if reply != b"STORED\r\n" {
+            break reply;
+        }
+        stored += 1;
+    };
+    assert_eq!(refused, b"SERVER_ERROR out of memory storing object\r\n");
+    assert!(stored > 100, "refused after {stored} keys");
+    let reply = client
+        .request(b"set key0 0 0 3\r\nnew\r\nget key0\r\n", b"END\r\n")
+        .unwrap_or_else(|e| panic!("overwrite: {e}"));
+    assert_eq!(reply, b"STORED\r\nVALUE key0 0 3\r\nnew\r\nEND\r\n");
+    let last = format!("get key{}\r\n", stored - 1);
+    let reply = client
+        .request(last.as_bytes(), b"END\r\n")
+        .unwrap_or_else(|e| panic!("get: {e}"));
+    assert!(reply.starts_with(b"VALUE"), "a stored key was lost");
+}
