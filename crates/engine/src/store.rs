@@ -301,6 +301,22 @@ fn snapshot(entry: &Entry, value: Arc<[u8]>) -> Item {
     }
 }
 
+/// A value just read from the log, with the CAS of the version it belongs to.
+type Loaded = Option<(u64, Arc<[u8]>)>;
+
+/// `entry`'s value: in memory, or the one `loaded` from the log for this very version;
+/// otherwise where to read it.
+fn value_at_hand(entry: &Entry, loaded: &Loaded) -> Result<Arc<[u8]>, MissingValue> {
+    match (&entry.value, loaded) {
+        (Some(value), _) => Ok(Arc::clone(value)),
+        (None, Some((cas, value))) if *cas == entry.cas => Ok(Arc::clone(value)),
+        (None, _) => Err(MissingValue {
+            cas: entry.cas,
+            location: entry.location,
+        }),
+    }
+}
+
 fn empty_value() -> Arc<[u8]> {
     Arc::from(&[][..])
 }
@@ -605,7 +621,7 @@ impl Store {
 
     fn read(&self, key: &[u8], access: Access) -> Result<Option<Item>, Error> {
         let shard = self.index.shard(key);
-        let mut loaded: Option<(u64, Arc<[u8]>)> = None;
+        let mut loaded: Loaded = None;
         loop {
             let now = self.now_secs();
             let deadline = self.flush_deadline.load(Ordering::Acquire);
@@ -621,21 +637,12 @@ impl Store {
                     self.remove_if_dead(&mut guard, key, now, deadline);
                     return Ok(None);
                 }
-                match (&entry.value, &loaded) {
-                    (Some(value), _) => Some(Arc::clone(value)),
-                    (None, Some((cas, value))) if *cas == entry.cas => Some(Arc::clone(value)),
-                    (None, _) => None,
-                }
-                .map(|value| {
+                value_at_hand(entry, &loaded).map(|value| {
                     let item = snapshot(entry, value);
                     if access == Access::Fetch {
                         entry.mark_access(now);
                     }
                     item
-                })
-                .ok_or(MissingValue {
-                    cas: entry.cas,
-                    location: entry.location,
                 })
             };
             match missing {
@@ -657,18 +664,13 @@ impl Store {
     pub fn missing_value(&self, key: &[u8]) -> Option<MissingValue> {
         let guard = self.index.shard(key).read();
         let entry = guard.get(key)?;
-        if entry.value.is_some() {
-            return None;
-        }
+        let missing = value_at_hand(entry, &None).err()?;
         let live = is_live(
             entry,
             self.now_secs(),
             self.flush_deadline.load(Ordering::Acquire),
         );
-        live.then_some(MissingValue {
-            cas: entry.cas,
-            location: entry.location,
-        })
+        live.then_some(missing)
     }
 
     /// Reads a value [`Store::missing_value`] reported from the log (one positional
@@ -843,7 +845,7 @@ impl Store {
             return Err(Error::Poisoned);
         }
         let shard_lock = self.index.shard(key);
-        let mut loaded: Option<(u64, Arc<[u8]>)> = None;
+        let mut loaded: Loaded = None;
         let (now, mut shard, current, current_location) = loop {
             let now = self.now_secs();
             let deadline = self.flush_deadline.load(Ordering::Acquire);
@@ -851,22 +853,17 @@ impl Store {
             // One lookup for the common cases; a dead version (rare) is dropped first.
             let missing = match shard.get(key) {
                 Some(entry) if is_live(entry, now, deadline) => {
-                    let value = match (&entry.value, &loaded) {
-                        (Some(value), _) => Some(Arc::clone(value)),
-                        (None, Some((cas, value))) if *cas == entry.cas => Some(Arc::clone(value)),
-                        (None, _) if need == Need::Meta => Some(empty_value()),
-                        (None, _) => None,
+                    let value = match value_at_hand(entry, &loaded) {
+                        Err(_) if need == Need::Meta => Ok(empty_value()),
+                        other => other,
                     };
                     match value {
-                        Some(value) => {
+                        Ok(value) => {
                             let location = entry.location;
                             let item = snapshot(entry, value);
                             break (now, shard, Some(item), Some(location));
                         }
-                        None => MissingValue {
-                            cas: entry.cas,
-                            location: entry.location,
-                        },
+                        Err(missing) => missing,
                     }
                 }
                 Some(_) => {
