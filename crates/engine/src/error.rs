@@ -15,6 +15,9 @@ pub enum Error {
     Format(String),
     /// Another process holds the data directory.
     Locked,
+    /// The log spans as many segments as the index can address; compaction must
+    /// remove the oldest before more can be written.
+    LogFull,
 }
 
 impl fmt::Display for Error {
@@ -24,6 +27,7 @@ impl fmt::Display for Error {
             Error::Poisoned => write!(f, "store refuses writes after a failed write or fsync"),
             Error::Format(why) => write!(f, "unreadable data directory: {why}"),
             Error::Locked => write!(f, "data directory is locked by another process"),
+            Error::LogFull => write!(f, "the log spans the most segments the index addresses"),
         }
     }
 }

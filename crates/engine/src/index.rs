@@ -1,19 +1,34 @@
-//! The in-memory index: key -> newest live version, in shards so that writers of
+//! The in-memory index: key -> where its newest live version is, in eight bytes a key,
+//! with no key in memory. Each shard also holds its part of the cache of versions in
+//! memory.
+//!
+//! The index is split in 64 shards, each a `RwLock<Shard>`, so that writers of
 //! different keys do not wait on one another and readers never wait on a writer of
-//! another shard. Each shard also holds its part of the value cache.
+//! another shard. The shard is chosen from the top bits of a keyed SipHash of the key,
+//! so clients cannot aim every key at one shard.
 //!
-//! Each shard is a `RwLock<Shard>`; the shard is chosen from the top bits of a keyed
-//! SipHash of the key, so clients cannot aim every key at one shard.
+//! A shard is an open-addressing table of 8-byte slots (linear probing, at most 4/5
+//! full, grown by half when it gets there). A slot holds 25 more bits of the key's hash
+//! (its fingerprint) and either
+//! - the address of the key's newest record in the log (segment number modulo 4096
+//!   and byte offset: see [`raw_address`]): the key is "cold", nothing else of it is in
+//!   memory; or
+//! - the place in the shard's slab of an [`Entry`]: the whole version (key, value,
+//!   metadata) is in memory, "cached".
 //!
-//! Every key's metadata (flags, expiry, CAS, where its record is) stays in memory; its
-//! value may not. A value in memory is in the cache: the shard remembers the order values
-//! came in (a FIFO of key and CAS) and evicts with a second chance, CLOCK style: a value
-//! read since it came in goes round once more. An evicted value is read back from its
-//! record in the log when next wanted. A value is evicted only once its record has been
-//! written to the operating system, so a read of the file finds it.
+//! A slot's home is the fingerprint scaled to the table's size, so the table can be
+//! grown, and a slot removed by shifting its neighbours back, from the slots alone. A
+//! lookup compares fingerprints; a cached candidate settles it by its key, a cold one
+//! only by reading its record. Two keys of one shard share a fingerprint with odds of
+//! one in 2^25 (at a million keys in a shard, one lookup in 32 meets a stranger and
+//! reads one record more): see [`Found::Unknown`].
+//!
+//! The cache evicts with a second chance, CLOCK style, over the slab: a version read
+//! since it came in goes round once more. An evicted version becomes a cold slot again.
+//! A version is evicted only once its record has been written to the operating
+//! system, so a read of the file finds it.
 
 use std::collections::hash_map::RandomState;
-use std::collections::VecDeque;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -21,16 +36,79 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use crate::log::Location;
+use crate::record::{ITEM_BINARY_KEY, ITEM_EXPLICIT_CAS, ITEM_STALE};
 
 /// 64 shards: enough that two cores and their connections rarely meet on one lock.
 const SHARD_BITS: u32 = 6;
 pub(crate) const SHARDS: u64 = 1 << SHARD_BITS;
 
-/// One key's newest version.
+/// Hash bits a slot keeps beside the shard's.
+const FP_BITS: u32 = 25;
+const FP_SHIFT: u32 = 64 - FP_BITS;
+/// The slot's kind: set when it names a slab entry, clear when a log address.
+const CACHED: u64 = 1 << 38;
+const PAYLOAD: u64 = CACHED - 1;
+
+/// Bits of a record's byte offset in its segment: segments are at most 64 MiB.
+pub(crate) const OFFSET_BITS: u32 = 26;
+pub(crate) const MAX_SEGMENT_BYTES: u64 = 1 << OFFSET_BITS;
+/// How many segments a slot's address can tell apart: the log may span at most this
+/// many at once (256 GiB at 64 MiB each).
+pub(crate) const SEGMENT_WINDOW: u64 = 1 << (38 - OFFSET_BITS);
+
+/// A slot's size.
+pub(crate) const SLOT_BYTES: u64 = 8;
+/// The most one more key can cost the table: a slot at the lowest load the table has
+/// right after it grew (4/5 ÷ 3/2 = 8/15 full), rounded up.
+pub(crate) const KEY_COST_BYTES: u64 = 16;
+
+/// A record's address as a cold slot holds it: its segment number modulo
+/// [`SEGMENT_WINDOW`] and its byte offset. The live segments are always a run of
+/// consecutive numbers shorter than the window (the log refuses to grow past it), so
+/// the oldest live segment's number turns it back into a [`Location`]'s segment.
+pub(crate) fn raw_address(segment: u64, offset: u32) -> u64 {
+    ((segment % SEGMENT_WINDOW) << OFFSET_BITS) | u64::from(offset)
+}
+
+/// The segment and offset of a raw address, given the oldest live segment.
+pub(crate) fn address_of(raw: u64, oldest_segment: u64) -> (u64, u32) {
+    let window_slot = raw >> OFFSET_BITS;
+    let back = (window_slot + SEGMENT_WINDOW - oldest_segment % SEGMENT_WINDOW) % SEGMENT_WINDOW;
+    (
+        oldest_segment + back,
+        (raw & ((1 << OFFSET_BITS) - 1)) as u32,
+    )
+}
+
+/// A key's hash, split: which shard, and the fingerprint its slot keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hashed {
+    shard: usize,
+    fp: u64,
+}
+
+/// A version read from the log: its put record, owned.
+#[derive(Debug, Clone)]
+pub(crate) struct Version {
+    pub key: Box<[u8]>,
+    pub value: Arc<[u8]>,
+    pub client_flags: u32,
+    pub exptime: u32,
+    pub time: u32,
+    pub cas: u64,
+    pub item_flags: u8,
+    pub location: Location,
+}
+
+/// Records read from the log during one request, by raw address: what a lookup may
+/// use in place of a cold slot's record.
+pub(crate) type Loaded = Vec<(u64, Version)>;
+
+/// A version in memory.
 #[derive(Debug)]
 pub(crate) struct Entry {
-    /// The value, when it is in memory; otherwise it is read from `location`.
-    pub value: Option<Arc<[u8]>>,
+    pub key: Box<[u8]>,
+    pub value: Arc<[u8]>,
     pub client_flags: u32,
     /// Absolute Unix seconds; 0 = never.
     pub exptime: u32,
@@ -39,304 +117,75 @@ pub(crate) struct Entry {
     pub cas: u64,
     /// The LSN of the record that made this version; a reply that shows it waits until
     /// that LSN is acknowledged. A copy made by compaction keeps the original's LSN: it
-    /// is no new write.
+    /// is no new write. 0 for versions read from the log.
     pub lsn: u64,
     /// Where the record holding this version sits (moved by compaction).
     pub location: Location,
-    /// The length of the value, in memory or not.
-    pub value_len: u32,
     pub stale: bool,
     /// Stored through the meta protocol's base64 key flag: replies show it encoded.
     pub binary_key: bool,
-    /// Volatile access bookkeeping for the meta protocol (not logged).
+    /// The CAS was chosen by the client (meta `E`), not by the store's counter.
+    pub explicit_cas: bool,
+    /// Volatile access bookkeeping for the meta protocol (not logged; lost when the
+    /// version leaves memory).
     pub fetched: AtomicBool,
     pub last_access: AtomicU32,
     pub win_sent: AtomicBool,
-    /// Read since its value came into memory: the cache's second chance.
+    /// Read since it came into memory: the cache's second chance.
     pub referenced: AtomicBool,
-}
-
-/// A table slot: the key's pointer and the entry, plus the table's control byte.
-const SLOT_BYTES: u64 = std::mem::size_of::<(Arc<[u8]>, Entry)>() as u64 + 1;
-
-/// What the allocator hands out for a key: its reference counts, its bytes and the
-/// allocator's header, rounded up to its 16-byte granule.
-fn key_alloc_bytes(key_len: usize) -> u64 {
-    (16 + key_len as u64 + 8).div_ceil(16) * 16
-}
-
-/// Bytes a table with room for `capacity` entries allocates (hashbrown keeps an eighth
-/// of its buckets free).
-fn table_bytes(capacity: usize) -> u64 {
-    (capacity as u64 * 8).div_ceil(7) * SLOT_BYTES
-}
-
-/// What one more key costs the index at the table's fullest load: a budget check made
-/// before a store.
-pub(crate) fn key_cost(key_len: usize) -> u64 {
-    key_alloc_bytes(key_len) + SLOT_BYTES * 8 / 7
-}
-
-/// Memory a value in the cache costs beyond its bytes: its allocation header and its
-/// place in the FIFO.
-pub(crate) const VALUE_OVERHEAD_BYTES: u64 = 16 + std::mem::size_of::<(Arc<[u8]>, u64)>() as u64;
-
-fn value_cost(value: &[u8]) -> u64 {
-    value.len() as u64 + VALUE_OVERHEAD_BYTES
-}
-
-/// One shard: its part of the index and of the value cache.
-type Map = hashbrown::HashMap<Arc<[u8]>, Entry, RandomState>;
-
-#[derive(Debug)]
-pub(crate) struct Shard {
-    map: Map,
-    /// What this shard's table and keys allocate, also added into the index's total.
-    index_bytes: u64,
-    index_total: Arc<AtomicU64>,
-    /// What the keys' allocations take.
-    key_bytes: u64,
-    /// Values in memory, in the order they came in: the key and the CAS of the version
-    /// whose value it was. Entries whose version has gone are skipped when met.
-    fifo: VecDeque<(Arc<[u8]>, u64)>,
-    /// Bytes the values in memory cost (see [`VALUE_OVERHEAD_BYTES`]), and how many.
-    pub cached_bytes: u64,
-    pub cached_values: u64,
-    /// Bytes of keys and values of every entry, in memory or not (memcached's
-    /// `bytes`). Kept here, under the shard lock, rather than in one counter every
-    /// core would write on every store.
-    pub data_bytes: u64,
-}
-
-fn data_bytes(key: &[u8], entry: &Entry) -> u64 {
-    key.len() as u64 + u64::from(entry.value_len)
-}
-
-impl Shard {
-    fn new(index_total: Arc<AtomicU64>) -> Shard {
-        Shard {
-            map: Map::default(),
-            index_bytes: 0,
-            index_total,
-            key_bytes: 0,
-            fifo: VecDeque::new(),
-            cached_bytes: 0,
-            cached_values: 0,
-            data_bytes: 0,
-        }
-    }
-
-    /// Recounts this shard's index memory after a change and passes the difference on
-    /// to the index's total.
-    fn account(&mut self) {
-        let now = table_bytes(self.map.capacity()) + self.key_bytes;
-        if now >= self.index_bytes {
-            self.index_total
-                .fetch_add(now - self.index_bytes, Ordering::Relaxed);
-        } else {
-            self.index_total
-                .fetch_sub(self.index_bytes - now, Ordering::Relaxed);
-        }
-        self.index_bytes = now;
-    }
-
-    pub fn get(&self, key: &[u8]) -> Option<&Entry> {
-        self.map.get(key)
-    }
-
-    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        self.map.get_mut(key)
-    }
-
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    pub fn iter(&self) -> hashbrown::hash_map::Iter<'_, Arc<[u8]>, Entry> {
-        self.map.iter()
-    }
-
-    /// Stores `entry` as `key`'s version, returning the one it replaces. A value in
-    /// memory goes into the cache.
-    pub fn put(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
-        let cas = entry.cas;
-        let cached = entry.value.as_deref().map(value_cost);
-        self.data_bytes += data_bytes(key, &entry);
-        let (key, old) = match self.map.get_key_value_mut(key) {
-            // Overwrite in place: one lookup, and the key's allocation stays.
-            Some((k, slot)) => (Arc::clone(k), Some(std::mem::replace(slot, entry))),
-            None => {
-                let k: Arc<[u8]> = key.into();
-                self.map.insert(Arc::clone(&k), entry);
-                self.key_bytes += key_alloc_bytes(key.len());
-                self.account();
-                (k, None)
-            }
-        };
-        if let Some(old) = &old {
-            self.uncache(old);
-            self.data_bytes -= data_bytes(&key, old);
-        }
-        if let Some(cost) = cached {
-            self.cached_bytes += cost;
-            self.cached_values += 1;
-            self.fifo.push_back((key, cas));
-            self.trim_fifo();
-        }
-        old
-    }
-
-    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        let old = self.map.remove(key)?;
-        self.uncache(&old);
-        self.data_bytes -= data_bytes(key, &old);
-        self.key_bytes -= key_alloc_bytes(key.len());
-        self.account();
-        Some(old)
-    }
-
-    pub fn clear(&mut self) {
-        self.map.clear();
-        self.fifo.clear();
-        self.cached_bytes = 0;
-        self.cached_values = 0;
-        self.data_bytes = 0;
-        self.key_bytes = 0;
-        self.account();
-    }
-
-    /// Keeps the entries `keep` says to, as `HashMap::retain`.
-    pub fn retain(&mut self, mut keep: impl FnMut(&Arc<[u8]>, &Entry) -> bool) {
-        let (mut freed, mut values, mut dropped, mut keys) = (0, 0, 0, 0);
-        self.map.retain(|k, e| {
-            let kept = keep(k, e);
-            if !kept {
-                dropped += data_bytes(k, e);
-                keys += key_alloc_bytes(k.len());
-            }
-            if let (false, Some(value)) = (kept, &e.value) {
-                freed += value_cost(value);
-                values += 1;
-            }
-            kept
-        });
-        self.cached_bytes -= freed;
-        self.cached_values -= values;
-        self.data_bytes -= dropped;
-        self.key_bytes -= keys;
-        self.account();
-        self.trim_fifo();
-    }
-
-    /// Puts a value read from the log back in memory, if `key` is still at the version
-    /// with this CAS and its value is not already there. Returns whether it did.
-    pub fn install(&mut self, key: &[u8], cas: u64, value: &Arc<[u8]>) -> bool {
-        let Some((k, entry)) = self.map.get_key_value_mut(key) else {
-            return false;
-        };
-        if entry.cas != cas || entry.value.is_some() {
-            return false;
-        }
-        entry.value = Some(Arc::clone(value));
-        // Wanted just now: it gets a second chance before it can go again.
-        entry.referenced.store(true, Ordering::Relaxed);
-        let k = Arc::clone(k);
-        self.cached_bytes += value_cost(value);
-        self.cached_values += 1;
-        self.fifo.push_back((k, cas));
-        self.trim_fifo();
-        true
-    }
-
-    /// Evicts values until the cache holds at most `budget` bytes or nothing more can
-    /// go. Values of records not yet written out (past `written_lsn`) stay. Returns how
-    /// many values went.
-    pub fn evict_to(&mut self, budget: u64, written_lsn: u64) -> u64 {
-        let mut evicted = 0;
-        // Each FIFO entry is looked at at most twice (once more after a second chance).
-        let mut steps = self.fifo.len() * 2;
-        while self.cached_bytes > budget && steps > 0 {
-            steps -= 1;
-            let Some((key, cas)) = self.fifo.pop_front() else {
-                break;
-            };
-            let Some(entry) = self.map.get_mut(&*key) else {
-                continue;
-            };
-            if entry.cas != cas || entry.value.is_none() {
-                continue;
-            }
-            if entry.referenced.swap(false, Ordering::Relaxed) || entry.lsn > written_lsn {
-                self.fifo.push_back((key, cas));
-                continue;
-            }
-            if let Some(value) = entry.value.take() {
-                self.cached_bytes -= value_cost(&value);
-                self.cached_values -= 1;
-                evicted += 1;
-            }
-        }
-        evicted
-    }
-
-    fn uncache(&mut self, old: &Entry) {
-        if let Some(value) = &old.value {
-            self.cached_bytes -= value_cost(value);
-            self.cached_values -= 1;
-        }
-    }
-
-    /// Drops FIFO entries of versions that have gone, once they outnumber the live ones:
-    /// keys overwritten again and again must not grow it without bound.
-    fn trim_fifo(&mut self) {
-        if self.fifo.len() <= 2 * self.map.len() + 64 {
-            return;
-        }
-        let map = &self.map;
-        self.fifo.retain(|(key, cas)| {
-            map.get(&**key)
-                .is_some_and(|e| e.cas == *cas && e.value.is_some())
-        });
-    }
-}
-
-pub(crate) struct Index {
-    shards: Box<[RwLock<Shard>]>,
-    hasher: RandomState,
-    /// What every shard's table and keys allocate.
-    bytes: Arc<AtomicU64>,
-}
-
-impl Index {
-    pub fn new() -> Index {
-        let bytes = Arc::new(AtomicU64::new(0));
-        let shards = (0..SHARDS)
-            .map(|_| RwLock::new(Shard::new(Arc::clone(&bytes))))
-            .collect();
-        Index {
-            shards,
-            hasher: RandomState::new(),
-            bytes,
-        }
-    }
-
-    /// What the index allocates: every shard's table (at its capacity) and keys.
-    /// Values in memory are not in it: see `Shard::cached_bytes`.
-    pub fn bytes(&self) -> u64 {
-        self.bytes.load(Ordering::Relaxed)
-    }
-
-    pub fn shard(&self, key: &[u8]) -> &RwLock<Shard> {
-        let hash = self.hasher.hash_one(key);
-        &self.shards[(hash >> (64 - SHARD_BITS)) as usize]
-    }
-
-    pub fn shards(&self) -> &[RwLock<Shard>] {
-        &self.shards
-    }
+    /// Its slot's fingerprint, to find the slot again when it is evicted.
+    fp: u32,
 }
 
 impl Entry {
+    /// A version in memory for the key `h` came from.
+    pub fn new(h: Hashed, key: &[u8], value: Arc<[u8]>, location: Location) -> Entry {
+        Entry {
+            key: key.into(),
+            value,
+            client_flags: 0,
+            exptime: 0,
+            time: 0,
+            cas: 0,
+            lsn: 0,
+            location,
+            stale: false,
+            binary_key: false,
+            explicit_cas: false,
+            fetched: AtomicBool::new(false),
+            last_access: AtomicU32::new(0),
+            win_sent: AtomicBool::new(false),
+            referenced: AtomicBool::new(false),
+            fp: h.fp as u32,
+        }
+    }
+
+    /// A version read from the log, in memory again.
+    pub fn from_version(h: Hashed, v: &Version) -> Entry {
+        Entry {
+            client_flags: v.client_flags,
+            exptime: v.exptime,
+            time: v.time,
+            cas: v.cas,
+            stale: v.item_flags & ITEM_STALE != 0,
+            binary_key: v.item_flags & ITEM_BINARY_KEY != 0,
+            explicit_cas: v.item_flags & ITEM_EXPLICIT_CAS != 0,
+            last_access: AtomicU32::new(v.time),
+            ..Entry::new(h, &v.key, Arc::clone(&v.value), v.location)
+        }
+    }
+
+    /// The item flags its record carries.
+    pub fn item_flags(&self) -> u8 {
+        (if self.stale { ITEM_STALE } else { 0 })
+            | (if self.binary_key { ITEM_BINARY_KEY } else { 0 })
+            | (if self.explicit_cas {
+                ITEM_EXPLICIT_CAS
+            } else {
+                0
+            })
+    }
+
     /// Records an access. Writes only what changed: a hot key read from both cores
     /// would otherwise bounce its cache line on every read.
     pub fn mark_access(&self, now_secs: u32) {
@@ -348,6 +197,633 @@ impl Entry {
         }
         if !self.referenced.load(Ordering::Relaxed) {
             self.referenced.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What an allocation of `len` bytes takes from the allocator: its header, rounded up
+/// to its 16-byte granule.
+fn alloc_bytes(len: usize) -> u64 {
+    (len as u64 + 8).div_ceil(16) * 16
+}
+
+/// A slab place.
+const ENTRY_BYTES: u64 = std::mem::size_of::<Option<Entry>>() as u64;
+
+/// What a version in memory costs beyond its slab place: its key and its value (with
+/// the value's reference counts).
+fn entry_cost(entry: &Entry) -> u64 {
+    alloc_bytes(entry.key.len()) + alloc_bytes(16 + entry.value.len())
+}
+
+/// What a lookup found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// In memory: the slot, and the entry's place in the slab.
+    Cached { pos: usize, idx: usize },
+    /// Cold, and `loaded[which]` is its record, read for this request.
+    Loaded { pos: usize, which: usize },
+    /// Not in the index.
+    Absent,
+    /// Cold slots whose fingerprint matches: the records at these raw addresses must be
+    /// read to tell whether one is the key's (usually exactly one, and it is).
+    Unknown(Vec<u64>),
+}
+
+/// One shard: its part of the index and of the cache.
+#[derive(Debug)]
+pub(crate) struct Shard {
+    /// 0 = empty; otherwise fingerprint, kind and payload, as the module says.
+    slots: Box<[u64]>,
+    len: usize,
+    /// Versions in memory; slots of kind CACHED point here.
+    entries: Vec<Option<Entry>>,
+    free: Vec<u32>,
+    /// The CLOCK hand: the next slab place eviction looks at.
+    hand: usize,
+    /// This shard's table bytes, also added into the index's total.
+    index_bytes: u64,
+    index_total: Arc<AtomicU64>,
+    /// Keys and values in memory, beside the slab's own places.
+    entry_bytes: u64,
+    pub cached_values: u64,
+    /// Bytes of keys and values of every live version, in memory or not (memcached's
+    /// `bytes`). The store keeps it, under the shard lock, rather than in one counter
+    /// every core would write on every store.
+    pub data_bytes: u64,
+}
+
+impl Shard {
+    fn new(index_total: Arc<AtomicU64>) -> Shard {
+        Shard {
+            slots: Box::new([]),
+            len: 0,
+            entries: Vec::new(),
+            free: Vec::new(),
+            hand: 0,
+            index_bytes: 0,
+            index_total,
+            entry_bytes: 0,
+            cached_values: 0,
+            data_bytes: 0,
+        }
+    }
+
+    /// How many keys the shard holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// What the versions in memory cost: their keys, values and slab places.
+    pub fn cached_bytes(&self) -> u64 {
+        self.entry_bytes + self.entries.capacity() as u64 * ENTRY_BYTES
+    }
+
+    fn home(&self, fp: u64) -> usize {
+        ((fp * self.slots.len() as u64) >> FP_BITS) as usize
+    }
+
+    fn next(&self, pos: usize) -> usize {
+        if pos + 1 == self.slots.len() {
+            0
+        } else {
+            pos + 1
+        }
+    }
+
+    /// Finds `key`, using the records in `loaded` for cold slots they cover.
+    pub fn find(&self, key: &[u8], h: Hashed, loaded: &Loaded) -> Found {
+        if self.slots.is_empty() {
+            return Found::Absent;
+        }
+        let mut unknown = Vec::new();
+        let mut pos = self.home(h.fp);
+        loop {
+            let slot = self.slots[pos];
+            if slot == 0 {
+                break;
+            }
+            if slot >> FP_SHIFT == h.fp {
+                let payload = slot & PAYLOAD;
+                if slot & CACHED != 0 {
+                    let idx = payload as usize;
+                    if self.entries[idx].as_ref().is_some_and(|e| *e.key == *key) {
+                        return Found::Cached { pos, idx };
+                    }
+                } else if let Some(which) = loaded.iter().position(|(a, _)| *a == payload) {
+                    if *loaded[which].1.key == *key {
+                        return Found::Loaded { pos, which };
+                    }
+                } else {
+                    unknown.push(payload);
+                }
+            }
+            pos = self.next(pos);
+        }
+        if unknown.is_empty() {
+            Found::Absent
+        } else {
+            Found::Unknown(unknown)
+        }
+    }
+
+    /// The slot of the version whose record is at `location` (raw address `raw`), and
+    /// its slab place if it is in memory; None if no key's newest version is there.
+    pub fn find_location(
+        &self,
+        h: Hashed,
+        raw: u64,
+        location: Location,
+    ) -> Option<(usize, Option<usize>)> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mut pos = self.home(h.fp);
+        loop {
+            let slot = self.slots[pos];
+            if slot == 0 {
+                return None;
+            }
+            if slot >> FP_SHIFT == h.fp {
+                let payload = slot & PAYLOAD;
+                if slot & CACHED == 0 {
+                    if payload == raw {
+                        return Some((pos, None));
+                    }
+                } else if let Some(entry) = &self.entries[payload as usize] {
+                    if entry.location.segment == location.segment
+                        && entry.location.offset == location.offset
+                    {
+                        return Some((pos, Some(payload as usize)));
+                    }
+                }
+            }
+            pos = self.next(pos);
+        }
+    }
+
+    /// Whether a cold slot still holds the raw address `raw`.
+    pub fn holds_address(&self, h: Hashed, raw: u64) -> Option<usize> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mut pos = self.home(h.fp);
+        loop {
+            let slot = self.slots[pos];
+            if slot == 0 {
+                return None;
+            }
+            if slot >> FP_SHIFT == h.fp && slot & CACHED == 0 && slot & PAYLOAD == raw {
+                return Some(pos);
+            }
+            pos = self.next(pos);
+        }
+    }
+
+    pub fn entry(&self, idx: usize) -> &Entry {
+        match &self.entries[idx] {
+            Some(entry) => entry,
+            None => panic!("slab place {idx} is empty but a slot names it"),
+        }
+    }
+
+    pub fn entry_mut(&mut self, idx: usize) -> &mut Entry {
+        match &mut self.entries[idx] {
+            Some(entry) => entry,
+            None => panic!("slab place {idx} is empty but a slot names it"),
+        }
+    }
+
+    fn slab_put(&mut self, entry: Entry) -> usize {
+        self.entry_bytes += entry_cost(&entry);
+        self.cached_values += 1;
+        match self.free.pop() {
+            Some(idx) => {
+                self.entries[idx as usize] = Some(entry);
+                idx as usize
+            }
+            None => {
+                self.entries.push(Some(entry));
+                self.entries.len() - 1
+            }
+        }
+    }
+
+    fn slab_take(&mut self, idx: usize) -> Entry {
+        let Some(entry) = self.entries[idx].take() else {
+            panic!("slab place {idx} is empty but a slot names it");
+        };
+        self.entry_bytes -= entry_cost(&entry);
+        self.cached_values -= 1;
+        self.free.push(idx as u32);
+        entry
+    }
+
+    fn fp_of(slot: u64) -> u64 {
+        slot >> FP_SHIFT
+    }
+
+    /// Adds a key that is not in the shard, in memory. Returns its slab place.
+    pub fn insert_cached(&mut self, h: Hashed, entry: Entry) -> usize {
+        let idx = self.slab_put(entry);
+        self.insert_slot((h.fp << FP_SHIFT) | CACHED | idx as u64);
+        idx
+    }
+
+    /// Adds a key that is not in the shard, cold, its record at `raw`.
+    pub fn insert_cold(&mut self, h: Hashed, raw: u64) {
+        self.insert_slot((h.fp << FP_SHIFT) | raw);
+    }
+
+    fn insert_slot(&mut self, slot: u64) {
+        if (self.len + 1) * 5 > self.slots.len() * 4 {
+            self.grow();
+        }
+        let mut pos = self.home(Shard::fp_of(slot));
+        while self.slots[pos] != 0 {
+            pos = self.next(pos);
+        }
+        self.slots[pos] = slot;
+        self.len += 1;
+    }
+
+    /// Makes the table half as large again, placing every slot anew from its
+    /// fingerprint: no key is needed.
+    fn grow(&mut self) {
+        let capacity = (self.slots.len() * 3 / 2).max(16);
+        let old = std::mem::replace(&mut self.slots, vec![0; capacity].into_boxed_slice());
+        for slot in old.iter().copied().filter(|&s| s != 0) {
+            let mut pos = self.home(Shard::fp_of(slot));
+            while self.slots[pos] != 0 {
+                pos = self.next(pos);
+            }
+            self.slots[pos] = slot;
+        }
+        self.account();
+    }
+
+    /// Recounts this shard's table bytes and passes the difference on to the index's
+    /// total.
+    fn account(&mut self) {
+        let now = self.slots.len() as u64 * SLOT_BYTES;
+        if now >= self.index_bytes {
+            self.index_total
+                .fetch_add(now - self.index_bytes, Ordering::Relaxed);
+        } else {
+            self.index_total
+                .fetch_sub(self.index_bytes - now, Ordering::Relaxed);
+        }
+        self.index_bytes = now;
+    }
+
+    /// Brings the cold version at `pos` into memory as `entry`. Returns its slab place.
+    pub fn install(&mut self, pos: usize, entry: Entry) -> usize {
+        debug_assert_eq!(self.slots[pos] & CACHED, 0);
+        let fp = Shard::fp_of(self.slots[pos]);
+        let idx = self.slab_put(entry);
+        self.slots[pos] = (fp << FP_SHIFT) | CACHED | idx as u64;
+        idx
+    }
+
+    /// Makes the key at `pos` the version `entry`, in memory. Returns its slab place
+    /// and the version it replaces if that was in memory.
+    pub fn set_cached(&mut self, pos: usize, entry: Entry) -> (usize, Option<Entry>) {
+        let slot = self.slots[pos];
+        if slot & CACHED != 0 {
+            let idx = (slot & PAYLOAD) as usize;
+            let cost = entry_cost(&entry);
+            let Some(old) = self.entries[idx].replace(entry) else {
+                panic!("slab place {idx} is empty but a slot names it");
+            };
+            self.entry_bytes = self.entry_bytes + cost - entry_cost(&old);
+            (idx, Some(old))
+        } else {
+            (self.install(pos, entry), None)
+        }
+    }
+
+    /// Gives the version in memory at slab place `idx` a new value and record; `fill`
+    /// sets the rest. Returns the bytes of key and value it had.
+    pub fn overwrite(
+        &mut self,
+        idx: usize,
+        value: Arc<[u8]>,
+        location: Location,
+        fill: impl FnOnce(&mut Entry),
+    ) -> u64 {
+        let entry = match &mut self.entries[idx] {
+            Some(entry) => entry,
+            None => panic!("slab place {idx} is empty but a slot names it"),
+        };
+        let before = entry_cost(entry);
+        let old_data = (entry.key.len() + entry.value.len()) as u64;
+        entry.value = value;
+        entry.location = location;
+        fill(entry);
+        let after = entry_cost(entry);
+        self.entry_bytes = self.entry_bytes + after - before;
+        old_data
+    }
+
+    /// Makes the key at `pos` cold, its newest record at `raw`. Returns the version in
+    /// memory it replaces, if any.
+    pub fn set_cold(&mut self, pos: usize, raw: u64) -> Option<Entry> {
+        let slot = self.slots[pos];
+        self.slots[pos] = (Shard::fp_of(slot) << FP_SHIFT) | raw;
+        (slot & CACHED != 0).then(|| self.slab_take((slot & PAYLOAD) as usize))
+    }
+
+    /// Removes the key at `pos`, shifting the slots after it back so that no lookup
+    /// stops short. Returns its version if it was in memory.
+    pub fn remove(&mut self, pos: usize) -> Option<Entry> {
+        let slot = self.slots[pos];
+        let old = (slot & CACHED != 0).then(|| self.slab_take((slot & PAYLOAD) as usize));
+        let mut hole = pos;
+        let mut at = pos;
+        loop {
+            at = self.next(at);
+            let next = self.slots[at];
+            if next == 0 {
+                break;
+            }
+            let home = self.home(Shard::fp_of(next));
+            // It may fill the hole unless its home lies after the hole, up to `at`
+            // (cyclically): then the hole is before its home.
+            let stays = if hole <= at {
+                hole < home && home <= at
+            } else {
+                hole < home || home <= at
+            };
+            if !stays {
+                self.slots[hole] = next;
+                hole = at;
+            }
+        }
+        self.slots[hole] = 0;
+        self.len -= 1;
+        old
+    }
+
+    /// Forgets every key.
+    pub fn clear(&mut self) {
+        self.slots.iter_mut().for_each(|s| *s = 0);
+        self.len = 0;
+        self.entries.clear();
+        self.free.clear();
+        self.hand = 0;
+        self.entry_bytes = 0;
+        self.cached_values = 0;
+        self.data_bytes = 0;
+    }
+
+    /// Whether any key is cold.
+    pub fn has_cold(&self) -> bool {
+        self.cached_values < self.len as u64
+    }
+
+    /// The keys of the versions in memory that `pick` chooses.
+    pub fn cached_keys(&self, mut pick: impl FnMut(&Entry) -> bool) -> Vec<Box<[u8]>> {
+        self.entries
+            .iter()
+            .flatten()
+            .filter(|e| pick(e))
+            .map(|e| e.key.clone())
+            .collect()
+    }
+
+    /// Evicts versions until the cache holds at most `budget` bytes or nothing more can
+    /// go. Versions whose records are not yet written out (past `written_lsn`) stay.
+    /// Returns how many went.
+    pub fn evict_to(&mut self, budget: u64, written_lsn: u64) -> u64 {
+        let mut evicted = 0;
+        // Each place is looked at at most twice (once more after a second chance).
+        let mut steps = self.entries.len() * 2;
+        while self.cached_bytes() > budget && steps > 0 && self.cached_values > 0 {
+            steps -= 1;
+            if self.hand >= self.entries.len() {
+                self.hand = 0;
+            }
+            let idx = self.hand;
+            self.hand += 1;
+            let Some(entry) = &self.entries[idx] else {
+                continue;
+            };
+            if entry.referenced.swap(false, Ordering::Relaxed) || entry.lsn > written_lsn {
+                continue;
+            }
+            let fp = u64::from(entry.fp);
+            let raw = raw_address(entry.location.segment, entry.location.offset);
+            let want = (fp << FP_SHIFT) | CACHED | idx as u64;
+            let mut pos = self.home(fp);
+            while self.slots[pos] != want {
+                pos = self.next(pos);
+            }
+            self.set_cold(pos, raw);
+            evicted += 1;
+        }
+        if self.cached_values == 0 {
+            // Give the slab's places back too.
+            self.entries = Vec::new();
+            self.free = Vec::new();
+        }
+        evicted
+    }
+}
+
+pub(crate) struct Index {
+    shards: Box<[RwLock<Shard>]>,
+    hasher: RandomState,
+    /// For tests: every key in shard 0 with a one-bit fingerprint.
+    crowded: bool,
+    /// What every shard's table allocates.
+    bytes: Arc<AtomicU64>,
+}
+
+impl Index {
+    /// An empty index. A `crowded` one puts every key in one shard with a one-bit
+    /// fingerprint, for tests: keys then share fingerprints all the time, and every
+    /// path that tells them apart by reading their records runs.
+    pub fn new(crowded: bool) -> Index {
+        let bytes = Arc::new(AtomicU64::new(0));
+        let shards = (0..SHARDS)
+            .map(|_| RwLock::new(Shard::new(Arc::clone(&bytes))))
+            .collect();
+        Index {
+            shards,
+            hasher: RandomState::new(),
+            crowded,
+            bytes,
+        }
+    }
+
+    /// What the index's tables allocate. Versions in memory are not in it: see
+    /// `Shard::cached_bytes`.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn hash(&self, key: &[u8]) -> Hashed {
+        let hash = self.hasher.hash_one(key);
+        if self.crowded {
+            return Hashed {
+                shard: 0,
+                fp: hash & 1,
+            };
+        }
+        Hashed {
+            shard: (hash >> (64 - SHARD_BITS)) as usize,
+            fp: (hash >> (64 - SHARD_BITS - FP_BITS)) & ((1 << FP_BITS) - 1),
+        }
+    }
+
+    pub fn shard(&self, h: Hashed) -> &RwLock<Shard> {
+        &self.shards[h.shard]
+    }
+
+    pub fn shards(&self) -> &[RwLock<Shard>] {
+        &self.shards
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    fn location(n: u64) -> Location {
+        Location {
+            segment: 1 + n / 1000,
+            offset: 32 + (n % 1000) as u32 * 64,
+            len: 64,
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Put(u16, bool),
+        Remove(u16),
+        Evict,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u16..600, any::<bool>()).prop_map(|(k, c)| Op::Put(k, c)),
+            2 => (0u16..600).prop_map(Op::Remove),
+            1 => Just(Op::Evict),
+        ]
+    }
+
+    /// Resolves a key as the store does: cold candidates are "read" from `log`.
+    fn lookup(
+        shard: &Shard,
+        key: &[u8],
+        h: Hashed,
+        log: &HashMap<u64, Vec<u8>>,
+    ) -> Option<(usize, Option<usize>)> {
+        let mut loaded = Loaded::new();
+        loop {
+            match shard.find(key, h, &loaded) {
+                Found::Cached { pos, idx } => return Some((pos, Some(idx))),
+                Found::Loaded { pos, .. } => return Some((pos, None)),
+                Found::Absent => return None,
+                Found::Unknown(raws) => {
+                    for raw in raws {
+                        let k = log
+                            .get(&raw)
+                            .unwrap_or_else(|| panic!("no record at {raw}"));
+                        loaded.push((
+                            raw,
+                            Version {
+                                key: k.clone().into(),
+                                value: Arc::from(&[][..]),
+                                client_flags: 0,
+                                exptime: 0,
+                                time: 0,
+                                cas: 0,
+                                item_flags: 0,
+                                location: location(0),
+                            },
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// The table against a map, with fingerprints cut to 3 bits so that strangers
+        /// share them often and every path (cold candidates, shifts, growth) runs.
+        #[test]
+        fn table_matches_a_map(ops in proptest::collection::vec(op(), 1..400)) {
+            let index = Index::new(true);
+            let mut shard = Shard::new(Arc::new(AtomicU64::new(0)));
+            let mut model: HashMap<Vec<u8>, u64> = HashMap::new();
+            let mut log: HashMap<u64, Vec<u8>> = HashMap::new();
+            let mut n = 0u64;
+            let hashed = |key: &[u8]| {
+                let h = index.hash(key);
+                Hashed { shard: 0, fp: h.fp }
+            };
+            for op in ops {
+                match op {
+                    Op::Put(k, cached) => {
+                        let key = format!("key{k}").into_bytes();
+                        let h = hashed(&key);
+                        n += 1;
+                        let at = location(n);
+                        let raw = raw_address(at.segment, at.offset);
+                        log.insert(raw, key.clone());
+                        let entry = Entry::new(h, &key, Arc::from(&[][..]), at);
+                        match (lookup(&shard, &key, h, &log), cached) {
+                            (Some((pos, _)), true) => { shard.set_cached(pos, entry); }
+                            (Some((pos, _)), false) => { shard.set_cold(pos, raw); }
+                            (None, true) => { shard.insert_cached(h, entry); }
+                            (None, false) => shard.insert_cold(h, raw),
+                        }
+                        model.insert(key, n);
+                    }
+                    Op::Remove(k) => {
+                        let key = format!("key{k}").into_bytes();
+                        let h = hashed(&key);
+                        if let Some((pos, _)) = lookup(&shard, &key, h, &log) {
+                            shard.remove(pos);
+                        }
+                        model.remove(&key);
+                    }
+                    Op::Evict => {
+                        shard.evict_to(0, u64::MAX);
+                        prop_assert_eq!(shard.cached_values, 0);
+                    }
+                }
+                prop_assert_eq!(shard.len(), model.len());
+            }
+            for k in 0u16..600 {
+                let key = format!("key{k}").into_bytes();
+                let h = hashed(&key);
+                let found = lookup(&shard, &key, h, &log);
+                prop_assert_eq!(found.is_some(), model.contains_key(&key));
+                if let (Some((pos, idx)), Some(&n)) = (found, model.get(&key)) {
+                    let at = location(n);
+                    let raw = raw_address(at.segment, at.offset);
+                    match idx {
+                        Some(idx) => prop_assert_eq!(shard.entry(idx).location, at),
+                        None => prop_assert_eq!(shard.holds_address(h, raw), Some(pos)),
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn addresses_round_trip_across_the_window() {
+        for oldest in [1, 4095, 4096, 4097, 1_000_000] {
+            for segment in [oldest, oldest + 1, oldest + SEGMENT_WINDOW - 1] {
+                let raw = raw_address(segment, 12345);
+                assert_eq!(address_of(raw, oldest), (segment, 12345));
+            }
         }
     }
 }

@@ -27,6 +27,6 @@ mod store;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
 pub use store::{
-    exptime_to_absolute, Access, Ack, Change, Compaction, Durability, Item, MissingValue, NewCas,
-    NewItem, Options, Stats, Store, Written,
+    exptime_to_absolute, Access, Ack, Change, Compaction, Durability, Item, NewCas, NewItem,
+    Options, Stats, Store, Unresolved, Written,
 };

@@ -32,7 +32,8 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::disk::{Disk, DiskFile, ReadFile};
-use crate::record::{self, Record, SEGMENT_HEADER_BYTES};
+use crate::index::{MAX_SEGMENT_BYTES, SEGMENT_WINDOW};
+use crate::record::{self, Record, FRAME_BYTES, SEGMENT_HEADER_BYTES};
 use crate::store::{Ack, Durability};
 use crate::Error;
 
@@ -48,6 +49,25 @@ pub(crate) fn parse_segment_name(name: &str) -> Option<u64> {
         return None;
     }
     u64::from_str_radix(hex, 16).ok()
+}
+
+/// Reads the whole record at `offset` of `file`: its frame says how long it is.
+pub(crate) fn read_record_from(file: &dyn ReadFile, offset: u32) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; FRAME_BYTES];
+    file.read_exact_at(&mut buf, u64::from(offset))?;
+    let body = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]) as usize;
+    if body > record::BODY_MAX_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("a record at {offset} claims {body} bytes"),
+        ));
+    }
+    buf.resize(FRAME_BYTES + body, 0);
+    file.read_exact_at(
+        &mut buf[FRAME_BYTES..],
+        u64::from(offset) + FRAME_BYTES as u64,
+    )?;
+    Ok(buf)
 }
 
 /// Where a record sits: its segment, its offset there, and its encoded length.
@@ -117,6 +137,9 @@ struct Shared {
     durability: Durability,
     fsync_interval: Duration,
     segment_size_bytes: u64,
+    /// The oldest segment not yet removed. The index's addresses name a segment by its
+    /// number modulo [`SEGMENT_WINDOW`], so the log never spans more than that.
+    oldest_sequence: AtomicU64,
     on_ack: Option<Arc<dyn Fn(Ack) + Send + Sync>>,
 }
 
@@ -212,6 +235,12 @@ pub(crate) struct LogConfig {
 
 impl Log {
     pub fn start(disk: Arc<dyn Disk>, resume: Resume, config: LogConfig) -> Result<Log, Error> {
+        let oldest = resume
+            .usage
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(resume.active_sequence);
         let shared = Arc::new(Shared {
             disk: Arc::clone(&disk),
             tail: Mutex::new(Tail {
@@ -238,7 +267,8 @@ impl Log {
             fsync_interval: config.fsync_interval,
             segment_size_bytes: config
                 .segment_size_bytes
-                .max(SEGMENT_HEADER_BYTES as u64 + 1),
+                .clamp(SEGMENT_HEADER_BYTES as u64 + 1, MAX_SEGMENT_BYTES),
+            oldest_sequence: AtomicU64::new(oldest),
             on_ack: config.on_ack,
         });
         let flusher_shared = Arc::clone(&shared);
@@ -275,6 +305,10 @@ impl Log {
         {
             let at = tail.buf.len();
             let sequence = tail.next_sequence;
+            let oldest = self.shared.oldest_sequence.load(Ordering::Acquire);
+            if sequence - oldest >= SEGMENT_WINDOW {
+                return Err(Error::LogFull);
+            }
             tail.rolls.push((at, sequence));
             tail.next_sequence += 1;
             tail.segment_bytes = SEGMENT_HEADER_BYTES as u64;
@@ -341,13 +375,16 @@ impl Log {
             .collect()
     }
 
-    /// The bytes of one record, read from its segment file with one positional read.
-    /// The record must have been written ([`Log::written_lsn`] at or past its end).
-    pub fn read_record(&self, location: Location) -> std::io::Result<Vec<u8>> {
-        let file = self.reader(location.segment)?;
-        let mut buf = vec![0u8; location.len as usize];
-        file.read_exact_at(&mut buf, u64::from(location.offset))?;
-        Ok(buf)
+    /// The bytes of the record at `offset` in `segment`, whatever its length: two
+    /// positional reads, its frame and then its body.
+    pub fn read_record_at(&self, segment: u64, offset: u32) -> std::io::Result<Vec<u8>> {
+        let file = self.reader(segment)?;
+        read_record_from(&*file, offset)
+    }
+
+    /// The oldest segment still on disk.
+    pub fn oldest_segment(&self) -> u64 {
+        self.shared.oldest_sequence.load(Ordering::Acquire)
     }
 
     /// An open read handle on a segment, opened once and shared.
@@ -375,7 +412,12 @@ impl Log {
         );
         self.shared.disk.remove(&segment_name(sequence))?;
         self.shared.disk.sync_dir()?;
-        self.shared.tail.lock().usage.remove(&sequence);
+        {
+            let mut tail = self.shared.tail.lock();
+            tail.usage.remove(&sequence);
+            let oldest = tail.usage.keys().next().copied().unwrap_or(sequence + 1);
+            self.shared.oldest_sequence.store(oldest, Ordering::Release);
+        }
         // Readers that already hold the handle finish their read on the removed file.
         self.readers.write().remove(&sequence);
         Ok(())

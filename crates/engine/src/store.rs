@@ -6,9 +6,15 @@
 //! that reports the change may go out once [`Store::acked_lsn`] has reached the LSN
 //! returned; [`Options::on_ack`] says when it moves.
 //!
+//! A key's version is either in memory (in its shard's cache) or only in the log. A
+//! request for a key that may be only in the log reads the candidate records first
+//! (one read, almost always), without the shard lock, then looks again; see
+//! [`Store::unresolved`] for callers that read elsewhere first.
+//!
 //! Expiry follows memcached: an exptime of 0 never expires, up to 30 days is relative,
 //! beyond is absolute Unix time, negative is already expired. Expired and flushed items
-//! are dropped lazily when met; recovery drops them too.
+//! are dropped when met; the maintenance pass drops those in memory, compaction those
+//! only in the log.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -16,8 +22,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::Clock;
+use crate::disk::ReadFile;
 use crate::disk::{Disk, OsDisk};
-use crate::index::{key_cost, Entry, Index, Shard, SHARDS};
+use crate::index::{
+    self, Entry, Found, Hashed, Index, Loaded, Shard, Version, KEY_COST_BYTES, SEGMENT_WINDOW,
+    SHARDS,
+};
 use crate::log::{self, Holds, Location, Log, LogConfig, Resume, SegmentUsage};
 use crate::record::{
     self, Decoded, Header, Record, ITEM_BINARY_KEY, ITEM_EXPLICIT_CAS, ITEM_STALE,
@@ -56,6 +66,11 @@ pub struct Options {
     /// The memory budget for the index and the values held in memory; 0 = none (every
     /// value stays in memory). See [`Store::set_memory_limit`].
     pub memory_limit_bytes: u64,
+    /// For tests only: every key in one index shard with a one-bit fingerprint, so
+    /// that keys share fingerprints all the time and every path that tells them apart
+    /// by reading their records runs. Slow.
+    #[doc(hidden)]
+    pub crowded_index: bool,
 }
 
 impl Options {
@@ -67,6 +82,7 @@ impl Options {
             clock,
             on_ack: None,
             memory_limit_bytes: 0,
+            crowded_index: false,
         }
     }
 }
@@ -90,12 +106,13 @@ pub struct Item {
     pub win_sent: bool,
 }
 
-/// A live version whose value is only in the log: where its record is. See
-/// [`Store::missing_value`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MissingValue {
-    cas: u64,
-    location: Location,
+/// A key whose version may be only in the log: the records to read to know. See
+/// [`Store::unresolved`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unresolved {
+    h: Hashed,
+    /// Raw address, segment and offset of each record to read.
+    records: Vec<(u64, u64, u32)>,
 }
 
 /// Where a new version's CAS comes from.
@@ -246,16 +263,9 @@ pub struct Store {
     memory_limit: AtomicU64,
     value_reads: AtomicU64,
     evictions: AtomicU64,
-    /// Set once any live value has been out of memory (evicted, or left on disk by
-    /// replay); until then readers need not ask.
+    /// Set once any version has been out of memory (evicted, or left on disk by
+    /// replay); until then callers need not ask [`Store::unresolved`].
     values_out: std::sync::atomic::AtomicBool,
-}
-
-/// Whether an update's closure needs the current value, or only its metadata.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Need {
-    Value,
-    Meta,
 }
 
 /// The share of a memory budget kept for what the estimates leave out: connection
@@ -263,6 +273,10 @@ enum Need {
 fn reserve(limit: u64) -> u64 {
     limit / 8
 }
+
+/// How many times a request reads records and looks again before it gives up: each
+/// round means compaction moved the record between the lookup and the read.
+const MAX_ROUNDS: u32 = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Liveness {
@@ -272,23 +286,23 @@ enum Liveness {
     Flushed,
 }
 
-fn liveness(entry: &Entry, now: u32, flush_deadline: u32) -> Liveness {
-    if entry.exptime != 0 && entry.exptime <= now {
+fn liveness(exptime: u32, time: u32, now: u32, flush_deadline: u32) -> Liveness {
+    if exptime != 0 && exptime <= now {
         Liveness::Expired
-    } else if flush_deadline != 0 && now >= flush_deadline && entry.time <= flush_deadline {
+    } else if flush_deadline != 0 && now >= flush_deadline && time <= flush_deadline {
         Liveness::Flushed
     } else {
         Liveness::Live
     }
 }
 
-fn is_live(entry: &Entry, now: u32, flush_deadline: u32) -> bool {
-    liveness(entry, now, flush_deadline) == Liveness::Live
+fn entry_liveness(entry: &Entry, now: u32, flush_deadline: u32) -> Liveness {
+    liveness(entry.exptime, entry.time, now, flush_deadline)
 }
 
-fn snapshot(entry: &Entry, value: Arc<[u8]>) -> Item {
+fn snapshot(entry: &Entry) -> Item {
     Item {
-        value,
+        value: Arc::clone(&entry.value),
         client_flags: entry.client_flags,
         exptime: entry.exptime,
         cas: entry.cas,
@@ -301,47 +315,160 @@ fn snapshot(entry: &Entry, value: Arc<[u8]>) -> Item {
     }
 }
 
-/// A value just read from the log, with the CAS of the version it belongs to.
-type Loaded = Option<(u64, Arc<[u8]>)>;
-
-/// `entry`'s value: in memory, or the one `loaded` from the log for this very version;
-/// otherwise where to read it.
-fn value_at_hand(entry: &Entry, loaded: &Loaded) -> Result<Arc<[u8]>, MissingValue> {
-    match (&entry.value, loaded) {
-        (Some(value), _) => Ok(Arc::clone(value)),
-        (None, Some((cas, value))) if *cas == entry.cas => Ok(Arc::clone(value)),
-        (None, _) => Err(MissingValue {
-            cas: entry.cas,
-            location: entry.location,
-        }),
+/// A version read from the log, as a reader sees it: never fetched since it came back.
+fn version_item(v: &Version) -> Item {
+    Item {
+        value: Arc::clone(&v.value),
+        client_flags: v.client_flags,
+        exptime: v.exptime,
+        cas: v.cas,
+        lsn: 0,
+        stale: v.item_flags & ITEM_STALE != 0,
+        binary_key: v.item_flags & ITEM_BINARY_KEY != 0,
+        fetched: false,
+        last_access: v.time,
+        win_sent: false,
     }
 }
 
-fn empty_value() -> Arc<[u8]> {
-    Arc::from(&[][..])
+fn data_len(key: &[u8], value: &[u8]) -> u64 {
+    (key.len() + value.len()) as u64
+}
+
+/// Decodes the put record in `bytes`, read at `segment`/`offset`.
+fn decode_version(bytes: &[u8], segment: u64, offset: u32) -> Result<Version, Error> {
+    match record::decode(bytes) {
+        Decoded::Record(
+            Record::Put {
+                key,
+                value,
+                client_flags,
+                exptime,
+                time,
+                cas,
+                item_flags,
+            },
+            len,
+        ) => Ok(Version {
+            key: key.into(),
+            value: value.into(),
+            client_flags,
+            exptime,
+            time,
+            cas,
+            item_flags,
+            location: Location {
+                segment,
+                offset,
+                len: u32::try_from(len).unwrap_or(u32::MAX),
+            },
+        }),
+        _ => Err(Error::Format(format!(
+            "the index points at segment {segment} offset {offset}, which holds no version"
+        ))),
+    }
+}
+
+/// The version a lookup found, if any: its slot, where its record is, and its bytes of
+/// key and value.
+fn found_version(shard: &Shard, found: &Found, loaded: &Loaded) -> Option<(usize, Location, u64)> {
+    match *found {
+        Found::Cached { pos, idx } => {
+            let e = shard.entry(idx);
+            Some((pos, e.location, data_len(&e.key, &e.value)))
+        }
+        Found::Loaded { pos, which } => {
+            let v = &loaded[which].1;
+            Some((pos, v.location, data_len(&v.key, &v.value)))
+        }
+        Found::Absent | Found::Unknown(_) => None,
+    }
+}
+
+/// Reads records the index points at while the log is replayed.
+struct ReplayReader<'d> {
+    disk: &'d dyn crate::disk::Disk,
+    /// Read handles on the segments replayed so far.
+    files: std::collections::HashMap<u64, Arc<dyn ReadFile>>,
+    /// The first segment: what the index's addresses count from.
+    oldest: u64,
+}
+
+impl ReplayReader<'_> {
+    /// The version at a raw address: in the segment being replayed, or in an earlier
+    /// one on disk.
+    fn read(&mut self, raw: u64, at: &At<'_>) -> Result<Version, Error> {
+        let (segment, offset) = index::address_of(raw, self.oldest);
+        if segment == at.segment {
+            let start = offset as usize;
+            return decode_version(at.data.get(start..).unwrap_or(&[]), segment, offset);
+        }
+        let file = match self.files.get(&segment) {
+            Some(file) => Arc::clone(file),
+            None => {
+                let file = self.disk.open_read(&log::segment_name(segment))?;
+                self.files.insert(segment, Arc::clone(&file));
+                file
+            }
+        };
+        let bytes = log::read_record_from(&*file, offset)?;
+        decode_version(&bytes, segment, offset)
+    }
+
+    /// Finds `key` in `shard`, reading the records of cold candidates.
+    fn find(
+        &mut self,
+        shard: &Shard,
+        key: &[u8],
+        h: Hashed,
+        at: &At<'_>,
+    ) -> Result<(Found, Loaded), Error> {
+        let mut loaded = Loaded::new();
+        loop {
+            match shard.find(key, h, &loaded) {
+                Found::Unknown(raws) => {
+                    for raw in raws {
+                        let v = self.read(raw, at)?;
+                        loaded.push((raw, v));
+                    }
+                }
+                found => return Ok((found, loaded)),
+            }
+        }
+    }
 }
 
 /// State rebuilt by replaying the log.
-struct Replay {
+struct Replay<'d> {
     index: Index,
+    reader: ReplayReader<'d>,
     /// Each shard's share of the memory budget while replaying (u64::MAX: no budget).
     cache_share: u64,
-    /// Whether replay left some value on disk.
-    left_values_out: bool,
     max_cas: u64,
     flush_deadline: u32,
     records: u64,
+    /// Every segment's size and live bytes, kept as records come and go.
+    usage: std::collections::BTreeMap<u64, SegmentUsage>,
+    /// Keys a touch record (written by Kura before touch wrote whole versions) changed:
+    /// held in memory until a new version is written for them after replay.
+    touched: Vec<Box<[u8]>>,
 }
 
-/// Where in the log replay is: the record being applied.
-struct At {
+/// Where in the log replay is: the record being applied and its segment's bytes.
+struct At<'a> {
     segment: u64,
     offset: usize,
     len: usize,
+    data: &'a [u8],
 }
 
-impl Replay {
-    fn apply(&mut self, record: &Record<'_>, at: At) {
+impl Replay<'_> {
+    fn unlive(usage: &mut std::collections::BTreeMap<u64, SegmentUsage>, location: Location) {
+        let live = &mut usage.entry(location.segment).or_default().live_bytes;
+        *live = live.saturating_sub(u64::from(location.len));
+    }
+
+    fn apply(&mut self, record: &Record<'_>, at: &At<'_>) -> Result<(), Error> {
         match *record {
             Record::Put {
                 key,
@@ -357,40 +484,84 @@ impl Replay {
                 }
                 // Never judge expiry mid-replay: a later touch may have extended this
                 // version. The sweep after replay drops what is dead now.
-                let mut shard = self.index.shard(key).write();
-                let keep_value =
-                    shard.cached_bytes.saturating_add(value.len() as u64) <= self.cache_share;
-                self.left_values_out |= !keep_value;
-                shard.put(
-                    key,
-                    Entry {
-                        value: keep_value.then(|| value.into()),
-                        value_len: u32::try_from(value.len()).unwrap_or(u32::MAX),
+                let h = self.index.hash(key);
+                let mut shard = self.index.shard(h).write();
+                let (found, loaded) = self.reader.find(&shard, key, h, at)?;
+                let old = found_version(&shard, &found, &loaded);
+                if let Some((_, location, data)) = old {
+                    Replay::unlive(&mut self.usage, location);
+                    shard.data_bytes -= data;
+                }
+                let offset = u32::try_from(at.offset).unwrap_or(u32::MAX);
+                let location = Location {
+                    segment: at.segment,
+                    offset,
+                    len: u32::try_from(at.len).unwrap_or(u32::MAX),
+                };
+                self.usage.entry(at.segment).or_default().live_bytes += at.len as u64;
+                shard.data_bytes += data_len(key, value);
+                let keep = shard
+                    .cached_bytes()
+                    .saturating_add(data_len(key, value) + 128)
+                    <= self.cache_share;
+                if keep {
+                    let v = Version {
+                        key: key.into(),
+                        value: value.into(),
                         client_flags,
                         exptime,
                         time,
                         cas,
-                        lsn: 0,
-                        location: Location {
-                            segment: at.segment,
-                            offset: u32::try_from(at.offset).unwrap_or(u32::MAX),
-                            len: u32::try_from(at.len).unwrap_or(u32::MAX),
-                        },
-                        stale: item_flags & ITEM_STALE != 0,
-                        binary_key: item_flags & ITEM_BINARY_KEY != 0,
-                        fetched: Default::default(),
-                        last_access: AtomicU32::new(time),
-                        win_sent: Default::default(),
-                        referenced: Default::default(),
-                    },
-                );
+                        item_flags,
+                        location,
+                    };
+                    let entry = Entry::from_version(h, &v);
+                    match old {
+                        Some((pos, ..)) => {
+                            shard.set_cached(pos, entry);
+                        }
+                        None => {
+                            shard.insert_cached(h, entry);
+                        }
+                    }
+                } else {
+                    let raw = index::raw_address(at.segment, offset);
+                    match old {
+                        Some((pos, ..)) => {
+                            shard.set_cold(pos, raw);
+                        }
+                        None => shard.insert_cold(h, raw),
+                    }
+                }
             }
             Record::Delete { key } => {
-                self.index.shard(key).write().remove(key);
+                let h = self.index.hash(key);
+                let mut shard = self.index.shard(h).write();
+                let (found, loaded) = self.reader.find(&shard, key, h, at)?;
+                if let Some((pos, location, data)) = found_version(&shard, &found, &loaded) {
+                    Replay::unlive(&mut self.usage, location);
+                    shard.data_bytes -= data;
+                    shard.remove(pos);
+                }
             }
             Record::Touch { key, exptime, .. } => {
-                if let Some(entry) = self.index.shard(key).write().get_mut(key) {
+                let h = self.index.hash(key);
+                let mut shard = self.index.shard(h).write();
+                let (found, loaded) = self.reader.find(&shard, key, h, at)?;
+                let idx = match found {
+                    Found::Cached { idx, .. } => Some(idx),
+                    Found::Loaded { pos, which } => {
+                        Some(shard.install(pos, Entry::from_version(h, &loaded[which].1)))
+                    }
+                    Found::Absent | Found::Unknown(_) => None,
+                };
+                if let Some(idx) = idx {
+                    let entry = shard.entry_mut(idx);
                     entry.exptime = exptime;
+                    // Its record does not say this expiry: it stays in memory (at an LSN
+                    // no write reaches) until it is written anew after replay.
+                    entry.lsn = u64::MAX;
+                    self.touched.push(key.into());
                 }
             }
             Record::CasFloor { cas } => self.max_cas = self.max_cas.max(cas),
@@ -400,11 +571,15 @@ impl Replay {
                     for shard in self.index.shards() {
                         shard.write().clear();
                     }
+                    for usage in self.usage.values_mut() {
+                        usage.live_bytes = 0;
+                    }
                 }
                 self.flush_deadline = deadline;
             }
         }
         self.records += 1;
+        Ok(())
     }
 }
 
@@ -425,21 +600,33 @@ impl Store {
             .filter_map(|n| log::parse_segment_name(n))
             .collect();
         sequences.sort_unstable();
+        if let (Some(first), Some(last)) = (sequences.first(), sequences.last()) {
+            if last - first >= SEGMENT_WINDOW {
+                return Err(Error::Format(format!(
+                    "the log spans segments {first} to {last}, more than the {SEGMENT_WINDOW} the index addresses"
+                )));
+            }
+        }
         let mut replay = Replay {
-            index: Index::new(),
+            index: Index::new(options.crowded_index),
+            reader: ReplayReader {
+                disk: &*disk,
+                files: Default::default(),
+                oldest: sequences.first().copied().unwrap_or(1),
+            },
             cache_share: match options.memory_limit_bytes {
                 0 => u64::MAX,
                 limit => (limit - reserve(limit)) / SHARDS,
             },
-            left_values_out: false,
             max_cas: 0,
             flush_deadline: 0,
             records: 0,
+            usage: Default::default(),
+            touched: Vec::new(),
         };
         let mut lsn = 0u64;
         let mut cut_bytes = 0u64;
         let mut resume: Option<(u64, u64)> = None; // (sequence, length) of the active segment
-        let mut usage: std::collections::BTreeMap<u64, SegmentUsage> = Default::default();
         for (i, &sequence) in sequences.iter().enumerate() {
             let name = log::segment_name(sequence);
             let data = disk.read(&name)?;
@@ -472,14 +659,18 @@ impl Store {
             while pos < data.len() {
                 match record::decode(&data[pos..]) {
                     Decoded::Record(rec, len) => {
-                        replay.apply(
-                            &rec,
-                            At {
-                                segment: sequence,
-                                offset: pos,
-                                len,
-                            },
-                        );
+                        if pos as u64 >= index::MAX_SEGMENT_BYTES {
+                            return Err(Error::Format(format!(
+                                "{name} has a record at {pos}, past the 64 MiB the index addresses"
+                            )));
+                        }
+                        let at = At {
+                            segment: sequence,
+                            offset: pos,
+                            len,
+                            data: &data,
+                        };
+                        replay.apply(&rec, &at)?;
                         pos += len;
                         lsn += len as u64;
                     }
@@ -504,31 +695,38 @@ impl Store {
                     "kura: recovery cut {cut_bytes} bytes of torn or corrupt log at {name}:{pos}"
                 );
                 resume = Some((sequence, pos as u64));
-                usage.entry(sequence).or_default().bytes = pos as u64;
+                replay.usage.entry(sequence).or_default().bytes = pos as u64;
                 break;
             }
             resume = Some((sequence, data.len() as u64));
-            usage.entry(sequence).or_default().bytes = data.len() as u64;
+            replay.usage.entry(sequence).or_default().bytes = data.len() as u64;
         }
-        // Drop what is dead now; count what is live, segment by segment.
-        let mut items = 0u64;
-        let mut flushed: Vec<(Arc<[u8]>, Location)> = Vec::new();
+        // Drop what is dead now among the versions in memory; those only in the log go
+        // when met, or when compaction reaches them.
+        let mut flushed: Vec<(Box<[u8]>, Location)> = Vec::new();
         for shard in replay.index.shards() {
             let mut shard = shard.write();
-            shard.retain(|key, e| match liveness(e, now, replay.flush_deadline) {
-                Liveness::Live => true,
-                Liveness::Expired => false,
-                Liveness::Flushed => {
-                    flushed.push((key.clone(), e.location));
-                    false
+            let dead = shard
+                .cached_keys(|e| entry_liveness(e, now, replay.flush_deadline) != Liveness::Live);
+            for key in dead {
+                let h = replay.index.hash(&key);
+                let Found::Cached { pos, idx } = shard.find(&key, h, &Loaded::new()) else {
+                    continue;
+                };
+                let entry = shard.entry(idx);
+                let location = entry.location;
+                let data = data_len(&entry.key, &entry.value);
+                let state = entry_liveness(entry, now, replay.flush_deadline);
+                shard.data_bytes -= data;
+                match state {
+                    // Its delete, appended below, frees its bytes.
+                    Liveness::Flushed => flushed.push((key.clone(), location)),
+                    _ => Replay::unlive(&mut replay.usage, location),
                 }
-            });
-            items += shard.len() as u64;
-            for (_, e) in shard.iter() {
-                usage.entry(e.location.segment).or_default().live_bytes +=
-                    u64::from(e.location.len);
+                shard.remove(pos);
             }
         }
+        let usage = std::mem::take(&mut replay.usage);
         let resume = match resume {
             Some((sequence, bytes)) => Resume {
                 active: disk.open_append(&log::segment_name(sequence))?,
@@ -561,7 +759,7 @@ impl Store {
             }
         };
         let log = Log::start(
-            disk,
+            Arc::clone(&disk),
             resume,
             LogConfig {
                 durability: options.durability,
@@ -571,10 +769,18 @@ impl Store {
             },
         )?;
         // Dropping a version hidden by a delayed flush is a deletion and goes in the log
-        // (see `remove_if_dead`); a delete appended before a crash may not have reached it.
+        // (see `drop_dead`); a delete appended before a crash may not have reached it.
         for (key, location) in &flushed {
             log.append(&Record::Delete { key }, Holds::Nothing, Some(*location))?;
         }
+        let items: u64 = replay
+            .index
+            .shards()
+            .iter()
+            .map(|s| s.read().len() as u64)
+            .sum();
+        let values_out = replay.index.shards().iter().any(|s| s.read().has_cold());
+        let touched = std::mem::take(&mut replay.touched);
         let store = Store {
             index: replay.index,
             log,
@@ -593,23 +799,53 @@ impl Store {
             memory_limit: AtomicU64::new(options.memory_limit_bytes),
             value_reads: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
-            values_out: std::sync::atomic::AtomicBool::new(replay.left_values_out),
+            values_out: std::sync::atomic::AtomicBool::new(values_out),
         };
-        // Replay kept values while each shard had room; the index's share is known only
-        // now.
+        // A touch record's expiry becomes a whole version, so the version can leave
+        // memory like any other.
+        for key in touched {
+            store.rewrite_in_memory(&key)?;
+        }
+        // Replay kept versions while each shard had room; the index's share is known
+        // only now.
         for shard in store.index.shards() {
             store.enforce_budget(&mut shard.write());
         }
         Ok(store)
     }
 
+    /// Writes the version of `key` held in memory as a new record, same CAS and time.
+    fn rewrite_in_memory(&self, key: &[u8]) -> Result<(), Error> {
+        let h = self.index.hash(key);
+        let mut shard = self.index.shard(h).write();
+        let Found::Cached { idx, .. } = shard.find(key, h, &Loaded::new()) else {
+            return Ok(());
+        };
+        let entry = shard.entry(idx);
+        let copy = Record::Put {
+            key,
+            value: &entry.value,
+            client_flags: entry.client_flags,
+            exptime: entry.exptime,
+            time: entry.time,
+            cas: entry.cas,
+            item_flags: entry.item_flags(),
+        };
+        let appended = self
+            .log
+            .append(&copy, Holds::Version, Some(entry.location))?;
+        let entry = shard.entry_mut(idx);
+        entry.location = appended.location;
+        entry.lsn = appended.lsn;
+        Ok(())
+    }
+
     pub fn now_secs(&self) -> u32 {
         self.clock.now_secs()
     }
 
-    /// The live version of `key`, counted as an access. A value not in memory is read
-    /// from the log on this thread (see [`Store::missing_value`] to read it elsewhere
-    /// first).
+    /// The live version of `key`, counted as an access. A version only in the log is
+    /// read on this thread (see [`Store::unresolved`] to read it elsewhere first).
     pub fn get(&self, key: &[u8]) -> Result<Option<Item>, Error> {
         self.read(key, Access::Fetch)
     }
@@ -620,116 +856,140 @@ impl Store {
     }
 
     fn read(&self, key: &[u8], access: Access) -> Result<Option<Item>, Error> {
-        let shard = self.index.shard(key);
-        let mut loaded: Loaded = None;
-        loop {
+        let h = self.index.hash(key);
+        let shard = self.index.shard(h);
+        let mut loaded = Loaded::new();
+        for _ in 0..MAX_ROUNDS {
             let now = self.now_secs();
             let deadline = self.flush_deadline.load(Ordering::Acquire);
-            let missing = {
+            let unknown = {
                 let guard = shard.read();
-                let Some(entry) = guard.get(key) else {
-                    return Ok(None);
-                };
-                if !is_live(entry, now, deadline) {
-                    drop(guard);
-                    // Dead: drop it now rather than keep its memory until overwritten.
-                    let mut guard = shard.write();
-                    self.remove_if_dead(&mut guard, key, now, deadline);
+                match guard.find(key, h, &loaded) {
+                    Found::Absent => return Ok(None),
+                    Found::Cached { idx, .. } => {
+                        let entry = guard.entry(idx);
+                        if entry_liveness(entry, now, deadline) != Liveness::Live {
+                            None
+                        } else {
+                            let item = snapshot(entry);
+                            if access == Access::Fetch {
+                                entry.mark_access(now);
+                            }
+                            return Ok(Some(item));
+                        }
+                    }
+                    Found::Loaded { which, .. } => {
+                        let v = &loaded[which].1;
+                        if liveness(v.exptime, v.time, now, deadline) != Liveness::Live {
+                            None
+                        } else {
+                            return Ok(Some(version_item(v)));
+                        }
+                    }
+                    Found::Unknown(raws) => Some(self.addresses(&raws)),
+                }
+            };
+            match unknown {
+                // Dead: drop it now rather than keep it until overwritten.
+                None => {
+                    self.update(key, Access::NoAccess, |_, _| (Change::Keep, ()))?;
                     return Ok(None);
                 }
-                value_at_hand(entry, &loaded).map(|value| {
-                    let item = snapshot(entry, value);
-                    if access == Access::Fetch {
-                        entry.mark_access(now);
-                    }
-                    item
-                })
-            };
-            match missing {
-                Ok(item) => return Ok(Some(item)),
-                Err(missing) => loaded = Some((missing.cas, self.load(key, missing)?)),
+                Some(records) => self.load(h, records, &mut loaded)?,
             }
         }
+        Err(self.kept_moving(key))
     }
 
-    /// False while every value has always been in memory: then
-    /// [`Store::missing_value`] would find nothing, and callers may skip asking.
+    fn kept_moving(&self, key: &[u8]) -> Error {
+        Error::Format(format!(
+            "the record of key {:?} moved {MAX_ROUNDS} times while being read",
+            String::from_utf8_lossy(key)
+        ))
+    }
+
+    /// Raw addresses with their segment and offset. Call it under the shard lock the
+    /// addresses were found under: their segments are then still on disk.
+    fn addresses(&self, raws: &[u64]) -> Vec<(u64, u64, u32)> {
+        let oldest = self.log.oldest_segment();
+        raws.iter()
+            .map(|&raw| {
+                let (segment, offset) = index::address_of(raw, oldest);
+                (raw, segment, offset)
+            })
+            .collect()
+    }
+
+    /// False while every version has always been in memory: then
+    /// [`Store::unresolved`] would find nothing, and callers may skip asking.
     pub fn values_may_be_out_of_memory(&self) -> bool {
         self.values_out.load(Ordering::Relaxed)
     }
 
-    /// Whether `key`'s live version has its value only in the log; if so, what
-    /// [`Store::load_value`] needs to bring it into memory. For a caller that reads
-    /// values off its request thread before running a request that needs them.
-    pub fn missing_value(&self, key: &[u8]) -> Option<MissingValue> {
-        let guard = self.index.shard(key).read();
-        let entry = guard.get(key)?;
-        let missing = value_at_hand(entry, &None).err()?;
-        let live = is_live(
-            entry,
-            self.now_secs(),
-            self.flush_deadline.load(Ordering::Acquire),
-        );
-        live.then_some(missing)
-    }
-
-    /// Reads a value [`Store::missing_value`] reported from the log (one positional
-    /// read) and puts it in memory. Blocks on the disk: call it where that is fine.
-    pub fn load_value(&self, key: &[u8], missing: MissingValue) -> Result<(), Error> {
-        self.load(key, missing).map(|_| ())
-    }
-
-    /// Reads `key`'s value at `missing` from the log, installs it in memory if the key
-    /// is still at that version, and returns it. If compaction moved the record (its
-    /// segment can be gone by the time the read starts) the read follows it.
-    fn load(&self, key: &[u8], mut missing: MissingValue) -> Result<Arc<[u8]>, Error> {
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let read = self.log.read_record(missing.location);
-            let failure = read.as_ref().err().map(|e| e.to_string());
-            let value = read.ok().and_then(|bytes| match record::decode(&bytes) {
-                Decoded::Record(
-                    Record::Put {
-                        key: k, value, cas, ..
-                    },
-                    _,
-                ) if k == key && cas == missing.cas => Some(Arc::<[u8]>::from(value)),
-                _ => None,
-            });
-            if let Some(value) = value {
-                self.value_reads.fetch_add(1, Ordering::Relaxed);
-                let mut shard = self.index.shard(key).write();
-                if shard.install(key, missing.cas, &value) {
-                    self.enforce_budget(&mut shard);
-                }
-                return Ok(value);
-            }
-            // Not there: moved by compaction, or damaged. Look again.
-            let now_at = {
-                let guard = self.index.shard(key).read();
-                guard
-                    .get(key)
-                    .filter(|e| e.cas == missing.cas)
-                    .map(|e| e.location)
-            };
-            match now_at {
-                Some(location) if location != missing.location && attempts < 8 => {
-                    missing.location = location;
-                }
-                _ => {
-                    return Err(Error::Format(format!(
-                        "the record of a value at segment {} offset {} cannot be read: {}",
-                        missing.location.segment,
-                        missing.location.offset,
-                        failure.as_deref().unwrap_or("not the version expected")
-                    )));
-                }
-            }
+    /// Whether `key` may have its version only in the log; if so, what
+    /// [`Store::resolve`] reads to bring it into memory. For a caller that reads off
+    /// its request thread before running a request.
+    pub fn unresolved(&self, key: &[u8]) -> Option<Unresolved> {
+        let h = self.index.hash(key);
+        let guard = self.index.shard(h).read();
+        match guard.find(key, h, &Loaded::new()) {
+            Found::Unknown(raws) => Some(Unresolved {
+                h,
+                records: self.addresses(&raws),
+            }),
+            _ => None,
         }
     }
 
-    /// The memory budget for the index and the values in memory; 0 = none.
+    /// Reads the records [`Store::unresolved`] reported (one positional read each) and
+    /// puts their versions in memory. Blocks on the disk: call it where that is fine.
+    pub fn resolve(&self, unresolved: Unresolved) -> Result<(), Error> {
+        self.load(unresolved.h, unresolved.records, &mut Loaded::new())
+    }
+
+    /// Reads the records at `records` (raw address, segment, offset) and keeps them in
+    /// `loaded`; each whose slot still points at it also goes into memory. A record
+    /// that cannot be read because compaction moved it meanwhile is skipped: the next
+    /// lookup finds where it went.
+    fn load(
+        &self,
+        h: Hashed,
+        records: Vec<(u64, u64, u32)>,
+        loaded: &mut Loaded,
+    ) -> Result<(), Error> {
+        let mut fresh = Vec::with_capacity(records.len());
+        for (raw, segment, offset) in records {
+            let read = self
+                .log
+                .read_record_at(segment, offset)
+                .map_err(Error::from)
+                .and_then(|bytes| decode_version(&bytes, segment, offset));
+            match read {
+                Ok(v) => fresh.push((raw, v)),
+                Err(e) => {
+                    if self.index.shard(h).read().holds_address(h, raw).is_some() {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        self.value_reads
+            .fetch_add(fresh.len() as u64, Ordering::Relaxed);
+        let mut shard = self.index.shard(h).write();
+        for (raw, v) in &fresh {
+            if let Some(pos) = shard.holds_address(h, *raw) {
+                let idx = shard.install(pos, Entry::from_version(h, v));
+                // Wanted just now: it gets a second chance before it can go again.
+                shard.entry(idx).referenced.store(true, Ordering::Relaxed);
+            }
+        }
+        self.enforce_budget(&mut shard);
+        drop(shard);
+        loaded.extend(fresh);
+        Ok(())
+    }
+
+    /// The memory budget for the index and the versions in memory; 0 = none.
     pub fn set_memory_limit(&self, bytes: u64) {
         self.memory_limit.store(bytes, Ordering::Relaxed);
         self.trim_to_budget();
@@ -739,18 +999,20 @@ impl Store {
         self.memory_limit.load(Ordering::Relaxed)
     }
 
-    /// Whether a store of `key` fits the memory budget: the key is already in the
-    /// index, or the index has room for one more. Values never make a store refuse:
-    /// they live on disk when memory is short; keys must stay in memory.
+    /// Whether a store of `key` fits the memory budget: the key may already be in the
+    /// index, or the index has room for one more slot. Values never make a store
+    /// refuse: they live on disk when memory is short; every key's slot stays in memory.
     pub fn has_room_for_key(&self, key: &[u8]) -> bool {
         let limit = self.memory_limit();
-        limit == 0
-            || self.index.bytes() + key_cost(key.len()) <= limit - reserve(limit)
-            || self.index.shard(key).read().get(key).is_some()
+        if limit == 0 || self.index.bytes() + KEY_COST_BYTES <= limit - reserve(limit) {
+            return true;
+        }
+        let h = self.index.hash(key);
+        self.index.shard(h).read().find(key, h, &Loaded::new()) != Found::Absent
     }
 
-    /// Brings every shard's values within the memory budget. Writes do this for their
-    /// own shard as they go; values that could not leave then (their record not yet
+    /// Brings every shard's cache within the memory budget. Writes do this for their
+    /// own shard as they go; versions that could not leave then (their record not yet
     /// written) go on this pass. The server's maintenance thread calls it every second.
     pub fn trim_to_budget(&self) {
         if self.memory_limit() == 0 {
@@ -761,7 +1023,7 @@ impl Store {
         }
     }
 
-    /// Evicts values from `shard` until it is within its share of what the budget
+    /// Evicts versions from `shard` until it is within its share of what the budget
     /// leaves after the index.
     fn enforce_budget(&self, shard: &mut Shard) {
         let limit = self.memory_limit();
@@ -770,7 +1032,7 @@ impl Store {
         }
         let for_values = (limit - reserve(limit)).saturating_sub(self.index.bytes());
         let share = for_values / SHARDS;
-        if shard.cached_bytes > share {
+        if shard.cached_bytes() > share {
             let evicted = shard.evict_to(share, self.log.written_lsn());
             if evicted > 0 {
                 self.evictions.fetch_add(evicted, Ordering::Relaxed);
@@ -779,162 +1041,169 @@ impl Store {
         }
     }
 
-    /// Drops a dead version met by a request, as memcached unlinks one. A version
-    /// hidden by a delayed flush_all is deleted in the log too: a later flush_all that
-    /// replaces the deadline would show it again otherwise, after a restart but not
-    /// before. An expired one needs no record; replay finds it expired as well.
-    fn remove_if_dead(&self, shard: &mut Shard, key: &[u8], now: u32, deadline: u32) {
-        if let Some(entry) = shard.get(key) {
-            let state = liveness(entry, now, deadline);
-            match state {
-                Liveness::Live => return,
-                Liveness::Flushed => {
-                    let delete = Record::Delete { key };
-                    if self
-                        .log
-                        .append(&delete, Holds::Nothing, Some(entry.location))
-                        .is_err()
-                    {
-                        // A poisoned log: leave the version hidden, not deleted.
-                        return;
-                    }
+    /// Drops the dead version at slot `pos` (its record at `location`, `data` bytes of
+    /// key and value), as memcached unlinks one it meets. A version hidden by a delayed
+    /// flush_all is deleted in the log too: a later flush_all that replaces the
+    /// deadline would show it again otherwise, after a restart but not before. An
+    /// expired one needs no record; replay finds it expired as well. Returns whether
+    /// it went.
+    fn drop_dead(
+        &self,
+        shard: &mut Shard,
+        pos: usize,
+        key: &[u8],
+        (location, data): (Location, u64),
+        state: Liveness,
+    ) -> bool {
+        match state {
+            Liveness::Live => return false,
+            Liveness::Flushed => {
+                let delete = Record::Delete { key };
+                if self
+                    .log
+                    .append(&delete, Holds::Nothing, Some(location))
+                    .is_err()
+                {
+                    // A poisoned log: leave the version hidden, not deleted.
+                    return false;
                 }
-                Liveness::Expired => self.log.free(entry.location),
             }
-            if state != Liveness::Live {
-                shard.remove(key);
-                self.curr_items.fetch_sub(1, Ordering::Relaxed);
-            }
+            Liveness::Expired => self.log.free(location),
         }
+        shard.remove(pos);
+        shard.data_bytes -= data;
+        self.curr_items.fetch_sub(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Drops the version in memory at slot `pos`, slab place `idx`, if it is dead.
+    fn drop_if_dead(&self, shard: &mut Shard, pos: usize, idx: usize, now: u32, deadline: u32) {
+        let entry = shard.entry(idx);
+        let state = entry_liveness(entry, now, deadline);
+        let held = (entry.location, data_len(&entry.key, &entry.value));
+        let key = entry.key.clone();
+        self.drop_dead(shard, pos, &key, held, state);
     }
 
     /// Looks at `key`'s live version (None if absent, expired or flushed), lets `decide`
     /// choose a change, and makes it: logged, then applied to the index. Returns the
-    /// closure's result and what was written (None when nothing was logged). A value
-    /// not in memory is read from the log first, on this thread.
+    /// closure's result and what was written (None when nothing was logged). A version
+    /// only in the log is read first, on this thread.
     pub fn update<R>(
         &self,
         key: &[u8],
         access: Access,
         decide: impl FnOnce(Option<&Item>, u32) -> (Change, R),
     ) -> Result<(R, Option<Written>), Error> {
-        self.update_with(key, access, Need::Value, decide)
-    }
-
-    /// As [`Store::update`], for a closure that looks only at the current version's
-    /// metadata (whether it exists, its CAS, flags, expiry): the item it sees has an
-    /// empty `value` when the value is not in memory, and nothing is read from disk.
-    /// For set, add, replace, cas, delete and touch.
-    pub fn update_meta<R>(
-        &self,
-        key: &[u8],
-        access: Access,
-        decide: impl FnOnce(Option<&Item>, u32) -> (Change, R),
-    ) -> Result<(R, Option<Written>), Error> {
-        self.update_with(key, access, Need::Meta, decide)
-    }
-
-    fn update_with<R>(
-        &self,
-        key: &[u8],
-        access: Access,
-        need: Need,
-        decide: impl FnOnce(Option<&Item>, u32) -> (Change, R),
-    ) -> Result<(R, Option<Written>), Error> {
         if self.log.is_poisoned() {
             return Err(Error::Poisoned);
         }
-        let shard_lock = self.index.shard(key);
-        let mut loaded: Loaded = None;
-        let (now, mut shard, current, current_location) = loop {
+        let h = self.index.hash(key);
+        let shard_lock = self.index.shard(h);
+        let mut loaded = Loaded::new();
+        let mut rounds = 0;
+        let (now, mut shard, at, current) = loop {
             let now = self.now_secs();
             let deadline = self.flush_deadline.load(Ordering::Acquire);
             let mut shard = shard_lock.write();
-            // One lookup for the common cases; a dead version (rare) is dropped first.
-            let missing = match shard.get(key) {
-                Some(entry) if is_live(entry, now, deadline) => {
-                    let value = match value_at_hand(entry, &loaded) {
-                        Err(_) if need == Need::Meta => Ok(empty_value()),
-                        other => other,
-                    };
-                    match value {
-                        Ok(value) => {
-                            let location = entry.location;
-                            let item = snapshot(entry, value);
-                            break (now, shard, Some(item), Some(location));
-                        }
-                        Err(missing) => missing,
-                    }
+            let cached = match shard.find(key, h, &loaded) {
+                Found::Cached { pos, idx } => Some((pos, idx)),
+                Found::Loaded { pos, which } => {
+                    let entry = Entry::from_version(h, &loaded[which].1);
+                    Some((pos, shard.install(pos, entry)))
                 }
-                Some(_) => {
-                    self.remove_if_dead(&mut shard, key, now, deadline);
+                Found::Absent => None,
+                Found::Unknown(raws) => {
+                    let records = self.addresses(&raws);
+                    drop(shard);
+                    rounds += 1;
+                    if rounds > MAX_ROUNDS {
+                        return Err(self.kept_moving(key));
+                    }
+                    self.load(h, records, &mut loaded)?;
+                    continue;
+                }
+            };
+            match cached {
+                Some((pos, idx)) => {
+                    let entry = shard.entry(idx);
+                    if entry_liveness(entry, now, deadline) == Liveness::Live {
+                        let item = snapshot(entry);
+                        break (now, shard, Some((pos, idx)), Some(item));
+                    }
+                    self.drop_if_dead(&mut shard, pos, idx, now, deadline);
                     break (now, shard, None, None);
                 }
                 None => break (now, shard, None, None),
-            };
-            // Read the value without holding the shard, then look again: the key may
-            // have changed meanwhile.
-            drop(shard);
-            loaded = Some((missing.cas, self.load(key, missing)?));
+            }
         };
         let (change, result) = decide(current.as_ref(), now);
-        let lsn = match change {
-            Change::Keep => {
-                if let (Some(entry), Access::Fetch) = (shard.get(key), access) {
-                    entry.mark_access(now);
+        let written = match (change, at) {
+            (Change::Keep, at) => {
+                if let (Some((_, idx)), Access::Fetch) = (at, access) {
+                    shard.entry(idx).mark_access(now);
                 }
                 None
             }
-            Change::Touch {
-                exptime,
-                mark_win_sent,
-            } => match shard.get_mut(key) {
-                Some(entry) => {
-                    let lsn = match exptime {
-                        Some(exptime) => {
-                            let touch = Record::Touch {
-                                key,
-                                exptime,
-                                cas: entry.cas,
-                            };
-                            let lsn = self.log.append(&touch, Holds::Nothing, None)?.lsn;
-                            entry.exptime = exptime;
-                            entry.lsn = lsn;
-                            Some(Written {
-                                lsn,
-                                cas: entry.cas,
-                            })
-                        }
-                        None => None,
-                    };
-                    if mark_win_sent {
-                        entry.win_sent.store(true, Ordering::Relaxed);
+            (Change::Touch { .. }, None) | (Change::Delete, None) => None,
+            (
+                Change::Touch {
+                    exptime,
+                    mark_win_sent,
+                },
+                Some((_, idx)),
+            ) => {
+                let written = match exptime {
+                    // The version is written anew with its new expiry, same value, CAS
+                    // and time: a record says all there is of a version, so it can
+                    // leave memory.
+                    Some(exptime) => {
+                        let entry = shard.entry(idx);
+                        let copy = Record::Put {
+                            key,
+                            value: &entry.value,
+                            client_flags: entry.client_flags,
+                            exptime,
+                            time: entry.time,
+                            cas: entry.cas,
+                            item_flags: entry.item_flags(),
+                        };
+                        let appended =
+                            self.log
+                                .append(&copy, Holds::Version, Some(entry.location))?;
+                        let entry = shard.entry_mut(idx);
+                        entry.exptime = exptime;
+                        entry.location = appended.location;
+                        entry.lsn = appended.lsn;
+                        Some(Written {
+                            lsn: appended.lsn,
+                            cas: entry.cas,
+                        })
                     }
-                    if access == Access::Fetch {
-                        entry.mark_access(now);
-                    }
-                    lsn
+                    None => None,
+                };
+                let entry = shard.entry(idx);
+                if mark_win_sent {
+                    entry.win_sent.store(true, Ordering::Relaxed);
                 }
-                None => None,
-            },
-            Change::Delete => {
-                if current_location.is_some() {
-                    let frees = current_location;
-                    let lsn = self
-                        .log
-                        .append(&Record::Delete { key }, Holds::Nothing, frees)?
-                        .lsn;
-                    let mut cas = 0;
-                    if let Some(old) = shard.remove(key) {
-                        cas = old.cas;
-                        self.curr_items.fetch_sub(1, Ordering::Relaxed);
-                    }
-                    Some(Written { lsn, cas })
-                } else {
-                    None
+                if access == Access::Fetch {
+                    entry.mark_access(now);
                 }
+                written
             }
-            Change::Put(new) => {
+            (Change::Delete, Some((pos, idx))) => {
+                let location = shard.entry(idx).location;
+                let lsn = self
+                    .log
+                    .append(&Record::Delete { key }, Holds::Nothing, Some(location))?
+                    .lsn;
+                let old = shard.remove(pos);
+                let cas = old.as_ref().map_or(0, |e| e.cas);
+                shard.data_bytes -= old.map_or(0, |e| data_len(&e.key, &e.value));
+                self.curr_items.fetch_sub(1, Ordering::Relaxed);
+                Some(Written { lsn, cas })
+            }
+            (Change::Put(new), at) => {
                 let (cas, explicit) = match new.cas {
                     NewCas::Generate => (self.next_cas.fetch_add(1, Ordering::Relaxed), 0),
                     NewCas::Explicit(cas) => (cas, ITEM_EXPLICIT_CAS),
@@ -951,32 +1220,41 @@ impl Store {
                     cas,
                     item_flags,
                 };
-                let appended = self.log.append(&put, Holds::Version, current_location)?;
+                let frees = at.map(|(_, idx)| shard.entry(idx).location);
+                let appended = self.log.append(&put, Holds::Version, frees)?;
                 let lsn = appended.lsn;
-                let entry = Entry {
-                    value_len: u32::try_from(new.value.len()).unwrap_or(u32::MAX),
-                    value: Some(new.value),
-                    client_flags: new.client_flags,
-                    exptime: new.exptime,
-                    time: now,
-                    cas,
-                    lsn,
-                    location: appended.location,
-                    stale: new.stale,
-                    binary_key: new.binary_key,
-                    fetched: Default::default(),
-                    last_access: AtomicU32::new(now),
-                    win_sent: new.win_sent.into(),
-                    referenced: Default::default(),
+                shard.data_bytes += data_len(key, &new.value);
+                let fill = |entry: &mut Entry| {
+                    entry.client_flags = new.client_flags;
+                    entry.exptime = new.exptime;
+                    entry.time = now;
+                    entry.cas = cas;
+                    entry.lsn = lsn;
+                    entry.stale = new.stale;
+                    entry.binary_key = new.binary_key;
+                    entry.explicit_cas = explicit != 0;
+                    entry.fetched = Default::default();
+                    entry.last_access = AtomicU32::new(now);
+                    entry.win_sent = new.win_sent.into();
+                    entry.referenced = Default::default();
                 };
-                if shard.put(key, entry).is_none() {
-                    self.curr_items.fetch_add(1, Ordering::Relaxed);
+                match at {
+                    Some((_, idx)) => {
+                        let old = shard.overwrite(idx, new.value, appended.location, fill);
+                        shard.data_bytes -= old;
+                    }
+                    None => {
+                        let mut entry = Entry::new(h, key, new.value, appended.location);
+                        fill(&mut entry);
+                        shard.insert_cached(h, entry);
+                        self.curr_items.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
-                self.enforce_budget(&mut shard);
                 Some(Written { lsn, cas })
             }
         };
-        Ok((result, lsn))
+        self.enforce_budget(&mut shard);
+        Ok((result, written))
     }
 
     /// memcached's flush_all: with no delay every item goes now; with a delay (relative
@@ -1047,7 +1325,7 @@ impl Store {
         for shard in self.index.shards() {
             let shard = shard.read();
             bytes += shard.data_bytes;
-            cache_bytes += shard.cached_bytes;
+            cache_bytes += shard.cached_bytes();
             cached_values += shard.cached_values;
         }
         Stats {
@@ -1088,6 +1366,10 @@ impl Store {
     /// the same version twice, which replays to the same state. Copies keep their CAS,
     /// time and LSN: they are no new writes. A CAS-floor record keeps CAS values unique
     /// once the records that held the highest ones are gone.
+    ///
+    /// The index moves to a batch of copies only once they are written to the file, so
+    /// a reader that follows it always finds the record there; a key written meanwhile
+    /// keeps its newer version, and its copy counts as garbage.
     pub fn compact_oldest(&self) -> Result<Option<Compaction>, Error> {
         let _one_at_a_time = self.compaction.lock();
         // Write out the tail first: records of a segment that was just left may still
@@ -1101,14 +1383,14 @@ impl Store {
         let floor = self.next_cas.load(Ordering::Acquire).saturating_sub(1);
         self.log
             .append(&Record::CasFloor { cas: floor }, Holds::Nothing, None)?;
+        let mut report = Compaction {
+            segment,
+            segment_bytes: segment_usage.bytes,
+            ..Compaction::default()
+        };
         if segment_usage.live_bytes == 0 {
             // Nothing in it is live (the account is kept exact at every append, free and
             // purge): no record needs reading or copying.
-            let report = Compaction {
-                segment,
-                segment_bytes: segment_usage.bytes,
-                ..Compaction::default()
-            };
             return self
                 .retire_segment(report, PendingFlush::Reassert)
                 .map(Some);
@@ -1118,12 +1400,8 @@ impl Store {
         {
             return Err(Error::Format(format!("segment {segment} lost its header")));
         }
-        let mut report = Compaction {
-            segment,
-            segment_bytes: segment_usage.bytes,
-            ..Compaction::default()
-        };
         let mut saw_delayed_flush = false;
+        let mut moved: Vec<Moved> = Vec::new();
         let mut pos = record::SEGMENT_HEADER_BYTES;
         while pos < data.len() {
             let Decoded::Record(rec, len) = record::decode(&data[pos..]) else {
@@ -1140,38 +1418,54 @@ impl Store {
                         offset: u32::try_from(pos).unwrap_or(u32::MAX),
                         len: u32::try_from(len).unwrap_or(u32::MAX),
                     };
+                    let raw = index::raw_address(segment, here.offset);
+                    let h = self.index.hash(key);
                     let now = self.now_secs();
                     let deadline = self.flush_deadline.load(Ordering::Acquire);
-                    let mut shard = self.index.shard(key).write();
-                    let current = shard
-                        .get(key)
-                        .map(|e| (e.location == here, is_live(e, now, deadline)));
-                    match current {
-                        Some((true, true)) => {
-                            if let Some(entry) = shard.get_mut(key) {
-                                let item_flags = if entry.stale { ITEM_STALE } else { 0 }
-                                    | if entry.binary_key { ITEM_BINARY_KEY } else { 0 };
-                                let copy = Record::Put {
+                    let mut shard = self.index.shard(h).write();
+                    if let Some((slot, idx)) = shard.find_location(h, raw, here) {
+                        // In memory, the version's metadata is the same as its record's
+                        // but for a touch replayed from an older log: use memory's.
+                        let copy = match idx {
+                            Some(idx) => {
+                                let e = shard.entry(idx);
+                                Record::Put {
                                     key,
                                     value,
-                                    client_flags: entry.client_flags,
-                                    exptime: entry.exptime,
-                                    time: entry.time,
-                                    cas: entry.cas,
-                                    item_flags,
-                                };
+                                    client_flags: e.client_flags,
+                                    exptime: e.exptime,
+                                    time: e.time,
+                                    cas: e.cas,
+                                    item_flags: e.item_flags(),
+                                }
+                            }
+                            None => rec.clone(),
+                        };
+                        let Record::Put { exptime, time, .. } = copy else {
+                            unreachable!("a copy of a put is a put")
+                        };
+                        match liveness(exptime, time, now, deadline) {
+                            Liveness::Live => {
                                 let appended =
                                     self.log.append(&copy, Holds::Version, Some(here))?;
-                                entry.location = appended.location;
                                 report.copied_bytes += u64::from(appended.location.len);
+                                moved.push(Moved {
+                                    h,
+                                    from: here,
+                                    to: appended.location,
+                                });
+                            }
+                            state => {
+                                let held = (here, data_len(key, value));
+                                if self.drop_dead(&mut shard, slot, key, held, state) {
+                                    report.purged_items += 1;
+                                }
                             }
                         }
-                        Some((true, false)) => {
-                            // Expired or flushed: purge instead of copying.
-                            self.remove_if_dead(&mut shard, key, now, deadline);
-                            report.purged_items += 1;
-                        }
-                        _ => {}
+                    }
+                    drop(shard);
+                    if moved.len() >= MOVE_BATCH {
+                        self.repoint(&mut moved)?;
                     }
                 }
                 Record::FlushAll { deadline, .. } if deadline != 0 => saw_delayed_flush = true,
@@ -1179,12 +1473,35 @@ impl Store {
             }
             pos += len;
         }
+        self.repoint(&mut moved)?;
         let flush = if saw_delayed_flush {
             PendingFlush::Reassert
         } else {
             PendingFlush::Untouched
         };
         self.retire_segment(report, flush).map(Some)
+    }
+
+    /// Points the index at copies compaction made, once they are on disk: each key
+    /// still at its original moves to the copy; for a key written since, the copy is
+    /// garbage.
+    fn repoint(&self, moved: &mut Vec<Moved>) -> Result<(), Error> {
+        if moved.is_empty() {
+            return Ok(());
+        }
+        self.log.force_sync()?;
+        for m in moved.drain(..) {
+            let raw = index::raw_address(m.from.segment, m.from.offset);
+            let mut shard = self.index.shard(m.h).write();
+            match shard.find_location(m.h, raw, m.from) {
+                Some((slot, None)) => {
+                    shard.set_cold(slot, index::raw_address(m.to.segment, m.to.offset));
+                }
+                Some((_, Some(idx))) => shard.entry_mut(idx).location = m.to,
+                None => self.log.free(m.to),
+            }
+        }
+        Ok(())
     }
 
     /// The end of every compaction: say the pending delayed flush_all again if the
@@ -1232,22 +1549,24 @@ impl Store {
         }
     }
 
-    /// Drops every expired version from the index (its disk space becomes garbage for
-    /// compaction to reclaim), one shard at a time. Returns how many went.
+    /// Drops every expired version in memory (its disk space becomes garbage for
+    /// compaction to reclaim), one shard at a time. Expired versions only in the log
+    /// go when a request meets them or compaction reaches their segment. Returns how
+    /// many went.
     pub fn purge_expired(&self) -> u64 {
         let mut purged = 0;
         for shard in self.index.shards() {
             let now = self.now_secs();
             let deadline = self.flush_deadline.load(Ordering::Acquire);
             let mut guard = shard.write();
-            let expired: Vec<Arc<[u8]>> = guard
-                .iter()
-                .filter(|(_, e)| liveness(e, now, deadline) == Liveness::Expired)
-                .map(|(k, _)| k.clone())
-                .collect();
+            let expired =
+                guard.cached_keys(|e| entry_liveness(e, now, deadline) == Liveness::Expired);
             for key in expired {
-                self.remove_if_dead(&mut guard, &key, now, deadline);
-                purged += 1;
+                let h = self.index.hash(&key);
+                if let Found::Cached { pos, idx } = guard.find(&key, h, &Loaded::new()) {
+                    self.drop_if_dead(&mut guard, pos, idx, now, deadline);
+                    purged += 1;
+                }
             }
         }
         self.expired_purged.fetch_add(purged, Ordering::Relaxed);
@@ -1259,4 +1578,15 @@ impl Store {
     pub fn shutdown(&self) {
         self.log.shutdown();
     }
+}
+
+/// How many copies compaction makes before it writes them out and points the index at
+/// them.
+const MOVE_BATCH: usize = 4096;
+
+/// A version compaction copied: from where to where.
+struct Moved {
+    h: Hashed,
+    from: Location,
+    to: Location,
 }

@@ -169,6 +169,9 @@ fn open_with(
 ) -> Store {
     let mut options = Options::new(durability, clock.clone());
     options.memory_limit_bytes = memory_limit_bytes;
+    // With values on disk, keys also share the index's fingerprints: lookups read
+    // strangers' records and must tell them apart.
+    options.crowded_index = memory_limit_bytes == TINY_MEMORY;
     options.segment_size_bytes = 512; // small, so runs cross segment boundaries
     options.fsync_interval = Duration::from_millis(1);
     match Store::open(Arc::new(disk.clone()), options) {

@@ -60,8 +60,10 @@ pub struct Config {
     /// fsync period for `--durability interval`, in milliseconds.
     #[arg(long = "fsync-interval-ms", default_value_t = 1000)]
     pub fsync_interval_ms: u64,
-    /// Size at which the log starts a new segment file, in MiB.
-    #[arg(long = "segment-size-mib", default_value_t = 64)]
+    /// Size at which the log starts a new segment file, in MiB (at most 64: the index
+    /// addresses a record by its offset in 26 bits).
+    #[arg(long = "segment-size-mib", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=64))]
     pub segment_size_mib: u64,
 }
 

@@ -140,7 +140,7 @@ pub fn execute(shared: &Shared, request: Request<'_>, out: &mut Vec<u8>) -> Outc
         } => retrieve(shared, command, exptime, keys, out),
         Request::Delete { key, noreply } => {
             shared.prefixes.record(key, PrefixEvent::Delete);
-            let result = shared.store.update_meta(key, Access::NoAccess, |item, _| {
+            let result = shared.store.update(key, Access::NoAccess, |item, _| {
                 (Change::Delete, item.is_some())
             });
             let replies: [&[u8]; 2] = [b"DELETED\r\n", b"NOT_FOUND\r\n"];
@@ -199,7 +199,7 @@ pub fn execute(shared: &Shared, request: Request<'_>, out: &mut Vec<u8>) -> Outc
             noreply,
         } => {
             bump(&c.cmd_touch);
-            let result = shared.store.update_meta(key, Access::Fetch, |item, now| {
+            let result = shared.store.update(key, Access::Fetch, |item, now| {
                 let change = Change::Touch {
                     exptime: Some(exptime_to_absolute(exptime, now)),
                     mark_win_sent: false,
@@ -432,23 +432,21 @@ fn meta_get(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>) -> Ou
     let mut created = false;
     if let Some(ttl) = f.vivify_ttl {
         // Vivify on miss: an empty item that this client wins the right to fill.
-        let result = shared
-            .store
-            .update_meta(key, Access::NoAccess, |item, now| {
-                if item.is_some() {
-                    return (Change::Keep, false);
-                }
-                let new = NewItem {
-                    value: Vec::new().into(),
-                    client_flags: 0,
-                    exptime: exptime_to_absolute(ttl, now),
-                    cas: NewCas::Generate,
-                    stale: false,
-                    binary_key: f.base64,
-                    win_sent: false,
-                };
-                (Change::Put(new), true)
-            });
+        let result = shared.store.update(key, Access::NoAccess, |item, now| {
+            if item.is_some() {
+                return (Change::Keep, false);
+            }
+            let new = NewItem {
+                value: Vec::new().into(),
+                client_flags: 0,
+                exptime: exptime_to_absolute(ttl, now),
+                cas: NewCas::Generate,
+                stale: false,
+                binary_key: f.base64,
+                win_sent: false,
+            };
+            (Change::Put(new), true)
+        });
         match result {
             Ok((made, written)) => {
                 created = made;
@@ -666,13 +664,7 @@ fn meta_delete(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>) ->
         }
         (Change::Delete, MetaDeleteResult::Deleted)
     };
-    // Only invalidation keeps the value (marked stale); a plain delete needs no read.
-    let result = if f.invalidate {
-        shared.store.update(key, Access::NoAccess, decide)
-    } else {
-        shared.store.update_meta(key, Access::NoAccess, decide)
-    };
-    match result {
+    match shared.store.update(key, Access::NoAccess, decide) {
         Ok((result, written)) => {
             bump(if result == MetaDeleteResult::Deleted {
                 &c.delete_hits

@@ -1,21 +1,22 @@
-//! Values that are not in memory are read off the event loops.
+//! Versions that are not in memory are read off the event loops.
 //!
-//! Before a request that shows or changes a value runs, its connection asks the store
-//! which of its keys have their value only in the log, hands those reads to a fixed
-//! pool of reader threads (one positional read each), and awaits them; the other
-//! connections of its worker go on meanwhile. A multi-get's misses are all issued at
-//! once, so fifty keys out of memory cost about one read's latency, not fifty. Then the
-//! request runs as if every value had been in memory.
+//! Before a request runs, its connection asks the store which of its keys may be only
+//! in the log (the index keeps no key in memory, only a slot that points at the key's
+//! record), hands those reads to a fixed pool of reader threads (one positional read
+//! each), and awaits them; the other connections of its worker go on meanwhile. A
+//! multi-get's misses are all issued at once, so fifty keys out of memory cost about
+//! one read's latency, not fifty. Then the request runs as if every version had been in
+//! memory. A store of a key the index has never seen reads nothing.
 //!
 //! The pool is bounded: a fixed number of threads and a bounded queue. When the queue
 //! is full the connection reads on its own thread instead of queueing without limit,
-//! which slows that worker but never grows memory. A value evicted again between its
+//! which slows that worker but never grows memory. A version evicted again between its
 //! read and the request is read once more by the store, inline: correct, only slower.
 
 use std::sync::Arc;
 
-use kura_engine::MissingValue;
-use kura_protocol::{MetaSetMode, Request, StorageCommand};
+use kura_engine::Unresolved;
+use kura_protocol::Request;
 use tokio::sync::oneshot;
 
 use crate::server::Shared;
@@ -50,48 +51,38 @@ impl ValueReader {
     }
 }
 
-/// The keys of `request` whose values it will look at: reads, and the writes that
-/// change a value in place (append, prepend, incr, decr). Others (set, delete, touch)
-/// need only the metadata, which is always in memory.
-fn keys_needing_values<'r>(request: &'r Request<'_>, mut each: impl FnMut(&'r [u8])) {
+/// The keys `request` will look up.
+fn keys_of<'r>(request: &'r Request<'_>, mut each: impl FnMut(&'r [u8])) {
     match request {
         Request::Retrieval { keys, .. } => {
             for key in *keys {
                 each(key);
             }
         }
-        Request::Storage {
-            command: StorageCommand::Append | StorageCommand::Prepend,
-            key,
-            ..
+        Request::Storage { key, .. }
+        | Request::Arithmetic { key, .. }
+        | Request::Delete { key, .. }
+        | Request::Touch { key, .. } => each(key),
+        Request::MetaGet(meta) | Request::MetaArithmetic(meta) | Request::MetaDelete(meta) => {
+            each(&meta.key)
         }
-        | Request::Arithmetic { key, .. } => each(key),
-        Request::MetaGet(meta) | Request::MetaArithmetic(meta) => each(&meta.key),
-        Request::MetaSet { request, .. }
-            if matches!(
-                request.set_mode(),
-                MetaSetMode::Append | MetaSetMode::Prepend
-            ) =>
-        {
-            each(&request.key)
-        }
-        Request::MetaDelete(meta) if meta.flags.invalidate => each(&meta.key),
+        Request::MetaSet { request, .. } => each(&request.key),
         _ => {}
     }
 }
 
-/// Brings into memory the values `request` will need that are only in the log, reading
-/// them on the reader threads. Errors are left for the request itself to meet (it reads
-/// inline and reports them).
+/// Brings into memory the versions of `request`'s keys that are only in the log,
+/// reading them on the reader threads. Errors are left for the request itself to meet
+/// (it reads inline and reports them).
 pub async fn load_values(shared: &Arc<Shared>, request: &Request<'_>) {
     if !shared.store.values_may_be_out_of_memory() {
         // The common case while the data fits: no lookups beyond the request's own.
         return;
     }
-    let mut missing: Vec<(Vec<u8>, MissingValue)> = Vec::new();
-    keys_needing_values(request, |key| {
-        if let Some(at) = shared.store.missing_value(key) {
-            missing.push((key.to_vec(), at));
+    let mut missing: Vec<Unresolved> = Vec::new();
+    keys_of(request, |key| {
+        if let Some(at) = shared.store.unresolved(key) {
+            missing.push(at);
         }
     });
     if missing.is_empty() {
@@ -100,7 +91,7 @@ pub async fn load_values(shared: &Arc<Shared>, request: &Request<'_>) {
     // No more jobs than threads: more could not run at once anyway, and every job
     // costs a wake-up of a reader and of this worker. Keys are dealt round-robin.
     let jobs = missing.len().min(shared.reader.threads);
-    let mut batches: Vec<Vec<(Vec<u8>, MissingValue)>> = (0..jobs).map(|_| Vec::new()).collect();
+    let mut batches: Vec<Vec<Unresolved>> = (0..jobs).map(|_| Vec::new()).collect();
     for (i, read) in missing.into_iter().enumerate() {
         batches[i % jobs].push(read);
     }
@@ -109,8 +100,8 @@ pub async fn load_values(shared: &Arc<Shared>, request: &Request<'_>) {
         let (done, wait) = oneshot::channel::<()>();
         let store_shared = Arc::clone(shared);
         let job: Job = Box::new(move || {
-            for (key, at) in batch {
-                let _ = store_shared.store.load_value(&key, at);
+            for at in batch {
+                let _ = store_shared.store.resolve(at);
             }
             let _ = done.send(());
         });

@@ -78,8 +78,6 @@ pub fn store(
         binary_key,
     } = request;
     let new_cas = NewCas::Generate;
-    // Only append and prepend look at the old value; the other modes need its
-    // metadata alone, so a value out of memory is not read for them.
     let decide = |current: Option<&Item>, now| {
         let exptime = exptime_to_absolute(exptime, now);
         let fresh = |value: Arc<[u8]>| NewItem {
@@ -151,10 +149,7 @@ pub fn store(
             (StoreMode::Cas, Some(_)) => (Change::Keep, StoreResult::Exists),
         }
     };
-    let (result, written) = match mode {
-        StoreMode::Append | StoreMode::Prepend => store.update(key, Access::NoAccess, decide)?,
-        _ => store.update_meta(key, Access::NoAccess, decide)?,
-    };
+    let (result, written) = store.update(key, Access::NoAccess, decide)?;
     match (mode, result) {
         (StoreMode::Cas, StoreResult::Stored) => bump(&counters.cas_hits),
         (StoreMode::Cas, StoreResult::Exists) => bump(&counters.cas_badval),
@@ -171,7 +166,7 @@ pub fn store(
 /// never reads the value it just failed to replace.
 pub fn drop_on_refused_set(store: &Store, key: &[u8]) -> Result<Option<u64>, kura_engine::Error> {
     Ok(store
-        .update_meta(key, Access::NoAccess, |_, _| (Change::Delete, ()))?
+        .update(key, Access::NoAccess, |_, _| (Change::Delete, ()))?
         .1
         .map(|w| w.lsn))
 }
