@@ -30,6 +30,8 @@ pub trait Disk: Send + Sync {
     /// Cuts a file to `len_bytes` and makes the cut durable.
     fn truncate(&self, name: &str, len_bytes: u64) -> io::Result<()>;
     fn remove(&self, name: &str) -> io::Result<()>;
+    /// Renames `from` to `to`, replacing any `to`; durable once the directory is synced.
+    fn rename(&self, from: &str, to: &str) -> io::Result<()>;
     /// Makes file creations and removals durable.
     fn sync_dir(&self) -> io::Result<()>;
 }
@@ -141,6 +143,10 @@ impl Disk for OsDisk {
         let file = OpenOptions::new().write(true).open(self.dir.join(name))?;
         file.set_len(len_bytes)?;
         file.sync_all()
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        fs::rename(self.dir.join(from), self.dir.join(to))
     }
 
     fn remove(&self, name: &str) -> io::Result<()> {

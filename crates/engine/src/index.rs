@@ -29,7 +29,7 @@
 //! system, so a read of the file finds it.
 
 use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -621,18 +621,98 @@ impl Shard {
             self.set_cold(pos, raw);
             evicted += 1;
         }
-        if self.cached_values == 0 {
-            // Give the slab's places back too.
-            self.entries = Vec::new();
-            self.free = Vec::new();
+        let places = self.entries.capacity() as u64;
+        if places > self.cached_values * 3 / 2 + 16 || (self.cached_values == 0 && places > 0) {
+            self.compact_slab();
         }
         evicted
     }
 }
 
+impl Shard {
+    /// The table as a checkpoint keeps it: its capacity and every slot in table
+    /// order, each cold (a version in memory is named by its record's address).
+    pub fn snapshot(&self) -> (u64, Vec<u64>) {
+        let slots = self
+            .slots
+            .iter()
+            .copied()
+            .filter(|&s| s != 0)
+            .map(|slot| {
+                if slot & CACHED == 0 {
+                    return slot;
+                }
+                let entry = self.entry((slot & PAYLOAD) as usize);
+                let raw = raw_address(entry.location.segment, entry.location.offset);
+                (Shard::fp_of(slot) << FP_SHIFT) | raw
+            })
+            .collect();
+        (self.slots.len() as u64, slots)
+    }
+
+    /// Fills an empty shard from a checkpoint's table: cold slots, placed anew.
+    pub fn restore(&mut self, capacity: u64, slots: &[u64], data_bytes: u64) {
+        debug_assert_eq!(self.len, 0);
+        let capacity = (capacity as usize).max(slots.len() * 5 / 4 + 1);
+        self.slots = vec![0; capacity].into_boxed_slice();
+        for &slot in slots {
+            let mut pos = self.home(Shard::fp_of(slot));
+            while self.slots[pos] != 0 {
+                pos = self.next(pos);
+            }
+            self.slots[pos] = slot & !CACHED;
+        }
+        self.len = slots.len();
+        self.data_bytes = data_bytes;
+        self.account();
+    }
+
+    /// Gives back the slab's free places: moves the versions at its end into the
+    /// lowest free places (repointing their slots), then shortens it.
+    fn compact_slab(&mut self) {
+        let mut holes = std::mem::take(&mut self.free);
+        holes.sort_unstable_by(|a, b| b.cmp(a)); // lowest last, for pop
+        loop {
+            match self.entries.last() {
+                None => break,
+                Some(None) => {
+                    self.entries.pop();
+                    continue;
+                }
+                Some(Some(_)) => {}
+            }
+            let last = self.entries.len() - 1;
+            let Some(&hole) = holes.last() else { break };
+            if hole as usize >= last {
+                break;
+            }
+            holes.pop();
+            let Some(Some(entry)) = self.entries.pop() else {
+                break;
+            };
+            let fp = u64::from(entry.fp);
+            let from = (fp << FP_SHIFT) | CACHED | last as u64;
+            let mut pos = self.home(fp);
+            while self.slots[pos] != from {
+                pos = self.next(pos);
+            }
+            self.slots[pos] = (fp << FP_SHIFT) | CACHED | u64::from(hole);
+            self.entries[hole as usize] = Some(entry);
+        }
+        let len = self.entries.len() as u32;
+        holes.retain(|&h| h < len);
+        self.free = holes;
+        self.entries.shrink_to_fit();
+        if self.hand >= self.entries.len() {
+            self.hand = 0;
+        }
+    }
+}
+
 pub(crate) struct Index {
     shards: Box<[RwLock<Shard>]>,
-    hasher: RandomState,
+    /// SipHash-1-3 keys: random for a new index, the checkpoint's for a restored one.
+    keys: (u64, u64),
     /// For tests: every key in shard 0 with a one-bit fingerprint.
     crowded: bool,
     /// What every shard's table allocates.
@@ -644,13 +724,19 @@ impl Index {
     /// fingerprint, for tests: keys then share fingerprints all the time, and every
     /// path that tells them apart by reading their records runs.
     pub fn new(crowded: bool) -> Index {
+        let random = RandomState::new();
+        Index::with_keys(crowded, (random.hash_one(1u8), random.hash_one(2u8)))
+    }
+
+    /// An empty index hashing with these keys.
+    pub fn with_keys(crowded: bool, keys: (u64, u64)) -> Index {
         let bytes = Arc::new(AtomicU64::new(0));
         let shards = (0..SHARDS)
             .map(|_| RwLock::new(Shard::new(Arc::clone(&bytes))))
             .collect();
         Index {
             shards,
-            hasher: RandomState::new(),
+            keys,
             crowded,
             bytes,
         }
@@ -663,7 +749,9 @@ impl Index {
     }
 
     pub fn hash(&self, key: &[u8]) -> Hashed {
-        let hash = self.hasher.hash_one(key);
+        let mut hasher = siphasher::sip::SipHasher13::new_with_keys(self.keys.0, self.keys.1);
+        hasher.write(key);
+        let hash = hasher.finish();
         if self.crowded {
             return Hashed {
                 shard: 0,
@@ -674,6 +762,10 @@ impl Index {
             shard: (hash >> (64 - SHARD_BITS)) as usize,
             fp: (hash >> (64 - SHARD_BITS - FP_BITS)) & ((1 << FP_BITS) - 1),
         }
+    }
+
+    pub fn keys(&self) -> (u64, u64) {
+        self.keys
     }
 
     pub fn shard(&self, h: Hashed) -> &RwLock<Shard> {
@@ -703,14 +795,14 @@ mod tests {
     enum Op {
         Put(u16, bool),
         Remove(u16),
-        Evict,
+        Evict(u64),
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             4 => (0u16..600, any::<bool>()).prop_map(|(k, c)| Op::Put(k, c)),
             2 => (0u16..600).prop_map(Op::Remove),
-            1 => Just(Op::Evict),
+            1 => prop_oneof![Just(0u64), 0u64..20_000].prop_map(Op::Evict),
         ]
     }
 
@@ -793,9 +885,11 @@ mod tests {
                         }
                         model.remove(&key);
                     }
-                    Op::Evict => {
-                        shard.evict_to(0, u64::MAX);
-                        prop_assert_eq!(shard.cached_values, 0);
+                    Op::Evict(budget) => {
+                        shard.evict_to(budget, u64::MAX);
+                        if budget == 0 {
+                            prop_assert_eq!(shard.cached_values, 0);
+                        }
                     }
                 }
                 prop_assert_eq!(shard.len(), model.len());

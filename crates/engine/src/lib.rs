@@ -15,6 +15,7 @@
 //! - CAS values handed out are never reused, across restarts too.
 //! - All file I/O goes through [`disk::Disk`], so tests can inject faults and power loss.
 
+mod checkpoint;
 pub mod clock;
 pub mod disk;
 mod error;

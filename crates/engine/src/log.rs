@@ -382,6 +382,17 @@ impl Log {
         read_record_from(&*file, offset)
     }
 
+    /// Where the next record will go: the newest segment, the byte offset after its
+    /// last record, and the LSN there.
+    pub fn position(&self) -> (u64, u64, u64) {
+        let tail = self.shared.tail.lock();
+        (
+            tail.next_sequence - 1,
+            tail.segment_bytes,
+            self.shared.appended_lsn.load(Ordering::Acquire),
+        )
+    }
+
     /// The oldest segment still on disk.
     pub fn oldest_segment(&self) -> u64 {
         self.shared.oldest_sequence.load(Ordering::Acquire)

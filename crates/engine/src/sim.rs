@@ -339,6 +339,14 @@ impl Disk for SimDisk {
         Ok(())
     }
 
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        let mut state = self.state.lock();
+        powered(&state)?;
+        let file = state.files.remove(from).ok_or_else(|| not_found(from))?;
+        state.files.insert(to.to_string(), file);
+        Ok(())
+    }
+
     fn sync_dir(&self) -> io::Result<()> {
         let mut state = self.state.lock();
         take_sync(&mut state)?;

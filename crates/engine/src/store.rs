@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::checkpoint::{self, Checkpoint, ShardImage};
 use crate::clock::Clock;
 use crate::disk::ReadFile;
 use crate::disk::{Disk, OsDisk};
@@ -219,6 +220,10 @@ pub struct Stats {
     pub value_reads: u64,
     /// Values dropped from memory to stay within the budget.
     pub evictions: u64,
+    /// Keys the index was restored with from a checkpoint at open (0: none).
+    pub checkpoint_restored_keys: u64,
+    /// Checkpoints written since open.
+    pub checkpoints: u64,
 }
 
 /// memcached's exptime rule: 0 never; negative already expired; up to 30 days relative
@@ -244,6 +249,10 @@ pub fn exptime_to_absolute(exptime: i64, now_secs: u32) -> u32 {
 pub struct Store {
     index: Index,
     log: Log,
+    disk: Arc<dyn Disk>,
+    /// Keys the index was restored with from a checkpoint at open (0: none).
+    restored_keys: u64,
+    checkpoints: AtomicU64,
     clock: Arc<dyn Clock>,
     next_cas: AtomicU64,
     /// A delayed flush_all, as memcached's `oldest_live`: versions stored at or before
@@ -442,8 +451,8 @@ impl ReplayReader<'_> {
 struct Replay<'d> {
     index: Index,
     reader: ReplayReader<'d>,
-    /// Each shard's share of the memory budget while replaying (u64::MAX: no budget).
-    cache_share: u64,
+    /// The memory budget for the index and the cache (None: none).
+    budget: Option<u64>,
     max_cas: u64,
     flush_deadline: u32,
     records: u64,
@@ -500,10 +509,12 @@ impl Replay<'_> {
                 };
                 self.usage.entry(at.segment).or_default().live_bytes += at.len as u64;
                 shard.data_bytes += data_len(key, value);
-                let keep = shard
-                    .cached_bytes()
-                    .saturating_add(data_len(key, value) + 128)
-                    <= self.cache_share;
+                // Keep versions in memory while the shard's share of what the index
+                // leaves of the budget has room.
+                let keep = self.budget.is_none_or(|budget| {
+                    let share = budget.saturating_sub(self.index.bytes()) / SHARDS;
+                    shard.cached_bytes() + data_len(key, value) + 128 <= share
+                });
                 if keep {
                     let v = Version {
                         key: key.into(),
@@ -583,6 +594,36 @@ impl Replay<'_> {
     }
 }
 
+/// The index checkpoint on `disk`, if there is one replay can start from: whole, and
+/// written since the last compaction removed a segment (its slots may point into
+/// removed segments otherwise), its position still in the log.
+fn usable_checkpoint(disk: &dyn Disk, sequences: &[u64]) -> Result<Option<Checkpoint>, Error> {
+    let bytes = match disk.read(checkpoint::FILE) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let c = match Checkpoint::decode(&bytes, SHARDS as usize) {
+        Ok(c) => c,
+        Err(why) => {
+            eprintln!("kura: not using the index checkpoint: {why}; replaying the whole log");
+            return Ok(None);
+        }
+    };
+    if sequences.first() != Some(&c.oldest_segment) || !sequences.contains(&c.segment) {
+        eprintln!("kura: the index checkpoint predates a compaction; replaying the whole log");
+        return Ok(None);
+    }
+    if c.offset > record::SEGMENT_HEADER_BYTES as u64 {
+        let file = disk.open_read(&log::segment_name(c.segment))?;
+        if file.read_exact_at(&mut [0u8], c.offset - 1).is_err() {
+            eprintln!("kura: the log ends before the index checkpoint; replaying the whole log");
+            return Ok(None);
+        }
+    }
+    Ok(Some(c))
+}
+
 impl Store {
     /// Opens the store in a directory of the real file system.
     pub fn open_dir(dir: &Path, options: Options) -> Result<Store, Error> {
@@ -607,16 +648,20 @@ impl Store {
                 )));
             }
         }
+        let checkpoint = usable_checkpoint(&*disk, &sequences)?;
         let mut replay = Replay {
-            index: Index::new(options.crowded_index),
+            index: match &checkpoint {
+                Some(c) => Index::with_keys(options.crowded_index, c.keys),
+                None => Index::new(options.crowded_index),
+            },
             reader: ReplayReader {
                 disk: &*disk,
                 files: Default::default(),
                 oldest: sequences.first().copied().unwrap_or(1),
             },
-            cache_share: match options.memory_limit_bytes {
-                0 => u64::MAX,
-                limit => (limit - reserve(limit)) / SHARDS,
+            budget: match options.memory_limit_bytes {
+                0 => None,
+                limit => Some(limit - reserve(limit)),
             },
             max_cas: 0,
             flush_deadline: 0,
@@ -625,9 +670,30 @@ impl Store {
             touched: Vec::new(),
         };
         let mut lsn = 0u64;
+        // Replay starts here: at the first segment's first record, or where the
+        // checkpoint's index leaves off.
+        let mut start = (0u64, record::SEGMENT_HEADER_BYTES);
+        let mut restored_keys = 0;
+        if let Some(c) = checkpoint {
+            for (shard, image) in replay.index.shards().iter().zip(&c.shards) {
+                shard
+                    .write()
+                    .restore(image.capacity, &image.slots, image.data_bytes);
+                restored_keys += image.slots.len() as u64;
+            }
+            replay.usage = c.usage;
+            replay.max_cas = c.max_cas;
+            replay.flush_deadline = c.flush_deadline;
+            lsn = c.lsn;
+            start = (c.segment, c.offset as usize);
+        }
         let mut cut_bytes = 0u64;
         let mut resume: Option<(u64, u64)> = None; // (sequence, length) of the active segment
         for (i, &sequence) in sequences.iter().enumerate() {
+            if sequence < start.0 {
+                // Covered by the checkpoint: not even read.
+                continue;
+            }
             let name = log::segment_name(sequence);
             let data = disk.read(&name)?;
             let is_last = i + 1 == sequences.len();
@@ -654,7 +720,11 @@ impl Store {
                 }
                 Header::Invalid(why) => return Err(Error::Format(format!("{name}: {why}"))),
             }
-            let mut pos = record::SEGMENT_HEADER_BYTES;
+            let mut pos = if sequence == start.0 {
+                start.1
+            } else {
+                record::SEGMENT_HEADER_BYTES
+            };
             let mut cut = false;
             while pos < data.len() {
                 match record::decode(&data[pos..]) {
@@ -784,6 +854,9 @@ impl Store {
         let store = Store {
             index: replay.index,
             log,
+            disk: Arc::clone(&disk),
+            restored_keys,
+            checkpoints: AtomicU64::new(0),
             clock: options.clock,
             next_cas: AtomicU64::new(replay.max_cas + 1),
             flush_deadline: AtomicU32::new(replay.flush_deadline),
@@ -842,6 +915,57 @@ impl Store {
 
     pub fn now_secs(&self) -> u32 {
         self.clock.now_secs()
+    }
+
+    /// Writes the index checkpoint: every key's slot as of one position in the log,
+    /// with what replay would rebuild (segment accounts, CAS, pending flush), so that a
+    /// restart reads it and only the log after that position. Returns the keys it holds.
+    ///
+    /// The copy is consistent: it is taken with every shard read-locked (writes wait
+    /// for it, reads go on; tens of milliseconds at ten million keys), and with
+    /// compaction held off. The log is synced up to the position before the file is
+    /// written, so everything the slots point at is on disk. The file goes in whole or
+    /// not at all: written aside, synced, renamed over the last one.
+    pub fn checkpoint(&self) -> Result<u64, Error> {
+        let _no_compaction = self.compaction.lock();
+        let image = {
+            let guards: Vec<_> = self.index.shards().iter().map(|s| s.read()).collect();
+            let (segment, offset, lsn) = self.log.position();
+            Checkpoint {
+                keys: self.index.keys(),
+                oldest_segment: self.log.oldest_segment(),
+                segment,
+                offset,
+                lsn,
+                max_cas: self.next_cas.load(Ordering::Acquire).saturating_sub(1),
+                flush_deadline: self.flush_deadline.load(Ordering::Acquire),
+                usage: self.log.usage().into_iter().collect(),
+                shards: guards
+                    .iter()
+                    .map(|g| {
+                        let (capacity, slots) = g.snapshot();
+                        ShardImage {
+                            capacity,
+                            data_bytes: g.data_bytes,
+                            slots,
+                        }
+                    })
+                    .collect(),
+            }
+        };
+        self.log.force_sync()?;
+        let keys = image.shards.iter().map(|s| s.slots.len() as u64).sum();
+        let bytes = image.encode();
+        drop(image);
+        let mut file = self.disk.create(checkpoint::TEMP_FILE)?;
+        for chunk in bytes.chunks(1 << 20) {
+            file.append(chunk)?;
+        }
+        file.sync()?;
+        self.disk.rename(checkpoint::TEMP_FILE, checkpoint::FILE)?;
+        self.disk.sync_dir()?;
+        self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        Ok(keys)
     }
 
     /// The live version of `key`, counted as an access. A version only in the log is
@@ -1335,6 +1459,8 @@ impl Store {
             memory_limit_bytes: self.memory_limit(),
             value_reads: self.value_reads.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
+            checkpoint_restored_keys: self.restored_keys,
+            checkpoints: self.checkpoints.load(Ordering::Relaxed),
             log_bytes: usage.iter().map(|(_, u)| u.bytes).sum(),
             log_live_bytes: usage.iter().map(|(_, u)| u.live_bytes).sum(),
             log_segments: usage.len() as u64,

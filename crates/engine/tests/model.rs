@@ -60,6 +60,14 @@ enum Op {
         appends: u8,
         seed: u64,
     },
+    /// Write the index checkpoint; the next reopen starts from it if no compaction
+    /// came between.
+    Checkpoint,
+    /// Checkpoint with a power loss armed to strike at the n-th write from now.
+    CheckpointCrash {
+        appends: u8,
+        seed: u64,
+    },
     PurgeExpired,
 }
 
@@ -81,6 +89,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(sets, seed)| Op::UnackedThenPowerLoss { sets, seed }),
         4 => (1u8..4).prop_map(|segments| Op::Compact { segments }),
         3 => (0u8..12, any::<u64>()).prop_map(|(appends, seed)| Op::CompactCrash { appends, seed }),
+        3 => Just(Op::Checkpoint),
+        2 => (0u8..4, any::<u64>()).prop_map(|(appends, seed)| Op::CheckpointCrash { appends, seed }),
         1 => Just(Op::PurgeExpired),
     ]
 }
@@ -350,6 +360,24 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
                     store = open_with(&disk, &clock, durability, memory);
                 }
             }
+            Op::Checkpoint => {
+                let written = store.checkpoint();
+                assert!(written.is_ok(), "checkpoint failed: {written:?}");
+            }
+            Op::CheckpointCrash { appends, seed } => {
+                let tear = match durability {
+                    Durability::Interval => Tear::KeepWritten,
+                    _ => Tear::Torn(seed),
+                };
+                disk.power_loss_after_appends(u64::from(appends), tear);
+                let _ = store.checkpoint();
+                disk.disarm();
+                if disk.is_off() {
+                    drop(store);
+                    disk.revive();
+                    store = open_with(&disk, &clock, durability, memory);
+                }
+            }
             Op::PurgeExpired => {
                 store.purge_expired();
             }
@@ -563,4 +591,42 @@ fn values_out_of_memory_are_read_back_from_the_log() {
     assert_eq!(get(&store, 5).map(|i| i.value.to_vec()), Some(expected));
     // memcached's `bytes`: keys and values, in memory or not.
     assert_eq!(store.stats().bytes, 6 * (4 + 30) + 1);
+}
+
+/// A restart reads the checkpoint and only the log after it, and ends where a whole
+/// replay would; a checkpoint older than a compaction is left aside.
+#[test]
+fn restart_from_a_checkpoint_replays_only_the_tail() {
+    let disk = SimDisk::new();
+    let clock = Arc::new(ManualClock::new(START_SECS));
+    let store = open(&disk, &clock, Durability::Fsync);
+    for key in 0..6u8 {
+        put(&store, key, &[key; 20], 0);
+    }
+    assert_eq!(store.checkpoint().ok(), Some(6));
+    let lsn = put(&store, 1, b"after", 0);
+    let deleted = store.update(&key_bytes(2), Access::NoAccess, |_, _| (Change::Delete, ()));
+    assert!(deleted.is_ok());
+    assert!(store.wait_acked(lsn).is_ok());
+    let expected = store_snapshot(&store);
+    // A kill: the checkpoint is on disk, the tail after it in the log.
+    disk.power_loss(Tear::KeepWritten);
+    drop(store);
+    disk.revive();
+    let store = open(&disk, &clock, Durability::Fsync);
+    let stats = store.stats();
+    assert_eq!(stats.checkpoint_restored_keys, 6);
+    assert_eq!(stats.recovered_records, 2, "{stats:?}");
+    assert_eq!(store_snapshot(&store), expected);
+    // Fill segments and compact: the checkpoint may point into a removed segment now.
+    for round in 0..40u8 {
+        put(&store, round % 6, &[round; 40], 0);
+    }
+    assert!(matches!(store.compact_oldest(), Ok(Some(_))));
+    let expected = store_snapshot(&store);
+    store.shutdown();
+    drop(store);
+    let store = open(&disk, &clock, Durability::Fsync);
+    assert_eq!(store.stats().checkpoint_restored_keys, 0);
+    assert_eq!(store_snapshot(&store), expected);
 }

@@ -60,6 +60,10 @@ pub struct Config {
     /// fsync period for `--durability interval`, in milliseconds.
     #[arg(long = "fsync-interval-ms", default_value_t = 1000)]
     pub fsync_interval_ms: u64,
+    /// Seconds between index checkpoints (written only if the log moved), and one at
+    /// shutdown; 0 = none. A restart reads the newest checkpoint and the log after it.
+    #[arg(long = "checkpoint-secs", default_value_t = 60)]
+    pub checkpoint_secs: u64,
     /// Size at which the log starts a new segment file, in MiB (at most 64: the index
     /// addresses a record by its offset in 26 bits).
     #[arg(long = "segment-size-mib", default_value_t = 64,

@@ -99,6 +99,12 @@ async fn run(config: Config, store: Store, ack: watch::Receiver<Ack>) -> anyhow:
     // durable and stop.
     shared.stopping.store(true, Ordering::Release);
     let _ = tokio::task::spawn_blocking(move || maintenance.join()).await;
+    // The next start reads this instead of the whole log.
+    if shared.config.checkpoint_secs > 0 {
+        if let Err(e) = shared.store.checkpoint() {
+            eprintln!("kura: checkpoint at shutdown failed: {e}");
+        }
+    }
     shared.store.shutdown();
     eprintln!("kura: shut down cleanly");
     Ok(())

@@ -422,8 +422,10 @@ async fn flush(
 const MAINTENANCE_PERIOD: Duration = Duration::from_secs(1);
 
 /// Starts the maintenance thread: every second it drops expired items from the index
-/// and compacts the log while it holds more garbage than live data. It runs beside the
-/// workers and takes each shard lock only briefly, so requests do not stall behind it.
+/// and compacts the log while it holds more garbage than live data; every
+/// `--checkpoint-secs` it writes the index checkpoint if the log moved. It runs beside
+/// the workers and takes each shard lock only briefly, so requests do not stall behind
+/// it.
 pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("kura-maintenance".to_string())
@@ -431,6 +433,9 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
             let segment_size_bytes = shared.config.segment_size_mib.max(1) << 20;
             let tick = Duration::from_millis(100);
             let mut waited = Duration::ZERO;
+            let checkpoint_every = Duration::from_secs(shared.config.checkpoint_secs);
+            let mut last_checkpoint = std::time::Instant::now();
+            let mut checkpointed = shared.store.stats().appended_lsn;
             while !shared.stopping.load(Ordering::Acquire) {
                 std::thread::sleep(tick);
                 waited += tick;
@@ -442,6 +447,17 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
                 shared.store.trim_to_budget();
                 if let Err(e) = shared.store.compact_if_needed(segment_size_bytes) {
                     eprintln!("kura: compaction failed: {e}");
+                }
+                let appended = shared.store.stats().appended_lsn;
+                if !checkpoint_every.is_zero()
+                    && last_checkpoint.elapsed() >= checkpoint_every
+                    && appended != checkpointed
+                {
+                    last_checkpoint = std::time::Instant::now();
+                    match shared.store.checkpoint() {
+                        Ok(_) => checkpointed = appended,
+                        Err(e) => eprintln!("kura: checkpoint failed: {e}"),
+                    }
                 }
             }
         })

@@ -135,6 +135,12 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "values_in_memory", store.cached_values);
     stat(out, "value_reads", store.value_reads);
     stat(out, "value_evictions", store.evictions);
+    stat(out, "checkpoints", store.checkpoints);
+    stat(
+        out,
+        "checkpoint_restored_keys",
+        store.checkpoint_restored_keys,
+    );
     stat(out, "rss_bytes", resident_bytes());
     stat(out, "store_poisoned", u8::from(shared.store.is_poisoned()));
 }
