@@ -631,7 +631,8 @@ impl Shard {
 
 impl Shard {
     /// The table as a checkpoint keeps it: its capacity and every slot in table
-    /// order, each cold (a version in memory is named by its record's address).
+    /// order, each naming its record's address; the kind bit marks the versions that
+    /// were in memory, for a restart to bring back.
     pub fn snapshot(&self) -> (u64, Vec<u64>) {
         let slots = self
             .slots
@@ -644,14 +645,16 @@ impl Shard {
                 }
                 let entry = self.entry((slot & PAYLOAD) as usize);
                 let raw = raw_address(entry.location.segment, entry.location.offset);
-                (Shard::fp_of(slot) << FP_SHIFT) | raw
+                (Shard::fp_of(slot) << FP_SHIFT) | CACHED | raw
             })
             .collect();
         (self.slots.len() as u64, slots)
     }
 
-    /// Fills an empty shard from a checkpoint's table: cold slots, placed anew.
-    pub fn restore(&mut self, capacity: u64, slots: &[u64], data_bytes: u64) {
+    /// Fills an empty shard from a checkpoint's table: cold slots, placed anew. Returns
+    /// the keys (fingerprint and raw address) whose versions were in memory.
+    pub fn restore(&mut self, capacity: u64, slots: &[u64], data_bytes: u64) -> Vec<(u64, u64)> {
+        let mut were_cached = Vec::new();
         debug_assert_eq!(self.len, 0);
         let capacity = (capacity as usize).max(slots.len() * 5 / 4 + 1);
         self.slots = vec![0; capacity].into_boxed_slice();
@@ -661,10 +664,14 @@ impl Shard {
                 pos = self.next(pos);
             }
             self.slots[pos] = slot & !CACHED;
+            if slot & CACHED != 0 {
+                were_cached.push((Shard::fp_of(slot), slot & PAYLOAD));
+            }
         }
         self.len = slots.len();
         self.data_bytes = data_bytes;
         self.account();
+        were_cached
     }
 
     /// Gives back the slab's free places: moves the versions at its end into the
@@ -762,6 +769,11 @@ impl Index {
             shard: (hash >> (64 - SHARD_BITS)) as usize,
             fp: (hash >> (64 - SHARD_BITS - FP_BITS)) & ((1 << FP_BITS) - 1),
         }
+    }
+
+    /// The hash of a key in shard `shard` with fingerprint `fp`.
+    pub fn hashed(shard: usize, fp: u64) -> Hashed {
+        Hashed { shard, fp }
     }
 
     pub fn keys(&self) -> (u64, u64) {

@@ -253,6 +253,9 @@ pub struct Store {
     /// Keys the index was restored with from a checkpoint at open (0: none).
     restored_keys: u64,
     checkpoints: AtomicU64,
+    /// Versions that were in memory when the checkpoint was taken, for
+    /// [`Store::warm_cache`] to bring back.
+    to_warm: parking_lot::Mutex<Vec<(Hashed, u64)>>,
     clock: Arc<dyn Clock>,
     next_cas: AtomicU64,
     /// A delayed flush_all, as memcached's `oldest_live`: versions stored at or before
@@ -674,11 +677,18 @@ impl Store {
         // checkpoint's index leaves off.
         let mut start = (0u64, record::SEGMENT_HEADER_BYTES);
         let mut restored_keys = 0;
+        let mut to_warm = Vec::new();
         if let Some(c) = checkpoint {
-            for (shard, image) in replay.index.shards().iter().zip(&c.shards) {
-                shard
-                    .write()
-                    .restore(image.capacity, &image.slots, image.data_bytes);
+            for (n, (shard, image)) in replay.index.shards().iter().zip(&c.shards).enumerate() {
+                let were_cached =
+                    shard
+                        .write()
+                        .restore(image.capacity, &image.slots, image.data_bytes);
+                to_warm.extend(
+                    were_cached
+                        .into_iter()
+                        .map(|(fp, raw)| (Index::hashed(n, fp), raw)),
+                );
                 restored_keys += image.slots.len() as u64;
             }
             replay.usage = c.usage;
@@ -857,6 +867,7 @@ impl Store {
             disk: Arc::clone(&disk),
             restored_keys,
             checkpoints: AtomicU64::new(0),
+            to_warm: parking_lot::Mutex::new(to_warm),
             clock: options.clock,
             next_cas: AtomicU64::new(replay.max_cas + 1),
             flush_deadline: AtomicU32::new(replay.flush_deadline),
@@ -915,6 +926,48 @@ impl Store {
 
     pub fn now_secs(&self) -> u32 {
         self.clock.now_secs()
+    }
+
+    /// Brings back into memory the versions that were there when the checkpoint this
+    /// store opened from was taken, while their shards have room in the budget: so the
+    /// first reads after a restart find them in memory. One read each, in address
+    /// order; a key changed since is skipped. Blocks on the disk: the server runs it
+    /// on a thread of its own after start. Returns how many came back.
+    pub fn warm_cache(&self) -> u64 {
+        let mut to_warm = std::mem::take(&mut *self.to_warm.lock());
+        to_warm.sort_unstable_by_key(|&(_, raw)| raw);
+        let mut warmed = 0;
+        for (h, raw) in to_warm {
+            let (segment, offset) = {
+                let shard = self.index.shard(h).read();
+                if shard.holds_address(h, raw).is_none() || !self.has_room_in(&shard) {
+                    continue;
+                }
+                index::address_of(raw, self.log.oldest_segment())
+            };
+            let Ok(v) = self
+                .log
+                .read_record_at(segment, offset)
+                .map_err(Error::from)
+                .and_then(|bytes| decode_version(&bytes, segment, offset))
+            else {
+                continue;
+            };
+            let mut shard = self.index.shard(h).write();
+            if let Some(pos) = shard.holds_address(h, raw) {
+                shard.install(pos, Entry::from_version(h, &v));
+                warmed += 1;
+            }
+        }
+        warmed
+    }
+
+    /// Whether `shard`'s cache is under its share of the budget.
+    fn has_room_in(&self, shard: &Shard) -> bool {
+        let limit = self.memory_limit();
+        limit == 0
+            || shard.cached_bytes()
+                < (limit - reserve(limit)).saturating_sub(self.index.bytes()) / SHARDS
     }
 
     /// Writes the index checkpoint: every key's slot as of one position in the log,

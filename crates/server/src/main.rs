@@ -94,6 +94,17 @@ async fn run(config: Config, store: Store, ack: watch::Receiver<Ack>) -> anyhow:
         let _ = shutdown_tx.send(true);
     });
     let maintenance = server::start_maintenance(Arc::clone(&shared))?;
+    // Versions that were in memory at the checkpoint come back while requests are
+    // served.
+    let warming = Arc::clone(&shared);
+    std::thread::Builder::new()
+        .name("kura-warm".to_string())
+        .spawn(move || {
+            let warmed = warming.store.warm_cache();
+            if warmed > 0 {
+                eprintln!("kura: {warmed} versions back in memory from the checkpoint");
+            }
+        })?;
     server::serve(listener, Arc::clone(&shared), shutdown_rx).await;
     // Every connection has finished or been cut off: stop maintenance, make the log
     // durable and stop.
