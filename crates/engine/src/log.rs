@@ -51,6 +51,54 @@ pub(crate) fn parse_segment_name(name: &str) -> Option<u64> {
     u64::from_str_radix(hex, 16).ok()
 }
 
+/// A sealed segment read a window at a time, for scanning it without holding it all.
+pub(crate) struct Window {
+    file: Arc<dyn ReadFile>,
+    size: u64,
+    start: u64,
+    buf: Vec<u8>,
+}
+
+/// How much a window reads at once, unless a record needs more.
+const WINDOW_BYTES: usize = 1 << 20;
+
+impl Window {
+    pub fn new(file: Arc<dyn ReadFile>, size: u64) -> Window {
+        Window {
+            file,
+            size,
+            start: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    /// At least `want` bytes from `pos` (fewer only where the segment ends).
+    pub fn at(&mut self, pos: usize, want: usize) -> std::io::Result<&[u8]> {
+        let pos = pos as u64;
+        let end = (pos + want as u64).min(self.size);
+        if pos < self.start || end > self.start + self.buf.len() as u64 {
+            let len = (end - pos).max(WINDOW_BYTES as u64).min(self.size - pos);
+            self.start = pos;
+            self.buf.resize(len as usize, 0);
+            self.file.read_exact_at(&mut self.buf, pos)?;
+        }
+        let from = (pos - self.start) as usize;
+        Ok(&self.buf[from..])
+    }
+
+    /// The record at `pos`, decoded.
+    pub fn record(&mut self, pos: usize) -> std::io::Result<record::Decoded<'_>> {
+        let frame = self.at(pos, FRAME_BYTES)?;
+        let body = if frame.len() >= FRAME_BYTES {
+            u32::from_le_bytes([frame[4], frame[5], frame[6], frame[7]]) as usize
+        } else {
+            0
+        };
+        let whole = FRAME_BYTES + body.min(record::BODY_MAX_BYTES);
+        Ok(record::decode(self.at(pos, whole)?))
+    }
+}
+
 /// Reads the whole record at `offset` of `file`: its frame says how long it is.
 pub(crate) fn read_record_from(file: &dyn ReadFile, offset: u32) -> std::io::Result<Vec<u8>> {
     let mut buf = vec![0u8; FRAME_BYTES];
@@ -393,6 +441,11 @@ impl Log {
         )
     }
 
+    /// A read handle on a segment.
+    pub fn segment_file(&self, sequence: u64) -> std::io::Result<Arc<dyn ReadFile>> {
+        self.reader(sequence)
+    }
+
     /// The oldest segment still on disk.
     pub fn oldest_segment(&self) -> u64 {
         self.shared.oldest_sequence.load(Ordering::Acquire)
@@ -407,11 +460,6 @@ impl Log {
         Ok(Arc::clone(
             self.readers.write().entry(sequence).or_insert(file),
         ))
-    }
-
-    /// The whole content of a sealed segment.
-    pub fn read_segment(&self, sequence: u64) -> std::io::Result<Vec<u8>> {
-        self.shared.disk.read(&segment_name(sequence))
     }
 
     /// Removes a segment whose live records have all been copied forward and synced.

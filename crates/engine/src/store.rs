@@ -1574,16 +1574,19 @@ impl Store {
                 .retire_segment(report, PendingFlush::Reassert)
                 .map(Some);
         }
-        let data = self.log.read_segment(segment)?;
-        if !matches!(record::parse_segment_header(&data), Header::Valid { sequence } if sequence == segment)
+        // Read in windows, not whole: a segment can be larger than what the memory
+        // budget leaves free.
+        let mut data = log::Window::new(self.log.segment_file(segment)?, segment_usage.bytes);
+        let header = data.at(0, record::SEGMENT_HEADER_BYTES)?;
+        if !matches!(record::parse_segment_header(header), Header::Valid { sequence } if sequence == segment)
         {
             return Err(Error::Format(format!("segment {segment} lost its header")));
         }
         let mut saw_delayed_flush = false;
         let mut moved: Vec<Moved> = Vec::new();
         let mut pos = record::SEGMENT_HEADER_BYTES;
-        while pos < data.len() {
-            let Decoded::Record(rec, len) = record::decode(&data[pos..]) else {
+        while (pos as u64) < segment_usage.bytes {
+            let Decoded::Record(rec, len) = data.record(pos)? else {
                 // Recovery cut every bad tail at open; damage since then is corruption at
                 // rest. Keep the segment: it may hold versions not yet copied.
                 return Err(Error::Format(format!(
