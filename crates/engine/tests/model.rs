@@ -150,6 +150,13 @@ impl Model {
         );
     }
 
+    /// Keys, values and expiry times: what tells apart two versions of equal value.
+    fn snapshot_with_expiry(&self, now: u32) -> Vec<(u8, Vec<u8>, u32)> {
+        (0..6u8)
+            .filter_map(|k| self.live(k, now).map(|i| (k, i.value.clone(), i.exptime)))
+            .collect()
+    }
+
     fn snapshot(&self, now: u32) -> Vec<(u8, Vec<u8>)> {
         let mut all: Vec<_> = (0..6u8)
             .filter_map(|k| self.live(k, now).map(|i| (k, i.value.clone())))
@@ -200,6 +207,12 @@ fn get(store: &Store, key: u8) -> Option<kura_engine::Item> {
     store
         .get(&key_bytes(key))
         .unwrap_or_else(|e| panic!("get {key}: {e}"))
+}
+
+fn store_snapshot_with_expiry(store: &Store) -> Vec<(u8, Vec<u8>, u32)> {
+    (0..6u8)
+        .filter_map(|k| peek(store, k).map(|i| (k, i.value.to_vec(), i.exptime)))
+        .collect()
 }
 
 fn store_snapshot(store: &Store) -> Vec<(u8, Vec<u8>)> {
@@ -382,18 +395,20 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
                 store.purge_expired();
             }
             Op::UnackedThenPowerLoss { sets, seed } => {
-                let mut prefixes = vec![model.snapshot(now)];
+                // Expiry too: a lost set of the same value as the version before it
+                // (an empty one, say) differs from it only there.
+                let mut prefixes = vec![model.snapshot_with_expiry(now)];
                 let mut after = model.clone();
                 for (key, value) in &sets {
                     put(&store, *key, value, 0);
                     after.set(*key, value, 0, now);
-                    prefixes.push(after.snapshot(now));
+                    prefixes.push(after.snapshot_with_expiry(now));
                 }
                 disk.power_loss(Tear::Torn(seed));
                 drop(store);
                 disk.revive();
                 store = open_with(&disk, &clock, durability, memory);
-                let recovered = store_snapshot(&store);
+                let recovered = store_snapshot_with_expiry(&store);
                 let which = prefixes.iter().position(|p| *p == recovered);
                 let Some(which) = which else {
                     panic!("recovered {recovered:?} is no prefix of {prefixes:?}");
