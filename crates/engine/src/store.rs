@@ -1475,6 +1475,11 @@ impl Store {
         Ok(lsn)
     }
 
+    /// The LSN of the newest record appended.
+    pub fn appended_lsn(&self) -> u64 {
+        self.log.appended_lsn()
+    }
+
     /// Every change up to this LSN is acknowledged under the store's durability mode.
     pub fn acked_lsn(&self) -> u64 {
         self.log.acked_lsn()
@@ -1594,7 +1599,13 @@ impl Store {
                 )));
             };
             match rec {
-                Record::Put { key, value, .. } => {
+                Record::Put {
+                    key,
+                    value,
+                    exptime: rec_exptime,
+                    time: rec_time,
+                    ..
+                } => {
                     let here = Location {
                         segment,
                         offset: u32::try_from(pos).unwrap_or(u32::MAX),
@@ -1623,8 +1634,9 @@ impl Store {
                             }
                             None => rec.clone(),
                         };
-                        let Record::Put { exptime, time, .. } = copy else {
-                            unreachable!("a copy of a put is a put")
+                        let (exptime, time) = match idx {
+                            Some(idx) => (shard.entry(idx).exptime, shard.entry(idx).time),
+                            None => (rec_exptime, rec_time),
                         };
                         match liveness(exptime, time, now, deadline) {
                             Liveness::Live => {

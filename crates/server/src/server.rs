@@ -435,7 +435,7 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
             let mut waited = Duration::ZERO;
             let checkpoint_every = Duration::from_secs(shared.config.checkpoint_secs);
             let mut last_checkpoint = std::time::Instant::now();
-            let mut checkpointed = shared.store.stats().appended_lsn;
+            let mut checkpointed = shared.store.appended_lsn();
             while !shared.stopping.load(Ordering::Acquire) {
                 std::thread::sleep(tick);
                 waited += tick;
@@ -448,7 +448,7 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
                 if let Err(e) = shared.store.compact_if_needed(segment_size_bytes) {
                     eprintln!("kura: compaction failed: {e}");
                 }
-                let appended = shared.store.stats().appended_lsn;
+                let appended = shared.store.appended_lsn();
                 if !checkpoint_every.is_zero()
                     && last_checkpoint.elapsed() >= checkpoint_every
                     && appended != checkpointed
