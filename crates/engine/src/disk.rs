@@ -50,11 +50,17 @@ pub trait DiskFile: Send {
 pub trait ReadFile: Send + Sync {
     /// Fills `buf` from `offset`; an error if the file ends first.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// How many bytes the file holds now.
+    fn size(&self) -> io::Result<u64>;
 }
 
 impl ReadFile for File {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
+    }
+
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.metadata()?.len())
     }
 }
 

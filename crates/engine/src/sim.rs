@@ -256,6 +256,17 @@ impl ReadFile for SimReader {
         buf.copy_from_slice(&bytes[start..end]);
         Ok(())
     }
+
+    fn size(&self) -> io::Result<u64> {
+        let state = self.disk.state.lock();
+        powered(&state)?;
+        let kept = self.removed.lock().clone();
+        match (&kept, state.files.get(&self.name)) {
+            (Some(kept), _) => Ok(kept.len() as u64),
+            (None, Some(file)) => Ok(file.written.len() as u64),
+            (None, None) => Err(not_found(&self.name)),
+        }
+    }
 }
 
 impl Disk for SimDisk {

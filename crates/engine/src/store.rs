@@ -216,6 +216,8 @@ pub struct Stats {
     pub cached_values: u64,
     /// The budget for both (0 = none).
     pub memory_limit_bytes: u64,
+    /// What [`Store::set_other_memory`] last reported.
+    pub other_memory_bytes: u64,
     /// Values read back from the log because they were not in memory.
     pub value_reads: u64,
     /// Values dropped from memory to stay within the budget.
@@ -273,6 +275,10 @@ pub struct Store {
     /// The LSN replay ended at.
     opened_lsn: u64,
     memory_limit: AtomicU64,
+    /// Memory the process holds beyond the index and the cached versions (connection
+    /// buffers, the log's tail, threads), as its owner measured it last
+    /// ([`Store::set_other_memory`]): the values get what the budget leaves after it.
+    other_memory: AtomicU64,
     value_reads: AtomicU64,
     evictions: AtomicU64,
     /// Set once any version has been out of memory (evicted, or left on disk by
@@ -407,14 +413,9 @@ struct ReplayReader<'d> {
 }
 
 impl ReplayReader<'_> {
-    /// The version at a raw address: in the segment being replayed, or in an earlier
-    /// one on disk.
-    fn read(&mut self, raw: u64, at: &At<'_>) -> Result<Version, Error> {
+    /// The version at a raw address: in the segment being replayed or an earlier one.
+    fn read(&mut self, raw: u64) -> Result<Version, Error> {
         let (segment, offset) = index::address_of(raw, self.oldest);
-        if segment == at.segment {
-            let start = offset as usize;
-            return decode_version(at.data.get(start..).unwrap_or(&[]), segment, offset);
-        }
         let file = match self.files.get(&segment) {
             Some(file) => Arc::clone(file),
             None => {
@@ -428,19 +429,13 @@ impl ReplayReader<'_> {
     }
 
     /// Finds `key` in `shard`, reading the records of cold candidates.
-    fn find(
-        &mut self,
-        shard: &Shard,
-        key: &[u8],
-        h: Hashed,
-        at: &At<'_>,
-    ) -> Result<(Found, Loaded), Error> {
+    fn find(&mut self, shard: &Shard, key: &[u8], h: Hashed) -> Result<(Found, Loaded), Error> {
         let mut loaded = Loaded::new();
         loop {
             match shard.find(key, h, &loaded) {
                 Found::Unknown(raws) => {
                     for raw in raws {
-                        let v = self.read(raw, at)?;
+                        let v = self.read(raw)?;
                         loaded.push((raw, v));
                     }
                 }
@@ -467,11 +462,10 @@ struct Replay<'d> {
 }
 
 /// Where in the log replay is: the record being applied and its segment's bytes.
-struct At<'a> {
+struct At {
     segment: u64,
     offset: usize,
     len: usize,
-    data: &'a [u8],
 }
 
 impl Replay<'_> {
@@ -480,7 +474,7 @@ impl Replay<'_> {
         *live = live.saturating_sub(u64::from(location.len));
     }
 
-    fn apply(&mut self, record: &Record<'_>, at: &At<'_>) -> Result<(), Error> {
+    fn apply(&mut self, record: &Record<'_>, at: &At) -> Result<(), Error> {
         match *record {
             Record::Put {
                 key,
@@ -498,7 +492,7 @@ impl Replay<'_> {
                 // version. The sweep after replay drops what is dead now.
                 let h = self.index.hash(key);
                 let mut shard = self.index.shard(h).write();
-                let (found, loaded) = self.reader.find(&shard, key, h, at)?;
+                let (found, loaded) = self.reader.find(&shard, key, h)?;
                 let old = found_version(&shard, &found, &loaded);
                 if let Some((_, location, data)) = old {
                     Replay::unlive(&mut self.usage, location);
@@ -551,7 +545,7 @@ impl Replay<'_> {
             Record::Delete { key } => {
                 let h = self.index.hash(key);
                 let mut shard = self.index.shard(h).write();
-                let (found, loaded) = self.reader.find(&shard, key, h, at)?;
+                let (found, loaded) = self.reader.find(&shard, key, h)?;
                 if let Some((pos, location, data)) = found_version(&shard, &found, &loaded) {
                     Replay::unlive(&mut self.usage, location);
                     shard.data_bytes -= data;
@@ -561,7 +555,7 @@ impl Replay<'_> {
             Record::Touch { key, exptime, .. } => {
                 let h = self.index.hash(key);
                 let mut shard = self.index.shard(h).write();
-                let (found, loaded) = self.reader.find(&shard, key, h, at)?;
+                let (found, loaded) = self.reader.find(&shard, key, h)?;
                 let idx = match found {
                     Found::Cached { idx, .. } => Some(idx),
                     Found::Loaded { pos, which } => {
@@ -705,22 +699,28 @@ impl Store {
                 continue;
             }
             let name = log::segment_name(sequence);
-            let data = disk.read(&name)?;
+            // Read a window at a time, so replay holds a megabyte of the log, not a
+            // segment.
+            let file = disk.open_read(&name)?;
+            let size = file.size()?;
+            replay.reader.files.insert(sequence, Arc::clone(&file));
+            let mut data = log::Window::new(file, size);
             let is_last = i + 1 == sequences.len();
-            match record::parse_segment_header(&data) {
+            let header = data.at(0, record::SEGMENT_HEADER_BYTES)?;
+            match record::parse_segment_header(header) {
                 Header::Valid { sequence: s } if s == sequence => {}
                 Header::Valid { sequence: s } => {
                     return Err(Error::Format(format!("{name} says it is segment {s}")));
                 }
                 Header::Truncated if is_last => {
                     // Its creation was torn before anything was acknowledged in it.
-                    cut_bytes += data.len() as u64;
+                    cut_bytes += size;
                     disk.remove(&name)?;
                     disk.sync_dir()?;
                     break;
                 }
-                Header::Truncated | Header::Invalid(_) if is_last && data.len() <= 32 => {
-                    cut_bytes += data.len() as u64;
+                Header::Truncated | Header::Invalid(_) if is_last && size <= 32 => {
+                    cut_bytes += size;
                     disk.remove(&name)?;
                     disk.sync_dir()?;
                     break;
@@ -730,14 +730,15 @@ impl Store {
                 }
                 Header::Invalid(why) => return Err(Error::Format(format!("{name}: {why}"))),
             }
+            let size = size as usize;
             let mut pos = if sequence == start.0 {
                 start.1
             } else {
                 record::SEGMENT_HEADER_BYTES
             };
             let mut cut = false;
-            while pos < data.len() {
-                match record::decode(&data[pos..]) {
+            while pos < size {
+                match data.record(pos)? {
                     Decoded::Record(rec, len) => {
                         if pos as u64 >= index::MAX_SEGMENT_BYTES {
                             return Err(Error::Format(format!(
@@ -748,7 +749,6 @@ impl Store {
                             segment: sequence,
                             offset: pos,
                             len,
-                            data: &data,
                         };
                         replay.apply(&rec, &at)?;
                         pos += len;
@@ -763,11 +763,14 @@ impl Store {
             if cut {
                 // Nothing after a bad record can be trusted to follow it in order: cut the
                 // segment there and drop every later one.
-                cut_bytes += (data.len() - pos) as u64;
+                cut_bytes += (size - pos) as u64;
                 disk.truncate(&name, pos as u64)?;
                 for &later in &sequences[i + 1..] {
                     let later_name = log::segment_name(later);
-                    cut_bytes += disk.read(&later_name).map(|d| d.len() as u64).unwrap_or(0);
+                    cut_bytes += disk
+                        .open_read(&later_name)
+                        .and_then(|f| f.size())
+                        .unwrap_or(0);
                     disk.remove(&later_name)?;
                 }
                 disk.sync_dir()?;
@@ -778,8 +781,8 @@ impl Store {
                 replay.usage.entry(sequence).or_default().bytes = pos as u64;
                 break;
             }
-            resume = Some((sequence, data.len() as u64));
-            replay.usage.entry(sequence).or_default().bytes = data.len() as u64;
+            resume = Some((sequence, size as u64));
+            replay.usage.entry(sequence).or_default().bytes = size as u64;
         }
         // Drop what is dead now among the versions in memory; those only in the log go
         // when met, or when compaction reaches them.
@@ -881,6 +884,7 @@ impl Store {
             expired_purged: AtomicU64::new(0),
             opened_lsn: lsn,
             memory_limit: AtomicU64::new(options.memory_limit_bytes),
+            other_memory: AtomicU64::new(0),
             value_reads: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             values_out: std::sync::atomic::AtomicBool::new(values_out),
@@ -1176,6 +1180,25 @@ impl Store {
         self.memory_limit.load(Ordering::Relaxed)
     }
 
+    /// Tells the store how much memory the process holds beyond the index and the
+    /// cached versions ([`Store::accounted_memory`]), measured by whoever can (the
+    /// server asks its allocator). The cache shrinks by as much, so the whole process
+    /// stays within the budget, not only what the store itself counts.
+    pub fn set_other_memory(&self, bytes: u64) {
+        self.other_memory.store(bytes, Ordering::Relaxed);
+    }
+
+    /// What the store counts against the budget: the index and the cached versions.
+    pub fn accounted_memory(&self) -> u64 {
+        let cached: u64 = self
+            .index
+            .shards()
+            .iter()
+            .map(|shard| shard.read().cached_bytes())
+            .sum();
+        self.index.bytes() + cached
+    }
+
     /// Whether a store of `key` fits the memory budget: the key may already be in the
     /// index, or the index has room for one more slot. Values never make a store
     /// refuse: they live on disk when memory is short; every key's slot stays in memory.
@@ -1207,7 +1230,8 @@ impl Store {
         if limit == 0 {
             return;
         }
-        let for_values = (limit - reserve(limit)).saturating_sub(self.index.bytes());
+        let for_values = (limit - reserve(limit))
+            .saturating_sub(self.index.bytes() + self.other_memory.load(Ordering::Relaxed));
         let share = for_values / SHARDS;
         if shard.cached_bytes() > share {
             let evicted = shard.evict_to(share, self.log.written_lsn());
@@ -1515,6 +1539,7 @@ impl Store {
             cache_bytes,
             cached_values,
             memory_limit_bytes: self.memory_limit(),
+            other_memory_bytes: self.other_memory.load(Ordering::Relaxed),
             value_reads: self.value_reads.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
             checkpoint_restored_keys: self.restored_keys,

@@ -2,6 +2,7 @@
 
 mod config;
 mod dispatch;
+mod memory;
 mod reader;
 mod semantics;
 mod server;

@@ -421,8 +421,8 @@ async fn flush(
 /// How often the maintenance thread purges expired items and considers compaction.
 const MAINTENANCE_PERIOD: Duration = Duration::from_secs(1);
 
-/// Starts the maintenance thread: every second it drops expired items from the index
-/// and compacts the log while it holds more garbage than live data; every
+/// Starts the maintenance thread: every second it drops expired items from the index,
+/// measures the memory the store does not count and trims the cache by it, and compacts the log while it holds more garbage than live data; every
 /// `--checkpoint-secs` it writes the index checkpoint if the log moved. It runs beside
 /// the workers and takes each shard lock only briefly, so requests do not stall behind
 /// it.
@@ -444,6 +444,7 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
                 }
                 waited = Duration::ZERO;
                 shared.store.purge_expired();
+                crate::memory::report_other_memory(&shared.store);
                 shared.store.trim_to_budget();
                 if let Err(e) = shared.store.compact_if_needed(segment_size_bytes) {
                     eprintln!("kura: compaction failed: {e}");

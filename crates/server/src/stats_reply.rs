@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use kura_protocol::Tokens;
 
 use crate::config::DurabilityFlag;
+use crate::memory;
 use crate::server::Shared;
 
 fn stat(out: &mut Vec<u8>, name: &str, value: impl std::fmt::Display) {
@@ -141,7 +142,11 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
         "checkpoint_restored_keys",
         store.checkpoint_restored_keys,
     );
-    stat(out, "rss_bytes", resident_bytes());
+    stat(out, "other_memory_bytes", store.other_memory_bytes);
+    stat(out, "rss_bytes", memory::resident_bytes());
+    let allocator = memory::allocator();
+    stat(out, "allocated_bytes", allocator.allocated);
+    stat(out, "allocator_resident_bytes", allocator.resident);
     stat(out, "store_poisoned", u8::from(shared.store.is_poisoned()));
 }
 
@@ -185,16 +190,4 @@ fn conns(shared: &Shared, out: &mut Vec<u8>) {
             uptime.saturating_sub(last),
         );
     }
-}
-
-/// The process's resident memory, from `VmRSS` in `/proc/self/status` (0 where there
-/// is none).
-fn resident_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-            line.split_whitespace().nth(1)?.parse::<u64>().ok()
-        })
-        .map_or(0, |kib| kib * 1024)
 }

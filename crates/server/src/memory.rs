@@ -1,0 +1,60 @@
+//! The process's memory as the budget (`-m`) sees it: the allocator, and what it and
+//! the kernel say the process holds.
+//!
+//! The store counts what it keeps (the index and the cached versions); everything
+//! else the process allocates (connection buffers, the log's tail, threads) it cannot
+//! see. The maintenance thread measures that remainder from the allocator's own
+//! count and hands it to the store ([`report_other_memory`]), whose cache shrinks by
+//! as much, so the whole process stays within `-m`.
+
+use kura_engine::Store;
+
+/// jemalloc, not the system allocator: glibc's per-thread arenas kept the memory of
+/// evicted values resident, so the server's footprint drifted well above `-m`.
+/// jemalloc's size classes fragment less, it counts exactly what is allocated, and
+/// its background thread returns freed pages to the kernel within about a second
+/// (the options are in `.cargo/config.toml`).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's counts, in bytes.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Allocator {
+    /// Handed out to the program and not yet freed.
+    pub allocated: u64,
+    /// Held resident for the program: allocated, freed but not yet returned, and
+    /// jemalloc's own metadata.
+    pub resident: u64,
+}
+
+/// jemalloc's counts now; zeros if its statistics cannot be read.
+pub fn allocator() -> Allocator {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    // The statistics are a snapshot, refreshed by advancing the epoch.
+    if epoch::advance().is_err() {
+        return Allocator::default();
+    }
+    Allocator {
+        allocated: stats::allocated::read().map_or(0, |b| b as u64),
+        resident: stats::resident::read().map_or(0, |b| b as u64),
+    }
+}
+
+/// Tells `store` what the process has allocated beyond what the store counts.
+pub fn report_other_memory(store: &Store) {
+    let allocated = allocator().allocated;
+    if allocated > 0 {
+        store.set_other_memory(allocated.saturating_sub(store.accounted_memory()));
+    }
+}
+
+/// The process's resident set (VmRSS), in bytes; 0 if /proc cannot be read.
+pub fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kib| kib * 1024)
+}
