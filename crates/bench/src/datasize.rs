@@ -215,6 +215,49 @@ struct Footprint {
     cgroup_bytes: Option<u64>,
     cgroup_peak_bytes: Option<u64>,
     oom_kills: Option<u64>,
+    /// Bytes the server read from storage during the measured windows (what missed
+    /// every cache, the page cache included), and the transactions of those windows.
+    storage_read_bytes: u64,
+    storage_txns: u64,
+}
+
+impl Footprint {
+    /// KiB read from storage per transaction, over the measured windows.
+    fn storage_kib_per_txn(&self) -> Option<f64> {
+        (self.storage_txns > 0)
+            .then(|| self.storage_read_bytes as f64 / 1024.0 / self.storage_txns as f64)
+    }
+}
+
+/// Bytes the processes `pids` have had read from storage (`read_bytes` in
+/// `/proc/<pid>/io`): reads that missed the page cache and went to the device.
+fn storage_read_bytes(pids: &[u32]) -> Option<u64> {
+    let mut total = 0;
+    for pid in pids {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+        total += text
+            .lines()
+            .find_map(|l| l.strip_prefix("read_bytes:"))?
+            .trim()
+            .parse::<u64>()
+            .ok()?;
+    }
+    Some(total)
+}
+
+/// Samples `pids`' storage reads at `start` and at `end` on a thread of its own, so
+/// the figure covers the measured window only, not the warm-up.
+fn sample_storage_reads(
+    pids: Vec<u32>,
+    start: Instant,
+    end: Instant,
+) -> std::thread::JoinHandle<Option<u64>> {
+    std::thread::spawn(move || {
+        std::thread::sleep(start.saturating_duration_since(Instant::now()));
+        let before = storage_read_bytes(&pids)?;
+        std::thread::sleep(end.saturating_duration_since(Instant::now()));
+        Some(storage_read_bytes(&pids)?.saturating_sub(before))
+    })
 }
 
 /// One backend under test, its cgroup and what it has been through.
@@ -252,6 +295,8 @@ impl Subject {
             cgroup_bytes: self.cgroup.usage_bytes(),
             cgroup_peak_bytes: self.cgroup.peak_bytes(),
             oom_kills: self.cgroup.oom_kills(),
+            storage_read_bytes: 0,
+            storage_txns: 0,
         }
     }
 }
@@ -403,6 +448,11 @@ pub fn run(args: &DatasizeArgs) -> Result<Section> {
                     window_end: window_start + Duration::from_secs_f64(args.duration),
                 };
                 let seed = args.common.seed.wrapping_add(rep as u64 * 31 + size as u64);
+                let sampler = sample_storage_reads(
+                    subject.backend.pids.clone(),
+                    plan.window_start,
+                    plan.window_end,
+                );
                 let measured = game::measure_backend(
                     &subject.backend,
                     args.connections,
@@ -428,13 +478,21 @@ pub fn run(args: &DatasizeArgs) -> Result<Section> {
                     }
                 };
                 failures += result.failures;
+                let read = sampler.join().ok().flatten();
+                let kib_per_txn = read.map(|bytes| {
+                    let footprint = &mut subject.footprints[size];
+                    footprint.storage_read_bytes += bytes;
+                    footprint.storage_txns += result.transactions;
+                    bytes as f64 / 1024.0 / result.transactions.max(1) as f64
+                });
                 progress.println(&format!(
                     "[{done}/{measurements}] {label}x {:<18} {:>8.0} TPS  txn p50 {} us p99 {} us  \
-                     cgroup {} MiB, server RSS {} MiB{}",
+                     disk {} KiB/txn  cgroup {} MiB, server RSS {} MiB{}",
                     subject.name,
                     result.transactions as f64 / result.window.as_secs_f64(),
                     result.transaction.value_at_quantile(0.5),
                     result.transaction.value_at_quantile(0.99),
+                    opt(kib_per_txn, 1),
                     mib(subject.cgroup.usage_bytes()),
                     mib(subject.backend.pids.iter().map(|&p| rss_bytes(p)).sum()),
                     if result.failures > 0 {
@@ -451,8 +509,12 @@ pub fn run(args: &DatasizeArgs) -> Result<Section> {
         }
         progress.finish();
         for subject in subjects.iter_mut().filter(|s| s.alive) {
-            let load_secs = subject.footprints[size].load_secs;
-            subject.footprints[size] = subject.footprint(load_secs);
+            let before = subject.footprints[size];
+            subject.footprints[size] = Footprint {
+                storage_read_bytes: before.storage_read_bytes,
+                storage_txns: before.storage_txns,
+                ..subject.footprint(before.load_secs)
+            };
         }
     }
     report(&args, &hierarchy, &sizes, &subjects, &mut section)?;
@@ -627,6 +689,7 @@ fn report(
         "server RSS MiB",
         "cgroup MiB",
         "cgroup peak MiB",
+        "disk KiB/txn",
         "failures",
     ]);
     let mut csv = Csv::new(&[
@@ -647,6 +710,7 @@ fn report(
         "cgroup_usage_mib",
         "cgroup_peak_mib",
         "oom_kills",
+        "storage_read_kib_per_txn",
         "failures",
         "mem_limit_mib",
         "row_size",
@@ -706,6 +770,7 @@ fn report(
                 mib(footprint.rss_bytes),
                 mib(footprint.cgroup_bytes),
                 mib(footprint.cgroup_peak_bytes),
+                opt(footprint.storage_kib_per_txn(), 1),
                 if measured {
                     fails.to_string()
                 } else {
@@ -736,6 +801,7 @@ fn report(
                 footprint
                     .oom_kills
                     .map_or_else(|| "-".to_string(), |k| k.to_string()),
+                opt(footprint.storage_kib_per_txn(), 2),
                 fails.to_string(),
                 limit.to_string(),
                 args.row_size.to_string(),
@@ -785,8 +851,11 @@ fn report(
     ));
     section.tables.push((
         "Per size and backend: transaction latency, the time and rate of loading the \
-         data added since the previous size, and memory after the measurement (server \
-         RSS; the cgroup's charge, page cache included, now and at its peak so far):"
+         data added since the previous size, memory after the measurement (server \
+         RSS; the cgroup's charge, page cache included, now and at its peak so far), \
+         and what the server read from storage per transaction in the measured \
+         windows (`read_bytes` of `/proc/<pid>/io`: reads that missed every cache, the \
+         page cache included; each transaction reads two rows):"
             .to_string(),
         details,
     ));
@@ -847,8 +916,8 @@ fn report(
         } else {
             "`-m` of half the limit (`kura_args()` in crates/bench/src/datasize.rs): its \
              index and the values it keeps in memory stay within it, values beyond it stay \
-             on disk. Its index still holds every key (about 250 bytes a key), so once the \
-             keys alone fill `-m` it refuses stores."
+             on disk. Its index still holds every key (at most 16 bytes a key, about 13.6 \
+             measured), so once the keys alone fill `-m` it refuses stores."
         }
     ));
     section.notes.push(

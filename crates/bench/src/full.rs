@@ -1,7 +1,7 @@
 //! `kura-bench full`: the whole comparison in one run, one report.
 //!
 //! Runs, in order, the in-memory game at connection counts 1 to 128, multi-get at
-//! 1 to 50 keys, store/fetch, throughput, and the data-size workload up to ten
+//! 1 to 50 keys, store/fetch, throughput, compaction (Kura only), and the data-size workload up to ten
 //! times a memory limit, each with its own defaults unless told otherwise, against
 //! every peer each workload supports. Missing peers are installed first with
 //! `scripts/install-peers.sh` (unless `--no-install`). Each workload writes its
@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser};
 
 use crate::report::{write_report, Section};
-use crate::{datasize, game, multiget, store_fetch, throughput, Cli, Common, Workload};
+use crate::{compaction, datasize, game, multiget, store_fetch, throughput, Cli, Common, Workload};
 
 #[derive(Args, Debug, Clone)]
 pub struct FullArgs {
@@ -31,7 +31,7 @@ pub struct FullArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "game,multiget,store-fetch,throughput,datasize"
+        default_value = "game,multiget,store-fetch,throughput,compaction,datasize"
     )]
     pub workloads: Vec<String>,
     /// Connection counts for the game.
@@ -54,6 +54,12 @@ pub struct FullArgs {
     /// The data-size workload's sizes, as multiples of the limit.
     #[arg(long, value_delimiter = ',', default_value = "0.5,1,2,5,10")]
     pub ratios: Vec<f64>,
+    /// The data-size workload's player row, bytes. 1000, not the game's 300: each
+    /// player is two keys, and at ten times the limit with 300-byte rows the keys
+    /// alone (Kura keeps every key's 8-byte slot in memory, about 13.6 bytes a key
+    /// with the table's slack) would take some 80% of the limit.
+    #[arg(long, default_value_t = 1000)]
+    pub datasize_row_size: usize,
     /// Do not install missing peers; fail instead.
     #[arg(long)]
     pub no_install: bool,
@@ -100,6 +106,7 @@ fn backends_for(workload: &str, asked: &[String]) -> Vec<String> {
         .filter(|name| match workload {
             "throughput" => !name.starts_with("mariadb"),
             "store-fetch" | "multiget" => name.as_str() != "mariadb+memcached",
+            "compaction" => name.starts_with("kura"),
             _ => true,
         })
         .cloned()
@@ -179,6 +186,10 @@ pub fn run(args: &FullArgs) -> Result<()> {
                 a.common = common;
                 store_fetch::run(&a)
             }
+            ("compaction", Workload::Compaction(mut a)) => {
+                a.common = common;
+                compaction::run(&a)
+            }
             ("throughput", Workload::Throughput(mut a)) => {
                 a.common = common;
                 a.duration = args.duration;
@@ -189,11 +200,12 @@ pub fn run(args: &FullArgs) -> Result<()> {
                 a.common = common;
                 a.mem_limit_mib = args.mem_limit_mib;
                 a.ratios = args.ratios.clone();
+                a.row_size = args.datasize_row_size;
                 datasize::run(&a)
             }
             (other, _) => bail!(
                 "unknown workload {other:?} for full: expected game, multiget, store-fetch, \
-                 throughput or datasize"
+                 throughput, compaction or datasize"
             ),
         };
         let section = match outcome {

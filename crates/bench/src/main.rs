@@ -16,6 +16,7 @@ mod backend;
 mod cgroup;
 mod chart;
 mod client;
+mod compaction;
 mod datasize;
 mod full;
 mod game;
@@ -63,6 +64,8 @@ pub(crate) enum Workload {
     Game(game::GameArgs),
     /// The game's TPS as the data grows past a memory limit put on each server (seed 000).
     Datasize(datasize::DatasizeArgs),
+    /// Latency while Kura compacts its log, and the write amplification.
+    Compaction(compaction::CompactionArgs),
     /// Everything above against every peer, one combined report (takes about an hour).
     Full(full::FullArgs),
 }
@@ -201,6 +204,7 @@ fn main() -> Result<()> {
         Workload::Multiget(args) => multiget::run(&args).and_then(report::Section::finish),
         Workload::Game(args) => game::run(&args).and_then(report::Section::finish),
         Workload::Datasize(args) => datasize::run(&args).and_then(report::Section::finish),
+        Workload::Compaction(args) => compaction::run(&args).and_then(report::Section::finish),
         Workload::Full(args) => full::run(&args),
     };
     if result.is_err() && backend::interrupted() {

@@ -39,6 +39,21 @@ pub struct MultigetArgs {
     /// Value size in bytes (seed 003 stored 10).
     #[arg(long, default_value_t = 10)]
     pub value_size: usize,
+    /// Which keys a request names: a run of consecutive keys from a random start (as
+    /// seed 003; keys loaded together, so neighbours on a log-structured server's
+    /// disk), or keys drawn independently (scattered wherever they were written).
+    #[arg(long, value_enum, default_value_t = Pick::Run)]
+    pub pick: Pick,
+    /// Do not load the keys: a `--server` already holds them from an earlier run
+    /// (with the same --keys and --value-size), so this run only reads.
+    #[arg(long)]
+    pub no_preload: bool,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    Run,
+    Scattered,
 }
 
 /// The table a SQL backend serves multi-gets from.
@@ -92,7 +107,7 @@ pub fn run(args: &MultigetArgs) -> Result<Section> {
     section.servers = backends.iter().flat_map(|b| b.launches.clone()).collect();
     section.parameters = format!("{args:#?}");
     let prefix = "mg:";
-    for b in &backends {
+    for b in backends.iter().filter(|_| !args.no_preload) {
         let progress = Progress::new(
             format!("preloading {} ({}-byte values)", b.name, args.value_size),
             args.keys,
@@ -135,6 +150,7 @@ pub fn run(args: &MultigetArgs) -> Result<Section> {
     let mut failures = 0u64;
     let mut rng = Rng::new(args.common.seed);
     let mut keys: Vec<Vec<u8>> = Vec::new();
+    let mut ids: Vec<u64> = Vec::new();
     let progress = Progress::new(
         format!("sampling {} key counts", counts.len()),
         args.samples as u64,
@@ -153,9 +169,21 @@ pub fn run(args: &MultigetArgs) -> Result<Section> {
         }
         for (c, &n) in counts.iter().enumerate() {
             let first = rng.below(args.keys - n as u64 + 1);
+            ids.clear();
+            while ids.len() < n {
+                let id = match args.pick {
+                    Pick::Run => first + ids.len() as u64,
+                    // Distinct keys: a SQL `IN (...)` returns a row once however
+                    // often it is named.
+                    Pick::Scattered => rng.below(args.keys),
+                };
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
             keys.resize_with(n, Vec::new);
-            for (j, key) in keys.iter_mut().enumerate() {
-                key_name(key, prefix, first + j as u64);
+            for (key, &id) in keys.iter_mut().zip(&ids) {
+                key_name(key, prefix, id);
             }
             for (b, client) in clients.iter_mut().enumerate() {
                 let started = Instant::now();

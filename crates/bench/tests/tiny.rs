@@ -193,6 +193,27 @@ fn tiny_throughput_measures_every_backend() {
 }
 
 #[test]
+fn tiny_compaction_measures_every_kura_backend() {
+    let (stdout, csv, names) = run_tiny("compaction", &[], "");
+    assert!(stdout.contains("write amplification"), "{stdout}");
+    let rows = rows(&csv);
+    for name in names.iter().filter(|n| n.starts_with("kura")) {
+        let mine: Vec<_> = rows.iter().filter(|r| &r["backend"] == name).collect();
+        assert_eq!(
+            mine.len(),
+            2,
+            "a compacting and an idle row for {name}:\n{csv}"
+        );
+        let slices: f64 = mine.iter().map(|r| number(r, "slices")).sum();
+        assert_eq!(slices, 3.0, "{csv}");
+        assert!(number(mine[0], "write_amplification") >= 1.0, "{csv}");
+        assert!(number(mine[0], "data_bytes") > 0.0, "{csv}");
+    }
+    // memcached has no log to compact: left out, and said so.
+    assert!(!rows.iter().any(|r| r["backend"] == "memcached"), "{csv}");
+}
+
+#[test]
 fn tiny_store_fetch_measures_every_backend() {
     let (stdout, csv, names) = run_tiny("store-fetch", &[], sql_backends(Sql::Plain));
     assert!(stdout.contains("store/fetch"), "{stdout}");

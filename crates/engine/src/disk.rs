@@ -50,6 +50,8 @@ pub trait DiskFile: Send {
 pub trait ReadFile: Send + Sync {
     /// Fills `buf` from `offset`; an error if the file ends first.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Reads from `offset` until `buf` is full or the file ends; returns how many bytes.
+    fn read_up_to(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// How many bytes the file holds now.
     fn size(&self) -> io::Result<u64>;
 }
@@ -57,6 +59,23 @@ pub trait ReadFile: Send + Sync {
 impl ReadFile for File {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
+    }
+
+    fn read_up_to(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut filled = 0;
+        while filled < buf.len() {
+            match std::os::unix::fs::FileExt::read_at(
+                self,
+                &mut buf[filled..],
+                offset + filled as u64,
+            ) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(filled)
     }
 
     fn size(&self) -> io::Result<u64> {

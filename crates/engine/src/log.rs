@@ -99,6 +99,24 @@ impl Window {
     }
 }
 
+/// How far apart (from the first's start to the last's) records may lie and still be
+/// read with one positional read.
+const RUN_SPAN_BYTES: u64 = 64 << 10;
+
+/// How much is read from a record's start when its length is not known yet: one
+/// page, which holds most records whole.
+const READ_AHEAD_BYTES: usize = 4096;
+
+/// The record that starts `bytes`, if they hold all of it (by its frame's length;
+/// checksums are the decoder's business).
+fn record_in(bytes: &[u8]) -> Option<&[u8]> {
+    if bytes.len() < FRAME_BYTES {
+        return None;
+    }
+    let body = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
+    bytes.get(..FRAME_BYTES + body)
+}
+
 /// Reads the whole record at `offset` of `file`: its frame says how long it is.
 pub(crate) fn read_record_from(file: &dyn ReadFile, offset: u32) -> std::io::Result<Vec<u8>> {
     let mut buf = vec![0u8; FRAME_BYTES];
@@ -428,6 +446,59 @@ impl Log {
     pub fn read_record_at(&self, segment: u64, offset: u32) -> std::io::Result<Vec<u8>> {
         let file = self.reader(segment)?;
         read_record_from(&*file, offset)
+    }
+
+    /// The bytes of the records at `places` (segment, offset), in that order, with as
+    /// few positional reads as their places allow: records of one segment that lie
+    /// within [`RUN_SPAN_BYTES`] of each other are read together, with
+    /// [`READ_AHEAD_BYTES`] past the last one's start, so a run of small records costs
+    /// one read, and a lone record one read rather than frame then body. A record
+    /// longer than that is completed with a second read.
+    pub fn read_records(&self, places: &[(u64, u32)]) -> Vec<std::io::Result<Vec<u8>>> {
+        let mut order: Vec<usize> = (0..places.len()).collect();
+        order.sort_unstable_by_key(|&i| places[i]);
+        let mut out: Vec<Option<std::io::Result<Vec<u8>>>> =
+            std::iter::repeat_with(|| None).take(places.len()).collect();
+        let mut buf = Vec::new();
+        let mut run_start = 0;
+        while run_start < order.len() {
+            let (segment, first) = places[order[run_start]];
+            let mut run_end = run_start + 1;
+            while run_end < order.len() {
+                let (s, o) = places[order[run_end]];
+                if s != segment || u64::from(o - first) > RUN_SPAN_BYTES {
+                    break;
+                }
+                run_end += 1;
+            }
+            let last = places[order[run_end - 1]].1;
+            let run = &order[run_start..run_end];
+            match self.reader(segment).and_then(|file| {
+                buf.resize((last - first) as usize + READ_AHEAD_BYTES, 0);
+                let got = file.read_up_to(&mut buf, u64::from(first))?;
+                Ok((file, got))
+            }) {
+                Ok((file, got)) => {
+                    for &i in run {
+                        let offset = places[i].1;
+                        let from = (offset - first) as usize;
+                        out[i] = Some(record_in(&buf[from.min(got)..got]).map_or_else(
+                            || read_record_from(&*file, offset),
+                            |bytes| Ok(bytes.to_vec()),
+                        ));
+                    }
+                }
+                Err(e) => {
+                    for &i in run {
+                        out[i] = Some(Err(std::io::Error::new(e.kind(), e.to_string())));
+                    }
+                }
+            }
+            run_start = run_end;
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(std::io::ErrorKind::NotFound.into())))
+            .collect()
     }
 
     /// Where the next record will go: the newest segment, the byte offset after its

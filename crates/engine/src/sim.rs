@@ -257,6 +257,23 @@ impl ReadFile for SimReader {
         Ok(())
     }
 
+    fn read_up_to(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let state = self.disk.state.lock();
+        powered(&state)?;
+        let kept = self.removed.lock().clone();
+        let bytes: &[u8] = match (&kept, state.files.get(&self.name)) {
+            (Some(kept), _) => kept,
+            (None, Some(file)) => &file.written,
+            (None, None) => return Err(not_found(&self.name)),
+        };
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
+        let n = buf.len().min(bytes.len() - start);
+        buf[..n].copy_from_slice(&bytes[start..start + n]);
+        Ok(n)
+    }
+
     fn size(&self) -> io::Result<u64> {
         let state = self.disk.state.lock();
         powered(&state)?;

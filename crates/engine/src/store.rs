@@ -116,6 +116,19 @@ pub struct Unresolved {
     records: Vec<(u64, u64, u32)>,
 }
 
+impl Unresolved {
+    /// Where its first record lies: segment and offset.
+    fn place(&self) -> (u64, u32) {
+        self.records
+            .first()
+            .map_or((0, 0), |&(_, segment, offset)| (segment, offset))
+    }
+}
+
+/// How far apart the records [`Store::batch_reads`] keeps in one batch may lie: as
+/// far as one read of [`Log::read_records`] reaches.
+const BATCH_SPAN_BYTES: u64 = 64 << 10;
+
 /// Where a new version's CAS comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NewCas {
@@ -203,6 +216,8 @@ pub struct Stats {
     pub log_live_bytes: u64,
     pub log_segments: u64,
     pub compactions: u64,
+    /// Whether a compaction is running now.
+    pub compaction_running: bool,
     /// Bytes compaction copied forward; with `appended_lsn`, the write amplification.
     pub compaction_copied_bytes: u64,
     pub compaction_reclaimed_bytes: u64,
@@ -269,6 +284,8 @@ pub struct Store {
     /// One compaction at a time.
     compaction: parking_lot::Mutex<()>,
     compactions: AtomicU64,
+    /// Set while a compaction runs (for `stats`: what requests ran beside).
+    compacting: std::sync::atomic::AtomicBool,
     compaction_copied_bytes: AtomicU64,
     compaction_reclaimed_bytes: AtomicU64,
     expired_purged: AtomicU64,
@@ -290,6 +307,15 @@ pub struct Store {
 /// buffers, the log tail, allocator slack.
 fn reserve(limit: u64) -> u64 {
     limit / 8
+}
+
+/// Clears its flag when dropped: however the work it marks ends.
+struct Flag<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for Flag<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
 }
 
 /// How many times a request reads records and looks again before it gives up: each
@@ -879,6 +905,7 @@ impl Store {
             recovery_cut_bytes: cut_bytes,
             compaction: parking_lot::Mutex::new(()),
             compactions: AtomicU64::new(0),
+            compacting: std::sync::atomic::AtomicBool::new(false),
             compaction_copied_bytes: AtomicU64::new(0),
             compaction_reclaimed_bytes: AtomicU64::new(0),
             expired_purged: AtomicU64::new(0),
@@ -968,10 +995,16 @@ impl Store {
 
     /// Whether `shard`'s cache is under its share of the budget.
     fn has_room_in(&self, shard: &Shard) -> bool {
+        self.memory_limit() == 0 || shard.cached_bytes() < self.values_share()
+    }
+
+    /// What one shard's cached versions may take: what the budget leaves after the
+    /// reserve, the index and the memory the store does not count, split evenly.
+    fn values_share(&self) -> u64 {
         let limit = self.memory_limit();
-        limit == 0
-            || shard.cached_bytes()
-                < (limit - reserve(limit)).saturating_sub(self.index.bytes()) / SHARDS
+        (limit - reserve(limit))
+            .saturating_sub(self.index.bytes() + self.other_memory.load(Ordering::Relaxed))
+            / SHARDS
     }
 
     /// Writes the index checkpoint: every key's slot as of one position in the log,
@@ -1128,24 +1161,99 @@ impl Store {
         self.load(unresolved.h, unresolved.records, &mut Loaded::new())
     }
 
+    /// Reads the records every [`Unresolved`] in `missing` reported, nearby ones with
+    /// one positional read ([`Log::read_records`]), and puts their versions in memory:
+    /// a multi-get's misses in one pass. Blocks on the disk. The first error (of a
+    /// record still in use) is returned after every other read is done.
+    pub fn resolve_many(&self, missing: Vec<Unresolved>) -> Result<(), Error> {
+        let places: Vec<(u64, u32)> = missing
+            .iter()
+            .flat_map(|u| {
+                u.records
+                    .iter()
+                    .map(|&(_, segment, offset)| (segment, offset))
+            })
+            .collect();
+        let mut bytes = self.log.read_records(&places).into_iter();
+        let mut first_error = None;
+        for u in missing {
+            let read: Vec<_> = bytes.by_ref().take(u.records.len()).collect();
+            if let Err(e) = self.install_read(u.h, &u.records, read) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Orders `missing` by where their records lie and deals them into at most
+    /// `batches` batches for [`Store::resolve_many`], keeping records that one read
+    /// can fetch together in one batch: so reader threads read in parallel, and
+    /// neighbours with one read.
+    pub fn batch_reads(
+        &self,
+        mut missing: Vec<Unresolved>,
+        batches: usize,
+    ) -> Vec<Vec<Unresolved>> {
+        missing.sort_unstable_by_key(Unresolved::place);
+        // Runs of records near each other (as Log::read_records would read them).
+        let mut runs: Vec<Vec<Unresolved>> = Vec::new();
+        let mut run_first: Option<(u64, u32)> = None;
+        for u in missing {
+            let (segment, offset) = u.place();
+            match (run_first, runs.last_mut()) {
+                (Some((s, first)), Some(run))
+                    if s == segment && u64::from(offset - first) <= BATCH_SPAN_BYTES =>
+                {
+                    run.push(u);
+                }
+                _ => {
+                    run_first = Some((segment, offset));
+                    runs.push(vec![u]);
+                }
+            }
+        }
+        let batches = batches.max(1);
+        if runs.len() <= batches {
+            return runs;
+        }
+        let mut dealt: Vec<Vec<Unresolved>> = (0..batches).map(|_| Vec::new()).collect();
+        for (i, run) in runs.into_iter().enumerate() {
+            dealt[i % batches].extend(run);
+        }
+        dealt
+    }
+
     /// Reads the records at `records` (raw address, segment, offset) and keeps them in
-    /// `loaded`; each whose slot still points at it also goes into memory. A record
-    /// that cannot be read because compaction moved it meanwhile is skipped: the next
-    /// lookup finds where it went.
+    /// `loaded`; each whose slot still points at it also goes into memory.
     fn load(
         &self,
         h: Hashed,
         records: Vec<(u64, u64, u32)>,
         loaded: &mut Loaded,
     ) -> Result<(), Error> {
+        let places: Vec<(u64, u32)> = records.iter().map(|&(_, s, o)| (s, o)).collect();
+        let read = self.log.read_records(&places);
+        let fresh = self.install_read(h, &records, read)?;
+        loaded.extend(fresh);
+        Ok(())
+    }
+
+    /// Decodes what was read for `records` (raw address, segment, offset) and puts each
+    /// version whose slot still points at it in memory; returns the versions. A record
+    /// that cannot be read because compaction moved it meanwhile is skipped: the next
+    /// lookup finds where it went.
+    fn install_read(
+        &self,
+        h: Hashed,
+        records: &[(u64, u64, u32)],
+        read: Vec<std::io::Result<Vec<u8>>>,
+    ) -> Result<Vec<(u64, Version)>, Error> {
         let mut fresh = Vec::with_capacity(records.len());
-        for (raw, segment, offset) in records {
-            let read = self
-                .log
-                .read_record_at(segment, offset)
+        for (&(raw, segment, offset), bytes) in records.iter().zip(read) {
+            let version = bytes
                 .map_err(Error::from)
                 .and_then(|bytes| decode_version(&bytes, segment, offset));
-            match read {
+            match version {
                 Ok(v) => fresh.push((raw, v)),
                 Err(e) => {
                     if self.index.shard(h).read().holds_address(h, raw).is_some() {
@@ -1165,9 +1273,7 @@ impl Store {
             }
         }
         self.enforce_budget(&mut shard);
-        drop(shard);
-        loaded.extend(fresh);
-        Ok(())
+        Ok(fresh)
     }
 
     /// The memory budget for the index and the versions in memory; 0 = none.
@@ -1230,9 +1336,7 @@ impl Store {
         if limit == 0 {
             return;
         }
-        let for_values = (limit - reserve(limit))
-            .saturating_sub(self.index.bytes() + self.other_memory.load(Ordering::Relaxed));
-        let share = for_values / SHARDS;
+        let share = self.values_share();
         if shard.cached_bytes() > share {
             let evicted = shard.evict_to(share, self.log.written_lsn());
             if evicted > 0 {
@@ -1548,6 +1652,7 @@ impl Store {
             log_live_bytes: usage.iter().map(|(_, u)| u.live_bytes).sum(),
             log_segments: usage.len() as u64,
             compactions: self.compactions.load(Ordering::Relaxed),
+            compaction_running: self.compacting.load(Ordering::Relaxed),
             compaction_copied_bytes: self.compaction_copied_bytes.load(Ordering::Relaxed),
             compaction_reclaimed_bytes: self.compaction_reclaimed_bytes.load(Ordering::Relaxed),
             expired_purged: self.expired_purged.load(Ordering::Relaxed),
@@ -1581,6 +1686,8 @@ impl Store {
     /// keeps its newer version, and its copy counts as garbage.
     pub fn compact_oldest(&self) -> Result<Option<Compaction>, Error> {
         let _one_at_a_time = self.compaction.lock();
+        self.compacting.store(true, Ordering::Relaxed);
+        let _running = Flag(&self.compacting);
         // Write out the tail first: records of a segment that was just left may still
         // be in memory, and the segment read below must be complete.
         self.log.force_sync()?;

@@ -608,6 +608,54 @@ fn values_out_of_memory_are_read_back_from_the_log() {
     assert_eq!(store.stats().bytes, 6 * (4 + 30) + 1);
 }
 
+/// A multi-get's misses are read in one pass: records near each other with one read
+/// of the log, a record longer than that read completed by a second; every version
+/// comes back whole, however the batches split them.
+#[test]
+fn a_batch_of_misses_is_read_in_one_pass() {
+    let disk = SimDisk::new();
+    let clock = Arc::new(ManualClock::new(START_SECS));
+    let store = open_with(&disk, &clock, Durability::Fsync, TINY_MEMORY);
+    // Small values side by side, and every seventh one longer than a page.
+    let value_of = |key: u8| -> Vec<u8> {
+        let len = if key % 7 == 3 {
+            9000 + usize::from(key)
+        } else {
+            40
+        };
+        (0..len).map(|i| (i as u8).wrapping_mul(key | 1)).collect()
+    };
+    for key in 0..60u8 {
+        let lsn = put(&store, key, &value_of(key), 0);
+        assert!(store.wait_acked(lsn).is_ok());
+    }
+    for batches in [1, 4, 64] {
+        store.set_memory_limit(TINY_MEMORY);
+        assert_eq!(store.stats().cached_values, 0);
+        // Room for every value again, so what is read stays.
+        store.set_memory_limit(0);
+        let keys: Vec<Vec<u8>> = (0..60u8).rev().map(key_bytes).collect();
+        let missing: Vec<_> = keys.iter().filter_map(|k| store.unresolved(k)).collect();
+        assert_eq!(missing.len(), 60, "every key was out of memory");
+        let reads_before = store.stats().value_reads;
+        let dealt = store.batch_reads(missing, batches);
+        assert!(!dealt.is_empty() && dealt.len() <= batches);
+        for batch in dealt {
+            assert!(store.resolve_many(batch).is_ok());
+        }
+        assert!(keys.iter().all(|k| store.unresolved(k).is_none()));
+        // Every key's record, and with this test's crowded index (keys share
+        // fingerprints) those of keys that looked alike too.
+        assert!(store.stats().value_reads >= reads_before + 60);
+        for key in 0..60u8 {
+            assert_eq!(
+                get(&store, key).map(|i| i.value.to_vec()),
+                Some(value_of(key))
+            );
+        }
+    }
+}
+
 /// A restart reads the checkpoint and only the log after it, and ends where a whole
 /// replay would; a checkpoint older than a compaction is left aside.
 #[test]

@@ -5,7 +5,8 @@
 //! record), hands those reads to a fixed pool of reader threads (one positional read
 //! each), and awaits them; the other connections of its worker go on meanwhile. A
 //! multi-get's misses are all issued at once, so fifty keys out of memory cost about
-//! one read's latency, not fifty. Then the request runs as if every version had been in
+//! one read's latency, not fifty; records that lie near each other in the log (keys
+//! written together) are fetched with one positional read. Then the request runs as if every version had been in
 //! memory. A store of a key the index has never seen reads nothing.
 //!
 //! The pool is bounded: a fixed number of threads and a bounded queue. When the queue
@@ -89,20 +90,15 @@ pub async fn load_values(shared: &Arc<Shared>, request: &Request<'_>) {
         return;
     }
     // No more jobs than threads: more could not run at once anyway, and every job
-    // costs a wake-up of a reader and of this worker. Keys are dealt round-robin.
-    let jobs = missing.len().min(shared.reader.threads);
-    let mut batches: Vec<Vec<Unresolved>> = (0..jobs).map(|_| Vec::new()).collect();
-    for (i, read) in missing.into_iter().enumerate() {
-        batches[i % jobs].push(read);
-    }
-    let mut waits = Vec::with_capacity(jobs);
+    // costs a wake-up of a reader and of this worker. Records near each other stay in
+    // one job, which reads them with one positional read.
+    let batches = shared.store.batch_reads(missing, shared.reader.threads);
+    let mut waits = Vec::with_capacity(batches.len());
     for batch in batches {
         let (done, wait) = oneshot::channel::<()>();
         let store_shared = Arc::clone(shared);
         let job: Job = Box::new(move || {
-            for at in batch {
-                let _ = store_shared.store.resolve(at);
-            }
+            let _ = store_shared.store.resolve_many(batch);
             let _ = done.send(());
         });
         match shared.reader.jobs.try_send(job) {

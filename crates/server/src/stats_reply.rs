@@ -113,6 +113,11 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "compactions", store.compactions);
     stat(
         out,
+        "compaction_running",
+        u8::from(store.compaction_running),
+    );
+    stat(
+        out,
         "compaction_copied_bytes",
         store.compaction_copied_bytes,
     );
