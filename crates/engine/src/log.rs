@@ -99,6 +99,12 @@ impl Window {
     }
 }
 
+thread_local! {
+    /// Each reading thread's buffer for [`Log::read_records`] (up to 68 KiB), kept
+    /// between reads rather than allocated and freed for every miss.
+    static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// How far apart (from the first's start to the last's) records may lie and still be
 /// read with one positional read.
 const RUN_SPAN_BYTES: u64 = 64 << 10;
@@ -459,7 +465,21 @@ impl Log {
         order.sort_unstable_by_key(|&i| places[i]);
         let mut out: Vec<Option<std::io::Result<Vec<u8>>>> =
             std::iter::repeat_with(|| None).take(places.len()).collect();
-        let mut buf = Vec::new();
+        READ_BUFFER.with_borrow_mut(|buf| self.read_runs(places, &order, &mut out, buf));
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(std::io::ErrorKind::NotFound.into())))
+            .collect()
+    }
+
+    /// [`Log::read_records`]'s reads: `order` sorts `places`; each result goes to its
+    /// place's slot in `out`; `buf` is the reading thread's buffer.
+    fn read_runs(
+        &self,
+        places: &[(u64, u32)],
+        order: &[usize],
+        out: &mut [Option<std::io::Result<Vec<u8>>>],
+        buf: &mut Vec<u8>,
+    ) {
         let mut run_start = 0;
         while run_start < order.len() {
             let (segment, first) = places[order[run_start]];
@@ -475,7 +495,7 @@ impl Log {
             let run = &order[run_start..run_end];
             match self.reader(segment).and_then(|file| {
                 buf.resize((last - first) as usize + READ_AHEAD_BYTES, 0);
-                let got = file.read_up_to(&mut buf, u64::from(first))?;
+                let got = file.read_up_to(buf, u64::from(first))?;
                 Ok((file, got))
             }) {
                 Ok((file, got)) => {
@@ -496,9 +516,6 @@ impl Log {
             }
             run_start = run_end;
         }
-        out.into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(std::io::ErrorKind::NotFound.into())))
-            .collect()
     }
 
     /// Where the next record will go: the newest segment, the byte offset after its
