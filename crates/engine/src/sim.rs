@@ -235,54 +235,50 @@ struct SimReader {
     removed: Mutex<Option<Arc<Vec<u8>>>>,
 }
 
-impl ReadFile for SimReader {
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let state = self.disk.state.lock();
-        powered(&state)?;
-        let kept = self.removed.lock().clone();
-        let bytes: &[u8] = match (&kept, state.files.get(&self.name)) {
-            (Some(kept), _) => kept,
-            (None, Some(file)) => &file.written,
-            (None, None) => return Err(not_found(&self.name)),
-        };
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
-        let end = start.saturating_add(buf.len());
-        if end > bytes.len() {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("{} ends before {end}", self.name),
-            ));
-        }
-        buf.copy_from_slice(&bytes[start..end]);
-        Ok(())
-    }
-
-    fn read_up_to(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let state = self.disk.state.lock();
-        powered(&state)?;
-        let kept = self.removed.lock().clone();
-        let bytes: &[u8] = match (&kept, state.files.get(&self.name)) {
-            (Some(kept), _) => kept,
-            (None, Some(file)) => &file.written,
-            (None, None) => return Err(not_found(&self.name)),
-        };
-        let start = usize::try_from(offset)
-            .unwrap_or(usize::MAX)
-            .min(bytes.len());
-        let n = buf.len().min(bytes.len() - start);
-        buf[..n].copy_from_slice(&bytes[start..start + n]);
-        Ok(n)
-    }
-
-    fn size(&self) -> io::Result<u64> {
+impl SimReader {
+    /// Runs `f` on the bytes the handle sees: those the removed file had, or those
+    /// written to it so far.
+    fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> io::Result<R>) -> io::Result<R> {
         let state = self.disk.state.lock();
         powered(&state)?;
         let kept = self.removed.lock().clone();
         match (&kept, state.files.get(&self.name)) {
-            (Some(kept), _) => Ok(kept.len() as u64),
-            (None, Some(file)) => Ok(file.written.len() as u64),
+            (Some(kept), _) => f(kept),
+            (None, Some(file)) => f(&file.written),
             (None, None) => Err(not_found(&self.name)),
         }
+    }
+}
+
+impl ReadFile for SimReader {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.with_bytes(|bytes| {
+            let start = usize::try_from(offset).unwrap_or(usize::MAX);
+            let end = start.saturating_add(buf.len());
+            if end > bytes.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("{} ends before {end}", self.name),
+                ));
+            }
+            buf.copy_from_slice(&bytes[start..end]);
+            Ok(())
+        })
+    }
+
+    fn read_up_to(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.with_bytes(|bytes| {
+            let start = usize::try_from(offset)
+                .unwrap_or(usize::MAX)
+                .min(bytes.len());
+            let n = buf.len().min(bytes.len() - start);
+            buf[..n].copy_from_slice(&bytes[start..start + n]);
+            Ok(n)
+        })
+    }
+
+    fn size(&self) -> io::Result<u64> {
+        self.with_bytes(|bytes| Ok(bytes.len() as u64))
     }
 }
 
