@@ -109,6 +109,12 @@ thread_local! {
 /// read with one positional read.
 const RUN_SPAN_BYTES: u64 = 64 << 10;
 
+/// Whether the record at `place` (segment, offset; not before `first`) is read by
+/// the positional read [`Log::read_records`] starts at `first`.
+pub(crate) fn in_one_read(first: (u64, u32), place: (u64, u32)) -> bool {
+    place.0 == first.0 && u64::from(place.1.saturating_sub(first.1)) <= RUN_SPAN_BYTES
+}
+
 /// How much is read from a record's start when its length is not known yet: one
 /// page, which holds most records whole.
 const READ_AHEAD_BYTES: usize = 4096;
@@ -485,8 +491,7 @@ impl Log {
             let (segment, first) = places[order[run_start]];
             let mut run_end = run_start + 1;
             while run_end < order.len() {
-                let (s, o) = places[order[run_end]];
-                if s != segment || u64::from(o - first) > RUN_SPAN_BYTES {
+                if !in_one_read((segment, first), places[order[run_end]]) {
                     break;
                 }
                 run_end += 1;

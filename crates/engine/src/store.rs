@@ -125,10 +125,6 @@ impl Unresolved {
     }
 }
 
-/// How far apart the records [`Store::batch_reads`] keeps in one batch may lie: as
-/// far as one read of [`Log::read_records`] reaches.
-const BATCH_SPAN_BYTES: u64 = 64 << 10;
-
 /// Where a new version's CAS comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NewCas {
@@ -1141,7 +1137,7 @@ impl Store {
     }
 
     /// Whether `key` may have its version only in the log; if so, what
-    /// [`Store::resolve`] reads to bring it into memory. For a caller that reads off
+    /// [`Store::resolve_many`] reads to bring it into memory. For a caller that reads off
     /// its request thread before running a request.
     pub fn unresolved(&self, key: &[u8]) -> Option<Unresolved> {
         let h = self.index.hash(key);
@@ -1153,12 +1149,6 @@ impl Store {
             }),
             _ => None,
         }
-    }
-
-    /// Reads the records [`Store::unresolved`] reported (one positional read each) and
-    /// puts their versions in memory. Blocks on the disk: call it where that is fine.
-    pub fn resolve(&self, unresolved: Unresolved) -> Result<(), Error> {
-        self.load(unresolved.h, unresolved.records, &mut Loaded::new())
     }
 
     /// Reads the records every [`Unresolved`] in `missing` reported, nearby ones with
@@ -1199,15 +1189,11 @@ impl Store {
         let mut runs: Vec<Vec<Unresolved>> = Vec::new();
         let mut run_first: Option<(u64, u32)> = None;
         for u in missing {
-            let (segment, offset) = u.place();
+            let place = u.place();
             match (run_first, runs.last_mut()) {
-                (Some((s, first)), Some(run))
-                    if s == segment && u64::from(offset - first) <= BATCH_SPAN_BYTES =>
-                {
-                    run.push(u);
-                }
+                (Some(first), Some(run)) if log::in_one_read(first, place) => run.push(u),
                 _ => {
-                    run_first = Some((segment, offset));
+                    run_first = Some(place);
                     runs.push(vec![u]);
                 }
             }
