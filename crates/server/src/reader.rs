@@ -14,10 +14,12 @@
 //! which slows that worker but never grows memory. A version evicted again between its
 //! read and the request is read once more by the store, inline: correct, only slower.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use kura_engine::Unresolved;
 use kura_protocol::Request;
+use parking_lot::{Condvar, Mutex};
 use tokio::sync::oneshot;
 
 use crate::server::Shared;
@@ -25,7 +27,7 @@ use crate::server::Shared;
 type Job = Box<dyn FnOnce() + Send>;
 
 pub struct ValueReader {
-    jobs: crossbeam_channel::Sender<Job>,
+    queue: Arc<Queue>,
     threads: usize,
 }
 
@@ -33,22 +35,74 @@ pub struct ValueReader {
 /// few dozen connections.
 const QUEUE_DEPTH: usize = 4096;
 
+/// The jobs waiting for a reader. An idle reader sleeps on the condition variable at
+/// once: a channel that spins and yields before it sleeps (crossbeam's does) has a
+/// dozen idle readers take turns on the CPU that the reads and the event loops need,
+/// which on two cores cost a cold multi-get a third of its time.
+#[derive(Default)]
+struct Queue {
+    jobs: Mutex<Jobs>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct Jobs {
+    waiting: VecDeque<Job>,
+    stopped: bool,
+}
+
+impl Queue {
+    /// Queues `job`, or gives it back if the queue is full or stopped.
+    fn push(&self, job: Job) -> Result<(), Job> {
+        let mut jobs = self.jobs.lock();
+        if jobs.stopped || jobs.waiting.len() >= QUEUE_DEPTH {
+            return Err(job);
+        }
+        jobs.waiting.push_back(job);
+        drop(jobs);
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    /// The next job, waiting for one; `None` once stopped.
+    fn pop(&self) -> Option<Job> {
+        let mut jobs = self.jobs.lock();
+        loop {
+            if let Some(job) = jobs.waiting.pop_front() {
+                return Some(job);
+            }
+            if jobs.stopped {
+                return None;
+            }
+            self.ready.wait(&mut jobs);
+        }
+    }
+}
+
 impl ValueReader {
-    /// Starts `threads` reader threads. They stop when the reader is dropped.
+    /// Starts `threads` reader threads. They stop when the reader is dropped, after
+    /// the jobs already queued.
     pub fn start(threads: usize) -> std::io::Result<ValueReader> {
-        let (jobs, queue) = crossbeam_channel::bounded::<Job>(QUEUE_DEPTH);
+        let queue = Arc::new(Queue::default());
         let threads = threads.max(1);
         for n in 0..threads {
-            let queue = queue.clone();
+            let queue = Arc::clone(&queue);
             std::thread::Builder::new()
                 .name(format!("kura-read-{n}"))
                 .spawn(move || {
-                    while let Ok(job) = queue.recv() {
+                    while let Some(job) = queue.pop() {
                         job();
                     }
                 })?;
         }
-        Ok(ValueReader { jobs, threads })
+        Ok(ValueReader { queue, threads })
+    }
+}
+
+impl Drop for ValueReader {
+    fn drop(&mut self) {
+        self.queue.jobs.lock().stopped = true;
+        self.queue.ready.notify_all();
     }
 }
 
@@ -101,10 +155,10 @@ pub async fn load_values(shared: &Arc<Shared>, request: &Request<'_>) {
             let _ = store_shared.store.resolve_many(batch);
             let _ = done.send(());
         });
-        match shared.reader.jobs.try_send(job) {
+        match shared.reader.queue.push(job) {
             Ok(()) => waits.push(wait),
             // Full (or stopped): read here rather than queue without bound.
-            Err(e) => e.into_inner()(),
+            Err(job) => job(),
         }
     }
     for wait in waits {
