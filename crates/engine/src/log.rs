@@ -24,7 +24,7 @@
 //! Lock order: writer, then tail.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -115,9 +115,12 @@ pub(crate) fn in_one_read(first: (u64, u32), place: (u64, u32)) -> bool {
     place.0 == first.0 && u64::from(place.1.saturating_sub(first.1)) <= RUN_SPAN_BYTES
 }
 
-/// How much is read from a record's start when its length is not known yet: one
-/// page, which holds most records whole.
-const READ_AHEAD_BYTES: usize = 4096;
+/// Reads end on a multiple of this: the page and the direct-I/O block size, so a
+/// read never fetches part of a block it then has to fetch again.
+const READ_BLOCK_BYTES: u64 = 4096;
+
+/// The first guess at a record's length, before any has been read.
+const FIRST_RECORD_GUESS_BYTES: u32 = 512;
 
 /// The record that starts `bytes`, if they hold all of it (by its frame's length;
 /// checksums are the decoder's business).
@@ -127,6 +130,28 @@ fn record_in(bytes: &[u8]) -> Option<&[u8]> {
     }
     let body = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
     bytes.get(..FRAME_BYTES + body)
+}
+
+/// The record at `offset` of `file`, of which `prefix` holds the first bytes: one
+/// more read if the prefix holds its frame, else two (frame, then body).
+fn finish_record(file: &dyn ReadFile, offset: u32, prefix: &[u8]) -> std::io::Result<Vec<u8>> {
+    if prefix.len() < FRAME_BYTES {
+        return read_record_from(file, offset);
+    }
+    let body = u32::from_le_bytes([prefix[4], prefix[5], prefix[6], prefix[7]]) as usize;
+    if body > record::BODY_MAX_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("a record at {offset} claims {body} bytes"),
+        ));
+    }
+    let mut buf = vec![0u8; FRAME_BYTES + body];
+    buf[..prefix.len()].copy_from_slice(prefix);
+    file.read_exact_at(
+        &mut buf[prefix.len()..],
+        u64::from(offset) + prefix.len() as u64,
+    )?;
+    Ok(buf)
 }
 
 /// Reads the whole record at `offset` of `file`: its frame says how long it is.
@@ -218,6 +243,8 @@ struct Shared {
     /// The oldest segment not yet removed. The index's addresses name a segment by its
     /// number modulo [`SEGMENT_WINDOW`], so the log never spans more than that.
     oldest_sequence: AtomicU64,
+    /// The segment being written; those before it are sealed.
+    active_sequence: AtomicU64,
     on_ack: Option<Arc<dyn Fn(Ack) + Send + Sync>>,
 }
 
@@ -301,8 +328,14 @@ pub(crate) struct Log {
     shared: Arc<Shared>,
     flusher: Mutex<Option<JoinHandle<()>>>,
     /// Read handles on segments, for values not held in memory.
-    readers: parking_lot::RwLock<std::collections::HashMap<u64, Arc<dyn ReadFile>>>,
+    readers: parking_lot::RwLock<std::collections::HashMap<u64, SegmentReader>>,
+    /// How long a record read back is likely to be (encoded bytes): how far past the
+    /// last record's start a read goes. See [`Log::saw_record`].
+    record_guess: AtomicU32,
 }
+
+/// A read handle on a segment, and whether it reads past the page cache.
+type SegmentReader = (Arc<dyn ReadFile>, bool);
 
 pub(crate) struct LogConfig {
     pub durability: Durability,
@@ -347,6 +380,7 @@ impl Log {
                 .segment_size_bytes
                 .clamp(SEGMENT_HEADER_BYTES as u64 + 1, MAX_SEGMENT_BYTES),
             oldest_sequence: AtomicU64::new(oldest),
+            active_sequence: AtomicU64::new(resume.active_sequence),
             on_ack: config.on_ack,
         });
         let flusher_shared = Arc::clone(&shared);
@@ -357,6 +391,7 @@ impl Log {
             shared,
             flusher: Mutex::new(Some(handle)),
             readers: Default::default(),
+            record_guess: AtomicU32::new(FIRST_RECORD_GUESS_BYTES),
         })
     }
 
@@ -389,6 +424,9 @@ impl Log {
             }
             tail.rolls.push((at, sequence));
             tail.next_sequence += 1;
+            self.shared
+                .active_sequence
+                .store(sequence, Ordering::Release);
             tail.segment_bytes = SEGMENT_HEADER_BYTES as u64;
             tail.usage.insert(
                 sequence,
@@ -462,10 +500,10 @@ impl Log {
 
     /// The bytes of the records at `places` (segment, offset), in that order, with as
     /// few positional reads as their places allow: records of one segment that lie
-    /// within [`RUN_SPAN_BYTES`] of each other are read together, with
-    /// [`READ_AHEAD_BYTES`] past the last one's start, so a run of small records costs
-    /// one read, and a lone record one read rather than frame then body. A record
-    /// longer than that is completed with a second read.
+    /// within [`RUN_SPAN_BYTES`] of each other are read together, through the block
+    /// where the last one ends if it is as long as records have lately been, so a run
+    /// of small records costs one read, and a lone record one read rather than frame
+    /// then body. A record longer than that is completed with a second read.
     pub fn read_records(&self, places: &[(u64, u32)]) -> Vec<std::io::Result<Vec<u8>>> {
         let mut order: Vec<usize> = (0..places.len()).collect();
         order.sort_unstable_by_key(|&i| places[i]);
@@ -498,19 +536,25 @@ impl Log {
             }
             let last = places[order[run_end - 1]].1;
             let run = &order[run_start..run_end];
+            let guess = u64::from(self.record_guess.load(Ordering::Relaxed));
+            let end = (u64::from(last) + guess).next_multiple_of(READ_BLOCK_BYTES);
             match self.reader(segment).and_then(|file| {
-                buf.resize((last - first) as usize + READ_AHEAD_BYTES, 0);
+                buf.resize((end - u64::from(first)) as usize, 0);
                 let got = file.read_up_to(buf, u64::from(first))?;
                 Ok((file, got))
             }) {
                 Ok((file, got)) => {
                     for &i in run {
                         let offset = places[i].1;
-                        let from = (offset - first) as usize;
-                        out[i] = Some(record_in(&buf[from.min(got)..got]).map_or_else(
-                            || read_record_from(&*file, offset),
-                            |bytes| Ok(bytes.to_vec()),
-                        ));
+                        let from = ((offset - first) as usize).min(got);
+                        let read = match record_in(&buf[from..got]) {
+                            Some(bytes) => Ok(bytes.to_vec()),
+                            None => finish_record(&*file, offset, &buf[from..got]),
+                        };
+                        if let Ok(bytes) = &read {
+                            self.saw_record(bytes.len());
+                        }
+                        out[i] = Some(read);
                     }
                 }
                 Err(e) => {
@@ -520,6 +564,24 @@ impl Log {
                 }
             }
             run_start = run_end;
+        }
+    }
+
+    /// Moves the guess at a record's length towards one just read: up at once, so
+    /// the next read of a record that long is one read, and down slowly, so a few
+    /// short records among long ones do not undo it.
+    fn saw_record(&self, len: usize) {
+        let len = u32::try_from(len)
+            .unwrap_or(u32::MAX)
+            .min(RUN_SPAN_BYTES as u32);
+        let guess = self.record_guess.load(Ordering::Relaxed);
+        let next = if len > guess {
+            len
+        } else {
+            guess - (guess - len) / 16
+        };
+        if next != guess {
+            self.record_guess.store(next, Ordering::Relaxed);
         }
     }
 
@@ -544,15 +606,33 @@ impl Log {
         self.shared.oldest_sequence.load(Ordering::Acquire)
     }
 
-    /// An open read handle on a segment, opened once and shared.
+    /// An open read handle on a segment, opened once and shared. A segment no longer
+    /// written is read past the page cache (`O_DIRECT`): Kura keeps the values worth
+    /// keeping in its own cache, within `-m`, so the kernel's copy would only take
+    /// memory from it and cost a page-cache insert and a reclaim for every miss. The
+    /// active segment is read through the page cache, where its newest bytes are
+    /// (a direct read would first have to write them back).
     fn reader(&self, sequence: u64) -> std::io::Result<Arc<dyn ReadFile>> {
-        if let Some(file) = self.readers.read().get(&sequence) {
-            return Ok(Arc::clone(file));
+        let sealed = sequence < self.shared.active_sequence.load(Ordering::Acquire);
+        if let Some((file, direct)) = self.readers.read().get(&sequence) {
+            if *direct || !sealed {
+                return Ok(Arc::clone(file));
+            }
         }
-        let file = self.shared.disk.open_read(&segment_name(sequence))?;
-        Ok(Arc::clone(
-            self.readers.write().entry(sequence).or_insert(file),
-        ))
+        let name = segment_name(sequence);
+        let file = if sealed {
+            self.shared.disk.open_read_direct(&name)?
+        } else {
+            self.shared.disk.open_read(&name)?
+        };
+        let mut readers = self.readers.write();
+        let entry = readers
+            .entry(sequence)
+            .or_insert((Arc::clone(&file), sealed));
+        if sealed && !entry.1 {
+            *entry = (file, true);
+        }
+        Ok(Arc::clone(&entry.0))
     }
 
     /// Removes a segment whose live records have all been copied forward and synced.
