@@ -85,6 +85,8 @@ def main():
     p.add_argument("--counts", default="1,2,5,10,20,50")
     p.add_argument("--pick", choices=["run", "scattered"], default="run")
     p.add_argument("--data-root", default="/var/tmp", help="not tmpfs: reads must hit a disk")
+    p.add_argument("--kura-arg", action="append", default=[],
+                   help="one more argument for kura, e.g. --kura-arg=--read-threads=64")
     a = p.parse_args()
 
     kura = os.path.join(ROOT, "target/release/kura")
@@ -99,7 +101,7 @@ def main():
             f.write(str(a.limit_mib << 20))
     port = free_port()
     command = [kura, "-p", str(port), "-m", str(a.limit_mib // 2),
-               "--data-dir", data, "--durability", "interval"]
+               "--data-dir", data, "--durability", "interval"] + a.kura_arg
     join = f"echo $$ > {os.path.join(cg, procs)} && exec \"$@\""
     server = subprocess.Popen(["sh", "-c", join, "sh"] + command)
     try:
@@ -131,7 +133,9 @@ def main():
               f"KiB a key); RSS {int(after['rss_bytes']) >> 20} MiB against -m "
               f"{a.limit_mib // 2} MiB (index {int(after['index_bytes']) >> 20}, values "
               f"{int(after['value_cache_bytes']) >> 20}, other {int(after['other_memory_bytes']) >> 20}, "
-              f"allocated {int(after['allocated_bytes']) >> 20}, allocator resident "
+              f"allocated {int(after['allocated_bytes']) >> 20}, active "
+              f"{int(after['allocator_active_bytes']) >> 20}, metadata "
+              f"{int(after['allocator_metadata_bytes']) >> 20}, allocator resident "
               f"{int(after['allocator_resident_bytes']) >> 20} MiB)")
     finally:
         server.send_signal(signal.SIGTERM)

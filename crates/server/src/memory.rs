@@ -2,10 +2,10 @@
 //! the kernel say the process holds.
 //!
 //! The store counts what it keeps (the index and the cached versions); everything
-//! else the process allocates (connection buffers, the log's tail, threads) it cannot
-//! see. The maintenance thread measures that remainder from the allocator's own
-//! count and hands it to the store ([`report_other_memory`]), whose cache shrinks by
-//! as much, so the whole process stays within `-m`.
+//! else the process holds (connection buffers, the log's tail, threads, the
+//! allocator's slack) it cannot see. The maintenance thread measures that remainder
+//! from the resident set and hands it to the store ([`report_other_memory`]), whose
+//! cache shrinks by as much, so the whole process stays within `-m`.
 
 use kura_engine::Store;
 
@@ -22,6 +22,10 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 pub struct Allocator {
     /// Handed out to the program and not yet freed.
     pub allocated: u64,
+    /// In pages that hold allocations: `allocated` and the free room between them.
+    pub active: u64,
+    /// jemalloc's own bookkeeping.
+    pub metadata: u64,
     /// Held resident for the program: allocated, freed but not yet returned, and
     /// jemalloc's own metadata.
     pub resident: u64,
@@ -36,15 +40,23 @@ pub fn allocator() -> Allocator {
     }
     Allocator {
         allocated: stats::allocated::read().map_or(0, |b| b as u64),
+        active: stats::active::read().map_or(0, |b| b as u64),
+        metadata: stats::metadata::read().map_or(0, |b| b as u64),
         resident: stats::resident::read().map_or(0, |b| b as u64),
     }
 }
 
-/// Tells `store` what the process has allocated beyond what the store counts.
+/// Tells `store` what the process holds beyond what the store counts: its resident
+/// set, which is what `-m` is measured against, less the index and the cached values.
+/// That takes in more than allocations: the room between them that the allocator
+/// cannot hand back while a neighbour lives (under a churning cache, evicted values
+/// leave holes that a third of the cache's size can take), its metadata, freed pages
+/// not yet returned, thread stacks and the program's own pages. The cache then
+/// shrinks by all of it. Where the resident set cannot be read, allocations alone.
 pub fn report_other_memory(store: &Store) {
-    let allocated = allocator().allocated;
-    if allocated > 0 {
-        store.set_other_memory(allocated.saturating_sub(store.accounted_memory()));
+    let held = resident_bytes().max(allocator().allocated);
+    if held > 0 {
+        store.set_other_memory(held.saturating_sub(store.accounted_memory()));
     }
 }
 

@@ -151,6 +151,8 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "rss_bytes", memory::resident_bytes());
     let allocator = memory::allocator();
     stat(out, "allocated_bytes", allocator.allocated);
+    stat(out, "allocator_active_bytes", allocator.active);
+    stat(out, "allocator_metadata_bytes", allocator.metadata);
     stat(out, "allocator_resident_bytes", allocator.resident);
     stat(out, "store_poisoned", u8::from(shared.store.is_poisoned()));
 }
