@@ -105,6 +105,14 @@ thread_local! {
     static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Durability none: the tail is handed to the flusher once it holds this much.
+const UNDURABLE_BATCH_BYTES: usize = 256 << 10;
+
+/// How long a request thread waits for the writer lock before it leaves its write to
+/// the flusher: longer than another request thread's write(2) of a tail, far shorter
+/// than a segment roll's fsyncs.
+const WRITER_PATIENCE: Duration = Duration::from_millis(2);
+
 /// How far apart (from the first's start to the last's) records may lie and still be
 /// read with one positional read.
 const RUN_SPAN_BYTES: u64 = 64 << 10;
@@ -206,6 +214,9 @@ struct Tail {
     segment_bytes: u64,
     next_sequence: u64,
     shutdown: bool,
+    /// The flusher should write the tail: a request thread left it a segment roll,
+    /// or (durability none) the tail has grown. See [`Shared::write_tail`].
+    write_wanted: bool,
     /// Every segment on disk or being written, oldest first.
     usage: BTreeMap<u64, SegmentUsage>,
 }
@@ -280,9 +291,22 @@ impl Shared {
 
     /// Writes everything in the tail. The caller holds the writer lock, which keeps
     /// batches in order. Returns the LSN now written.
-    fn write_tail(&self, writer: &mut Writer) -> std::io::Result<u64> {
+    ///
+    /// A request thread passes `rolls: false`: starting a segment syncs the one left
+    /// (up to an interval's worth of writes, tens of milliseconds), creates a file and
+    /// syncs the directory, all under the writer lock, which would stall its
+    /// connections and every other thread's writes. If the tail holds a roll, the
+    /// write is left to the flusher, which is woken for it, and `None` is returned.
+    fn write_tail(&self, writer: &mut Writer, rolls: bool) -> std::io::Result<Option<u64>> {
         let (end_lsn, rolls) = {
             let mut tail = self.tail.lock();
+            if !rolls && !tail.rolls.is_empty() {
+                tail.write_wanted = true;
+                drop(tail);
+                self.flusher_wake.notify_one();
+                return Ok(None);
+            }
+            tail.write_wanted = false;
             std::mem::swap(&mut tail.buf, &mut writer.spare);
             let rolls = std::mem::take(&mut tail.rolls);
             (self.appended_lsn.load(Ordering::Acquire), rolls)
@@ -303,7 +327,7 @@ impl Shared {
         }
         result?;
         self.written_lsn.fetch_max(end_lsn, Ordering::AcqRel);
-        Ok(end_lsn)
+        Ok(Some(end_lsn))
     }
 }
 
@@ -360,6 +384,7 @@ impl Log {
                 segment_bytes: resume.active_bytes,
                 next_sequence: resume.active_sequence + 1,
                 shutdown: false,
+                write_wanted: false,
                 usage: resume.usage,
             }),
             writer: Mutex::new(Writer {
@@ -450,10 +475,20 @@ impl Log {
         }
         let lsn = self.shared.appended_lsn.load(Ordering::Relaxed) + len;
         self.shared.appended_lsn.store(lsn, Ordering::Release);
-        drop(tail);
         // In interval mode the request thread writes for itself; waking the flusher
-        // for every record would cost two context switches a write.
-        if self.shared.durability != Durability::Interval {
+        // for every record would cost two context switches a write. With no
+        // durability nobody waits for the write: the flusher writes in batches.
+        let wake = match self.shared.durability {
+            Durability::Fsync => true,
+            Durability::Interval => false,
+            Durability::None => {
+                let full = tail.buf.len() >= UNDURABLE_BATCH_BYTES && !tail.write_wanted;
+                tail.write_wanted |= full;
+                full
+            }
+        };
+        drop(tail);
+        if wake {
             self.shared.flusher_wake.notify_one();
         }
         let len = u32::try_from(len).unwrap_or(u32::MAX);
@@ -664,7 +699,10 @@ impl Log {
         let result = (|| {
             let (end, mut handle) = {
                 let mut writer = self.shared.writer.lock();
-                let end = self.shared.write_tail(&mut writer)?;
+                let end = self
+                    .shared
+                    .write_tail(&mut writer, true)?
+                    .unwrap_or_else(|| self.shared.written_lsn.load(Ordering::Acquire));
                 (end, writer.active.try_clone()?)
             };
             handle.sync()?;
@@ -692,14 +730,26 @@ impl Log {
         if self.is_poisoned() {
             return Err(Error::Poisoned);
         }
-        let mut writer = self.shared.writer.lock();
         if self.shared.written_lsn.load(Ordering::Acquire)
             >= self.shared.appended_lsn.load(Ordering::Acquire)
         {
             return Ok(());
         }
-        match self.shared.write_tail(&mut writer) {
-            Ok(_) => {
+        // Another request thread's write is short; the flusher may hold the lock
+        // through a segment roll, and then it writes this tail too once done.
+        let Some(mut writer) = self.shared.writer.try_lock_for(WRITER_PATIENCE) else {
+            self.shared.tail.lock().write_wanted = true;
+            self.shared.flusher_wake.notify_one();
+            return Ok(());
+        };
+        if self.shared.written_lsn.load(Ordering::Acquire)
+            >= self.shared.appended_lsn.load(Ordering::Acquire)
+        {
+            return Ok(());
+        }
+        match self.shared.write_tail(&mut writer, false) {
+            Ok(None) => Ok(()),
+            Ok(Some(_)) => {
                 drop(writer);
                 self.shared.publish();
                 Ok(())
@@ -775,21 +825,33 @@ fn flusher(shared: Arc<Shared>) {
                 if tail.shutdown {
                     break;
                 }
-                let pending = !tail.buf.is_empty() && shared.durability != Durability::Interval;
+                let pending = !tail.buf.is_empty()
+                    && (shared.durability == Durability::Fsync || tail.write_wanted);
                 if pending {
                     break;
                 }
+                if shared.durability == Durability::Fsync {
+                    shared.flusher_wake.wait(&mut tail);
+                    continue;
+                }
+                // Interval and none: appends do not wake this thread, so it wakes itself
+                // when a sync falls due, and at least once an interval to look.
                 let unsynced = shared.appended_lsn.load(Ordering::Acquire)
                     > shared.synced_lsn.load(Ordering::Acquire);
-                if shared.durability != Durability::Fsync && unsynced {
-                    let due = last_sync + shared.fsync_interval;
-                    let now = Instant::now();
-                    if now >= due {
-                        break;
-                    }
-                    shared.flusher_wake.wait_for(&mut tail, due - now);
+                let now = Instant::now();
+                let due = if unsynced {
+                    last_sync + shared.fsync_interval
                 } else {
-                    shared.flusher_wake.wait(&mut tail);
+                    now + shared.fsync_interval
+                };
+                if now >= due {
+                    break;
+                }
+                let slept = shared.flusher_wake.wait_for(&mut tail, due - now);
+                // Durability none: what no request thread wrote is written at least
+                // once an interval.
+                if slept.timed_out() && !tail.buf.is_empty() {
+                    break;
                 }
             }
             tail.shutdown
@@ -815,7 +877,9 @@ fn flusher(shared: Arc<Shared>) {
 /// writes in this mode).
 fn write_and_sync(shared: &Shared) -> std::io::Result<()> {
     let mut writer = shared.writer.lock();
-    let end = shared.write_tail(&mut writer)?;
+    let end = shared
+        .write_tail(&mut writer, true)?
+        .unwrap_or_else(|| shared.written_lsn.load(Ordering::Acquire));
     if shared.synced_lsn.load(Ordering::Acquire) < end {
         writer.active.sync()?;
         shared.synced_lsn.fetch_max(end, Ordering::AcqRel);
@@ -833,7 +897,9 @@ fn write_then_sync_aside(
 ) -> std::io::Result<()> {
     let (end, handle) = {
         let mut writer = shared.writer.lock();
-        let end = shared.write_tail(&mut writer)?;
+        let end = shared
+            .write_tail(&mut writer, true)?
+            .unwrap_or_else(|| shared.written_lsn.load(Ordering::Acquire));
         let due = shutdown || last_sync.elapsed() >= shared.fsync_interval;
         let handle = if due && shared.synced_lsn.load(Ordering::Acquire) < end {
             Some(writer.active.try_clone()?)
