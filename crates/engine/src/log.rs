@@ -164,21 +164,9 @@ fn finish_record(file: &dyn ReadFile, offset: u32, prefix: &[u8]) -> std::io::Re
 
 /// Reads the whole record at `offset` of `file`: its frame says how long it is.
 pub(crate) fn read_record_from(file: &dyn ReadFile, offset: u32) -> std::io::Result<Vec<u8>> {
-    let mut buf = vec![0u8; FRAME_BYTES];
-    file.read_exact_at(&mut buf, u64::from(offset))?;
-    let body = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]) as usize;
-    if body > record::BODY_MAX_BYTES {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("a record at {offset} claims {body} bytes"),
-        ));
-    }
-    buf.resize(FRAME_BYTES + body, 0);
-    file.read_exact_at(
-        &mut buf[FRAME_BYTES..],
-        u64::from(offset) + FRAME_BYTES as u64,
-    )?;
-    Ok(buf)
+    let mut frame = [0u8; FRAME_BYTES];
+    file.read_exact_at(&mut frame, u64::from(offset))?;
+    finish_record(file, offset, &frame)
 }
 
 /// Where a record sits: its segment, its offset there, and its encoded length.
