@@ -278,21 +278,21 @@ impl Shared {
     }
 
     /// Writes everything in the tail. The caller holds the writer lock, which keeps
-    /// batches in order. Returns the LSN now written.
+    /// batches in order. Returns the LSN written through.
     ///
     /// A request thread passes `rolls: false`: starting a segment syncs the one left
     /// (up to an interval's worth of writes, tens of milliseconds), creates a file and
     /// syncs the directory, all under the writer lock, which would stall its
     /// connections and every other thread's writes. If the tail holds a roll, the
-    /// write is left to the flusher, which is woken for it, and `None` is returned.
-    fn write_tail(&self, writer: &mut Writer, rolls: bool) -> std::io::Result<Option<u64>> {
+    /// write is left to the flusher, which is woken for it, and nothing is written.
+    fn write_tail(&self, writer: &mut Writer, rolls: bool) -> std::io::Result<u64> {
         let (end_lsn, rolls) = {
             let mut tail = self.tail.lock();
             if !rolls && !tail.rolls.is_empty() {
                 tail.write_wanted = true;
                 drop(tail);
                 self.flusher_wake.notify_one();
-                return Ok(None);
+                return Ok(self.written_lsn.load(Ordering::Acquire));
             }
             tail.write_wanted = false;
             std::mem::swap(&mut tail.buf, &mut writer.spare);
@@ -315,7 +315,7 @@ impl Shared {
         }
         result?;
         self.written_lsn.fetch_max(end_lsn, Ordering::AcqRel);
-        Ok(Some(end_lsn))
+        Ok(end_lsn)
     }
 }
 
@@ -687,10 +687,7 @@ impl Log {
         let result = (|| {
             let (end, mut handle) = {
                 let mut writer = self.shared.writer.lock();
-                let end = self
-                    .shared
-                    .write_tail(&mut writer, true)?
-                    .unwrap_or_else(|| self.shared.written_lsn.load(Ordering::Acquire));
+                let end = self.shared.write_tail(&mut writer, true)?;
                 (end, writer.active.try_clone()?)
             };
             handle.sync()?;
@@ -736,8 +733,7 @@ impl Log {
             return Ok(());
         }
         match self.shared.write_tail(&mut writer, false) {
-            Ok(None) => Ok(()),
-            Ok(Some(_)) => {
+            Ok(_) => {
                 drop(writer);
                 self.shared.publish();
                 Ok(())
@@ -865,9 +861,7 @@ fn flusher(shared: Arc<Shared>) {
 /// writes in this mode).
 fn write_and_sync(shared: &Shared) -> std::io::Result<()> {
     let mut writer = shared.writer.lock();
-    let end = shared
-        .write_tail(&mut writer, true)?
-        .unwrap_or_else(|| shared.written_lsn.load(Ordering::Acquire));
+    let end = shared.write_tail(&mut writer, true)?;
     if shared.synced_lsn.load(Ordering::Acquire) < end {
         writer.active.sync()?;
         shared.synced_lsn.fetch_max(end, Ordering::AcqRel);
@@ -885,9 +879,7 @@ fn write_then_sync_aside(
 ) -> std::io::Result<()> {
     let (end, handle) = {
         let mut writer = shared.writer.lock();
-        let end = shared
-            .write_tail(&mut writer, true)?
-            .unwrap_or_else(|| shared.written_lsn.load(Ordering::Acquire));
+        let end = shared.write_tail(&mut writer, true)?;
         let due = shutdown || last_sync.elapsed() >= shared.fsync_interval;
         let handle = if due && shared.synced_lsn.load(Ordering::Acquire) < end {
             Some(writer.active.try_clone()?)
