@@ -591,6 +591,24 @@ impl Shard {
             .collect()
     }
 
+    /// Adds to `out` the offsets of the records in `segment` that a slot points at:
+    /// the segment's live records, found without reading it.
+    pub fn offsets_in(&self, segment: u64, out: &mut Vec<u32>) {
+        let window_slot = segment % SEGMENT_WINDOW;
+        for &slot in self.slots.iter().filter(|&&s| s != 0) {
+            let payload = slot & PAYLOAD;
+            if slot & CACHED == 0 {
+                if payload >> OFFSET_BITS == window_slot {
+                    out.push((payload & ((1 << OFFSET_BITS) - 1)) as u32);
+                }
+            } else {
+                let location = self.entry(payload as usize).location;
+                if location.segment == segment {
+                    out.push(location.offset);
+                }
+            }
+        }
+    }
     /// Evicts versions until the cache holds at most `budget` bytes or nothing more can
     /// go. Versions whose records are not yet written out (past `written_lsn`) stay.
     /// Returns how many went.
@@ -786,6 +804,19 @@ impl Index {
 
     pub fn shards(&self) -> &[RwLock<Shard>] {
         &self.shards
+    }
+
+    /// The offsets, in order, of the records in `segment` that some key's slot points
+    /// at, each shard read under its lock in turn. A sealed segment only loses live
+    /// records (a key never comes to point back into it), so a record missing here
+    /// cannot be live later; one listed may be dead by the time it is looked at.
+    pub fn offsets_in(&self, segment: u64) -> Vec<u32> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            shard.read().offsets_in(segment, &mut out);
+        }
+        out.sort_unstable();
+        out
     }
 }
 

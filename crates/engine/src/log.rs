@@ -57,18 +57,33 @@ pub(crate) struct Window {
     size: u64,
     start: u64,
     buf: Vec<u8>,
+    /// How much one read takes, unless a record needs more.
+    span: usize,
 }
 
-/// How much a window reads at once, unless a record needs more.
+/// How much a window reads at once when it goes through a whole segment.
 const WINDOW_BYTES: usize = 1 << 20;
 
+/// How much it reads at once when it visits scattered records.
+const SPARSE_WINDOW_BYTES: usize = 64 << 10;
+
 impl Window {
+    /// A window for reading a segment from one end to the other.
     pub fn new(file: Arc<dyn ReadFile>, size: u64) -> Window {
         Window {
             file,
             size,
             start: 0,
             buf: Vec::new(),
+            span: WINDOW_BYTES,
+        }
+    }
+
+    /// A window for visiting some of a segment's records, in order.
+    pub fn sparse(file: Arc<dyn ReadFile>, size: u64) -> Window {
+        Window {
+            span: SPARSE_WINDOW_BYTES,
+            ..Window::new(file, size)
         }
     }
 
@@ -77,7 +92,7 @@ impl Window {
         let pos = pos as u64;
         let end = (pos + want as u64).min(self.size);
         if pos < self.start || end > self.start + self.buf.len() as u64 {
-            let len = (end - pos).max(WINDOW_BYTES as u64).min(self.size - pos);
+            let len = (end - pos).max(self.span as u64).min(self.size - pos);
             self.start = pos;
             self.buf.resize(len as usize, 0);
             self.file.read_exact_at(&mut self.buf, pos)?;

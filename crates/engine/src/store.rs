@@ -184,6 +184,17 @@ enum PendingFlush {
     Untouched,
 }
 
+/// How compaction finds the live records of the segment it empties.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FindLive {
+    /// Whichever costs less: the index while it is small beside the segment.
+    Cheaper,
+    /// Read every record of the segment and ask the index whether it is live.
+    ReadSegment,
+    /// Ask the index which of its slots point into the segment; read just those.
+    WalkIndex,
+}
+
 /// What one compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Compaction {
@@ -1671,6 +1682,12 @@ impl Store {
     /// a reader that follows it always finds the record there; a key written meanwhile
     /// keeps its newer version, and its copy counts as garbage.
     pub fn compact_oldest(&self) -> Result<Option<Compaction>, Error> {
+        self.compact_oldest_finding(FindLive::Cheaper)
+    }
+
+    /// [`Store::compact_oldest`], finding the segment's live records the way `how`
+    /// says (tests run both ways).
+    pub fn compact_oldest_finding(&self, how: FindLive) -> Result<Option<Compaction>, Error> {
         let _one_at_a_time = self.compaction.lock();
         self.compacting.store(true, Ordering::Relaxed);
         let _running = Flag(&self.compacting);
@@ -1697,18 +1714,51 @@ impl Store {
                 .retire_segment(report, PendingFlush::Reassert)
                 .map(Some);
         }
+        // The live records are found one of two ways: by reading the whole segment and
+        // asking the index about each record, or by asking the index which of its slots
+        // point into the segment and reading just those. Asking about a record costs
+        // several times what looking at a slot does, so the index is walked while it is
+        // small beside the segment: a small set of keys written over and over, whose
+        // old segments are nearly all garbage.
+        let file = self.log.segment_file(segment)?;
+        let walk = match how {
+            FindLive::Cheaper => {
+                let live_total: u64 = usage.iter().map(|(_, u)| u.live_bytes).sum();
+                live_total <= WALK_INDEX_RATIO * segment_usage.bytes
+            }
+            FindLive::ReadSegment => false,
+            FindLive::WalkIndex => true,
+        };
         // Read in windows, not whole: a segment can be larger than what the memory
         // budget leaves free.
-        let mut data = log::Window::new(self.log.segment_file(segment)?, segment_usage.bytes);
+        let mut data = if walk {
+            log::Window::sparse(file, segment_usage.bytes)
+        } else {
+            log::Window::new(file, segment_usage.bytes)
+        };
         let header = data.at(0, record::SEGMENT_HEADER_BYTES)?;
         if !matches!(record::parse_segment_header(header), Header::Valid { sequence } if sequence == segment)
         {
             return Err(Error::Format(format!("segment {segment} lost its header")));
         }
-        let mut saw_delayed_flush = false;
+        // Walking the index does not see a delayed flush_all's record: say it again.
+        let mut saw_delayed_flush = walk;
+        let mut live = if walk {
+            Some(self.index.offsets_in(segment).into_iter())
+        } else {
+            None
+        };
         let mut moved: Vec<Moved> = Vec::new();
-        let mut pos = record::SEGMENT_HEADER_BYTES;
-        while (pos as u64) < segment_usage.bytes {
+        let mut next = record::SEGMENT_HEADER_BYTES;
+        loop {
+            let pos = match live.as_mut() {
+                Some(offsets) => match offsets.next() {
+                    Some(offset) => offset as usize,
+                    None => break,
+                },
+                None if (next as u64) < segment_usage.bytes => next,
+                None => break,
+            };
             let Decoded::Record(rec, len) = data.record(pos)? else {
                 // Recovery cut every bad tail at open; damage since then is corruption at
                 // rest. Keep the segment: it may hold versions not yet copied.
@@ -1783,7 +1833,7 @@ impl Store {
                 Record::FlushAll { deadline, .. } if deadline != 0 => saw_delayed_flush = true,
                 _ => {}
             }
-            pos += len;
+            next = pos + len;
         }
         self.repoint(&mut moved)?;
         let flush = if saw_delayed_flush {
@@ -1895,6 +1945,10 @@ impl Store {
 /// How many copies compaction makes before it writes them out and points the index at
 /// them.
 const MOVE_BATCH: usize = 4096;
+
+/// Compaction finds a segment's live records through the index, not by reading the
+/// segment through, while all live data is at most this many times the segment's size.
+const WALK_INDEX_RATIO: u64 = 4;
 
 /// A version compaction copied: from where to where.
 struct Moved {

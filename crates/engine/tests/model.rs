@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use kura_engine::sim::{SimDisk, Tear};
 use kura_engine::{
-    exptime_to_absolute, Access, Change, Durability, ManualClock, NewCas, NewItem, Options, Store,
+    exptime_to_absolute, Access, Change, Durability, FindLive, ManualClock, NewCas, NewItem,
+    Options, Store,
 };
 use proptest::prelude::*;
 
@@ -54,11 +55,13 @@ enum Op {
     /// Compact the oldest segments: nothing a client can see may change.
     Compact {
         segments: u8,
+        walk_index: bool,
     },
     /// Compact with a power loss armed to strike at the n-th write from now.
     CompactCrash {
         appends: u8,
         seed: u64,
+        walk_index: bool,
     },
     /// Write the index checkpoint; the next reopen starts from it if no compaction
     /// came between.
@@ -69,6 +72,15 @@ enum Op {
         seed: u64,
     },
     PurgeExpired,
+}
+
+/// The way an `Op::Compact` or `Op::CompactCrash` finds live records.
+fn finding(walk_index: bool) -> FindLive {
+    if walk_index {
+        FindLive::WalkIndex
+    } else {
+        FindLive::ReadSegment
+    }
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -87,8 +99,9 @@ fn op() -> impl Strategy<Value = Op> {
         3 => any::<u64>().prop_map(|seed| Op::PowerLoss { seed }),
         3 => (proptest::collection::vec((key, value), 1..5), any::<u64>())
             .prop_map(|(sets, seed)| Op::UnackedThenPowerLoss { sets, seed }),
-        4 => (1u8..4).prop_map(|segments| Op::Compact { segments }),
-        3 => (0u8..12, any::<u64>()).prop_map(|(appends, seed)| Op::CompactCrash { appends, seed }),
+        4 => (1u8..4, any::<bool>()).prop_map(|(segments, walk_index)| Op::Compact { segments, walk_index }),
+        3 => (0u8..12, any::<u64>(), any::<bool>())
+            .prop_map(|(appends, seed, walk_index)| Op::CompactCrash { appends, seed, walk_index }),
         3 => Just(Op::Checkpoint),
         2 => (0u8..4, any::<u64>()).prop_map(|(appends, seed)| Op::CheckpointCrash { appends, seed }),
         1 => Just(Op::PurgeExpired),
@@ -352,20 +365,27 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
                 disk.revive();
                 store = open_with(&disk, &clock, durability, memory);
             }
-            Op::Compact { segments } => {
+            Op::Compact {
+                segments,
+                walk_index,
+            } => {
                 for _ in 0..segments {
-                    let compacted = store.compact_oldest();
+                    let compacted = store.compact_oldest_finding(finding(walk_index));
                     assert!(compacted.is_ok(), "compaction failed: {compacted:?}");
                 }
             }
-            Op::CompactCrash { appends, seed } => {
+            Op::CompactCrash {
+                appends,
+                seed,
+                walk_index,
+            } => {
                 // Interval mode promises nothing across a power loss; a kill is its crash.
                 let tear = match durability {
                     Durability::Interval => Tear::KeepWritten,
                     _ => Tear::Torn(seed),
                 };
                 disk.power_loss_after_appends(u64::from(appends), tear);
-                let _ = store.compact_oldest();
+                let _ = store.compact_oldest_finding(finding(walk_index));
                 disk.disarm();
                 if disk.is_off() {
                     drop(store);
