@@ -25,7 +25,7 @@ pub mod record;
 pub mod sim;
 mod store;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, CoarseClock, ManualClock, SystemClock};
 pub use error::Error;
 pub use store::{
     exptime_to_absolute, Access, Ack, Change, Compaction, Durability, FindLive, Item, NewCas,

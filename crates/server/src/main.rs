@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
-use kura_engine::{Ack, Durability, Options, Store, SystemClock};
+use kura_engine::{Ack, CoarseClock, Durability, Options, Store};
 use kura_protocol::Limits;
 use tokio::sync::watch;
 
@@ -34,7 +34,8 @@ fn main() -> anyhow::Result<()> {
         DurabilityFlag::None => Durability::None,
     };
     let (ack_tx, ack_rx) = watch::channel(Ack::UpTo(0));
-    let mut options = Options::new(durability, Arc::new(SystemClock));
+    let clock = CoarseClock::start().context("starting the clock thread")?;
+    let mut options = Options::new(durability, clock);
     options.fsync_interval = config.fsync_interval();
     options.segment_size_bytes = config.segment_size_mib.max(1) << 20;
     options.memory_limit_bytes = config.memory_limit_mib.saturating_mul(1 << 20);

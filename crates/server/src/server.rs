@@ -234,7 +234,7 @@ async fn connection(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
-    let last_cmd_secs = Arc::new(AtomicU64::new(shared.uptime_secs()));
+    let last_cmd_secs = Arc::new(AtomicU64::new(u64::from(shared.store.now_secs())));
     shared.connections.register(
         id,
         ConnInfo {
@@ -268,7 +268,7 @@ async fn connection(
                 Ok(0) | Err(_) => break 'serve,
                 Ok(n) => add(&shared.counters.local().bytes_read, n as u64),
             }
-            last_cmd_secs.store(shared.uptime_secs(), Ordering::Relaxed);
+            last_cmd_secs.store(u64::from(shared.store.now_secs()), Ordering::Relaxed);
         }
         need_read = true;
         let mut flow = Flow::Continue;

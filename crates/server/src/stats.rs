@@ -139,7 +139,7 @@ pub fn add(counter: &AtomicU64, n: u64) {
 pub struct ConnInfo {
     pub addr: String,
     pub listen_addr: String,
-    /// Seconds since the server started, at this connection's last command.
+    /// Unix seconds (the store's clock) of this connection's last command.
     pub last_cmd_secs: Arc<AtomicU64>,
 }
 

@@ -185,7 +185,7 @@ fn settings(shared: &Shared, out: &mut Vec<u8>) {
 }
 
 fn conns(shared: &Shared, out: &mut Vec<u8>) {
-    let uptime = shared.uptime_secs();
+    let now = u64::from(shared.store.now_secs());
     for (id, info) in shared.connections.snapshot() {
         stat(out, &format!("{id}:addr"), &info.addr);
         stat(out, &format!("{id}:listen_addr"), &info.listen_addr);
@@ -194,7 +194,7 @@ fn conns(shared: &Shared, out: &mut Vec<u8>) {
         stat(
             out,
             &format!("{id}:secs_since_last_cmd"),
-            uptime.saturating_sub(last),
+            now.saturating_sub(last),
         );
     }
 }
