@@ -198,6 +198,7 @@ pub fn run(args: &CompactionArgs) -> Result<Section> {
                 wire,
                 connections: args.connections,
                 threads: args.client_threads,
+                deal: load::Deal::Blocks,
                 keys: chooser.clone(),
                 key_prefix: key_prefix.to_string(),
                 value_len: args.value_size,

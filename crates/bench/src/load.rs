@@ -50,6 +50,18 @@ impl OpMix {
     }
 }
 
+/// How the connections are dealt to the client threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Deal {
+    /// Consecutive connections to the same thread: each client thread's connections
+    /// land on every server worker.
+    Blocks,
+    /// Connection i to thread i mod T. A server that hands connections to its workers
+    /// round-robin (memcached and Kura do) then pairs each client thread with one
+    /// worker for the whole run: T lockstep ping-pong pairs.
+    RoundRobin,
+}
+
 /// One measured load against one server.
 #[derive(Clone, Debug)]
 pub struct LoadSpec {
@@ -57,6 +69,7 @@ pub struct LoadSpec {
     pub wire: Wire,
     pub connections: usize,
     pub threads: usize,
+    pub deal: Deal,
     pub keys: KeyChooser,
     pub key_prefix: String,
     pub value_len: usize,
@@ -141,7 +154,16 @@ pub fn run(spec: &LoadSpec, server_pids: &[u32]) -> Result<LoadResult> {
             .with_context(|| format!("connecting to {}", spec.addr))?;
         stream.set_nodelay(true)?;
         stream.set_nonblocking(true)?;
-        streams[i % threads].push(stream);
+        // Servers hand accepted connections to their workers round-robin (memcached
+        // and Kura both), so dealing them out round-robin here too pairs each client
+        // thread with one server worker for the whole run: lockstep ping-pong pairs,
+        // whose throughput on two cores swings from run to run with how the pairs are
+        // placed. Dealing in blocks mixes them, and starves some connections instead.
+        let thread = match spec.deal {
+            Deal::Blocks => i * threads / spec.connections,
+            Deal::RoundRobin => i % threads,
+        };
+        streams[thread].push(stream);
     }
     // Threads start together a little after all connections are up.
     let start = Instant::now() + Duration::from_millis(20);

@@ -15,7 +15,7 @@ use clap::Args;
 
 use crate::chart::{Chart, Kind};
 use crate::keys::{Distribution, KeyChooser};
-use crate::load::{self, LoadSpec, OpMix};
+use crate::load::{self, Deal, LoadSpec, OpMix};
 use crate::progress::Progress;
 use crate::report::{kura_ratios, opt, Better, Csv, Section, Table};
 use crate::stats::median;
@@ -32,6 +32,13 @@ pub struct ThroughputArgs {
     /// Client threads the connections are spread over (each polls its share).
     #[arg(long, default_value_t = 4)]
     pub client_threads: usize,
+    /// How connections are dealt to client threads: `round-robin`, which pairs each
+    /// client thread with one server worker (both servers hand connections out
+    /// round-robin), or `blocks` (consecutive ones to one thread, so each client thread
+    /// meets every worker). Neither is what many client processes would do; see
+    /// docs/bench.md for how each behaves on two cores.
+    #[arg(long, value_enum, default_value_t = Deal::RoundRobin)]
+    pub deal: Deal,
     /// Keys in the key space, all preloaded.
     #[arg(long, default_value_t = 100_000)]
     pub keys: u64,
@@ -184,6 +191,7 @@ pub fn run(args: &ThroughputArgs) -> Result<Section> {
                     wire,
                     connections: case.connections,
                     threads: args.client_threads,
+                    deal: args.deal,
                     keys: chooser.clone(),
                     key_prefix: key_prefix.to_string(),
                     value_len: args.value_size,
@@ -351,10 +359,14 @@ fn print_summary(
     section: &mut Section,
 ) {
     section.summary = format!(
-        "{:?} connections over {} client threads, {} keys of {} bytes, \
+        "{:?} connections over {} client threads (dealt in {}), {} keys of {} bytes, \
          {} s measured after {} s warm-up, median of {} repetition(s).",
         args.connections,
         args.client_threads,
+        match args.deal {
+            Deal::Blocks => "blocks",
+            Deal::RoundRobin => "round robin",
+        },
         args.keys,
         args.value_size,
         args.duration,
