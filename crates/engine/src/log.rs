@@ -689,7 +689,10 @@ impl Log {
             self.shared.oldest_sequence.store(oldest, Ordering::Release);
         }
         // Readers that already hold the handle finish their read on the removed file.
-        self.readers.write().remove(&sequence);
+        // The map's lock is let go before the handle: closing the last one evicts the
+        // file's pages, which must not hold up readers of other segments.
+        let handle = self.readers.write().remove(&sequence);
+        drop(handle);
         Ok(())
     }
 
