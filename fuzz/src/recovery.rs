@@ -9,7 +9,7 @@ use std::sync::Arc;
 use kura_engine::disk::Disk;
 use kura_engine::record::{self, Record};
 use kura_engine::sim::SimDisk;
-use kura_engine::{Access, Change, Durability, ManualClock, NewCas, NewItem, Options, Store};
+use kura_engine::{Access, Change, Durability, ManualClock, NewItem, Options, Store};
 
 const SEGMENT: &str = "0000000000000001.log";
 
@@ -97,16 +97,7 @@ pub fn check_recovery(data: &[u8]) {
     }
     // The cut log takes new records, and a second open finds nothing to cut.
     let appended = store.update(b"after", Access::NoAccess, |_, _| {
-        let item = NewItem {
-            value: b"x".to_vec().into(),
-            client_flags: 0,
-            exptime: 0,
-            cas: NewCas::Generate,
-            stale: false,
-            binary_key: false,
-            win_sent: false,
-        };
-        (Change::Put(item), ())
+        (Change::Put(NewItem::new(b"x".to_vec().into(), 0)), ())
     });
     let Ok(((), Some(written))) = appended else { panic!("append after recovery failed") };
     assert!(store.wait_acked(written.lsn).is_ok());

@@ -51,7 +51,7 @@ pub struct CompactionArgs {
     /// Percentage of sets in the mix: 10, the 90/10 mix of the throughput workload,
     /// so compaction runs some of the time, not all of it, and both classes of slices
     /// fill.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub set_percent: u32,
     /// One-second slices measured per backend.
     #[arg(long, default_value_t = 40)]
@@ -144,9 +144,6 @@ struct Outcome {
 pub fn run(args: &CompactionArgs) -> Result<Section> {
     let (mut section, started) = Section::begin("compaction", &args.common.data_root);
     let args = args.effective();
-    if !(1..=100).contains(&args.set_percent) {
-        bail!("--set-percent must be within 1..=100");
-    }
     let mut backends = args.common.start_backends(crate::SqlBackends::Refused)?;
     let skipped: Vec<String> = backends
         .iter()

@@ -58,7 +58,7 @@ pub struct ThroughputArgs {
     #[arg(long, value_delimiter = ',', default_value = "get,set,mix")]
     pub workloads: Vec<String>,
     /// Percentage of sets in the mix workload.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub set_percent: u32,
     /// How keys are chosen.
     #[arg(long, value_enum, default_value_t = Distribution::Uniform)]
@@ -113,9 +113,6 @@ struct Row {
 pub fn run(args: &ThroughputArgs) -> Result<Section> {
     let (mut section, started) = Section::begin("throughput", &args.common.data_root);
     let args = args.effective();
-    if !(1..=100).contains(&args.set_percent) {
-        bail!("--set-percent must be within 1..=100");
-    }
     let mixes: Vec<OpMix> = args
         .workloads
         .iter()

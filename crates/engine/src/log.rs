@@ -103,12 +103,7 @@ impl Window {
 
     /// The record at `pos`, decoded.
     pub fn record(&mut self, pos: usize) -> std::io::Result<record::Decoded<'_>> {
-        let frame = self.at(pos, FRAME_BYTES)?;
-        let body = if frame.len() >= FRAME_BYTES {
-            u32::from_le_bytes([frame[4], frame[5], frame[6], frame[7]]) as usize
-        } else {
-            0
-        };
+        let body = record::body_len(self.at(pos, FRAME_BYTES)?).unwrap_or(0);
         let whole = FRAME_BYTES + body.min(record::BODY_MAX_BYTES);
         Ok(record::decode(self.at(pos, whole)?))
     }
@@ -148,20 +143,15 @@ const FIRST_RECORD_GUESS_BYTES: u32 = 512;
 /// The record that starts `bytes`, if they hold all of it (by its frame's length;
 /// checksums are the decoder's business).
 fn record_in(bytes: &[u8]) -> Option<&[u8]> {
-    if bytes.len() < FRAME_BYTES {
-        return None;
-    }
-    let body = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
-    bytes.get(..FRAME_BYTES + body)
+    bytes.get(..FRAME_BYTES + record::body_len(bytes)?)
 }
 
 /// The record at `offset` of `file`, of which `prefix` holds the first bytes: one
 /// more read if the prefix holds its frame, else two (frame, then body).
 fn finish_record(file: &dyn ReadFile, offset: u32, prefix: &[u8]) -> std::io::Result<Vec<u8>> {
-    if prefix.len() < FRAME_BYTES {
+    let Some(body) = record::body_len(prefix) else {
         return read_record_from(file, offset);
-    }
-    let body = u32::from_le_bytes([prefix[4], prefix[5], prefix[6], prefix[7]]) as usize;
+    };
     if body > record::BODY_MAX_BYTES {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -529,13 +519,6 @@ impl Log {
             .collect()
     }
 
-    /// The bytes of the record at `offset` in `segment`, whatever its length: two
-    /// positional reads, its frame and then its body.
-    pub fn read_record_at(&self, segment: u64, offset: u32) -> std::io::Result<Vec<u8>> {
-        let file = self.reader(segment)?;
-        read_record_from(&*file, offset)
-    }
-
     /// The bytes of the records at `places` (segment, offset), in that order, with as
     /// few positional reads as their places allow: records of one segment that lie
     /// within [`RUN_SPAN_BYTES`] of each other are read together, through the block
@@ -634,11 +617,6 @@ impl Log {
         )
     }
 
-    /// A read handle on a segment.
-    pub fn segment_file(&self, sequence: u64) -> std::io::Result<Arc<dyn ReadFile>> {
-        self.reader(sequence)
-    }
-
     /// The oldest segment still on disk.
     pub fn oldest_segment(&self) -> u64 {
         self.shared.oldest_sequence.load(Ordering::Acquire)
@@ -650,7 +628,7 @@ impl Log {
     /// memory from it and cost a page-cache insert and a reclaim for every miss. The
     /// active segment is read through the page cache, where its newest bytes are
     /// (a direct read would first have to write them back).
-    fn reader(&self, sequence: u64) -> std::io::Result<Arc<dyn ReadFile>> {
+    pub fn reader(&self, sequence: u64) -> std::io::Result<Arc<dyn ReadFile>> {
         let sealed = sequence < self.shared.active_sequence.load(Ordering::Acquire);
         if let Some((file, direct)) = self.readers.read().get(&sequence) {
             if *direct || !sealed {

@@ -192,12 +192,17 @@ pub fn encode(record: &Record<'_>, out: &mut Vec<u8>) {
     );
 }
 
+/// The body length the frame at the start of `buf` claims; None if `buf` is shorter
+/// than a frame. Unchecked: [`decode`] says whether the record is whole and sound.
+pub fn body_len(buf: &[u8]) -> Option<usize> {
+    (buf.len() >= FRAME_BYTES).then(|| get_u32(buf, 4) as usize)
+}
+
 /// Decodes the record at the start of `buf`.
 pub fn decode(buf: &[u8]) -> Decoded<'_> {
-    if buf.len() < FRAME_BYTES {
+    let Some(len) = body_len(buf) else {
         return Decoded::Truncated;
-    }
-    let len = get_u32(buf, 4) as usize;
+    };
     if !(BODY_FIXED_BYTES..=BODY_MAX_BYTES).contains(&len) {
         return Decoded::Corrupt;
     }

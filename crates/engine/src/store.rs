@@ -147,6 +147,21 @@ pub struct NewItem {
     pub win_sent: bool,
 }
 
+impl NewItem {
+    /// A plain new version: `value` and `client_flags`, no expiry, a fresh CAS.
+    pub fn new(value: Arc<[u8]>, client_flags: u32) -> NewItem {
+        NewItem {
+            value,
+            client_flags,
+            exptime: 0,
+            cas: NewCas::Generate,
+            stale: false,
+            binary_key: false,
+            win_sent: false,
+        }
+    }
+}
+
 /// What an update does to its key.
 #[derive(Debug, Clone)]
 pub enum Change {
@@ -968,33 +983,38 @@ impl Store {
 
     /// Brings back into memory the versions that were there when the checkpoint this
     /// store opened from was taken, while their shards have room in the budget: so the
-    /// first reads after a restart find them in memory. One read each, in address
-    /// order; a key changed since is skipped. Blocks on the disk: the server runs it
-    /// on a thread of its own after start. Returns how many came back.
+    /// first reads after a restart find them in memory. Read in address order, a
+    /// batch at a time, records near each other with one read ([`Log::read_records`]);
+    /// a key changed since is skipped. Blocks on the disk: the server runs it on a
+    /// thread of its own after start. Returns how many came back.
     pub fn warm_cache(&self) -> u64 {
         let mut to_warm = std::mem::take(&mut *self.to_warm.lock());
         to_warm.sort_unstable_by_key(|&(_, raw)| raw);
         let mut warmed = 0;
-        for (h, raw) in to_warm {
-            let (segment, offset) = {
-                let shard = self.index.shard(h).read();
-                if shard.holds_address(h, raw).is_none() || !self.has_room_in(&shard) {
+        for batch in to_warm.chunks(WARM_BATCH) {
+            let oldest = self.log.oldest_segment();
+            let wanted: Vec<(Hashed, u64, (u64, u32))> = batch
+                .iter()
+                .filter(|&&(h, raw)| {
+                    let shard = self.index.shard(h).read();
+                    shard.holds_address(h, raw).is_some() && self.has_room_in(&shard)
+                })
+                .map(|&(h, raw)| (h, raw, index::address_of(raw, oldest)))
+                .collect();
+            let places: Vec<(u64, u32)> = wanted.iter().map(|&(_, _, place)| place).collect();
+            let read = self.log.read_records(&places);
+            for ((h, raw, (segment, offset)), bytes) in wanted.into_iter().zip(read) {
+                let Ok(v) = bytes
+                    .map_err(Error::from)
+                    .and_then(|bytes| decode_version(&bytes, segment, offset))
+                else {
                     continue;
+                };
+                let mut shard = self.index.shard(h).write();
+                if let Some(pos) = shard.holds_address(h, raw) {
+                    shard.install(pos, Entry::from_version(h, &v));
+                    warmed += 1;
                 }
-                index::address_of(raw, self.log.oldest_segment())
-            };
-            let Ok(v) = self
-                .log
-                .read_record_at(segment, offset)
-                .map_err(Error::from)
-                .and_then(|bytes| decode_version(&bytes, segment, offset))
-            else {
-                continue;
-            };
-            let mut shard = self.index.shard(h).write();
-            if let Some(pos) = shard.holds_address(h, raw) {
-                shard.install(pos, Entry::from_version(h, &v));
-                warmed += 1;
             }
         }
         warmed
@@ -1720,7 +1740,7 @@ impl Store {
         // several times what looking at a slot does, so the index is walked while it is
         // small beside the segment: a small set of keys written over and over, whose
         // old segments are nearly all garbage.
-        let file = self.log.segment_file(segment)?;
+        let file = self.log.reader(segment)?;
         let walk = match how {
             FindLive::Cheaper => {
                 let live_total: u64 = usage.iter().map(|(_, u)| u.live_bytes).sum();
@@ -1945,6 +1965,9 @@ impl Store {
 /// How many copies compaction makes before it writes them out and points the index at
 /// them.
 const MOVE_BATCH: usize = 4096;
+
+/// How many versions [`Store::warm_cache`] looks up before it reads their records.
+const WARM_BATCH: usize = 256;
 
 /// Compaction finds a segment's live records through the index, not by reading the
 /// segment through, while all live data is at most this many times the segment's size.

@@ -12,8 +12,7 @@ use std::time::Duration;
 
 use kura_engine::sim::{SimDisk, Tear};
 use kura_engine::{
-    exptime_to_absolute, Access, Change, Durability, FindLive, ManualClock, NewCas, NewItem,
-    Options, Store,
+    exptime_to_absolute, Access, Change, Durability, FindLive, ManualClock, NewItem, Options, Store,
 };
 use proptest::prelude::*;
 
@@ -240,13 +239,8 @@ fn put(store: &Store, key: u8, value: &[u8], ttl: i64) -> u64 {
         let exptime = exptime_to_absolute(ttl, now);
         (
             Change::Put(NewItem {
-                value,
-                client_flags: 7,
                 exptime,
-                cas: NewCas::Generate,
-                stale: false,
-                binary_key: false,
-                win_sent: false,
+                ..NewItem::new(value, 7)
             }),
             (),
         )
@@ -604,18 +598,7 @@ fn values_out_of_memory_are_read_back_from_the_log() {
     let appended = store.update(&key_bytes(5), Access::NoAccess, |item, _| {
         let mut value = item.map(|i| i.value.to_vec()).unwrap_or_default();
         value.push(b'!');
-        (
-            Change::Put(NewItem {
-                value: value.into(),
-                client_flags: 7,
-                exptime: 0,
-                cas: NewCas::Generate,
-                stale: false,
-                binary_key: false,
-                win_sent: false,
-            }),
-            (),
-        )
+        (Change::Put(NewItem::new(value.into(), 7)), ())
     });
     let Ok(((), Some(written))) = appended else {
         panic!("append failed")

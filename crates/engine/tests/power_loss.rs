@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kura_engine::sim::{SimDisk, Tear};
-use kura_engine::{Access, Change, Durability, ManualClock, NewCas, NewItem, Options, Store};
+use kura_engine::{Access, Change, Durability, ManualClock, NewItem, Options, Store};
 use rand::{Rng, SeedableRng};
 
 const WRITERS: usize = 8;
@@ -97,15 +97,7 @@ fn acknowledged_writes_survive_power_loss_under_concurrent_load() {
                     let flags = rng.gen::<u32>();
                     ledger.lock().unwrap_or_else(|e| e.into_inner()).in_flight =
                         Some((key.clone(), value.clone(), flags));
-                    let new = NewItem {
-                        value: value.clone().into(),
-                        client_flags: flags,
-                        exptime: 0,
-                        cas: NewCas::Generate,
-                        stale: false,
-                        binary_key: false,
-                        win_sent: false,
-                    };
+                    let new = NewItem::new(value.clone().into(), flags);
                     let result =
                         store.update(&key, Access::NoAccess, |_, _| (Change::Put(new), ()));
                     let Ok(((), Some(written))) = result else {
@@ -158,16 +150,7 @@ fn interval_mode_syncs_a_write_within_the_interval() {
     std::thread::sleep(Duration::from_millis(200));
     let value: Arc<[u8]> = (&b"durable"[..]).into();
     let written = store.update(b"k", Access::NoAccess, |_, _| {
-        let item = NewItem {
-            value,
-            client_flags: 7,
-            exptime: 0,
-            cas: NewCas::Generate,
-            stale: false,
-            binary_key: false,
-            win_sent: false,
-        };
-        (Change::Put(item), ())
+        (Change::Put(NewItem::new(value, 7)), ())
     });
     let Ok(((), Some(written))) = written else {
         panic!("set failed")
