@@ -8,8 +8,12 @@
 //!   the disk, they wait to be told.
 //! - `Interval`: the request thread that needs its reply acknowledged writes the tail
 //!   itself ([`Log::write_now`]), under the writer lock: an acknowledgement is only a
-//!   `write(2)` away and needs no other thread to wake up. The flusher fsyncs every
-//!   interval through a second handle, without holding the writer lock.
+//!   `write(2)` away and needs no other thread to wake up. A request thread that finds
+//!   the lock taken does not wait for it: it leaves a request, and the holder writes
+//!   the tail again as it lets go (flat combining). Waiting would stall the thread's
+//!   other connections for as long as the holder is preempted, and on a busy machine
+//!   that is a time slice. The flusher fsyncs every interval through a second handle,
+//!   without holding the writer lock.
 //! - `None`: replies do not wait; the flusher writes the tail in the background.
 //!
 //! Positions: an LSN is the count of record bytes appended since the log was created
@@ -24,7 +28,7 @@
 //! Lock order: writer, then tail.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -118,10 +122,10 @@ thread_local! {
 /// Durability none: the tail is handed to the flusher once it holds this much.
 const UNDURABLE_BATCH_BYTES: usize = 256 << 10;
 
-/// How long a request thread waits for the writer lock before it leaves its write to
-/// the flusher: longer than another request thread's write(2) of a tail, far shorter
-/// than a segment roll's fsyncs.
-const WRITER_PATIENCE: Duration = Duration::from_millis(2);
+/// How many tails in a row a request thread writes for others who asked while it held
+/// the writer lock, before it leaves the rest to the flusher and goes back to its own
+/// connections.
+const COMBINED_WRITES: usize = 4;
 
 /// How far apart (from the first's start to the last's) records may lie and still be
 /// read with one positional read.
@@ -239,6 +243,9 @@ struct Shared {
     written_lsn: AtomicU64,
     synced_lsn: AtomicU64,
     poisoned: AtomicBool,
+    /// Interval mode: a request thread found the writer lock taken and left its records
+    /// for the holder to write. See [`Shared::write_or_ask`].
+    write_requested: AtomicBool,
     ack_lock: Mutex<()>,
     ack_cond: Condvar,
     durability: Durability,
@@ -280,6 +287,52 @@ impl Shared {
         eprintln!("kura: log write failed, refusing further writes: {e}");
         self.poisoned.store(true, Ordering::Release);
         self.publish();
+    }
+
+    /// Interval mode: writes the tail if the writer lock is free, then writes again
+    /// for whoever asked meanwhile. If the lock is taken, asks its holder and returns.
+    ///
+    /// Why nothing is lost: an asker appends, sets `write_requested`, then tries the
+    /// lock. A holder clears the flag before it takes the tail, and looks at it again
+    /// after letting go; SeqCst fences on both sides order each flag access against the
+    /// lock word. So either the holder's write took the asker's records, or the holder
+    /// sees the flag after letting go, or the asker got the lock itself.
+    fn write_or_ask(&self) -> std::io::Result<()> {
+        for _ in 0..COMBINED_WRITES {
+            if self.written_lsn.load(Ordering::Acquire) >= self.appended_lsn.load(Ordering::Acquire)
+            {
+                return Ok(());
+            }
+            self.write_requested.store(true, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            let Some(mut writer) = self.writer.try_lock() else {
+                return Ok(());
+            };
+            self.write_requested.store(false, Ordering::SeqCst);
+            let written = self.write_tail(&mut writer, false);
+            drop(writer);
+            written?;
+            self.publish();
+            fence(Ordering::SeqCst);
+            if !self.write_requested.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+        }
+        // Others keep asking: the flusher takes over, and this thread goes back to its
+        // own connections.
+        self.tail.lock().write_wanted = true;
+        self.flusher_wake.notify_one();
+        Ok(())
+    }
+
+    /// Called by a thread other than a request thread right after it let go of the
+    /// writer lock: writes what request threads asked for while it held it.
+    fn take_requests(&self) -> std::io::Result<()> {
+        fence(Ordering::SeqCst);
+        if self.write_requested.load(Ordering::SeqCst) {
+            self.write_or_ask()?;
+        }
+        Ok(())
     }
 
     /// Writes everything in the tail. The caller holds the writer lock, which keeps
@@ -390,6 +443,7 @@ impl Log {
             written_lsn: AtomicU64::new(resume.lsn),
             synced_lsn: AtomicU64::new(resume.lsn),
             poisoned: AtomicBool::new(false),
+            write_requested: AtomicBool::new(false),
             ack_lock: Mutex::new(()),
             ack_cond: Condvar::new(),
             durability: config.durability,
@@ -686,6 +740,7 @@ impl Log {
                 let end = self.shared.write_tail(&mut writer, true)?;
                 (end, writer.active.try_clone()?)
             };
+            self.shared.take_requests()?;
             handle.sync()?;
             self.shared.synced_lsn.fetch_max(end, Ordering::AcqRel);
             Ok::<(), std::io::Error>(())
@@ -702,8 +757,11 @@ impl Log {
         }
     }
 
-    /// Interval mode: writes the tail now, on the calling thread, so that everything
-    /// appended so far is acknowledged. Other modes leave the writing to the flusher.
+    /// Interval mode: has everything appended so far written, on the calling thread if
+    /// the writer lock is free; if it is not, the holder writes it (see
+    /// [`Shared::write_or_ask`]) and this returns at once. Either way the records are
+    /// acknowledged once `acked_lsn` covers them. Other modes leave the writing to the
+    /// flusher.
     pub fn write_now(&self) -> Result<(), Error> {
         if self.shared.durability != Durability::Interval {
             return Ok(());
@@ -711,34 +769,10 @@ impl Log {
         if self.is_poisoned() {
             return Err(Error::Poisoned);
         }
-        if self.shared.written_lsn.load(Ordering::Acquire)
-            >= self.shared.appended_lsn.load(Ordering::Acquire)
-        {
-            return Ok(());
-        }
-        // Another request thread's write is short; the flusher may hold the lock
-        // through a segment roll, and then it writes this tail too once done.
-        let Some(mut writer) = self.shared.writer.try_lock_for(WRITER_PATIENCE) else {
-            self.shared.tail.lock().write_wanted = true;
-            self.shared.flusher_wake.notify_one();
-            return Ok(());
-        };
-        if self.shared.written_lsn.load(Ordering::Acquire)
-            >= self.shared.appended_lsn.load(Ordering::Acquire)
-        {
-            return Ok(());
-        }
-        match self.shared.write_tail(&mut writer, false) {
-            Ok(_) => {
-                drop(writer);
-                self.shared.publish();
-                Ok(())
-            }
-            Err(e) => {
-                self.shared.poison(&e);
-                Err(Error::Poisoned)
-            }
-        }
+        self.shared.write_or_ask().map_err(|e| {
+            self.shared.poison(&e);
+            Error::Poisoned
+        })
     }
 
     pub fn acked_lsn(&self) -> u64 {
@@ -884,6 +918,7 @@ fn write_then_sync_aside(
         };
         (end, handle)
     };
+    shared.take_requests()?;
     if let Some(mut handle) = handle {
         // Covers every byte written before this call; a segment rolled meanwhile was
         // synced when it was left.

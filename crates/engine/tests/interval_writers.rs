@@ -1,0 +1,96 @@
+//! Interval durability: request threads that find the log's writer lock taken leave
+//! their records to its holder and do not wait (see `Log::write_now`). No such request
+//! may be dropped: every thread's record is acknowledged without it writing again, and
+//! without the flusher, whose interval here is an hour.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use kura_engine::sim::SimDisk;
+use kura_engine::{Access, Change, Durability, ManualClock, NewItem, Options, Store};
+
+const THREADS: usize = 4;
+const ROUNDS: usize = 2000;
+
+#[test]
+fn writers_that_find_the_writer_busy_are_written_for() {
+    let mut options = Options::new(
+        Durability::Interval,
+        Arc::new(ManualClock::new(1_700_000_000)),
+    );
+    options.fsync_interval = Duration::from_secs(3600);
+    // Small segments: rolls are frequent, and a roll is written by the flusher, which
+    // then holds the writer lock as request threads ask.
+    options.segment_size_bytes = 8 << 10;
+    let store = Store::open(Arc::new(SimDisk::new()), options)
+        .unwrap_or_else(|e| panic!("open failed: {e}"));
+    let store = Arc::new(store);
+    let barrier = Arc::new(Barrier::new(THREADS));
+    // Threads record failures instead of panicking, so that none is left waiting at
+    // the barrier for a thread that died.
+    let failures = Arc::new(Mutex::new(Vec::<String>::new()));
+    let failed = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let store = Arc::clone(&store);
+            let barrier = Arc::clone(&barrier);
+            let failures = Arc::clone(&failures);
+            let stop = Arc::clone(&failed);
+            let failed = Arc::clone(&failed);
+            let fail = move |what: String| {
+                failures
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(what);
+                failed.store(true, Ordering::SeqCst);
+            };
+            std::thread::spawn(move || {
+                let value: Arc<[u8]> = vec![b'v'; 200].into();
+                for round in 0..ROUNDS {
+                    // Each round starts together, so appends race other threads'
+                    // writes: a record lands in the tail just after a writer took it,
+                    // and its thread then finds the writer lock taken.
+                    barrier.wait();
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let key = format!("t{t}-r{round}");
+                    let put = store.update(key.as_bytes(), Access::NoAccess, |_, _| {
+                        (Change::Put(NewItem::new(Arc::clone(&value), 0)), ())
+                    });
+                    let Ok(((), Some(appended))) = put else {
+                        fail(format!("set of {key} failed"));
+                        continue;
+                    };
+                    if let Err(e) = store.write_now() {
+                        fail(format!("write_now failed: {e}"));
+                        continue;
+                    }
+                    // Until every thread has seen its record acknowledged (the barrier
+                    // at the top of the loop), nobody writes again.
+                    let deadline = Instant::now() + Duration::from_secs(2);
+                    while store.acked_lsn() < appended.lsn {
+                        if Instant::now() > deadline {
+                            fail(format!(
+                                "round {round}: thread {t}'s record (LSN {}) was never \
+                                 written; acknowledged up to {}",
+                                appended.lsn,
+                                store.acked_lsn()
+                            ));
+                            break;
+                        }
+                        std::thread::yield_now();
+                    }
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        if thread.join().is_err() {
+            panic!("a writer thread panicked");
+        }
+    }
+    let failures = failures.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(failures.is_empty(), "{failures:#?}");
+}
