@@ -25,17 +25,21 @@ impl Clock for SystemClock {
     }
 }
 
-/// The system clock as a background thread reads it every [`COARSE_TICK`]: reading it
-/// is one load, where the system clock costs a `clock_gettime` (a few percent of a
-/// request's CPU time when every request reads it). memcached keeps its clock the same
-/// way, a second at a time. The thread ends when the clock is dropped.
+/// The system clock as a background thread reads it just after each second turns:
+/// reading it is one load, where the system clock costs a `clock_gettime` (a few
+/// percent of a request's CPU time when every request reads it). memcached keeps its
+/// clock the same way, a second at a time. The thread wakes once a second, not more:
+/// an idle server should not wake a core a hundred times a second, and a busy one should
+/// not have a thread of its own preempting a worker that often. The thread ends when the
+/// clock is dropped.
 #[derive(Debug)]
 pub struct CoarseClock {
     now_secs: AtomicU32,
 }
 
-/// How often [`CoarseClock`] reads the system clock: how far behind it may be.
-pub const COARSE_TICK: Duration = Duration::from_millis(10);
+/// How long after the system clock's second turns [`CoarseClock`] reads it: how far
+/// behind it may be, scheduling delay aside.
+pub const COARSE_LAG: Duration = Duration::from_millis(1);
 
 impl CoarseClock {
     pub fn start() -> std::io::Result<Arc<CoarseClock>> {
@@ -46,7 +50,7 @@ impl CoarseClock {
         std::thread::Builder::new()
             .name("kura-clock".to_string())
             .spawn(move || loop {
-                std::thread::sleep(COARSE_TICK);
+                std::thread::sleep(until_next_second());
                 let Some(clock) = weak.upgrade() else { return };
                 clock
                     .now_secs
@@ -54,6 +58,16 @@ impl CoarseClock {
             })?;
         Ok(clock)
     }
+}
+
+/// From now to [`COARSE_LAG`] past the system clock's next whole second; never more
+/// than a second and the lag, so a clock set forward shows within that.
+fn until_next_second() -> Duration {
+    let into_second = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    Duration::from_secs(1) - Duration::from_nanos(u64::from(into_second)) + COARSE_LAG
 }
 
 impl Clock for CoarseClock {
@@ -94,8 +108,8 @@ mod tests {
     fn coarse_clock_follows_the_system_clock() {
         let coarse = CoarseClock::start().unwrap_or_else(|e| panic!("clock thread: {e}"));
         let before = SystemClock.now_secs();
-        // Past the next whole second, and a tick more.
-        std::thread::sleep(Duration::from_millis(1100) + COARSE_TICK * 2);
+        // Past the next whole second, with room for the thread to be scheduled.
+        std::thread::sleep(Duration::from_millis(1100) + COARSE_LAG * 20);
         let after = coarse.now_secs();
         assert!(
             after > before,

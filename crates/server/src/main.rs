@@ -111,6 +111,7 @@ async fn run(config: Config, store: Store, ack: watch::Receiver<Ack>) -> anyhow:
     // Every connection has finished or been cut off: stop maintenance, make the log
     // durable and stop.
     shared.stopping.store(true, Ordering::Release);
+    maintenance.thread().unpark();
     let _ = tokio::task::spawn_blocking(move || maintenance.join()).await;
     // The next start reads this instead of the whole log.
     if shared.config.checkpoint_secs > 0 {

@@ -431,18 +431,21 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
         .name("kura-maintenance".to_string())
         .spawn(move || {
             let segment_size_bytes = shared.config.segment_size_mib.max(1) << 20;
-            let tick = Duration::from_millis(100);
-            let mut waited = Duration::ZERO;
             let checkpoint_every = Duration::from_secs(shared.config.checkpoint_secs);
             let mut last_checkpoint = std::time::Instant::now();
             let mut checkpointed = shared.store.appended_lsn();
-            while !shared.stopping.load(Ordering::Acquire) {
-                std::thread::sleep(tick);
-                waited += tick;
-                if waited < MAINTENANCE_PERIOD {
+            let mut next = std::time::Instant::now() + MAINTENANCE_PERIOD;
+            loop {
+                // Parked until the next period, or until shutdown unparks it.
+                let now = std::time::Instant::now();
+                if shared.stopping.load(Ordering::Acquire) {
+                    break;
+                }
+                if now < next {
+                    std::thread::park_timeout(next - now);
                     continue;
                 }
-                waited = Duration::ZERO;
+                next = now + MAINTENANCE_PERIOD;
                 shared.store.purge_expired();
                 crate::memory::report_other_memory(&shared.store);
                 shared.store.trim_to_budget();
