@@ -14,6 +14,8 @@ Needs release builds of `kura` and `kura-bench` in target/release, and memcached
   scripts/set-rounds.py --rounds 10 memcached kura:interval kura:none
   scripts/set-rounds.py --rounds 10 --kura-bin /tmp/kura-old kura:interval \\
       --kura-bin-b target/release/kura kurab:interval
+  scripts/set-rounds.py --rounds 10 --bin old=/tmp/kura-old --bin new=target/release/kura \\
+      memcached old:interval new:interval
 """
 
 import argparse
@@ -59,12 +61,18 @@ def run_once(spec, args, bins):
     row = next(l for l in out.splitlines() if l.startswith("server@"))
     shutil.rmtree(data_dir, ignore_errors=True)
     fields = row.split()
-    return int(fields[1]), int(fields[3]), int(fields[4])  # ops/s, p50 us, p99 us
+    # ops/s, p50 us, p99 us, client CPU %, others' CPU % (the server's, on a quiet machine:
+    # kura-bench does not know a --server's PID)
+    return int(fields[1]), int(fields[3]), int(fields[4]), cpu(fields[5]), cpu(fields[8])
+
+
+def cpu(field):
+    return None if field == "-" else int(field)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("servers", nargs="+", help="memcached, or NAME:MODE where NAME is kura or kurab")
+    p.add_argument("servers", nargs="+", help="memcached, or NAME:MODE where NAME is kura, kurab or a --bin name")
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--workload", default="set")
     p.add_argument("--duration", type=int, default=8)
@@ -72,17 +80,23 @@ def main():
     p.add_argument("--slow-p99-us", type=int, default=2200)
     p.add_argument("--kura-bin", default=os.path.join(ROOT, "target", "release", "kura"))
     p.add_argument("--kura-bin-b", help="a second kura binary, named kurab")
+    p.add_argument("--bin", action="append", default=[], metavar="NAME=PATH",
+                   help="more kura binaries, each named NAME in the server list")
     p.add_argument("--data-root", default="/var/tmp", help="not tmpfs: fsync must mean something")
     args = p.parse_args()
     bins = {"kura": args.kura_bin}
     if args.kura_bin_b:
         bins["kurab"] = args.kura_bin_b
+    for named in args.bin:
+        name, _, path = named.partition("=")
+        bins[name] = path
     runs = {s: [] for s in args.servers}
     for r in range(1, args.rounds + 1):
         for spec in args.servers:
-            ops, p50, p99 = run_once(spec, args, bins)
+            ops, p50, p99, client, others = run_once(spec, args, bins)
             runs[spec].append((ops, p99))
-            print(f"{r} {spec} {ops} p50 {p50} p99 {p99}", flush=True)
+            print(f"{r} {spec} {ops} p50 {p50} p99 {p99} cpu client {client}% others {others}%",
+                  flush=True)
     base = statistics.median(o for o, _ in runs[args.servers[0]])
     for spec, rs in runs.items():
         ops = sorted(o for o, _ in rs)

@@ -330,6 +330,8 @@ fn version_over_wire(addr: SocketAddr) -> String {
 /// A running server under test.
 pub struct Backend {
     pub name: String,
+    /// What was asked for, to start it anew.
+    pub kind: BackendKind,
     pub addr: SocketAddr,
     /// The server processes kura-bench started (for their CPU use); empty for
     /// `--server`.
@@ -365,6 +367,7 @@ impl Backend {
                 let mut db = start_mariadb(config)?;
                 let cache = start_memcached("memcached-cache", config)?;
                 db.name = kind.name();
+                db.kind = kind.clone();
                 db.protocol = Protocol::MysqlCacheAside { cache: cache.addr };
                 db.pids.extend(cache.pids.iter().copied());
                 db.launches.extend(cache.launches.iter().cloned());
@@ -384,6 +387,7 @@ impl Backend {
                     .with_context(|| format!("connecting to --server {addr}"))?;
                 Ok(Backend {
                     name: kind.name(),
+                    kind: kind.clone(),
                     addr: resolved,
                     pids: Vec::new(),
                     launches: vec![Launch {
@@ -426,6 +430,31 @@ impl Backend {
         }
     }
 
+    /// Stops the servers this backend started and starts them anew: a fresh process
+    /// with an empty data directory (and a new port), to be loaded again. A server
+    /// kura-bench did not start is left as it is.
+    pub fn restart(&mut self, config: &LaunchConfig) -> Result<()> {
+        if matches!(self.kind, BackendKind::External { .. }) {
+            return Ok(());
+        }
+        self.stop();
+        let kind = self.kind.clone();
+        *self = Backend::start(&kind, config)?;
+        Ok(())
+    }
+
+    fn stop(&mut self) {
+        if let Some(companion) = &mut self.companion {
+            companion.stop();
+        }
+        if let Some(mut child) = self.child.take() {
+            forget(child.id());
+            // Errors here mean the process is already gone, which is what we want.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// Fails if a server we started has exited: its figures would be meaningless.
     pub fn check_alive(&mut self) -> Result<()> {
         if let Some(companion) = &mut self.companion {
@@ -447,12 +476,7 @@ impl Backend {
 
 impl Drop for Backend {
     fn drop(&mut self) {
-        if let Some(child) = &mut self.child {
-            forget(child.id());
-            // Errors here mean the process is already gone, which is what we want.
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.stop();
     }
 }
 
@@ -555,6 +579,9 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
             if TcpStream::connect(addr).is_ok() {
                 return Ok(Backend {
                     name: name.to_string(),
+                    kind: BackendKind::Memcached {
+                        name: name.to_string(),
+                    },
                     addr,
                     pids: vec![child.id()],
                     launches: vec![launch],
@@ -663,6 +690,7 @@ fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> 
         .with_context(|| format!("kura printed an unparsable address {addr:?}"))?;
     Ok(Backend {
         name,
+        kind: BackendKind::Kura(durability),
         addr,
         pids: vec![child.id()],
         launches: vec![launch],
@@ -746,6 +774,7 @@ fn start_redis(name: &str, fsync: RedisFsync, config: &LaunchConfig) -> Result<B
             if TcpStream::connect(addr).is_ok() {
                 return Ok(Backend {
                     name: name.to_string(),
+                    kind: BackendKind::Redis(fsync),
                     addr,
                     pids: vec![child.id()],
                     launches: vec![launch],
@@ -870,6 +899,7 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
             if crate::mysql::Connection::connect(addr, "root").is_ok() {
                 return Ok(Backend {
                     name: "mariadb".to_string(),
+                    kind: BackendKind::Mariadb,
                     addr,
                     pids: vec![child.id()],
                     launches: vec![launch],
@@ -923,5 +953,45 @@ pub fn check_real_disk(path: &Path) -> Result<()> {
             path.display()
         ),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_replaces_the_server_process() {
+        let config = LaunchConfig {
+            memcached_bin: PathBuf::from("/usr/bin/memcached"),
+            kura_bin: PathBuf::from("target/release/kura"),
+            kura_args: Vec::new(),
+            data_root: std::env::temp_dir(),
+            server_threads: 1,
+            memcached_mem_mib: 16,
+            mariadbd_bin: PathBuf::from("/usr/sbin/mariadbd"),
+            mariadb_buffer_pool_mib: 16,
+            mariadb_args: Vec::new(),
+            cgroup_procs: None,
+        };
+        let kind = BackendKind::parse("memcached").unwrap_or_else(|e| panic!("{e}"));
+        let mut backend = Backend::start(&kind, &config)
+            .unwrap_or_else(|e| panic!("starting memcached (scripts/install-peers.sh): {e:#}"));
+        let old_pid = backend.pids.clone();
+        backend
+            .restart(&config)
+            .unwrap_or_else(|e| panic!("restarting: {e:#}"));
+        assert_eq!(backend.kind, kind);
+        assert_ne!(backend.pids, old_pid);
+        for pid in old_pid {
+            assert!(
+                !Path::new(&format!("/proc/{pid}")).exists(),
+                "the old server {pid} is still there"
+            );
+        }
+        backend
+            .check_alive()
+            .unwrap_or_else(|e| panic!("after restart: {e:#}"));
+        TcpStream::connect(backend.addr).unwrap_or_else(|e| panic!("connecting: {e}"));
     }
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use crate::backend::Backend;
 use crate::chart::{Chart, Kind};
 use crate::keys::{Distribution, KeyChooser};
 use crate::load::{self, Deal, LoadSpec, OpMix};
@@ -63,6 +64,14 @@ pub struct ThroughputArgs {
     /// How keys are chosen.
     #[arg(long, value_enum, default_value_t = Distribution::Uniform)]
     pub distribution: Distribution,
+    /// Measure every repetition on the servers started at the beginning. By default
+    /// each server is started anew and preloaded again before each measurement, so
+    /// that repetitions are independent: where client and server share the cores, a
+    /// running server keeps the placement its threads found, and with it a fast or
+    /// slow regime, across repetitions (docs/bench.md, "Lockstep pairs"). Servers
+    /// given with `--server` are always measured as they are.
+    #[arg(long)]
+    pub reuse_servers: bool,
 }
 
 impl ThroughputArgs {
@@ -148,26 +157,12 @@ pub fn run(args: &ThroughputArgs) -> Result<Section> {
     section.servers = backends.iter().flat_map(|b| b.launches.clone()).collect();
     section.parameters = format!("{args:#?}");
     let key_prefix = "kb:";
+    let preload_connections = args.connections.iter().copied().max().unwrap_or(1);
     for b in &backends {
-        let progress = Progress::new(
-            format!("preloading {} ({}-byte values)", b.name, args.value_size),
-            args.keys,
-            "keys",
-        );
-        let wire = b
-            .protocol
-            .wire()
-            .with_context(|| format!("{} cannot run the throughput workload", b.name))?;
-        load::preload(
-            b.addr,
-            wire,
-            key_prefix,
-            args.keys,
-            args.value_size,
-            args.connections.iter().copied().max().unwrap_or(1),
-            &progress,
-        )?;
+        preload(b, key_prefix, &args, preload_connections)?;
     }
+    let launch = args.common.launch_config();
+    let mut measured = vec![false; backends.len()];
     let chooser = KeyChooser::new(args.distribution, args.keys);
     let mut rows: Vec<Row> = Vec::new();
     let total = args.reps * cases.len() * backends.len();
@@ -177,7 +172,13 @@ pub fn run(args: &ThroughputArgs) -> Result<Section> {
         for case in &cases {
             for i in 0..backends.len() {
                 let count = backends.len();
-                let b = &mut backends[(i + rep) % count];
+                let index = (i + rep) % count;
+                let b = &mut backends[index];
+                if !args.reuse_servers && measured[index] {
+                    b.restart(&launch)?;
+                    preload(b, key_prefix, &args, preload_connections)?;
+                }
+                measured[index] = true;
                 b.check_alive()?;
                 let wire = b
                     .protocol
@@ -339,6 +340,28 @@ pub fn run(args: &ThroughputArgs) -> Result<Section> {
     Ok(section)
 }
 
+/// Stores every key of the key space on `b`, so gets hit.
+fn preload(b: &Backend, key_prefix: &str, args: &ThroughputArgs, connections: usize) -> Result<()> {
+    let progress = Progress::new(
+        format!("preloading {} ({}-byte values)", b.name, args.value_size),
+        args.keys,
+        "keys",
+    );
+    let wire = b
+        .protocol
+        .wire()
+        .with_context(|| format!("{} cannot run the throughput workload", b.name))?;
+    load::preload(
+        b.addr,
+        wire,
+        key_prefix,
+        args.keys,
+        args.value_size,
+        connections,
+        &progress,
+    )
+}
+
 fn median_ops(rows: &[Row], label: &str, backend: &str) -> Option<f64> {
     let values: Vec<f64> = rows
         .iter()
@@ -357,7 +380,7 @@ fn print_summary(
 ) {
     section.summary = format!(
         "{:?} connections over {} client threads (dealt in {}), {} keys of {} bytes, \
-         {} s measured after {} s warm-up, median of {} repetition(s).",
+         {} s measured after {} s warm-up, median of {} repetition(s){}.",
         args.connections,
         args.client_threads,
         match args.deal {
@@ -368,7 +391,12 @@ fn print_summary(
         args.value_size,
         args.duration,
         args.warmup,
-        args.reps
+        args.reps,
+        if args.reuse_servers {
+            ", all on the servers started at the beginning"
+        } else {
+            ", each on a freshly started and preloaded server"
+        }
     );
     println!("\nthroughput: {}", section.summary);
     for case in cases {
