@@ -167,19 +167,13 @@ pub fn run(args: &CompactionArgs) -> Result<Section> {
             .protocol
             .wire()
             .with_context(|| format!("{} cannot run the compaction workload", b.name))?;
-        let progress = Progress::new(
-            format!("preloading {} ({}-byte values)", b.name, args.value_size),
-            args.keys,
-            "keys",
-        );
-        load::preload(
-            b.addr,
-            wire,
+        load::preload_backend(
+            b,
+            "compaction",
             key_prefix,
             args.keys,
             args.value_size,
             args.connections,
-            &progress,
         )?;
         let start = server_stats(b.addr)?;
         let progress = Progress::new(

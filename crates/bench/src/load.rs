@@ -23,6 +23,7 @@ use hdrhistogram::Histogram;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
+use crate::backend::Backend;
 use crate::client::Client;
 use crate::keys::{key_name, value_bytes, KeyChooser, Rng};
 use crate::progress::Progress;
@@ -96,6 +97,37 @@ impl LoadResult {
     pub fn ops_per_sec(&self) -> f64 {
         self.ops as f64 / self.window.as_secs_f64()
     }
+}
+
+/// Stores every key of the key space on backend `b` over `connections`, with a
+/// progress bar: how every workload that starts from a full key space begins.
+/// `workload` names it in the error for a backend without a key-value protocol.
+pub fn preload_backend(
+    b: &Backend,
+    workload: &str,
+    key_prefix: &str,
+    keys: u64,
+    value_size: usize,
+    connections: usize,
+) -> Result<()> {
+    let wire = b
+        .protocol
+        .wire()
+        .with_context(|| format!("{} cannot run the {workload} workload", b.name))?;
+    let progress = Progress::new(
+        format!("preloading {} ({value_size}-byte values)", b.name),
+        keys,
+        "keys",
+    );
+    preload(
+        b.addr,
+        wire,
+        key_prefix,
+        keys,
+        value_size,
+        connections,
+        &progress,
+    )
 }
 
 /// Stores every key in `0..keys` once, over `connections` connections, pipelining

@@ -342,23 +342,13 @@ pub fn run(args: &ThroughputArgs) -> Result<Section> {
 
 /// Stores every key of the key space on `b`, so gets hit.
 fn preload(b: &Backend, key_prefix: &str, args: &ThroughputArgs, connections: usize) -> Result<()> {
-    let progress = Progress::new(
-        format!("preloading {} ({}-byte values)", b.name, args.value_size),
-        args.keys,
-        "keys",
-    );
-    let wire = b
-        .protocol
-        .wire()
-        .with_context(|| format!("{} cannot run the throughput workload", b.name))?;
-    load::preload(
-        b.addr,
-        wire,
+    load::preload_backend(
+        b,
+        "throughput",
         key_prefix,
         args.keys,
         args.value_size,
         connections,
-        &progress,
     )
 }
 
