@@ -122,6 +122,15 @@ thread_local! {
 /// Durability none: the tail is handed to the flusher once it holds this much.
 const UNDURABLE_BATCH_BYTES: usize = 256 << 10;
 
+/// Interval mode: when the active segment comes within this fraction of its size of
+/// the end, the flusher syncs it at once instead of at the interval. A roll syncs the
+/// segment it leaves while holding the writer lock, and no request thread can write
+/// past a roll, so every write waits for that sync; synced early, it has only the
+/// last sixteenth to sync. Measured on the development machine with 64 MiB segments
+/// written at ~18 MB/s: the roll's sync took 1.5–15 ms (whatever the interval had left
+/// unsynced), and takes ~4 ms (the 220 ms since the early sync).
+const EARLY_SYNC_FRACTION: u64 = 16;
+
 /// How many tails in a row a request thread writes for others who asked while it held
 /// the writer lock, before it leaves the rest to the flusher and goes back to its own
 /// connections.
@@ -214,6 +223,9 @@ struct Tail {
     /// The flusher should write the tail: a request thread left it a segment roll,
     /// or (durability none) the tail has grown. See [`Shared::write_tail`].
     write_wanted: bool,
+    /// Interval mode: the active segment is near its end, and the flusher should sync
+    /// it now rather than at the interval ([`EARLY_SYNC_FRACTION`]).
+    sync_soon: bool,
     /// Every segment on disk or being written, oldest first.
     usage: BTreeMap<u64, SegmentUsage>,
 }
@@ -431,6 +443,7 @@ impl Log {
                 next_sequence: resume.active_sequence + 1,
                 shutdown: false,
                 write_wanted: false,
+                sync_soon: false,
                 usage: resume.usage,
             }),
             writer: Mutex::new(Writer {
@@ -511,6 +524,9 @@ impl Log {
         let segment = tail.next_sequence - 1;
         let offset = u32::try_from(tail.segment_bytes).unwrap_or(u32::MAX);
         record::encode(record, &mut tail.buf);
+        let near_end =
+            self.shared.segment_size_bytes - self.shared.segment_size_bytes / EARLY_SYNC_FRACTION;
+        let crossed = tail.segment_bytes < near_end && tail.segment_bytes + len >= near_end;
         tail.segment_bytes += len;
         let usage = tail.usage.entry(segment).or_default();
         usage.bytes += len;
@@ -527,7 +543,10 @@ impl Log {
         // durability nobody waits for the write: the flusher writes in batches.
         let wake = match self.shared.durability {
             Durability::Fsync => true,
-            Durability::Interval => false,
+            Durability::Interval => {
+                tail.sync_soon |= crossed;
+                crossed
+            }
             Durability::None => {
                 let full = tail.buf.len() >= UNDURABLE_BATCH_BYTES && !tail.write_wanted;
                 tail.write_wanted |= full;
@@ -833,7 +852,7 @@ impl Drop for Log {
 fn flusher(shared: Arc<Shared>) {
     let mut last_sync = Instant::now();
     loop {
-        let shutdown = {
+        let (shutdown, sync_soon) = {
             let mut tail = shared.tail.lock();
             loop {
                 if tail.shutdown {
@@ -841,7 +860,7 @@ fn flusher(shared: Arc<Shared>) {
                 }
                 let pending = !tail.buf.is_empty()
                     && (shared.durability == Durability::Fsync || tail.write_wanted);
-                if pending {
+                if pending || tail.sync_soon {
                     break;
                 }
                 if shared.durability == Durability::Fsync {
@@ -868,12 +887,12 @@ fn flusher(shared: Arc<Shared>) {
                     break;
                 }
             }
-            tail.shutdown
+            (tail.shutdown, std::mem::take(&mut tail.sync_soon))
         };
         let result = match shared.durability {
             Durability::Fsync => write_and_sync(&shared),
             Durability::Interval | Durability::None => {
-                write_then_sync_aside(&shared, shutdown, &mut last_sync)
+                write_then_sync_aside(&shared, shutdown || sync_soon, &mut last_sync)
             }
         };
         if let Err(e) = result {
@@ -900,17 +919,18 @@ fn write_and_sync(shared: &Shared) -> std::io::Result<()> {
 }
 
 /// Interval and none modes: write what is in the tail, then — when the interval is up,
-/// or at shutdown — fdatasync through a second handle, without the writer lock, so
-/// request threads keep writing while the disk syncs.
+/// or `now` (at shutdown, or a segment near its end) — fdatasync through a second
+/// handle, without the writer lock, so request threads keep writing while the disk
+/// syncs.
 fn write_then_sync_aside(
     shared: &Shared,
-    shutdown: bool,
+    now: bool,
     last_sync: &mut Instant,
 ) -> std::io::Result<()> {
     let (end, handle) = {
         let mut writer = shared.writer.lock();
         let end = shared.write_tail(&mut writer, true)?;
-        let due = shutdown || last_sync.elapsed() >= shared.fsync_interval;
+        let due = now || last_sync.elapsed() >= shared.fsync_interval;
         let handle = if due && shared.synced_lsn.load(Ordering::Acquire) < end {
             Some(writer.active.try_clone()?)
         } else {
@@ -925,7 +945,7 @@ fn write_then_sync_aside(
         handle.sync()?;
         shared.synced_lsn.fetch_max(end, Ordering::AcqRel);
         *last_sync = Instant::now();
-    } else if shutdown || last_sync.elapsed() >= shared.fsync_interval {
+    } else if now || last_sync.elapsed() >= shared.fsync_interval {
         *last_sync = Instant::now();
     }
     Ok(())

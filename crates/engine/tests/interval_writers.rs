@@ -1,7 +1,8 @@
 //! Interval durability: request threads that find the log's writer lock taken leave
 //! their records to its holder and do not wait (see `Log::write_now`). No such request
 //! may be dropped: every thread's record is acknowledged without it writing again, and
-//! without the flusher, whose interval here is an hour.
+//! without the flusher, whose interval here is an hour. And a segment near its end is
+//! synced at once, not at the interval, so the roll that follows has little to sync.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
@@ -93,4 +94,65 @@ fn writers_that_find_the_writer_busy_are_written_for() {
     }
     let failures = failures.lock().unwrap_or_else(|e| e.into_inner());
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
+fn a_segment_near_its_end_is_synced_before_the_interval() {
+    const SEGMENT: u64 = 64 << 10;
+    let mut options = Options::new(
+        Durability::Interval,
+        Arc::new(ManualClock::new(1_700_000_000)),
+    );
+    options.fsync_interval = Duration::from_secs(3600);
+    options.segment_size_bytes = SEGMENT;
+    let store = Store::open(Arc::new(SimDisk::new()), options)
+        .unwrap_or_else(|e| panic!("open failed: {e}"));
+    let value: Arc<[u8]> = vec![b'v'; 1000].into();
+    let mut n = 0;
+    // Fills the first segment to `upto` bytes, one record at a time, each written as
+    // a request thread writes it.
+    let mut fill = |upto: u64| {
+        while store.stats().log_bytes < upto {
+            let key = format!("k{n}");
+            n += 1;
+            store
+                .update(key.as_bytes(), Access::NoAccess, |_, _| {
+                    (Change::Put(NewItem::new(Arc::clone(&value), 0)), ())
+                })
+                .unwrap_or_else(|e| panic!("set failed: {e}"));
+            store
+                .write_now()
+                .unwrap_or_else(|e| panic!("write_now failed: {e}"));
+        }
+    };
+    // Half full: written, not synced (the interval is an hour away).
+    fill(SEGMENT / 2);
+    std::thread::sleep(Duration::from_millis(300));
+    let stats = store.stats();
+    assert_eq!(
+        stats.acked_lsn, stats.appended_lsn,
+        "interval mode acknowledges writes"
+    );
+    assert!(
+        stats.synced_lsn < stats.appended_lsn,
+        "half a segment was synced long before the interval: {stats:?}"
+    );
+    // The record that takes the segment past fifteen sixteenths gets it synced now,
+    // with everything before it.
+    fill(SEGMENT - SEGMENT / 16);
+    let stats = store.stats();
+    assert_eq!(
+        stats.log_segments, 1,
+        "the fill should stop short of a roll"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.stats().synced_lsn < stats.appended_lsn {
+        assert!(
+            Instant::now() < deadline,
+            "a segment near its end was not synced up to {}: {:?}",
+            stats.appended_lsn,
+            store.stats()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
