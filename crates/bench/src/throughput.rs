@@ -162,23 +162,22 @@ pub fn run(args: &ThroughputArgs) -> Result<Section> {
         preload(b, key_prefix, &args, preload_connections)?;
     }
     let launch = args.common.launch_config();
-    let mut measured = vec![false; backends.len()];
     let chooser = KeyChooser::new(args.distribution, args.keys);
     let mut rows: Vec<Row> = Vec::new();
     let total = args.reps * cases.len() * backends.len();
     let mut done = 0;
     let progress = Progress::new("measuring", total as u64, "runs");
     for rep in 0..args.reps {
-        for case in &cases {
+        for (case_index, case) in cases.iter().enumerate() {
+            // Every backend was started for its first measurement; later ones restart it.
+            let first = rep == 0 && case_index == 0;
             for i in 0..backends.len() {
                 let count = backends.len();
-                let index = (i + rep) % count;
-                let b = &mut backends[index];
-                if !args.reuse_servers && measured[index] {
+                let b = &mut backends[(i + rep) % count];
+                if !args.reuse_servers && !first {
                     b.restart(&launch)?;
                     preload(b, key_prefix, &args, preload_connections)?;
                 }
-                measured[index] = true;
                 b.check_alive()?;
                 let wire = b
                     .protocol

@@ -524,9 +524,7 @@ impl Log {
         let segment = tail.next_sequence - 1;
         let offset = u32::try_from(tail.segment_bytes).unwrap_or(u32::MAX);
         record::encode(record, &mut tail.buf);
-        let near_end =
-            self.shared.segment_size_bytes - self.shared.segment_size_bytes / EARLY_SYNC_FRACTION;
-        let crossed = tail.segment_bytes < near_end && tail.segment_bytes + len >= near_end;
+        let before = tail.segment_bytes;
         tail.segment_bytes += len;
         let usage = tail.usage.entry(segment).or_default();
         usage.bytes += len;
@@ -544,6 +542,9 @@ impl Log {
         let wake = match self.shared.durability {
             Durability::Fsync => true,
             Durability::Interval => {
+                let size = self.shared.segment_size_bytes;
+                let near_end = size - size / EARLY_SYNC_FRACTION;
+                let crossed = before < near_end && tail.segment_bytes >= near_end;
                 tail.sync_soon |= crossed;
                 crossed
             }
