@@ -70,7 +70,7 @@ impl SimDisk {
     }
 
     /// Arms a power loss that strikes during the `n`-th append from now (that append
-    /// fails), to crash a writer at an exact point.
+    /// fails; 0 means the next one, as 1 does), to crash a writer at an exact point.
     pub fn power_loss_after_appends(&self, n: u64, tear: Tear) {
         self.state.lock().power_loss_after_appends = Some((n, tear));
     }
@@ -178,6 +178,22 @@ fn powered(state: &State) -> io::Result<()> {
     Ok(())
 }
 
+/// Counts an append towards an armed power loss; at the one it was armed for, the
+/// power goes (the append fails and none of it lands).
+fn strike_if_armed(state: &mut State) -> io::Result<()> {
+    let Some((left, tear)) = state.power_loss_after_appends.as_mut() else {
+        return Ok(());
+    };
+    if *left > 1 {
+        *left -= 1;
+        return Ok(());
+    }
+    let tear = *tear;
+    state.power_loss_after_appends = None;
+    power_loss_locked(state, tear);
+    Err(io::Error::other("simulated power loss during a write"))
+}
+
 fn take_sync(state: &mut State) -> io::Result<()> {
     powered(state)?;
     match state.syncs_left_before_failure.as_mut() {
@@ -199,6 +215,7 @@ impl DiskFile for SimHandle {
     fn append(&mut self, buf: &[u8]) -> io::Result<()> {
         let mut state = self.disk.state.lock();
         powered(&state)?;
+        strike_if_armed(&mut state)?;
         let file = state
             .files
             .get_mut(&self.name)
@@ -376,5 +393,30 @@ impl Disk for SimDisk {
         take_sync(&mut state)?;
         state.durable_names = state.files.keys().cloned().collect();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_armed_power_loss_strikes_at_its_append() {
+        let disk = SimDisk::new();
+        let mut file = disk.create("f").unwrap_or_else(|e| panic!("create: {e}"));
+        assert!(disk.sync_dir().is_ok());
+        assert!(file.append(b"synced").is_ok());
+        assert!(file.sync().is_ok());
+        disk.power_loss_after_appends(3, Tear::DropUnsynced);
+        assert!(file.append(b" one").is_ok());
+        assert!(file.append(b" two").is_ok());
+        assert!(!disk.is_off());
+        assert!(file.append(b" three").is_err(), "the third append strikes");
+        assert!(disk.is_off());
+        disk.revive();
+        assert_eq!(disk.contents("f").as_deref(), Some(&b"synced"[..]));
+        // Struck once, it is disarmed.
+        assert!(file.append(b" four").is_ok());
+        assert!(!disk.is_off());
     }
 }
