@@ -928,10 +928,12 @@ fn write_then_sync_aside(
     now: bool,
     last_sync: &mut Instant,
 ) -> std::io::Result<()> {
+    // Decided once: were it asked again after the write, the interval could come up
+    // in between, and the clock be reset below without a sync.
+    let due = now || last_sync.elapsed() >= shared.fsync_interval;
     let (end, handle) = {
         let mut writer = shared.writer.lock();
         let end = shared.write_tail(&mut writer, true)?;
-        let due = now || last_sync.elapsed() >= shared.fsync_interval;
         let handle = if due && shared.synced_lsn.load(Ordering::Acquire) < end {
             Some(writer.active.try_clone()?)
         } else {
@@ -945,8 +947,8 @@ fn write_then_sync_aside(
         // synced when it was left.
         handle.sync()?;
         shared.synced_lsn.fetch_max(end, Ordering::AcqRel);
-        *last_sync = Instant::now();
-    } else if now || last_sync.elapsed() >= shared.fsync_interval {
+    }
+    if due {
         *last_sync = Instant::now();
     }
     Ok(())
