@@ -30,7 +30,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -278,11 +278,37 @@ pub(crate) enum Found {
     Unknown(Vec<u64>),
 }
 
+/// Where a shard's table lies, published so that a lookup can ask for its home
+/// slot's cache line while it waits for the shard lock ([`Index::prefetch_home`]).
+/// Read without the lock it may be stale or torn, which costs a useless prefetch and
+/// nothing else: a prefetch never dereferences its address.
+#[derive(Debug, Default)]
+struct TableHint {
+    base: AtomicUsize,
+    len: AtomicUsize,
+}
+
+/// Asks the CPU to bring the cache line at `p` in, without waiting for it.
+#[inline]
+pub(crate) fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unsafe_code)]
+    // SAFETY: a prefetch is a hint that neither dereferences `p` nor faults, whatever
+    // the address; SSE, which the intrinsic needs, is part of every x86_64 CPU.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// One shard: its part of the index and of the cache.
 #[derive(Debug)]
 pub(crate) struct Shard {
     /// 0 = empty; otherwise fingerprint, kind and payload, as the module says.
     slots: Box<[u64]>,
+    /// Where `slots` is, for lookups not yet holding the lock.
+    hint: Arc<TableHint>,
     len: usize,
     /// Versions in memory; slots of kind CACHED point here.
     entries: Vec<Option<Entry>>,
@@ -302,9 +328,10 @@ pub(crate) struct Shard {
 }
 
 impl Shard {
-    fn new(index_total: Arc<AtomicU64>) -> Shard {
+    fn new(index_total: Arc<AtomicU64>, hint: Arc<TableHint>) -> Shard {
         Shard {
             slots: Box::new([]),
+            hint,
             len: 0,
             entries: Vec::new(),
             free: Vec::new(),
@@ -513,6 +540,10 @@ impl Shard {
     /// Recounts this shard's table bytes and passes the difference on to the index's
     /// total.
     fn account(&mut self) {
+        self.hint
+            .base
+            .store(self.slots.as_ptr() as usize, Ordering::Relaxed);
+        self.hint.len.store(self.slots.len(), Ordering::Relaxed);
         let now = self.slots.len() as u64 * SLOT_BYTES;
         if now >= self.index_bytes {
             self.index_total
@@ -784,6 +815,8 @@ impl Shard {
 
 pub(crate) struct Index {
     shards: Box<[RwLock<Shard>]>,
+    /// Each shard's table, as it last published it.
+    hints: Box<[Arc<TableHint>]>,
     /// SipHash-1-3 keys: random for a new index, the checkpoint's for a restored one.
     keys: (u64, u64),
     /// For tests: every key in shard 0 with a one-bit fingerprint.
@@ -804,11 +837,14 @@ impl Index {
     /// An empty index hashing with these keys.
     pub fn with_keys(crowded: bool, keys: (u64, u64)) -> Index {
         let bytes = Arc::new(AtomicU64::new(0));
-        let shards = (0..SHARDS)
-            .map(|_| RwLock::new(Shard::new(Arc::clone(&bytes))))
+        let hints: Box<[Arc<TableHint>]> = (0..SHARDS).map(|_| Arc::default()).collect();
+        let shards = hints
+            .iter()
+            .map(|hint| RwLock::new(Shard::new(Arc::clone(&bytes), Arc::clone(hint))))
             .collect();
         Index {
             shards,
+            hints,
             keys,
             crowded,
             bytes,
@@ -844,6 +880,19 @@ impl Index {
 
     pub fn keys(&self) -> (u64, u64) {
         self.keys
+    }
+
+    /// Asks for the cache line of `h`'s home slot before its shard is locked, so that
+    /// the lookup's first miss overlaps the lock's.
+    #[inline]
+    pub fn prefetch_home(&self, h: Hashed) {
+        let hint = &self.hints[h.shard];
+        let len = hint.len.load(Ordering::Relaxed);
+        let base = hint.base.load(Ordering::Relaxed);
+        let pos = ((h.fp * len as u64) >> FP_BITS) as usize;
+        prefetch(std::ptr::without_provenance(
+            base.wrapping_add(pos * SLOT_BYTES as usize),
+        ));
     }
 
     pub fn shard(&self, h: Hashed) -> &RwLock<Shard> {
@@ -958,7 +1007,7 @@ mod tests {
         #[test]
         fn table_matches_a_map(ops in proptest::collection::vec(op(), 1..400)) {
             let index = Index::new(true);
-            let mut shard = Shard::new(Arc::new(AtomicU64::new(0)));
+            let mut shard = Shard::new(Arc::new(AtomicU64::new(0)), Arc::default());
             let mut model: HashMap<Vec<u8>, u64> = HashMap::new();
             let mut log: HashMap<u64, Vec<u8>> = HashMap::new();
             let mut n = 0u64;

@@ -107,6 +107,57 @@ pub struct Item {
     pub win_sent: bool,
 }
 
+/// A live version as [`Store::update`]'s closure sees it: borrowed from the index
+/// under the key's shard lock, so nothing is copied or counted unless the closure
+/// keeps it ([`ItemRef::to_item`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ItemRef<'a> {
+    pub value: &'a Arc<[u8]>,
+    pub client_flags: u32,
+    /// Absolute Unix seconds; 0 = never.
+    pub exptime: u32,
+    pub cas: u64,
+    pub lsn: u64,
+    pub stale: bool,
+    pub binary_key: bool,
+    pub fetched: bool,
+    pub last_access: u32,
+    pub win_sent: bool,
+}
+
+impl<'a> ItemRef<'a> {
+    fn of(entry: &'a Entry) -> ItemRef<'a> {
+        ItemRef {
+            value: &entry.value,
+            client_flags: entry.client_flags,
+            exptime: entry.exptime,
+            cas: entry.cas,
+            lsn: entry.lsn,
+            stale: entry.stale,
+            binary_key: entry.binary_key,
+            fetched: entry.fetched.load(Ordering::Relaxed),
+            last_access: entry.last_access.load(Ordering::Relaxed),
+            win_sent: entry.win_sent.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The version as an owned [`Item`], holding a reference to the value.
+    pub fn to_item(&self) -> Item {
+        Item {
+            value: Arc::clone(self.value),
+            client_flags: self.client_flags,
+            exptime: self.exptime,
+            cas: self.cas,
+            lsn: self.lsn,
+            stale: self.stale,
+            binary_key: self.binary_key,
+            fetched: self.fetched,
+            last_access: self.last_access,
+            win_sent: self.win_sent,
+        }
+    }
+}
+
 /// A key whose version may be only in the log: the records to read to know. See
 /// [`Store::unresolved`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1104,6 +1155,7 @@ impl Store {
             let now = self.now_secs();
             let deadline = self.flush_deadline.load(Ordering::Acquire);
             let unknown = {
+                self.index.prefetch_home(h);
                 let guard = shard.read();
                 match guard.find(key, h, &loaded) {
                     Found::Absent => return Ok(None),
@@ -1172,6 +1224,7 @@ impl Store {
     /// its request thread before running a request.
     pub fn unresolved(&self, key: &[u8]) -> Option<Unresolved> {
         let h = self.index.hash(key);
+        self.index.prefetch_home(h);
         let guard = self.index.shard(h).read();
         match guard.find(key, h, &Loaded::new()) {
             Found::Unknown(raws) => Some(Unresolved {
@@ -1415,7 +1468,7 @@ impl Store {
         &self,
         key: &[u8],
         access: Access,
-        decide: impl FnOnce(Option<&Item>, u32) -> (Change, R),
+        decide: impl FnOnce(Option<&ItemRef<'_>>, u32) -> (Change, R),
     ) -> Result<(R, Option<Written>), Error> {
         if self.log.is_poisoned() {
             return Err(Error::Poisoned);
@@ -1424,9 +1477,10 @@ impl Store {
         let shard_lock = self.index.shard(h);
         let mut loaded = Loaded::new();
         let mut rounds = 0;
-        let (now, mut shard, at, current) = loop {
+        let (now, mut shard, at) = loop {
             let now = self.now_secs();
             let deadline = self.flush_deadline.load(Ordering::Acquire);
+            self.index.prefetch_home(h);
             let mut shard = shard_lock.write();
             let cached = match shard.find(key, h, &loaded) {
                 Found::Cached { pos, idx } => Some((pos, idx)),
@@ -1450,15 +1504,20 @@ impl Store {
                 Some((pos, idx)) => {
                     let entry = shard.entry(idx);
                     if entry_liveness(entry, now, deadline) == Liveness::Live {
-                        let item = snapshot(entry);
-                        break (now, shard, Some((pos, idx)), Some(item));
+                        // A put drops this value's reference, so the line holding
+                        // the counts (just before the bytes, in std's `Arc`) is
+                        // fetched while the change is decided and logged.
+                        let bytes = Arc::as_ptr(&entry.value).cast::<u8>();
+                        index::prefetch(bytes.wrapping_sub(2 * std::mem::size_of::<usize>()));
+                        break (now, shard, Some((pos, idx)));
                     }
                     self.drop_if_dead(&mut shard, pos, idx, now, deadline);
-                    break (now, shard, None, None);
+                    break (now, shard, None);
                 }
-                None => break (now, shard, None, None),
+                None => break (now, shard, None),
             }
         };
+        let current = at.map(|(_, idx)| ItemRef::of(shard.entry(idx)));
         let (change, result) = decide(current.as_ref(), now);
         let written = match (change, at) {
             (Change::Keep, at) => {

@@ -7,7 +7,7 @@
 
 use std::sync::atomic::Ordering;
 
-use kura_engine::{exptime_to_absolute, Access, Change, NewCas, NewItem};
+use kura_engine::{exptime_to_absolute, Access, Change, ItemRef, NewCas, NewItem};
 use kura_protocol::{
     ArithmeticCommand, MetaArithmeticMode, MetaFlags, MetaRequest, MetaSetMode, ProtocolError,
     Request, RetrievalCommand, StorageCommand, Tokens,
@@ -343,7 +343,7 @@ fn retrieve(
                     exptime: Some(exptime_to_absolute(exptime, now)),
                     mark_win_sent: false,
                 };
-                (change, item.cloned())
+                (change, item.map(ItemRef::to_item))
             });
             match result {
                 Ok((item, written)) => {
@@ -532,7 +532,7 @@ fn meta_get(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>) -> Ou
         } else {
             Change::Keep
         };
-        (change, Some((header, item.clone(), touched.is_some())))
+        (change, Some((header, item.to_item(), touched.is_some())))
     });
     match result {
         Ok((Some((header, item, touched)), written)) => {
@@ -642,7 +642,7 @@ fn meta_delete(shared: &Shared, request: &MetaRequest<'_>, out: &mut Vec<u8>) ->
     let c = shared.counters.local();
     let f = &request.flags;
     let key: &[u8] = &request.key;
-    let decide = |item: Option<&kura_engine::Item>, now| {
+    let decide = |item: Option<&ItemRef<'_>>, now| {
         let Some(item) = item else {
             return (Change::Keep, MetaDeleteResult::NotFound);
         };

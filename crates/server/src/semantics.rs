@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use kura_engine::{exptime_to_absolute, Access, Change, Item, NewCas, NewItem, Store, Written};
+use kura_engine::{exptime_to_absolute, Access, Change, ItemRef, NewCas, NewItem, Store, Written};
 use kura_protocol::Limits;
 
 use crate::stats::{bump, Counters};
@@ -78,7 +78,7 @@ pub fn store(
         binary_key,
     } = request;
     let new_cas = NewCas::Generate;
-    let decide = |current: Option<&Item>, now| {
+    let decide = |current: Option<&ItemRef<'_>>, now| {
         let exptime = exptime_to_absolute(exptime, now);
         let fresh = |value: Arc<[u8]>| NewItem {
             value,
@@ -112,11 +112,11 @@ pub fn store(
                 }
                 let mut value = Vec::with_capacity(old.value.len() + data.len());
                 if mode == StoreMode::Append {
-                    value.extend_from_slice(&old.value);
+                    value.extend_from_slice(old.value);
                     value.extend_from_slice(data);
                 } else {
                     value.extend_from_slice(data);
-                    value.extend_from_slice(&old.value);
+                    value.extend_from_slice(old.value);
                 }
                 // The old item's flags and expiry stay; the request's are ignored.
                 let item = NewItem {
@@ -295,10 +295,10 @@ pub fn arithmetic(
         if compare_cas != 0 && compare_cas != old.cas {
             return (Change::Keep, ArithResult::Exists);
         }
-        let Some(current) = parse_counter(&old.value) else {
+        let Some(current) = parse_counter(old.value) else {
             return (Change::Keep, ArithResult::NonNumeric);
         };
-        let (digits, stored) = apply_delta(&old.value, current, delta);
+        let (digits, stored) = apply_delta(old.value, current, delta);
         let exptime = new_exptime.map_or(old.exptime, |t| exptime_to_absolute(t, now));
         let item = NewItem {
             value: stored.into(),
