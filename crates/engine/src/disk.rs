@@ -5,11 +5,11 @@
 //! last write, and can make a write or fsync fail.
 //!
 //! The interface is deliberately small: list, read whole, read a range, create, append,
-//! sync, truncate, remove, and sync the directory. Anything the engine needs from a disk must be here, so
-//! that the simulation covers it.
+//! reserve space, sync, seal, truncate, remove, and sync the directory. Anything the
+//! engine needs from a disk must be here, so that the simulation covers it.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -44,9 +44,20 @@ pub trait Disk: Send + Sync {
 
 /// A file open for appending.
 pub trait DiskFile: Send {
+    /// Writes `buf` where the last append ended (the file's end when it was opened),
+    /// whatever space was reserved past it.
     fn append(&mut self, buf: &[u8]) -> io::Result<()>;
     /// Makes every appended byte durable (fdatasync).
     fn sync(&mut self) -> io::Result<()>;
+    /// Reserves the file's space up to `len_bytes` (`fallocate(2)`): its size grows to
+    /// that, the bytes past the appended ones read as zeros, and appends into the
+    /// reserved space neither allocate blocks nor change the file's size, which an
+    /// append at the end of a file does every time (ext4 journals each such change).
+    /// A file system that cannot reserve space leaves the file as it is.
+    fn reserve(&mut self, len_bytes: u64) -> io::Result<()>;
+    /// Cuts the file back to its appended bytes, dropping the space reserved past
+    /// them, and makes bytes and size durable (fsync).
+    fn seal(&mut self) -> io::Result<()>;
     /// A second handle on the same file, so one thread can sync while another appends.
     /// A sync through it covers at least every byte appended before the sync began.
     fn try_clone(&self) -> io::Result<Box<dyn DiskFile>>;
@@ -197,19 +208,63 @@ impl OsDisk {
     }
 }
 
-struct OsFile(File);
+/// A file of the real file system, written at `end` with positional writes (never
+/// `O_APPEND`, which would write at the end of the reserved space).
+struct OsFile {
+    file: File,
+    end: u64,
+}
 
 impl DiskFile for OsFile {
     fn append(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.0.write_all(buf)
+        std::os::unix::fs::FileExt::write_all_at(&self.file, buf, self.end)?;
+        self.end += buf.len() as u64;
+        Ok(())
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        self.0.sync_data()
+        self.file.sync_data()
+    }
+
+    fn reserve(&mut self, len_bytes: u64) -> io::Result<()> {
+        reserve_space(&self.file, len_bytes)
+    }
+
+    fn seal(&mut self) -> io::Result<()> {
+        if self.file.metadata()?.len() != self.end {
+            self.file.set_len(self.end)?;
+        }
+        self.file.sync_all()
     }
 
     fn try_clone(&self) -> io::Result<Box<dyn DiskFile>> {
-        Ok(Box::new(OsFile(self.0.try_clone()?)))
+        Ok(Box::new(OsFile {
+            file: self.file.try_clone()?,
+            end: self.end,
+        }))
+    }
+}
+
+/// `fallocate(2)` of the file's first `len` bytes, growing its size to that. Not
+/// supported by the file system (or by the kernel) is not an error: appends then
+/// extend the file as they always can.
+#[allow(unsafe_code)]
+fn reserve_space(file: &File, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let len = libc::off_t::try_from(len)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a reservation too long"))?;
+    loop {
+        // SAFETY: fallocate takes a file descriptor, which `file` keeps open for the
+        // call, and plain integers; it touches no memory of ours.
+        if unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => {}
+            Some(libc::EOPNOTSUPP | libc::ENOSYS) => return Ok(()),
+            _ => return Err(e),
+        }
     }
 }
 
@@ -255,12 +310,13 @@ impl Disk for OsDisk {
             .truncate(true)
             .write(true)
             .open(self.dir.join(name))?;
-        Ok(Box::new(OsFile(file)))
+        Ok(Box::new(OsFile { file, end: 0 }))
     }
 
     fn open_append(&self, name: &str) -> io::Result<Box<dyn DiskFile>> {
-        let file = OpenOptions::new().append(true).open(self.dir.join(name))?;
-        Ok(Box::new(OsFile(file)))
+        let file = OpenOptions::new().write(true).open(self.dir.join(name))?;
+        let end = file.metadata()?.len();
+        Ok(Box::new(OsFile { file, end }))
     }
 
     fn truncate(&self, name: &str, len_bytes: u64) -> io::Result<()> {

@@ -105,6 +105,25 @@ impl Window {
         Ok(&self.buf[from..])
     }
 
+    /// Whether the bytes from `pos` to the end of the segment are all zeros: space
+    /// reserved for records that were never written, not a torn or corrupt one.
+    pub fn zeros_from(&mut self, pos: usize) -> std::io::Result<bool> {
+        let size = usize::try_from(self.size).unwrap_or(usize::MAX);
+        let mut at = pos;
+        while at < size {
+            let bytes = self.at(at, (size - at).min(self.span))?;
+            let span = bytes.len().min(size - at);
+            if span == 0 {
+                break;
+            }
+            if bytes[..span].iter().any(|&b| b != 0) {
+                return Ok(false);
+            }
+            at += span;
+        }
+        Ok(true)
+    }
+
     /// The record at `pos`, decoded.
     pub fn record(&mut self, pos: usize) -> std::io::Result<record::Decoded<'_>> {
         let body = record::body_len(self.at(pos, FRAME_BYTES)?).unwrap_or(0);
@@ -377,7 +396,7 @@ impl Shared {
         let result = if spare.is_empty() {
             Ok(())
         } else {
-            write_batch(&**disk, active, spare, &rolls)
+            write_batch(&**disk, active, spare, &rolls, self.segment_size_bytes)
         };
         spare.clear();
         if spare.capacity() > (8 << 20) {
@@ -428,6 +447,11 @@ pub(crate) struct LogConfig {
 
 impl Log {
     pub fn start(disk: Arc<dyn Disk>, resume: Resume, config: LogConfig) -> Result<Log, Error> {
+        let segment_size_bytes = config
+            .segment_size_bytes
+            .clamp(SEGMENT_HEADER_BYTES as u64 + 1, MAX_SEGMENT_BYTES);
+        let mut active = resume.active;
+        active.reserve(segment_size_bytes)?;
         let oldest = resume
             .usage
             .keys()
@@ -448,7 +472,7 @@ impl Log {
             }),
             writer: Mutex::new(Writer {
                 disk,
-                active: resume.active,
+                active,
                 spare: Vec::with_capacity(1 << 16),
             }),
             flusher_wake: Condvar::new(),
@@ -461,9 +485,7 @@ impl Log {
             ack_cond: Condvar::new(),
             durability: config.durability,
             fsync_interval: config.fsync_interval,
-            segment_size_bytes: config
-                .segment_size_bytes
-                .clamp(SEGMENT_HEADER_BYTES as u64 + 1, MAX_SEGMENT_BYTES),
+            segment_size_bytes,
             oldest_sequence: AtomicU64::new(oldest),
             active_sequence: AtomicU64::new(resume.active_sequence),
             on_ack: config.on_ack,
@@ -955,20 +977,24 @@ fn write_then_sync_aside(
 }
 
 /// Writes one batch, starting new segments where the appender marked them. The segment
-/// being left is synced before the new one is created.
+/// being left is sealed (cut to its records, synced) before the new one is created;
+/// the new one has `segment_bytes` reserved.
 fn write_batch(
     disk: &dyn Disk,
     active: &mut Box<dyn DiskFile>,
     buf: &[u8],
     rolls: &[(usize, u64)],
+    segment_bytes: u64,
 ) -> std::io::Result<()> {
     let mut from = 0;
     for &(at, sequence) in rolls {
         active.append(&buf[from..at])?;
-        active.sync()?;
+        active.seal()?;
         let mut next = disk.create(&segment_name(sequence))?;
         next.append(&record::segment_header(sequence))?;
         next.sync()?;
+        // After the header is durable: a segment never begins with reserved zeros.
+        next.reserve(segment_bytes)?;
         disk.sync_dir()?;
         *active = next;
         from = at;

@@ -6,7 +6,10 @@
 //! its creation. On [`SimDisk::power_loss`], every file falls back to its synced bytes,
 //! plus — when asked to tear — a random prefix of the unsynced bytes with its last
 //! bytes possibly garbled, as a write torn mid-sector would leave. Files created since
-//! the last directory sync vanish, removed ones come back.
+//! the last directory sync vanish, removed ones come back. Space reserved for a file
+//! reads as zeros past its written bytes; a sync makes the reservation durable too,
+//! and a power loss keeps the last synced one, as a file system that persists
+//! `fallocate(2)` with the file's data would.
 //!
 //! Faults: [`SimDisk::fail_syncs_after`] makes the n-th and every later sync fail, as a
 //! disk that lost a write would report it.
@@ -23,6 +26,19 @@ use crate::disk::{Disk, DiskFile, ReadFile};
 struct SimFile {
     written: Vec<u8>,
     synced: Vec<u8>,
+    /// The size space was reserved up to ([`DiskFile::reserve`]): past `written`,
+    /// the file reads as zeros up to it. Kept apart rather than as zeros in `written`,
+    /// which stays what was appended.
+    reserved: u64,
+    /// The reservation as the last sync left it: what a power loss keeps.
+    synced_reserved: u64,
+}
+
+impl SimFile {
+    /// How long the file is: its appended bytes, or its reserved space if longer.
+    fn len(&self) -> u64 {
+        (self.written.len() as u64).max(self.reserved)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -123,6 +139,7 @@ fn power_loss_locked(state: &mut State, tear: Tear) {
         Tear::KeepWritten => {
             for file in state.files.values_mut() {
                 file.synced = file.written.clone();
+                file.synced_reserved = file.reserved;
             }
             state.durable_names = state.files.keys().cloned().collect();
             return;
@@ -154,6 +171,7 @@ fn power_loss_locked(state: &mut State, tear: Tear) {
         }
         file.written = kept.clone();
         file.synced = kept;
+        file.reserved = file.synced_reserved;
     }
     state.syncs_left_before_failure = None;
 }
@@ -232,6 +250,31 @@ impl DiskFile for SimHandle {
             .get_mut(&self.name)
             .ok_or_else(|| not_found(&self.name))?;
         file.synced = file.written.clone();
+        file.synced_reserved = file.reserved;
+        Ok(())
+    }
+
+    fn reserve(&mut self, len_bytes: u64) -> io::Result<()> {
+        let mut state = self.disk.state.lock();
+        powered(&state)?;
+        let file = state
+            .files
+            .get_mut(&self.name)
+            .ok_or_else(|| not_found(&self.name))?;
+        file.reserved = file.reserved.max(len_bytes);
+        Ok(())
+    }
+
+    fn seal(&mut self) -> io::Result<()> {
+        let mut state = self.disk.state.lock();
+        take_sync(&mut state)?;
+        let file = state
+            .files
+            .get_mut(&self.name)
+            .ok_or_else(|| not_found(&self.name))?;
+        file.reserved = 0;
+        file.synced = file.written.clone();
+        file.synced_reserved = 0;
         Ok(())
     }
 
@@ -243,59 +286,73 @@ impl DiskFile for SimHandle {
     }
 }
 
+/// What a removed file held when it was removed: its bytes and its length (longer
+/// when space was reserved past them).
+type Removed = Arc<(Vec<u8>, u64)>;
+
 /// A read handle: it sees the file's bytes as they are when read, and keeps seeing the
 /// bytes a removed file had when it was removed, as an open file on Unix does.
 #[derive(Debug)]
 struct SimReader {
     disk: SimDisk,
     name: String,
-    removed: Mutex<Option<Arc<Vec<u8>>>>,
+    removed: Mutex<Option<Removed>>,
 }
 
 impl SimReader {
     /// Runs `f` on the bytes the handle sees: those the removed file had, or those
     /// written to it so far.
-    fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> io::Result<R>) -> io::Result<R> {
+    /// The bytes are the appended ones; the file is as long as the second argument
+    /// says, zeros past them (reserved space).
+    fn with_bytes<R>(&self, f: impl FnOnce(&[u8], u64) -> io::Result<R>) -> io::Result<R> {
         let state = self.disk.state.lock();
         powered(&state)?;
         let kept = self.removed.lock().clone();
         match (&kept, state.files.get(&self.name)) {
-            (Some(kept), _) => f(kept),
-            (None, Some(file)) => f(&file.written),
+            (Some(kept), _) => f(&kept.0, kept.1),
+            (None, Some(file)) => f(&file.written, file.len()),
             (None, None) => Err(not_found(&self.name)),
         }
     }
 }
 
+/// Fills `buf` from `offset` of `bytes`, with zeros past their end.
+fn copy_padded(bytes: &[u8], offset: u64, buf: &mut [u8]) {
+    let start = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    let n = buf.len().min(bytes.len() - start);
+    buf[..n].copy_from_slice(&bytes[start..start + n]);
+    buf[n..].fill(0);
+}
+
 impl ReadFile for SimReader {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.with_bytes(|bytes| {
-            let start = usize::try_from(offset).unwrap_or(usize::MAX);
-            let end = start.saturating_add(buf.len());
-            if end > bytes.len() {
+        self.with_bytes(|bytes, len| {
+            let end = offset.saturating_add(buf.len() as u64);
+            if end > len {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     format!("{} ends before {end}", self.name),
                 ));
             }
-            buf.copy_from_slice(&bytes[start..end]);
+            copy_padded(bytes, offset, buf);
             Ok(())
         })
     }
 
     fn read_up_to(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.with_bytes(|bytes| {
-            let start = usize::try_from(offset)
+        self.with_bytes(|bytes, len| {
+            let n = usize::try_from(len.saturating_sub(offset))
                 .unwrap_or(usize::MAX)
-                .min(bytes.len());
-            let n = buf.len().min(bytes.len() - start);
-            buf[..n].copy_from_slice(&bytes[start..start + n]);
+                .min(buf.len());
+            copy_padded(bytes, offset, &mut buf[..n]);
             Ok(n)
         })
     }
 
     fn size(&self) -> io::Result<u64> {
-        self.with_bytes(|bytes| Ok(bytes.len() as u64))
+        self.with_bytes(|_, len| Ok(len))
     }
 }
 
@@ -356,6 +413,8 @@ impl Disk for SimDisk {
         let len = usize::try_from(len_bytes).unwrap_or(usize::MAX);
         file.written.truncate(len);
         file.synced = file.written.clone();
+        file.reserved = 0;
+        file.synced_reserved = 0;
         Ok(())
     }
 
@@ -364,7 +423,8 @@ impl Disk for SimDisk {
         powered(&state)?;
         let file = state.files.remove(name).ok_or_else(|| not_found(name))?;
         // Open read handles keep the bytes, as open files do on Unix.
-        let bytes = Arc::new(file.written);
+        let len = file.len();
+        let bytes = Arc::new((file.written, len));
         state.readers.retain(|weak| match weak.upgrade() {
             Some(reader) => {
                 if reader.name == name {

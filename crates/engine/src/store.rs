@@ -714,6 +714,10 @@ fn usable_checkpoint(disk: &dyn Disk, sequences: &[u64]) -> Result<Option<Checkp
         let file = disk.open_read(&log::segment_name(c.segment))?;
         if file.read_exact_at(&mut [0u8], c.offset - 1).is_err() {
             eprintln!("kura: the log ends before the index checkpoint; replaying the whole log");
+            // For good: the log resumes short of its position and reserves space past
+            // it, which would read as zeros there and pass this check next time.
+            disk.remove(checkpoint::FILE)?;
+            disk.sync_dir()?;
             return Ok(None);
         }
     }
@@ -818,7 +822,9 @@ impl Store {
                     disk.sync_dir()?;
                     break;
                 }
-                Header::Truncated | Header::Invalid(_) if is_last && size <= 32 => {
+                Header::Truncated | Header::Invalid(_)
+                    if is_last && (size <= 32 || data.zeros_from(0)?) =>
+                {
                     cut_bytes += size;
                     disk.remove(&name)?;
                     disk.sync_dir()?;
@@ -854,10 +860,19 @@ impl Store {
                         lsn += len as u64;
                     }
                     Decoded::Truncated | Decoded::Corrupt => {
-                        cut = true;
+                        // Zeros to the end are the space the newest segment had
+                        // reserved (see `DiskFile::reserve`), which the log ends in:
+                        // nothing was written there. Anything else is damage.
+                        if !(is_last && data.zeros_from(pos)?) {
+                            cut = true;
+                        }
                         break;
                     }
                 }
+            }
+            if !cut && pos < size {
+                // The log resumes at its last record, and reserves the space again.
+                disk.truncate(&name, pos as u64)?;
             }
             if cut {
                 // Nothing after a bad record can be trusted to follow it in order: cut the
@@ -880,8 +895,8 @@ impl Store {
                 replay.usage.entry(sequence).or_default().bytes = pos as u64;
                 break;
             }
-            resume = Some((sequence, size as u64));
-            replay.usage.entry(sequence).or_default().bytes = size as u64;
+            resume = Some((sequence, pos as u64));
+            replay.usage.entry(sequence).or_default().bytes = pos as u64;
         }
         // Drop what is dead now among the versions in memory; those only in the log go
         // when met, or when compaction reaches them.

@@ -561,6 +561,65 @@ fn corruption_in_the_middle_cuts_the_log_there() {
     assert!(store.stats().recovery_cut_bytes > 0);
 }
 
+/// The segment being written has its whole size reserved, so it reads as zeros past
+/// its last record. A reopen, clean or after a power loss that keeps only synced bytes,
+/// ends the log there: nothing is reported cut, nothing is lost, and the log goes on
+/// from there. Segments left behind were cut back to their records as they were left.
+#[test]
+fn the_reserved_end_of_the_log_is_not_damage() {
+    use kura_engine::disk::Disk;
+    let disk = SimDisk::new();
+    let clock = Arc::new(ManualClock::new(START_SECS));
+    let segments = |disk: &SimDisk| {
+        let mut names = disk.list().unwrap_or_else(|e| panic!("list: {e}"));
+        names.retain(|n| n.ends_with(".log"));
+        names.sort();
+        names
+    };
+    let size = |disk: &SimDisk, name: &str| {
+        disk.open_read(name)
+            .and_then(|f| f.size())
+            .unwrap_or_else(|e| panic!("size of {name}: {e}"))
+    };
+    let store = open(&disk, &clock, Durability::Fsync);
+    for round in 0..3u8 {
+        for i in 0..6u8 {
+            let lsn = put(&store, i, &[round * 10 + i; 8], 0);
+            assert!(store.wait_acked(lsn).is_ok());
+        }
+    }
+    store.shutdown();
+    drop(store);
+    let names = segments(&disk);
+    assert!(names.len() > 1, "the test wants rolls: {names:?}");
+    for name in &names {
+        let written = disk.contents(name).map_or(0, |c| c.len() as u64);
+        if Some(name) == names.last() {
+            assert!(size(&disk, name) > written, "{name} has no reserved space");
+        } else {
+            assert_eq!(size(&disk, name), written, "{name} was not cut back");
+        }
+    }
+    let store = open(&disk, &clock, Durability::Fsync);
+    assert_eq!(store.stats().recovery_cut_bytes, 0);
+    let expect = |round: u8| {
+        (0..6u8)
+            .map(|i| (i, vec![round * 10 + i; 8]))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(store_snapshot(&store), expect(2));
+    for i in 0..6u8 {
+        let lsn = put(&store, i, &[30 + i; 8], 0);
+        assert!(store.wait_acked(lsn).is_ok());
+    }
+    disk.power_loss(Tear::DropUnsynced);
+    drop(store);
+    disk.revive();
+    let store = open(&disk, &clock, Durability::Fsync);
+    assert_eq!(store.stats().recovery_cut_bytes, 0);
+    assert_eq!(store_snapshot(&store), expect(3));
+}
+
 /// With a budget too small for the values, they leave memory once written and every
 /// read and read-modify-write brings them back from the log, through compaction too.
 #[test]
@@ -657,6 +716,50 @@ fn a_batch_of_misses_is_read_in_one_pass() {
             );
         }
     }
+}
+
+/// A log that ends before the checkpoint's position (synced bytes lost, or a file cut
+/// from outside) is replayed whole, and the checkpoint goes for good: the log resumes
+/// short of its position with space reserved past it, which reads as zeros there, so
+/// the next restart must not take the checkpoint for good again.
+#[test]
+fn a_checkpoint_past_the_end_of_the_log_is_dropped() {
+    use kura_engine::disk::Disk;
+    let disk = SimDisk::new();
+    let clock = Arc::new(ManualClock::new(START_SECS));
+    // Six small records fit the first of `open`'s 512-byte segments.
+    let reopen = || open(&disk, &clock, Durability::Fsync);
+    let store = reopen();
+    let first = put(&store, 0, b"first", 0);
+    assert!(store.wait_acked(first).is_ok());
+    for key in 1..6u8 {
+        put(&store, key, &[key; 20], 0);
+    }
+    assert_eq!(store.checkpoint().ok(), Some(6));
+    store.shutdown();
+    drop(store);
+    // Lose everything after the first record.
+    let name = "0000000000000001.log";
+    let first_len = 8 + 12 + 12 + 4 + 5;
+    assert!(disk.truncate(name, 32 + first_len).is_ok());
+    let store = reopen();
+    assert_eq!(store.stats().checkpoint_restored_keys, 0);
+    assert_eq!(store_snapshot(&store), vec![(0, b"first".to_vec())]);
+    let names = disk.list().unwrap_or_else(|e| panic!("list: {e}"));
+    assert!(
+        !names.iter().any(|n| n.starts_with("index.ckpt")),
+        "the checkpoint stayed: {names:?}"
+    );
+    let lsn = put(&store, 1, b"again", 0);
+    assert!(store.wait_acked(lsn).is_ok());
+    store.shutdown();
+    drop(store);
+    let store = reopen();
+    assert_eq!(store.stats().recovery_cut_bytes, 0);
+    assert_eq!(
+        store_snapshot(&store),
+        vec![(0, b"first".to_vec()), (1, b"again".to_vec())]
+    );
 }
 
 /// A restart reads the checkpoint and only the log after it, and ends where a whole
