@@ -53,7 +53,8 @@ pub trait DiskFile: Send {
     /// that, the bytes past the appended ones read as zeros, and appends into the
     /// reserved space neither allocate blocks nor change the file's size, which an
     /// append at the end of a file does every time (ext4 journals each such change).
-    /// A file system that cannot reserve space leaves the file as it is.
+    /// Where space cannot be reserved (a file system without it, a full disk), the
+    /// file is left as it is, or reserved in part.
     fn reserve(&mut self, len_bytes: u64) -> io::Result<()>;
     /// Cuts the file back to its appended bytes, dropping the space reserved past
     /// them, and makes bytes and size durable (fsync).
@@ -246,8 +247,9 @@ impl DiskFile for OsFile {
 }
 
 /// `fallocate(2)` of the file's first `len` bytes, growing its size to that. Not
-/// supported by the file system (or by the kernel) is not an error: appends then
-/// extend the file as they always can.
+/// supported by the file system (or by the kernel) is not an error, nor is a disk too
+/// full for all of it (ext4 may have reserved a part): appends then extend the file
+/// as they always can, until they meet the full disk themselves.
 #[allow(unsafe_code)]
 fn reserve_space(file: &File, len: u64) -> io::Result<()> {
     use std::os::fd::AsRawFd;
@@ -262,7 +264,7 @@ fn reserve_space(file: &File, len: u64) -> io::Result<()> {
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
             Some(libc::EINTR) => {}
-            Some(libc::EOPNOTSUPP | libc::ENOSYS) => return Ok(()),
+            Some(libc::EOPNOTSUPP | libc::ENOSYS | libc::ENOSPC) => return Ok(()),
             _ => return Err(e),
         }
     }
@@ -341,6 +343,42 @@ impl Disk for OsDisk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Appends land where the last one ended, not at the end of reserved space; a seal
+    /// cuts the reservation off, and a file opened again appends at its end.
+    #[test]
+    fn appends_fill_reserved_space_and_a_seal_cuts_the_rest() {
+        // Under the crate: on the disk the code is built on, not a tmpfs /tmp.
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR"))
+            .unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let disk = OsDisk::open(dir.path()).unwrap_or_else(|e| panic!("open: {e}"));
+        let ok = |r: io::Result<()>| r.unwrap_or_else(|e| panic!("{e}"));
+        let size = || {
+            disk.open_read("f")
+                .and_then(|f| f.size())
+                .unwrap_or_else(|e| panic!("size: {e}"))
+        };
+        let mut file = disk.create("f").unwrap_or_else(|e| panic!("create: {e}"));
+        ok(file.append(b"abc"));
+        ok(file.reserve(8192));
+        // ext4, the file system this is built and run on, reserves.
+        assert_eq!(size(), 8192);
+        ok(file.append(b"def"));
+        let mut head = [1u8; 16];
+        let read = disk.open_read("f").unwrap_or_else(|e| panic!("open: {e}"));
+        read.read_exact_at(&mut head, 0)
+            .unwrap_or_else(|e| panic!("read: {e}"));
+        assert_eq!(&head, b"abcdef\0\0\0\0\0\0\0\0\0\0");
+        ok(file.seal());
+        assert_eq!(size(), 6);
+        drop(file);
+        let mut file = disk
+            .open_append("f")
+            .unwrap_or_else(|e| panic!("reopen: {e}"));
+        ok(file.append(b"g"));
+        ok(file.sync());
+        assert_eq!(disk.read("f").ok().as_deref(), Some(&b"abcdefg"[..]));
+    }
 
     /// A direct read returns the same bytes as a buffered one at any offset and
     /// length, including across blocks, at the end of the file and past it.
