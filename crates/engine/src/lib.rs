@@ -28,6 +28,6 @@ mod store;
 pub use clock::{Clock, CoarseClock, ManualClock, SystemClock};
 pub use error::Error;
 pub use store::{
-    exptime_to_absolute, Access, Ack, Change, Compaction, Durability, FindLive, Item, ItemRef,
-    NewCas, NewItem, Options, Stats, Store, Unresolved, Written,
+    exptime_to_absolute, Access, Ack, Change, Compaction, Durability, FindLive, Item, ItemOf,
+    ItemRef, NewCas, NewItem, Options, Stats, Store, Unresolved, Written,
 };

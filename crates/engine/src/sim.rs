@@ -229,53 +229,53 @@ struct SimHandle {
     name: String,
 }
 
-impl DiskFile for SimHandle {
-    fn append(&mut self, buf: &[u8]) -> io::Result<()> {
+impl SimHandle {
+    /// Runs `f` on the file under the disk's lock, once `gate` (the power, an armed
+    /// fault) lets the operation through.
+    fn on_file<R>(
+        &self,
+        gate: impl FnOnce(&mut State) -> io::Result<()>,
+        f: impl FnOnce(&mut SimFile) -> R,
+    ) -> io::Result<R> {
         let mut state = self.disk.state.lock();
-        powered(&state)?;
-        strike_if_armed(&mut state)?;
+        gate(&mut state)?;
         let file = state
             .files
             .get_mut(&self.name)
             .ok_or_else(|| not_found(&self.name))?;
-        file.written.extend_from_slice(buf);
-        Ok(())
+        Ok(f(file))
+    }
+}
+
+impl DiskFile for SimHandle {
+    fn append(&mut self, buf: &[u8]) -> io::Result<()> {
+        let gate = |state: &mut State| {
+            powered(state)?;
+            strike_if_armed(state)
+        };
+        self.on_file(gate, |file| file.written.extend_from_slice(buf))
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        let mut state = self.disk.state.lock();
-        take_sync(&mut state)?;
-        let file = state
-            .files
-            .get_mut(&self.name)
-            .ok_or_else(|| not_found(&self.name))?;
-        file.synced = file.written.clone();
-        file.synced_reserved = file.reserved;
-        Ok(())
+        self.on_file(take_sync, |file| {
+            file.synced = file.written.clone();
+            file.synced_reserved = file.reserved;
+        })
     }
 
     fn reserve(&mut self, len_bytes: u64) -> io::Result<()> {
-        let mut state = self.disk.state.lock();
-        powered(&state)?;
-        let file = state
-            .files
-            .get_mut(&self.name)
-            .ok_or_else(|| not_found(&self.name))?;
-        file.reserved = file.reserved.max(len_bytes);
-        Ok(())
+        self.on_file(
+            |state| powered(state),
+            |file| file.reserved = file.reserved.max(len_bytes),
+        )
     }
 
     fn seal(&mut self) -> io::Result<()> {
-        let mut state = self.disk.state.lock();
-        take_sync(&mut state)?;
-        let file = state
-            .files
-            .get_mut(&self.name)
-            .ok_or_else(|| not_found(&self.name))?;
-        file.reserved = 0;
-        file.synced = file.written.clone();
-        file.synced_reserved = 0;
-        Ok(())
+        self.on_file(take_sync, |file| {
+            file.reserved = 0;
+            file.synced = file.written.clone();
+            file.synced_reserved = 0;
+        })
     }
 
     fn try_clone(&self) -> io::Result<Box<dyn DiskFile>> {

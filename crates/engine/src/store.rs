@@ -88,10 +88,12 @@ impl Options {
     }
 }
 
-/// A snapshot of one key's live version.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Item {
-    pub value: Arc<[u8]>,
+/// One key's live version: its value and what memcached keeps beside it. The value is
+/// `V`: owned in an [`Item`], a snapshot that outlives the lookup, or borrowed from the
+/// index in an [`ItemRef`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ItemOf<V> {
+    pub value: V,
     pub client_flags: u32,
     /// Absolute Unix seconds; 0 = never.
     pub exptime: u32,
@@ -107,27 +109,35 @@ pub struct Item {
     pub win_sent: bool,
 }
 
+/// A snapshot of one key's live version.
+pub type Item = ItemOf<Arc<[u8]>>;
+
 /// A live version as [`Store::update`]'s closure sees it: borrowed from the index
 /// under the key's shard lock, so nothing is copied or counted unless the closure
 /// keeps it ([`ItemRef::to_item`]).
-#[derive(Debug, Clone, Copy)]
-pub struct ItemRef<'a> {
-    pub value: &'a Arc<[u8]>,
-    pub client_flags: u32,
-    /// Absolute Unix seconds; 0 = never.
-    pub exptime: u32,
-    pub cas: u64,
-    pub lsn: u64,
-    pub stale: bool,
-    pub binary_key: bool,
-    pub fetched: bool,
-    pub last_access: u32,
-    pub win_sent: bool,
+pub type ItemRef<'a> = ItemOf<&'a Arc<[u8]>>;
+
+impl<V> ItemOf<V> {
+    /// The same version with another hold on its value.
+    fn with_value<W>(&self, value: W) -> ItemOf<W> {
+        ItemOf {
+            value,
+            client_flags: self.client_flags,
+            exptime: self.exptime,
+            cas: self.cas,
+            lsn: self.lsn,
+            stale: self.stale,
+            binary_key: self.binary_key,
+            fetched: self.fetched,
+            last_access: self.last_access,
+            win_sent: self.win_sent,
+        }
+    }
 }
 
 impl<'a> ItemRef<'a> {
     fn of(entry: &'a Entry) -> ItemRef<'a> {
-        ItemRef {
+        ItemOf {
             value: &entry.value,
             client_flags: entry.client_flags,
             exptime: entry.exptime,
@@ -143,18 +153,7 @@ impl<'a> ItemRef<'a> {
 
     /// The version as an owned [`Item`], holding a reference to the value.
     pub fn to_item(&self) -> Item {
-        Item {
-            value: Arc::clone(self.value),
-            client_flags: self.client_flags,
-            exptime: self.exptime,
-            cas: self.cas,
-            lsn: self.lsn,
-            stale: self.stale,
-            binary_key: self.binary_key,
-            fetched: self.fetched,
-            last_access: self.last_access,
-            win_sent: self.win_sent,
-        }
+        self.with_value(Arc::clone(self.value))
     }
 }
 
@@ -417,19 +416,9 @@ fn entry_liveness(entry: &Entry, now: u32, flush_deadline: u32) -> Liveness {
     liveness(entry.exptime, entry.time, now, flush_deadline)
 }
 
+/// An owned snapshot of the version in memory `entry`.
 fn snapshot(entry: &Entry) -> Item {
-    Item {
-        value: Arc::clone(&entry.value),
-        client_flags: entry.client_flags,
-        exptime: entry.exptime,
-        cas: entry.cas,
-        lsn: entry.lsn,
-        stale: entry.stale,
-        binary_key: entry.binary_key,
-        fetched: entry.fetched.load(Ordering::Relaxed),
-        last_access: entry.last_access.load(Ordering::Relaxed),
-        win_sent: entry.win_sent.load(Ordering::Relaxed),
-    }
+    ItemRef::of(entry).to_item()
 }
 
 /// A version read from the log, as a reader sees it: never fetched since it came back.
