@@ -538,7 +538,7 @@ impl Shard {
     }
 
     /// Recounts this shard's table bytes and passes the difference on to the index's
-    /// total.
+    /// total; publishes where the table now is (every reallocation comes through here).
     fn account(&mut self) {
         self.hint
             .base
