@@ -302,6 +302,11 @@ pub(crate) fn prefetch(p: *const u8) {
     let _ = p;
 }
 
+/// Where a key with fingerprint `fp` starts looking in a table of `len` slots.
+fn home_slot(fp: u64, len: usize) -> usize {
+    ((fp * len as u64) >> FP_BITS) as usize
+}
+
 /// One shard: its part of the index and of the cache.
 #[derive(Debug)]
 pub(crate) struct Shard {
@@ -355,7 +360,7 @@ impl Shard {
     }
 
     fn home(&self, fp: u64) -> usize {
-        ((fp * self.slots.len() as u64) >> FP_BITS) as usize
+        home_slot(fp, self.slots.len())
     }
 
     fn next(&self, pos: usize) -> usize {
@@ -889,7 +894,7 @@ impl Index {
         let hint = &self.hints[h.shard];
         let len = hint.len.load(Ordering::Relaxed);
         let base = hint.base.load(Ordering::Relaxed);
-        let pos = ((h.fp * len as u64) >> FP_BITS) as usize;
+        let pos = home_slot(h.fp, len);
         prefetch(std::ptr::without_provenance(
             base.wrapping_add(pos * SLOT_BYTES as usize),
         ));

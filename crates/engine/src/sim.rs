@@ -39,6 +39,17 @@ impl SimFile {
     fn len(&self) -> u64 {
         (self.written.len() as u64).max(self.reserved)
     }
+
+    /// Makes what the file holds now, bytes and reservation, what a power loss keeps.
+    fn make_durable(&mut self) {
+        self.synced = self.written.clone();
+        self.synced_reserved = self.reserved;
+    }
+
+    /// Drops the space reserved past the written bytes.
+    fn cut_reservation(&mut self) {
+        self.reserved = 0;
+    }
 }
 
 #[derive(Debug, Default)]
@@ -138,8 +149,7 @@ fn power_loss_locked(state: &mut State, tear: Tear) {
     let mut rng = match tear {
         Tear::KeepWritten => {
             for file in state.files.values_mut() {
-                file.synced = file.written.clone();
-                file.synced_reserved = file.reserved;
+                file.make_durable();
             }
             state.durable_names = state.files.keys().cloned().collect();
             return;
@@ -257,10 +267,7 @@ impl DiskFile for SimHandle {
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        self.on_file(take_sync, |file| {
-            file.synced = file.written.clone();
-            file.synced_reserved = file.reserved;
-        })
+        self.on_file(take_sync, SimFile::make_durable)
     }
 
     fn reserve(&mut self, len_bytes: u64) -> io::Result<()> {
@@ -272,9 +279,8 @@ impl DiskFile for SimHandle {
 
     fn seal(&mut self) -> io::Result<()> {
         self.on_file(take_sync, |file| {
-            file.reserved = 0;
-            file.synced = file.written.clone();
-            file.synced_reserved = 0;
+            file.cut_reservation();
+            file.make_durable();
         })
     }
 
@@ -412,9 +418,8 @@ impl Disk for SimDisk {
         let file = state.files.get_mut(name).ok_or_else(|| not_found(name))?;
         let len = usize::try_from(len_bytes).unwrap_or(usize::MAX);
         file.written.truncate(len);
-        file.synced = file.written.clone();
-        file.reserved = 0;
-        file.synced_reserved = 0;
+        file.cut_reservation();
+        file.make_durable();
         Ok(())
     }
 
