@@ -360,6 +360,21 @@ fn median_ops(rows: &[Row], label: &str, backend: &str) -> Option<f64> {
     median(&values)
 }
 
+/// Each repetition's ops/s of `backend` divided by memcached's in the same
+/// repetition: one measurement each, taken minutes apart on a host whose speed drifts,
+/// so pairing them cancels the drift that a ratio of medians keeps.
+fn paired_ratios(rows: &[Row], label: &str, backend: &str) -> Vec<f64> {
+    rows.iter()
+        .filter(|r| r.label == label && r.backend == backend)
+        .filter_map(|r| {
+            rows.iter()
+                .find(|m| m.label == label && m.backend == "memcached" && m.rep == r.rep)
+                .map(|m| r.ops_per_sec / m.ops_per_sec)
+        })
+        .filter(|ratio| ratio.is_finite())
+        .collect()
+}
+
 fn print_summary(
     args: &ThroughputArgs,
     backends: &[String],
@@ -394,6 +409,8 @@ fn print_summary(
             &workload,
             "ops/s",
             "vs memcached",
+            "paired",
+            "reps ahead",
             "p50 us",
             "p99 us",
             "client cpu %",
@@ -412,10 +429,18 @@ fn print_summary(
             let pick =
                 |f: &dyn Fn(&Row) -> f64| median(&mine.iter().map(|r| f(r)).collect::<Vec<_>>());
             let ops = pick(&|r| r.ops_per_sec);
+            let paired = paired_ratios(rows, &workload, backend);
             table.push(vec![
                 backend.clone(),
                 opt(ops, 0),
                 opt(ops.zip(base).map(|(o, b)| o / b), 2),
+                opt(median(&paired), 2),
+                if paired.is_empty() {
+                    "-".to_string()
+                } else {
+                    let ahead = paired.iter().filter(|&&r| r > 1.0).count();
+                    format!("{ahead}/{}", paired.len())
+                },
                 opt(pick(&|r| r.p50_us as f64), 0),
                 opt(pick(&|r| r.p99_us as f64), 0),
                 opt(pick(&|r| r.client_cpu.unwrap_or(f64::NAN)), 0),
@@ -428,8 +453,54 @@ fn print_summary(
         }
         println!("\n{}", table.render());
         section.tables.push((
-            format!("`{workload}`: median ops/s, latency in µs and CPU use (percent of one core):"),
+            format!(
+                "`{workload}`: median ops/s; against memcached, the ratio of medians, the \
+                 median of each repetition's ratio (`paired`) and the repetitions in which \
+                 the backend was faster; latency in µs; CPU use (percent of one core):"
+            ),
             table,
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(backend: &str, rep: usize, ops_per_sec: f64) -> Row {
+        Row {
+            workload: "set".into(),
+            label: "set".into(),
+            connections: 50,
+            backend: backend.into(),
+            rep,
+            ops_per_sec,
+            p50_us: 0,
+            p99_us: 0,
+            p999_us: 0,
+            client_cpu: None,
+            server_cpu: None,
+            kernel_cpu: None,
+            others_cpu: None,
+            misses: 0,
+            errors: 0,
+        }
+    }
+
+    #[test]
+    fn each_repetition_is_divided_by_memcached_in_the_same_repetition() {
+        let rows = vec![
+            row("memcached", 1, 100.0),
+            row("kura", 1, 110.0),
+            row("memcached", 2, 200.0),
+            row("kura", 2, 180.0),
+            // No memcached figure in this repetition: nothing to pair with.
+            row("kura", 3, 500.0),
+        ];
+        let ratios = paired_ratios(&rows, "set", "kura");
+        assert_eq!(ratios.len(), 2);
+        assert!((ratios[0] - 1.1).abs() < 1e-9, "{ratios:?}");
+        assert!((ratios[1] - 0.9).abs() < 1e-9, "{ratios:?}");
+        assert!(paired_ratios(&rows, "get", "kura").is_empty());
     }
 }
