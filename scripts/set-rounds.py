@@ -20,6 +20,7 @@ Needs release builds of `kura` and `kura-bench` in target/release, and memcached
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -58,12 +59,17 @@ def run_once(spec, args, bins):
     finally:
         server.terminate()
         server.wait(timeout=30)
-    row = next(l for l in out.splitlines() if l.startswith("server@"))
     shutil.rmtree(data_dir, ignore_errors=True)
-    fields = row.split()
+    lines = out.splitlines()
+    at = next(i for i, l in enumerate(lines) if l.startswith("server@"))
+    # The table's header is two lines up (header, rule, rows); its column names hold
+    # single spaces, so they are split on runs of two or more.
+    names = re.split(r"\s{2,}", lines[at - 2].strip())
+    field = dict(zip(names[1:], lines[at].split()[1:]))
     # ops/s, p50 us, p99 us, client CPU %, others' CPU % (the server's, on a quiet machine:
     # kura-bench does not know a --server's PID)
-    return int(fields[1]), int(fields[3]), int(fields[4]), cpu(fields[5]), cpu(fields[8])
+    return (int(field["ops/s"]), int(field["p50 us"]), int(field["p99 us"]),
+            cpu(field["client cpu %"]), cpu(field["others cpu %"]))
 
 
 def cpu(field):
