@@ -357,30 +357,6 @@ async fn connection(
         .fetch_sub(1, Ordering::Relaxed);
 }
 
-/// Puts the running connection behind the others its worker has ready, and runs it
-/// again once they have had their turn, at once if there are none.
-///
-/// Not `tokio::task::yield_now`: that parks the task until the runtime has next polled
-/// the kernel for I/O, so a connection with no one to share its log write with (a set
-/// among gets) pays an extra `epoll_wait` for nothing. In the 90/10 mix that was 0.2
-/// `epoll_wait` per set, and the requeue is 2-3% more throughput there (docs/bench.md,
-/// session 11).
-async fn requeue() {
-    let mut queued = false;
-    std::future::poll_fn(|cx| {
-        if queued {
-            std::task::Poll::Ready(())
-        } else {
-            queued = true;
-            // On a current-thread runtime, a task that wakes itself from inside its
-            // own poll goes to the back of the local run queue.
-            cx.waker().wake_by_ref();
-            std::task::Poll::Pending
-        }
-    })
-    .await;
-}
-
 /// Waits until every reply in `conn.out` may be sent, then sends them. If the log has
 /// failed, sends only the replies whose changes were acknowledged, then an error, and
 /// returns false so the connection closes: no client is told a lost write was stored.
@@ -399,7 +375,7 @@ async fn flush(
         // Let the other connections this worker has ready run first and append their
         // records: then one write(2) acknowledges them all (group commit within a
         // worker's turn), instead of one write per connection.
-        requeue().await;
+        tokio::task::yield_now().await;
     }
     if need > shared.store.acked_lsn() {
         // Interval mode: the write(2) that acknowledges these replies happens here, on
