@@ -1,0 +1,322 @@
+//! The catalog: every table, with the numbers its rows and index entries are keyed by,
+//! and the memcached containers that reach them.
+//!
+//! The catalog is one engine record (its own key space, one key), so it is replayed,
+//! checkpointed and carried through compaction as any record is, and a change to it is
+//! one atomic write. `docs/format.md` documents the value:
+//!
+//! | size | field |
+//! |---|---|
+//! | 1 | catalog format version (1) |
+//! | varint | the next table number |
+//! | varint | tables n, then n × table |
+//!
+//! A table: varint number, varint indexes m, m × (varint index number, varint name
+//! length, name), varint DDL length, the DDL. The DDL is the table's canonical `CREATE
+//! TABLE` ([`Table::to_sql`]), read back with the same parser as a schema file, so the
+//! catalog needs no second description of a table.
+//!
+//! Numbers are never reused: a table's rows and index entries are keyed by them.
+//!
+//! Containers, as the InnoDB memcached plugin named them: table `t` is the container
+//! `t`, keyed by its primary key; index `i` of `t` is the container `t_by_i`, keyed by
+//! the indexed column (point lookups through unique indexes; ranges through any).
+
+use crate::error::{schema_error, Error};
+use crate::row::{put_varint, Reader};
+use crate::schema::{parse_schema, Table};
+
+const CATALOG_FORMAT: u8 = 1;
+
+/// Table numbers start here; the engine's key-space byte tells tables apart from
+/// plain keys, so the number only tells tables apart from one another.
+const FIRST_TABLE_NUMBER: u32 = 1;
+
+/// A table with the numbers its keys use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableDef {
+    pub number: u32,
+    pub table: Table,
+    /// The number of each of `table.indexes`, in the same order.
+    pub index_numbers: Vec<u16>,
+}
+
+/// What a container name leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// The table's primary key.
+    Primary,
+    /// `table.indexes[i]`.
+    Index(usize),
+}
+
+/// A container: a table and the key it is read by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Container {
+    /// Position of the table in the catalog.
+    pub table: usize,
+    pub via: Via,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Catalog {
+    pub tables: Vec<TableDef>,
+    next_table_number: u32,
+}
+
+impl Catalog {
+    pub fn new() -> Catalog {
+        Catalog {
+            tables: Vec::new(),
+            next_table_number: FIRST_TABLE_NUMBER,
+        }
+    }
+
+    pub fn table(&self, name: &str) -> Option<usize> {
+        self.tables.iter().position(|t| t.table.name == name)
+    }
+
+    /// The container named `name`: a table, or `table_by_index`.
+    pub fn container(&self, name: &str) -> Option<Container> {
+        if let Some(table) = self.table(name) {
+            return Some(Container {
+                table,
+                via: Via::Primary,
+            });
+        }
+        self.tables.iter().enumerate().find_map(|(t, def)| {
+            let rest = name
+                .strip_prefix(def.table.name.as_str())?
+                .strip_prefix("_by_")?;
+            let index = def.table.index_named(rest)?;
+            Some(Container {
+                table: t,
+                via: Via::Index(index),
+            })
+        })
+    }
+
+    /// Every container name, with what it leads to.
+    pub fn containers(&self) -> Vec<(String, Container)> {
+        let mut out = Vec::new();
+        for (t, def) in self.tables.iter().enumerate() {
+            out.push((
+                def.table.name.clone(),
+                Container {
+                    table: t,
+                    via: Via::Primary,
+                },
+            ));
+            for (i, index) in def.table.indexes.iter().enumerate() {
+                out.push((
+                    format!("{}_by_{}", def.table.name, index.name),
+                    Container {
+                        table: t,
+                        via: Via::Index(i),
+                    },
+                ));
+            }
+        }
+        out
+    }
+
+    /// The catalog with the tables `declared` adds: each that exists must be the same
+    /// table (else the error names the difference); each that does not is created.
+    /// Returns None when nothing is new.
+    pub fn with_schema(&self, declared: Vec<Table>) -> Result<Option<Catalog>, Error> {
+        let mut next = self.clone();
+        for table in declared {
+            match self.table(&table.name) {
+                Some(t) => {
+                    if let Some(why) = self.tables[t].table.difference(&table) {
+                        return Err(Error::Mismatch(format!(
+                            "{why} (changing a table comes with SQL's ALTER TABLE)"
+                        )));
+                    }
+                }
+                None => {
+                    let number = next.next_table_number;
+                    next.next_table_number = number
+                        .checked_add(1)
+                        .ok_or_else(|| schema_error!("out of table numbers"))?;
+                    let index_numbers = (1..=table.indexes.len() as u16).collect();
+                    next.tables.push(TableDef {
+                        number,
+                        table,
+                        index_numbers,
+                    });
+                }
+            }
+        }
+        next.check_containers()?;
+        Ok((next != *self).then_some(next))
+    }
+
+    /// Every container name leads to one place: a table `a_by_b` beside a table `a`
+    /// with an index `b` would make `@@a_by_b` mean two things.
+    fn check_containers(&self) -> Result<(), Error> {
+        let mut names: Vec<String> = self
+            .containers()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        names.sort_unstable();
+        if let Some(pair) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(schema_error!(
+                "container name {} would mean two things: rename a table or an index",
+                pair[0]
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![CATALOG_FORMAT];
+        put_varint(&mut out, u64::from(self.next_table_number));
+        put_varint(&mut out, self.tables.len() as u64);
+        for def in &self.tables {
+            put_varint(&mut out, u64::from(def.number));
+            put_varint(&mut out, def.index_numbers.len() as u64);
+            for (number, index) in def.index_numbers.iter().zip(&def.table.indexes) {
+                put_varint(&mut out, u64::from(*number));
+                put_varint(&mut out, index.name.len() as u64);
+                out.extend_from_slice(index.name.as_bytes());
+            }
+            let sql = def.table.to_sql();
+            put_varint(&mut out, sql.len() as u64);
+            out.extend_from_slice(sql.as_bytes());
+        }
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Catalog, Error> {
+        let bad = |why: String| Error::Format(format!("catalog: {why}"));
+        let mut r = Reader { buf: bytes };
+        let version = r.u8()?;
+        if version != CATALOG_FORMAT {
+            return Err(bad(format!("format version {version}")));
+        }
+        let number = |v: u64| u32::try_from(v).map_err(|_| bad(format!("number {v}")));
+        let next_table_number = number(r.varint()?)?;
+        let count = r.varint()?;
+        let mut tables = Vec::new();
+        for _ in 0..count {
+            let table_number = number(r.varint()?)?;
+            let indexes = r.varint()?;
+            let mut named = Vec::new();
+            for _ in 0..indexes {
+                let n = u16::try_from(r.varint()?).map_err(|_| bad("index number".into()))?;
+                let name = std::str::from_utf8(r.bytes()?)
+                    .map_err(|_| bad("index name".into()))?
+                    .to_string();
+                named.push((n, name));
+            }
+            let sql = std::str::from_utf8(r.bytes()?).map_err(|_| bad("DDL".into()))?;
+            let table = match parse_schema(sql) {
+                Ok(mut t) if t.len() == 1 => t.remove(0),
+                Ok(_) => return Err(bad("DDL of other than one table".into())),
+                Err(e) => return Err(bad(format!("DDL: {e}"))),
+            };
+            let index_numbers = table
+                .indexes
+                .iter()
+                .map(|index| {
+                    named
+                        .iter()
+                        .find(|(_, name)| *name == index.name)
+                        .map(|(n, _)| *n)
+                        .ok_or_else(|| bad(format!("no number for index {}", index.name)))
+                })
+                .collect::<Result<Vec<u16>, Error>>()?;
+            if named.len() != index_numbers.len() || table_number >= next_table_number {
+                return Err(bad(format!("table {} numbers", table.name)));
+            }
+            tables.push(TableDef {
+                number: table_number,
+                table,
+                index_numbers,
+            });
+        }
+        if !r.buf.is_empty() {
+            return Err(bad("bytes after the last table".into()));
+        }
+        let catalog = Catalog {
+            tables,
+            next_table_number,
+        };
+        catalog.check_containers().map_err(|e| bad(e.to_string()))?;
+        Ok(catalog)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCHEMA: &str = "
+        CREATE TABLE players (id INT PRIMARY KEY, name VARCHAR(20), email VARCHAR(50),
+            level INT, UNIQUE KEY email (email), KEY level (level));
+        CREATE TABLE items (sku CHAR(8) PRIMARY KEY, price DOUBLE) COMMENT 'separator=,';";
+
+    #[test]
+    fn a_schema_creates_tables_once_and_the_catalog_round_trips() {
+        let declared = parse_schema(SCHEMA).unwrap();
+        let catalog = Catalog::new()
+            .with_schema(declared.clone())
+            .unwrap()
+            .unwrap();
+        assert_eq!(catalog.tables.len(), 2);
+        assert_eq!(catalog.tables[0].number, 1);
+        assert_eq!(catalog.tables[1].number, 2);
+        assert_eq!(Catalog::decode(&catalog.encode()), Ok(catalog.clone()));
+        // The same schema again changes nothing.
+        assert_eq!(catalog.with_schema(declared), Ok(None));
+        // Damage is an error, never a panic.
+        let bytes = catalog.encode();
+        for cut in 0..bytes.len() {
+            assert!(Catalog::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn containers_are_tables_and_their_indexes() {
+        let catalog = Catalog::new()
+            .with_schema(parse_schema(SCHEMA).unwrap())
+            .unwrap()
+            .unwrap();
+        let players = Container {
+            table: 0,
+            via: Via::Primary,
+        };
+        assert_eq!(catalog.container("players"), Some(players));
+        let email = catalog.tables[0].table.index_named("email").unwrap();
+        assert_eq!(
+            catalog.container("players_by_email"),
+            Some(Container {
+                table: 0,
+                via: Via::Index(email)
+            })
+        );
+        assert_eq!(catalog.container("players_by_name"), None);
+        assert_eq!(catalog.container("player"), None);
+        assert_eq!(catalog.containers().len(), 4);
+    }
+
+    #[test]
+    fn a_changed_table_or_an_ambiguous_container_is_refused() {
+        let catalog = Catalog::new()
+            .with_schema(parse_schema(SCHEMA).unwrap())
+            .unwrap()
+            .unwrap();
+        let changed = parse_schema(&SCHEMA.replace("price DOUBLE", "price INT")).unwrap();
+        match catalog.with_schema(changed) {
+            Err(Error::Mismatch(why)) => assert!(why.contains("price"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        let clash = parse_schema("CREATE TABLE players_by_email (x INT PRIMARY KEY)").unwrap();
+        match catalog.with_schema(clash) {
+            Err(Error::Schema(why)) => assert!(why.contains("two things"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

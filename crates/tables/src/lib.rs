@@ -1,0 +1,23 @@
+//! Kura's tables: named tables whose rows memcached clients address by key, with
+//! unique and ordered secondary indexes kept atomic with the row.
+//!
+//! This crate owns what a table is and how its rows and index entries become engine
+//! records: schemas from MySQL's `CREATE TABLE` ([`schema`]), the catalog that numbers
+//! tables and names containers ([`catalog`]), a row's bytes in the log ([`row`]), a
+//! row's fields as a memcached value ([`text`]), and values as ordered key bytes
+//! ([`keys`]). It knows no sockets and no protocol syntax; memcached's own rules (win
+//! tokens, stale items, delayed flush_all) are the server's and never reach tables.
+
+mod error;
+
+pub mod catalog;
+pub mod keys;
+pub mod row;
+pub mod schema;
+pub mod text;
+pub mod value;
+
+pub use catalog::{Catalog, Container, TableDef, Via};
+pub use error::Error;
+pub use schema::{parse_schema, Column, Index, IndexKind, Table};
+pub use value::{ColumnType, Value};

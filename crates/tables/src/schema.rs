@@ -1,0 +1,799 @@
+//! Table definitions, read from MySQL's `CREATE TABLE` syntax (parsed by `sqlparser`
+//! with its MySQL dialect, never by hand), and written back as canonical DDL.
+//!
+//! What a table may declare: columns of type `INT BIGINT [UNSIGNED] DOUBLE VARCHAR(n)
+//! CHAR(n) TEXT BLOB` with `NOT NULL`, `NULL`, `DEFAULT`, `AUTO_INCREMENT`, `COMMENT`
+//! and a character set or collation (accepted, and the text is kept as UTF-8 bytes
+//! compared byte by byte); exactly one primary-key column; `UNIQUE [KEY|INDEX] name
+//! (col)` and `KEY|INDEX name (col)` on one column each; the table options `ENGINE`,
+//! `[DEFAULT] CHARSET`, `COLLATE`, `AUTO_INCREMENT`, `ROW_FORMAT` (accepted and
+//! ignored) and `COMMENT 'separator=X'`, which sets the byte that joins a row's fields
+//! in memcached values (`|` by default).
+//!
+//! Index kinds: the primary key and a UNIQUE index are hash indexes unless they say
+//! `USING BTREE`: each entry is an engine key, so it costs what a memcached key costs
+//! and stays on disk beyond memory. A `KEY` is ordered, kept in memory. `USING BTREE`
+//! on a primary key or unique index keeps an ordered copy in memory as well, for
+//! ranges in index order without reading the table.
+//!
+//! Invariants of a [`Table`] once built: column names are unique (case-insensitively,
+//! as MySQL's), the primary key is a NOT NULL column, every index names an existing
+//! column, index names are unique, and no column is indexed twice by the same kind.
+
+use std::fmt::Write as _;
+
+use sqlparser::ast::{
+    ColumnOption, CreateTable, DataType, Expr, IndexColumn, IndexOption, IndexType, SqlOption,
+    Statement, UnaryOperator, Value as SqlValue,
+};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+
+use crate::error::{schema_error, Error};
+use crate::value::{parse_text, ColumnType, Value};
+
+/// The byte that joins a row's fields when the DDL does not choose one.
+pub const DEFAULT_SEPARATOR: u8 = b'|';
+
+/// Names (tables, columns, indexes) are at most this long, as MySQL's identifiers.
+pub const NAME_MAX_CHARS: usize = 64;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    pub name: String,
+    pub ty: ColumnType,
+    pub not_null: bool,
+    /// None: no DEFAULT clause.
+    pub default: Option<Value>,
+    pub auto_increment: bool,
+}
+
+/// How an index keeps its entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexKind {
+    /// Unique, each entry an engine key (beyond memory), no order.
+    UniqueHash,
+    /// Unique, an engine key per entry and an ordered copy in memory.
+    UniqueOrdered,
+    /// Not unique, ordered, in memory.
+    Ordered,
+}
+
+impl IndexKind {
+    pub fn is_unique(self) -> bool {
+        matches!(self, IndexKind::UniqueHash | IndexKind::UniqueOrdered)
+    }
+
+    pub fn is_ordered(self) -> bool {
+        matches!(self, IndexKind::UniqueOrdered | IndexKind::Ordered)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Index {
+    pub name: String,
+    /// Position of the indexed column in the table.
+    pub column: usize,
+    pub kind: IndexKind,
+}
+
+/// A table as declared: what `CREATE TABLE` said, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    pub name: String,
+    pub columns: Vec<Column>,
+    /// Position of the primary-key column.
+    pub primary: usize,
+    /// Whether the primary key keeps an ordered copy in memory (`USING BTREE`).
+    pub primary_ordered: bool,
+    pub indexes: Vec<Index>,
+    pub separator: u8,
+}
+
+/// Parses a file of `CREATE TABLE` statements.
+pub fn parse_schema(sql: &str) -> Result<Vec<Table>, Error> {
+    let statements = Parser::parse_sql(&MySqlDialect {}, sql)
+        .map_err(|e| schema_error!("the schema does not parse: {e}"))?;
+    let mut tables: Vec<Table> = Vec::new();
+    for statement in statements {
+        let Statement::CreateTable(create) = statement else {
+            return Err(schema_error!(
+                "a schema holds CREATE TABLE statements only, not: {}",
+                first_words(&statement.to_string())
+            ));
+        };
+        let table = Table::from_create(&create)?;
+        if tables.iter().any(|t| t.name == table.name) {
+            return Err(schema_error!("table {} is declared twice", table.name));
+        }
+        tables.push(table);
+    }
+    Ok(tables)
+}
+
+fn first_words(sql: &str) -> String {
+    let words: Vec<&str> = sql.split_whitespace().take(4).collect();
+    words.join(" ")
+}
+
+fn check_name(what: &str, name: &str) -> Result<(), Error> {
+    if name.is_empty() || name.chars().count() > NAME_MAX_CHARS {
+        return Err(schema_error!(
+            "{what} name {name:?} must be 1 to {NAME_MAX_CHARS} characters"
+        ));
+    }
+    // A container name ends at the first '.', and memcached keys hold no spaces or
+    // control characters: a name that breaks either could not be addressed.
+    if name
+        .chars()
+        .any(|c| c == '.' || c == '@' || c.is_whitespace() || c.is_control())
+    {
+        return Err(schema_error!(
+            "{what} name {name:?} may not hold '.', '@', spaces or control characters"
+        ));
+    }
+    Ok(())
+}
+
+fn column_type(ty: &DataType, column: &str) -> Result<ColumnType, Error> {
+    use sqlparser::ast::CharacterLength;
+    let length = |len: &Option<CharacterLength>, default: Option<u64>| -> Result<u32, Error> {
+        let n = match len {
+            Some(CharacterLength::IntegerLength { length, .. }) => *length,
+            Some(CharacterLength::Max) => {
+                return Err(schema_error!("column {column}: no MAX length in MySQL"))
+            }
+            None => default.ok_or_else(|| schema_error!("column {column}: {ty} needs a length"))?,
+        };
+        // MySQL's limits: VARCHAR up to 65,535 bytes a row (16,383 characters of
+        // utf8mb4), CHAR up to 255 characters.
+        let max = if matches!(ty, DataType::Char(_) | DataType::Character(_)) {
+            255
+        } else {
+            16_383
+        };
+        if n > max {
+            return Err(schema_error!("column {column}: {ty} is longer than {max}"));
+        }
+        Ok(n as u32)
+    };
+    Ok(match ty {
+        DataType::Int(_) | DataType::Integer(_) => ColumnType::Int,
+        DataType::IntUnsigned(_) | DataType::IntegerUnsigned(_) => ColumnType::IntUnsigned,
+        DataType::BigInt(_) => ColumnType::BigInt,
+        DataType::BigIntUnsigned(_) => ColumnType::BigIntUnsigned,
+        DataType::Double(_) | DataType::DoublePrecision => ColumnType::Double,
+        DataType::Varchar(len) | DataType::CharacterVarying(len) | DataType::CharVarying(len) => {
+            ColumnType::Varchar(length(len, None)?)
+        }
+        DataType::Char(len) | DataType::Character(len) => ColumnType::Char(length(len, Some(1))?),
+        DataType::Text => ColumnType::Text,
+        DataType::Blob(None) => ColumnType::Blob,
+        other => {
+            return Err(schema_error!(
+                "column {column}: type {other} is not supported (INT, BIGINT [UNSIGNED], DOUBLE, VARCHAR(n), CHAR(n), TEXT, BLOB are)"
+            ))
+        }
+    })
+}
+
+/// A DEFAULT clause's literal as a value of the column.
+fn default_value(expr: &Expr, column: &Column) -> Result<Value, Error> {
+    let bad = || schema_error!("column {}: invalid DEFAULT {expr}", column.name);
+    let (negative, inner) = match expr {
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => (true, &**expr),
+        other => (false, other),
+    };
+    let Expr::Value(v) = inner else {
+        return Err(bad());
+    };
+    let text = match &v.value {
+        SqlValue::Null if !negative => {
+            if column.not_null {
+                return Err(schema_error!(
+                    "column {}: NOT NULL with DEFAULT NULL",
+                    column.name
+                ));
+            }
+            return Ok(Value::Null);
+        }
+        SqlValue::Number(n, _) => {
+            if negative {
+                format!("-{n}")
+            } else {
+                n.clone()
+            }
+        }
+        SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s) if !negative => s.clone(),
+        _ => return Err(bad()),
+    };
+    parse_text(text.as_bytes(), column.ty, &column.name)
+        .map_err(|e| schema_error!("column {}: invalid DEFAULT: {e}", column.name))
+}
+
+fn index_column(columns: &[IndexColumn], what: &str, table: &Table) -> Result<usize, Error> {
+    let [column] = columns else {
+        return Err(schema_error!(
+            "table {}: {what} must name exactly one column",
+            table.name
+        ));
+    };
+    let Expr::Identifier(ident) = &column.column.expr else {
+        return Err(schema_error!(
+            "table {}: {what} must name a column, not {}",
+            table.name,
+            column.column.expr
+        ));
+    };
+    table
+        .column_index(&ident.value)
+        .ok_or_else(|| schema_error!("table {}: {what} names no column {}", table.name, ident))
+}
+
+/// Whether an index's clauses ask for `USING BTREE` (true) or `USING HASH` / nothing.
+fn wants_btree(index_type: &Option<IndexType>, options: &[IndexOption]) -> bool {
+    let using = options
+        .iter()
+        .filter_map(|o| match o {
+            IndexOption::Using(t) => Some(t),
+            _ => None,
+        })
+        .chain(index_type.as_ref());
+    let mut btree = false;
+    for t in using {
+        btree = matches!(t, IndexType::BTree);
+    }
+    btree
+}
+
+impl Table {
+    /// The position of the column named `name` (case-insensitive, as MySQL's).
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns
+            .iter()
+            .position(|c| c.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The index named `name` (case-insensitive).
+    pub fn index_named(&self, name: &str) -> Option<usize> {
+        self.indexes
+            .iter()
+            .position(|i| i.name.eq_ignore_ascii_case(name))
+    }
+
+    pub fn primary_column(&self) -> &Column {
+        &self.columns[self.primary]
+    }
+
+    /// Builds a table from a parsed `CREATE TABLE`, checking everything the module
+    /// says a table must be.
+    pub fn from_create(create: &CreateTable) -> Result<Table, Error> {
+        let name = match create.name.0.as_slice() {
+            [part] => part.to_string().trim_matches('`').to_string(),
+            _ => {
+                return Err(schema_error!(
+                    "table {}: Kura has one database; name the table alone",
+                    create.name
+                ))
+            }
+        };
+        check_name("table", &name)?;
+        if create.query.is_some() || create.like.is_some() || create.clone.is_some() {
+            return Err(schema_error!(
+                "table {name}: only a list of columns and keys can define it"
+            ));
+        }
+        if create.temporary {
+            return Err(schema_error!(
+                "table {name}: a TEMPORARY table would not last"
+            ));
+        }
+        let mut table = Table {
+            name,
+            columns: Vec::new(),
+            primary: usize::MAX,
+            primary_ordered: false,
+            indexes: Vec::new(),
+            separator: DEFAULT_SEPARATOR,
+        };
+        let mut primaries: Vec<(usize, bool)> = Vec::new();
+        let mut uniques: Vec<(Option<String>, usize, bool)> = Vec::new();
+        for def in &create.columns {
+            let column_name = def.name.value.clone();
+            check_name("column", &column_name)?;
+            if table.column_index(&column_name).is_some() {
+                return Err(schema_error!(
+                    "table {}: column {column_name} is declared twice",
+                    table.name
+                ));
+            }
+            let mut column = Column {
+                ty: column_type(&def.data_type, &column_name)?,
+                name: column_name,
+                not_null: false,
+                default: None,
+                auto_increment: false,
+            };
+            let position = table.columns.len();
+            let mut default_expr = None;
+            for option in &def.options {
+                match &option.option {
+                    ColumnOption::Null => column.not_null = false,
+                    ColumnOption::NotNull => column.not_null = true,
+                    ColumnOption::Default(expr) => default_expr = Some(expr.clone()),
+                    ColumnOption::PrimaryKey(_) => primaries.push((position, false)),
+                    ColumnOption::Unique(_) => uniques.push((None, position, false)),
+                    ColumnOption::Comment(_)
+                    | ColumnOption::CharacterSet(_)
+                    | ColumnOption::Collation(_) => {}
+                    ColumnOption::DialectSpecific(tokens)
+                        if tokens.len() == 1
+                            && tokens[0].to_string().eq_ignore_ascii_case("AUTO_INCREMENT") =>
+                    {
+                        column.auto_increment = true;
+                    }
+                    other => {
+                        return Err(schema_error!(
+                            "column {}: {other} is not supported",
+                            column.name
+                        ))
+                    }
+                }
+            }
+            if let Some(expr) = default_expr {
+                column.default = Some(default_value(&expr, &column)?);
+            }
+            if column.auto_increment
+                && !matches!(
+                    column.ty,
+                    ColumnType::Int
+                        | ColumnType::IntUnsigned
+                        | ColumnType::BigInt
+                        | ColumnType::BigIntUnsigned
+                )
+            {
+                return Err(schema_error!(
+                    "column {}: AUTO_INCREMENT needs an integer column",
+                    column.name
+                ));
+            }
+            table.columns.push(column);
+        }
+        if table.columns.is_empty() {
+            return Err(schema_error!("table {}: no columns", table.name));
+        }
+        for constraint in &create.constraints {
+            use sqlparser::ast::TableConstraint;
+            match constraint {
+                TableConstraint::PrimaryKey(pk) => {
+                    let column = index_column(&pk.columns, "PRIMARY KEY", &table)?;
+                    primaries.push((column, wants_btree(&pk.index_type, &pk.index_options)));
+                }
+                TableConstraint::Unique(u) => {
+                    let column = index_column(&u.columns, "UNIQUE KEY", &table)?;
+                    let name = u
+                        .index_name
+                        .as_ref()
+                        .or(u.name.as_ref())
+                        .map(|n| n.value.clone());
+                    uniques.push((name, column, wants_btree(&u.index_type, &u.index_options)));
+                }
+                TableConstraint::Index(i) => {
+                    let column = index_column(&i.columns, "KEY", &table)?;
+                    let name = i
+                        .name
+                        .as_ref()
+                        .map_or_else(|| table.columns[column].name.clone(), |n| n.value.clone());
+                    table.add_index(name, column, IndexKind::Ordered)?;
+                }
+                other => {
+                    return Err(schema_error!(
+                        "table {}: constraint {other} is not supported",
+                        table.name
+                    ))
+                }
+            }
+        }
+        match primaries.as_slice() {
+            [(column, ordered)] => {
+                table.primary = *column;
+                table.primary_ordered = *ordered;
+            }
+            [] => {
+                return Err(schema_error!(
+                    "table {}: a primary-key column is required",
+                    table.name
+                ))
+            }
+            _ => {
+                return Err(schema_error!(
+                    "table {}: one primary-key column only",
+                    table.name
+                ))
+            }
+        }
+        // MySQL makes a primary-key column NOT NULL whatever the column said.
+        let primary = &mut table.columns[table.primary];
+        if primary.default == Some(Value::Null) {
+            return Err(schema_error!(
+                "column {}: a primary key cannot default to NULL",
+                primary.name
+            ));
+        }
+        primary.not_null = true;
+        for (name, column, ordered) in uniques {
+            let name = name.unwrap_or_else(|| table.columns[column].name.clone());
+            let kind = if ordered {
+                IndexKind::UniqueOrdered
+            } else {
+                IndexKind::UniqueHash
+            };
+            table.add_index(name, column, kind)?;
+        }
+        table.apply_options(&create.table_options)?;
+        Ok(table)
+    }
+
+    fn add_index(&mut self, name: String, column: usize, kind: IndexKind) -> Result<(), Error> {
+        check_name("index", &name)?;
+        if name.eq_ignore_ascii_case("PRIMARY") || self.index_named(&name).is_some() {
+            return Err(schema_error!(
+                "table {}: index name {name} is used twice",
+                self.name
+            ));
+        }
+        if kind.is_unique() && column == self.primary {
+            return Err(schema_error!(
+                "table {}: UNIQUE index {name} repeats the primary key",
+                self.name
+            ));
+        }
+        if self
+            .indexes
+            .iter()
+            .any(|i| i.column == column && i.kind.is_unique() == kind.is_unique())
+        {
+            return Err(schema_error!(
+                "table {}: column {} is indexed twice",
+                self.name,
+                self.columns[column].name
+            ));
+        }
+        self.indexes.push(Index { name, column, kind });
+        Ok(())
+    }
+
+    fn apply_options(&mut self, options: &sqlparser::ast::CreateTableOptions) -> Result<(), Error> {
+        use sqlparser::ast::{CommentDef, CreateTableOptions};
+        let list: &[SqlOption] = match options {
+            CreateTableOptions::None => &[],
+            CreateTableOptions::Plain(list)
+            | CreateTableOptions::With(list)
+            | CreateTableOptions::Options(list)
+            | CreateTableOptions::TableProperties(list) => list,
+        };
+        for option in list {
+            let key = match option {
+                SqlOption::Comment(CommentDef::WithEq(text) | CommentDef::WithoutEq(text)) => {
+                    self.separator = separator_from_comment(text, &self.name)?;
+                    continue;
+                }
+                SqlOption::KeyValue { key, .. } => key.value.to_ascii_uppercase(),
+                SqlOption::NamedParenthesizedList(list) => list.key.value.to_ascii_uppercase(),
+                SqlOption::Ident(ident) => ident.value.to_ascii_uppercase(),
+                other => {
+                    return Err(schema_error!(
+                        "table {}: option {other} is not supported",
+                        self.name
+                    ))
+                }
+            };
+            let accepted = [
+                "ENGINE",
+                "CHARSET",
+                "DEFAULT CHARSET",
+                "CHARACTER SET",
+                "DEFAULT CHARACTER SET",
+                "COLLATE",
+                "DEFAULT COLLATE",
+                "AUTO_INCREMENT",
+                "ROW_FORMAT",
+            ];
+            if !accepted.contains(&key.as_str()) {
+                return Err(schema_error!(
+                    "table {}: option {key} is not supported",
+                    self.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The table as canonical DDL, which [`parse_schema`] reads back as the same table.
+    pub fn to_sql(&self) -> String {
+        let mut sql = format!("CREATE TABLE `{}` (\n", self.name);
+        for (i, c) in self.columns.iter().enumerate() {
+            let _ = write!(sql, "  `{}` {}", c.name, c.ty);
+            if c.not_null {
+                sql.push_str(" NOT NULL");
+            }
+            if c.auto_increment {
+                sql.push_str(" AUTO_INCREMENT");
+            }
+            if let Some(default) = &c.default {
+                sql.push_str(" DEFAULT ");
+                sql.push_str(&sql_literal(default));
+            }
+            let _ = i;
+            sql.push_str(",\n");
+        }
+        let _ = write!(
+            sql,
+            "  PRIMARY KEY (`{}`){}",
+            self.primary_column().name,
+            if self.primary_ordered {
+                " USING BTREE"
+            } else {
+                ""
+            }
+        );
+        for index in &self.indexes {
+            let column = &self.columns[index.column].name;
+            let _ = match index.kind {
+                IndexKind::UniqueHash => {
+                    write!(sql, ",\n  UNIQUE KEY `{}` (`{column}`)", index.name)
+                }
+                IndexKind::UniqueOrdered => write!(
+                    sql,
+                    ",\n  UNIQUE KEY `{}` (`{column}`) USING BTREE",
+                    index.name
+                ),
+                IndexKind::Ordered => write!(sql, ",\n  KEY `{}` (`{column}`)", index.name),
+            };
+        }
+        sql.push_str("\n)");
+        if self.separator != DEFAULT_SEPARATOR {
+            let _ = write!(
+                sql,
+                " COMMENT='separator={}'",
+                escape_sql_string(&(self.separator as char).to_string())
+            );
+        }
+        sql
+    }
+
+    /// The first way `declared` differs from `self`, in words; None if they are the
+    /// same table.
+    pub fn difference(&self, declared: &Table) -> Option<String> {
+        let name = &self.name;
+        if self.columns.len() != declared.columns.len() {
+            return Some(format!(
+                "table {name} exists with {} columns, the schema declares {}",
+                self.columns.len(),
+                declared.columns.len()
+            ));
+        }
+        for (have, want) in self.columns.iter().zip(&declared.columns) {
+            if have != want {
+                return Some(format!(
+                    "table {name} exists with column {}, the schema declares {}",
+                    column_sql(have),
+                    column_sql(want)
+                ));
+            }
+        }
+        if self.primary != declared.primary || self.primary_ordered != declared.primary_ordered {
+            return Some(format!(
+                "table {name} exists with primary key {}, the schema declares {}",
+                self.primary_column().name,
+                declared.primary_column().name
+            ));
+        }
+        if self.indexes != declared.indexes {
+            let list = |t: &Table| {
+                t.indexes
+                    .iter()
+                    .map(|i| format!("{} ({}, {:?})", i.name, t.columns[i.column].name, i.kind))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            return Some(format!(
+                "table {name} exists with indexes [{}], the schema declares [{}]",
+                list(self),
+                list(declared)
+            ));
+        }
+        if self.separator != declared.separator {
+            return Some(format!(
+                "table {name} exists with separator {:?}, the schema declares {:?}",
+                self.separator as char, declared.separator as char
+            ));
+        }
+        None
+    }
+}
+
+fn column_sql(c: &Column) -> String {
+    let mut s = format!("{} {}", c.name, c.ty);
+    if c.not_null {
+        s.push_str(" NOT NULL");
+    }
+    if let Some(d) = &c.default {
+        s.push_str(" DEFAULT ");
+        s.push_str(&sql_literal(d));
+    }
+    s
+}
+
+fn escape_sql_string(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('\'', "\\'")
+}
+
+fn sql_literal(v: &Value) -> String {
+    match v {
+        Value::Null => "NULL".to_string(),
+        Value::Int(n) => n.to_string(),
+        Value::UInt(n) => n.to_string(),
+        Value::Double(d) => crate::value::format_double(*d),
+        Value::Bytes(b) => format!("'{}'", escape_sql_string(&String::from_utf8_lossy(b))),
+    }
+}
+
+/// The separator a table COMMENT chooses: `separator=X`, one byte, not a backslash
+/// (which escapes) and not a letter or digit (which fields are made of).
+fn separator_from_comment(comment: &str, table: &str) -> Result<u8, Error> {
+    let Some(rest) = comment.trim().strip_prefix("separator=") else {
+        // Any other comment is the user's own.
+        return Ok(DEFAULT_SEPARATOR);
+    };
+    match rest.as_bytes() {
+        [b] if !b.is_ascii_alphanumeric() && *b != b'\\' && b.is_ascii() && !b.is_ascii_control() => Ok(*b),
+        _ => Err(schema_error!(
+            "table {table}: separator must be one ASCII punctuation or space character other than '\\', not {rest:?}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAYERS: &str = "CREATE TABLE players (
+        id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+        name VARCHAR(64) NOT NULL DEFAULT '',
+        email VARCHAR(128),
+        level INT DEFAULT 1,
+        PRIMARY KEY (id),
+        UNIQUE KEY email (email),
+        KEY by_level (level)
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
+
+    #[test]
+    fn the_seed_games_table_parses() {
+        let tables = parse_schema(PLAYERS).unwrap();
+        let [t] = tables.as_slice() else { panic!() };
+        assert_eq!(t.name, "players");
+        assert_eq!(t.primary, 0);
+        assert!(t.columns[0].not_null && t.columns[0].auto_increment);
+        assert_eq!(t.columns[1].default, Some(Value::Bytes(Vec::new())));
+        assert_eq!(t.columns[3].default, Some(Value::Int(1)));
+        assert_eq!(
+            t.indexes,
+            vec![
+                Index {
+                    name: "by_level".into(),
+                    column: 3,
+                    kind: IndexKind::Ordered
+                },
+                Index {
+                    name: "email".into(),
+                    column: 2,
+                    kind: IndexKind::UniqueHash
+                },
+            ]
+        );
+        assert_eq!(t.separator, b'|');
+    }
+
+    #[test]
+    fn canonical_sql_reads_back_as_the_same_table() {
+        for sql in [
+            PLAYERS,
+            "CREATE TABLE t (k VARCHAR(10) PRIMARY KEY, v BLOB, d DOUBLE DEFAULT -1.5, c CHAR(3) NOT NULL DEFAULT 'x''y', UNIQUE KEY u (d) USING BTREE) COMMENT='separator=,'",
+            "CREATE TABLE `q` (id INT, PRIMARY KEY (id) USING BTREE)",
+        ] {
+            let table = parse_schema(sql).unwrap().remove(0);
+            let again = parse_schema(&table.to_sql()).unwrap().remove(0);
+            assert_eq!(table, again, "{}", table.to_sql());
+            assert_eq!(table.difference(&again), None);
+        }
+    }
+
+    fn refused(sql: &str, why: &str) {
+        match parse_schema(sql) {
+            Err(Error::Schema(msg)) => assert!(msg.contains(why), "{sql}: {msg}"),
+            other => panic!("{sql}: wanted a schema error with {why:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn what_kura_cannot_keep_is_refused_with_a_reason() {
+        refused("CREATE TABLE t (a INT)", "primary-key column is required");
+        refused(
+            "CREATE TABLE t (a INT, b INT, PRIMARY KEY (a, b))",
+            "exactly one column",
+        );
+        refused(
+            "CREATE TABLE t (a INT PRIMARY KEY, b INT PRIMARY KEY)",
+            "one primary-key",
+        );
+        refused("CREATE TABLE t (a DATE PRIMARY KEY)", "not supported");
+        refused(
+            "CREATE TABLE t (a INT PRIMARY KEY, a INT)",
+            "declared twice",
+        );
+        refused(
+            "CREATE TABLE t (a INT PRIMARY KEY, KEY k (zz))",
+            "names no column",
+        );
+        refused(
+            "CREATE TABLE t (a INT PRIMARY KEY, b INT NOT NULL DEFAULT NULL)",
+            "NOT NULL with DEFAULT NULL",
+        );
+        refused(
+            "CREATE TABLE t (a INT PRIMARY KEY, b INT DEFAULT 'x')",
+            "invalid DEFAULT",
+        );
+        refused(
+            "CREATE TABLE t (a INT PRIMARY KEY, b VARCHAR(2) DEFAULT 'abc')",
+            "invalid DEFAULT",
+        );
+        refused(
+            "CREATE TABLE t (a INT PRIMARY KEY) COMMENT='separator=ab'",
+            "separator",
+        );
+        refused(
+            "CREATE TABLE t (a INT PRIMARY KEY) COMMENT='separator=\\\\'",
+            "separator",
+        );
+        refused("CREATE TABLE `a.b` (a INT PRIMARY KEY)", "may not hold");
+        refused(
+            "CREATE TABLE t (a INT PRIMARY KEY, UNIQUE KEY u (a))",
+            "repeats the primary key",
+        );
+        refused(
+            "CREATE TABLE t (a INT PRIMARY KEY, b INT, UNIQUE KEY u (b), UNIQUE KEY v (b))",
+            "indexed twice",
+        );
+        refused(
+            "CREATE TABLE t (a INT PRIMARY KEY, b INT, KEY u (b), UNIQUE KEY u (b))",
+            "used twice",
+        );
+        refused(
+            "CREATE TABLE t (a INT PRIMARY KEY) PARTITION BY HASH(a)",
+            "",
+        );
+        refused("SELECT 1", "CREATE TABLE statements only");
+        refused(
+            "CREATE TABLE t (a INT PRIMARY KEY); CREATE TABLE t (b INT PRIMARY KEY)",
+            "declared twice",
+        );
+        refused("CREATE TABLE t (a VARCHAR PRIMARY KEY)", "");
+    }
+
+    #[test]
+    fn a_difference_is_named() {
+        let have = parse_schema(PLAYERS).unwrap().remove(0);
+        let want = parse_schema(&PLAYERS.replace("level INT", "level BIGINT"))
+            .unwrap()
+            .remove(0);
+        let why = have.difference(&want).unwrap();
+        assert!(
+            why.contains("level INT DEFAULT 1") && why.contains("level BIGINT"),
+            "{why}"
+        );
+    }
+}

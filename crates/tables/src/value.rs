@@ -1,0 +1,304 @@
+//! Column types and the values a column holds: checked against the type when they come
+//! in (from a memcached value's field, a key, a DDL default), and written out as the
+//! text a memcached client reads.
+//!
+//! The rules are MySQL's in strict mode, where they are simple enough to state: an
+//! integer column takes an optional sign and decimal digits within its range; a DOUBLE
+//! takes a finite decimal number; VARCHAR(n) and CHAR(n) take UTF-8 text of at most n
+//! characters (CHAR drops trailing spaces, as MySQL returns it); TEXT takes UTF-8 and
+//! BLOB any bytes, each at most 65,535 bytes. Anything else is refused with a reason,
+//! never truncated or converted quietly.
+
+use std::fmt;
+
+use crate::error::{value_error, Error};
+
+/// The largest TEXT or BLOB value, as MySQL's.
+pub const LONG_VALUE_MAX_BYTES: usize = 65_535;
+
+/// A column's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnType {
+    Int,
+    IntUnsigned,
+    BigInt,
+    BigIntUnsigned,
+    Double,
+    /// At most this many characters.
+    Varchar(u32),
+    /// At most this many characters; trailing spaces are not kept.
+    Char(u32),
+    Text,
+    Blob,
+}
+
+impl fmt::Display for ColumnType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ColumnType::Int => f.write_str("INT"),
+            ColumnType::IntUnsigned => f.write_str("INT UNSIGNED"),
+            ColumnType::BigInt => f.write_str("BIGINT"),
+            ColumnType::BigIntUnsigned => f.write_str("BIGINT UNSIGNED"),
+            ColumnType::Double => f.write_str("DOUBLE"),
+            ColumnType::Varchar(n) => write!(f, "VARCHAR({n})"),
+            ColumnType::Char(n) => write!(f, "CHAR({n})"),
+            ColumnType::Text => f.write_str("TEXT"),
+            ColumnType::Blob => f.write_str("BLOB"),
+        }
+    }
+}
+
+impl ColumnType {
+    /// Whether values of this type are numbers (compared and encoded as numbers).
+    pub fn is_numeric(self) -> bool {
+        matches!(
+            self,
+            ColumnType::Int
+                | ColumnType::IntUnsigned
+                | ColumnType::BigInt
+                | ColumnType::BigIntUnsigned
+                | ColumnType::Double
+        )
+    }
+}
+
+/// A value a column holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    /// INT and BIGINT.
+    Int(i64),
+    /// INT UNSIGNED and BIGINT UNSIGNED.
+    UInt(u64),
+    /// DOUBLE; always finite, and never negative zero (stored as zero, as MySQL does).
+    Double(f64),
+    /// VARCHAR, CHAR and TEXT (valid UTF-8) and BLOB (any bytes).
+    Bytes(Vec<u8>),
+}
+
+impl Value {
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// The value as a memcached client reads it (NULL is the caller's to spell).
+    pub fn write_text(&self, out: &mut Vec<u8>) {
+        match self {
+            Value::Null => {}
+            Value::Int(v) => out.extend_from_slice(v.to_string().as_bytes()),
+            Value::UInt(v) => out.extend_from_slice(v.to_string().as_bytes()),
+            Value::Double(v) => out.extend_from_slice(format_double(*v).as_bytes()),
+            Value::Bytes(b) => out.extend_from_slice(b),
+        }
+    }
+
+    /// Checks that a value (from a DDL default or a decoded row) suits `ty`.
+    pub fn suits(&self, ty: ColumnType) -> bool {
+        match (self, ty) {
+            (Value::Null, _) => true,
+            (Value::Int(v), ColumnType::Int) => i32::try_from(*v).is_ok(),
+            (Value::Int(_), ColumnType::BigInt) => true,
+            (Value::UInt(v), ColumnType::IntUnsigned) => u32::try_from(*v).is_ok(),
+            (Value::UInt(_), ColumnType::BigIntUnsigned) => true,
+            (Value::Double(v), ColumnType::Double) => v.is_finite(),
+            (Value::Bytes(b), ty) => check_bytes(b, ty).is_ok(),
+            _ => false,
+        }
+    }
+}
+
+/// A DOUBLE as text: the shortest decimal that reads back as the same number.
+pub fn format_double(v: f64) -> String {
+    format!("{v}")
+}
+
+/// Parses one field's text as a value of `ty` (not NULL: the caller decides that).
+/// `column` names the column in the error.
+pub fn parse_text(text: &[u8], ty: ColumnType, column: &str) -> Result<Value, Error> {
+    match ty {
+        ColumnType::Int | ColumnType::BigInt => {
+            let v = parse_signed(text)
+                .ok_or_else(|| value_error!("column {column} wants an integer"))?;
+            if ty == ColumnType::Int && i32::try_from(v).is_err() {
+                return Err(value_error!(
+                    "value out of range for column {column} ({ty})"
+                ));
+            }
+            Ok(Value::Int(v))
+        }
+        ColumnType::IntUnsigned | ColumnType::BigIntUnsigned => {
+            let v = parse_unsigned(text)
+                .ok_or_else(|| value_error!("column {column} wants an unsigned integer"))?;
+            if ty == ColumnType::IntUnsigned && u32::try_from(v).is_err() {
+                return Err(value_error!(
+                    "value out of range for column {column} ({ty})"
+                ));
+            }
+            Ok(Value::UInt(v))
+        }
+        ColumnType::Double => {
+            let v =
+                parse_double(text).ok_or_else(|| value_error!("column {column} wants a number"))?;
+            Ok(Value::Double(v))
+        }
+        ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::Text | ColumnType::Blob => {
+            let text = match ty {
+                ColumnType::Char(_) => trim_trailing_spaces(text),
+                _ => text,
+            };
+            check_bytes(text, ty).map_err(|why| value_error!("column {column}: {why}"))?;
+            Ok(Value::Bytes(text.to_vec()))
+        }
+    }
+}
+
+fn trim_trailing_spaces(text: &[u8]) -> &[u8] {
+    let end = text.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
+    &text[..end]
+}
+
+/// Whether `bytes` may be stored in a string column of type `ty`.
+fn check_bytes(bytes: &[u8], ty: ColumnType) -> Result<(), String> {
+    let chars_max = match ty {
+        ColumnType::Varchar(n) | ColumnType::Char(n) => Some(n as usize),
+        ColumnType::Text | ColumnType::Blob => None,
+        _ => return Err(format!("{ty} holds no text")),
+    };
+    if bytes.len() > LONG_VALUE_MAX_BYTES {
+        return Err(format!("longer than {LONG_VALUE_MAX_BYTES} bytes"));
+    }
+    if ty == ColumnType::Blob {
+        return Ok(());
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| "not valid UTF-8".to_string())?;
+    if let Some(max) = chars_max {
+        // Counting stops past the limit: a long value costs no more than a short one.
+        if text.chars().take(max + 1).count() > max {
+            return Err(format!("longer than {max} characters"));
+        }
+    }
+    Ok(())
+}
+
+fn parse_unsigned(text: &[u8]) -> Option<u64> {
+    let digits = text.strip_prefix(b"+").unwrap_or(text);
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |v, &d| {
+        v.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
+fn parse_signed(text: &[u8]) -> Option<i64> {
+    match text.strip_prefix(b"-") {
+        Some(digits) if !digits.starts_with(b"+") => {
+            let magnitude = parse_unsigned(digits)?;
+            0i64.checked_sub_unsigned(magnitude)
+        }
+        _ => i64::try_from(parse_unsigned(text)?).ok(),
+    }
+}
+
+/// A finite decimal number: sign, digits, an optional fraction and exponent. Rust's
+/// own parser also takes `inf`, `NaN` and `infinity`, which MySQL refuses.
+fn parse_double(text: &[u8]) -> Option<f64> {
+    let valid = !text.is_empty()
+        && text
+            .iter()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'+' | b'-' | b'.' | b'e' | b'E'))
+        && text.iter().any(u8::is_ascii_digit);
+    if !valid {
+        return None;
+    }
+    let v: f64 = std::str::from_utf8(text).ok()?.parse().ok()?;
+    // Negative zero is stored as zero, so that equal numbers have one encoding.
+    v.is_finite().then_some(if v == 0.0 { 0.0 } else { v })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str, ty: ColumnType, expected: Result<Value, &str>) {
+        let got = parse_text(text.as_bytes(), ty, "c");
+        match expected {
+            Ok(v) => {
+                assert_eq!(got, Ok(v.clone()), "{text:?} as {ty}");
+                assert!(v.suits(ty), "{v:?} suits {ty}");
+            }
+            Err(why) => match got {
+                Err(Error::Value(msg)) => assert!(msg.contains(why), "{text:?} as {ty}: {msg}"),
+                other => panic!("{text:?} as {ty}: wanted an error, got {other:?}"),
+            },
+        }
+    }
+
+    #[test]
+    fn fields_parse_as_mysql_strict_mode_takes_them() {
+        use ColumnType::*;
+        check("42", Int, Ok(Value::Int(42)));
+        check("-2147483648", Int, Ok(Value::Int(-2147483648)));
+        check("2147483648", Int, Err("out of range"));
+        check("+7", Int, Ok(Value::Int(7)));
+        check("-+7", Int, Err("wants an integer"));
+        check("", Int, Err("wants an integer"));
+        check("4 2", Int, Err("wants an integer"));
+        check("12abc", BigInt, Err("wants an integer"));
+        check("-9223372036854775808", BigInt, Ok(Value::Int(i64::MIN)));
+        check("9223372036854775808", BigInt, Err("wants an integer"));
+        check("-1", IntUnsigned, Err("wants an unsigned"));
+        check("4294967295", IntUnsigned, Ok(Value::UInt(4294967295)));
+        check("4294967296", IntUnsigned, Err("out of range"));
+        check(
+            "18446744073709551615",
+            BigIntUnsigned,
+            Ok(Value::UInt(u64::MAX)),
+        );
+        check(
+            "18446744073709551616",
+            BigIntUnsigned,
+            Err("wants an unsigned"),
+        );
+        check("1.5e3", Double, Ok(Value::Double(1500.0)));
+        check("-0", Double, Ok(Value::Double(0.0)));
+        check("inf", Double, Err("wants a number"));
+        check("NaN", Double, Err("wants a number"));
+        check("1e999", Double, Err("wants a number"));
+        check(".", Double, Err("wants a number"));
+        check("héllo", Varchar(5), Ok(Value::Bytes("héllo".into())));
+        check("héllo!", Varchar(5), Err("longer than 5 characters"));
+        check("ab  ", Char(2), Ok(Value::Bytes(b"ab".to_vec())));
+        check("", Varchar(0), Ok(Value::Bytes(Vec::new())));
+        check("\u{1F600}", Char(1), Ok(Value::Bytes("\u{1F600}".into())));
+    }
+
+    #[test]
+    fn text_must_be_utf8_and_blobs_need_not() {
+        let bad = [0xff, 0xfe];
+        assert!(parse_text(&bad, ColumnType::Text, "c").is_err());
+        assert!(parse_text(&bad, ColumnType::Varchar(9), "c").is_err());
+        assert_eq!(
+            parse_text(&bad, ColumnType::Blob, "c"),
+            Ok(Value::Bytes(bad.to_vec()))
+        );
+        let long = vec![b'x'; LONG_VALUE_MAX_BYTES + 1];
+        assert!(parse_text(&long, ColumnType::Blob, "c").is_err());
+        assert!(parse_text(&long[1..], ColumnType::Text, "c").is_ok());
+    }
+
+    #[test]
+    fn values_are_written_as_they_are_read() {
+        for (v, text) in [
+            (Value::Int(-5), "-5"),
+            (Value::UInt(5), "5"),
+            (Value::Double(1500.0), "1500"),
+            (Value::Double(0.25), "0.25"),
+            (Value::Bytes(b"a|b".to_vec()), "a|b"),
+        ] {
+            let mut out = Vec::new();
+            v.write_text(&mut out);
+            assert_eq!(out, text.as_bytes());
+        }
+    }
+}
