@@ -15,19 +15,27 @@
 //! - CAS values handed out are never reused, across restarts too.
 //! - All file I/O goes through [`disk::Disk`], so tests can inject faults and power loss.
 
+mod budget;
 mod checkpoint;
+mod checkpointing;
 pub mod clock;
+mod cold;
+mod compaction;
 pub mod disk;
 mod error;
+mod expiry;
 mod index;
+mod item;
 mod log;
 pub mod record;
+mod recovery;
 pub mod sim;
 mod store;
 
 pub use clock::{Clock, CoarseClock, ManualClock, SystemClock};
+pub use cold::Unresolved;
+pub use compaction::{Compaction, FindLive};
 pub use error::Error;
-pub use store::{
-    exptime_to_absolute, Access, Ack, Change, Compaction, Durability, FindLive, Item, ItemOf,
-    ItemRef, NewCas, NewItem, Options, Stats, Store, Unresolved, Written,
-};
+pub use expiry::exptime_to_absolute;
+pub use item::{Access, Change, Item, ItemOf, ItemRef, NewCas, NewItem, Written};
+pub use store::{Ack, Durability, Options, Stats, Store};
