@@ -20,6 +20,7 @@ use std::sync::atomic::Ordering;
 
 use crate::cold::decode_version;
 use crate::index::{self, Entry, Found, Hashed, Loaded, Shard, KEY_COST_BYTES, SHARDS};
+use crate::key::Key;
 use crate::{Error, Store};
 
 /// The share of a memory budget kept for what the estimates leave out: connection
@@ -61,7 +62,8 @@ impl Store {
     /// Whether a store of `key` fits the memory budget: the key may already be in the
     /// index, or the index has room for one more slot. Values never make a store
     /// refuse: they live on disk when memory is short; every key's slot stays in memory.
-    pub fn has_room_for_key(&self, key: &[u8]) -> bool {
+    pub fn has_room_for_key<'k>(&self, key: impl Into<Key<'k>>) -> bool {
+        let key = key.into();
         let limit = self.memory_limit();
         if limit == 0 || self.index.bytes() + KEY_COST_BYTES <= limit - reserve(limit) {
             return true;

@@ -7,7 +7,7 @@
 //! | size | field |
 //! |---|---|
 //! | 8 | magic `KURAIDX\n` |
-//! | 4 | version (1) |
+//! | 4 | version (2) |
 //! | 4 | shards (64) |
 //! | 16 | the index's two SipHash-1-3 keys |
 //! | 8 | the oldest segment when it was written |
@@ -15,9 +15,13 @@
 //! | 8 | the LSN at that position |
 //! | 8 | the highest CAS handed out |
 //! | 4, 4 | the pending delayed flush_all deadline (0 = none), zero |
-//! | 8 | segments n, then n × (segment, bytes, live bytes), 24 bytes each |
-//! | per shard | table capacity, key and value bytes, slots m (8 each), then m slots |
+//! | 8 | segments n, then n × (segment, bytes, live bytes, live bytes of memcached's keys), 32 bytes each |
+//! | per shard | table capacity, key and value bytes of memcached's keys, of the tables' keys, slots m (8 each), then m slots |
 //! | 4 | CRC-32C of everything before it |
+//!
+//! Version 1 (before key spaces) is not read: its slots' tags were 25 hash bits where
+//! version 2's are 24 and a class bit, so the first start of a newer Kura replays the
+//! whole log once.
 //!
 //! It is written to `index.ckpt.tmp`, synced, and renamed over `index.ckpt`, so the file
 //! is always a whole checkpoint or the one before; one that fails its CRC is ignored and
@@ -30,13 +34,14 @@ use crate::log::SegmentUsage;
 pub(crate) const FILE: &str = "index.ckpt";
 pub(crate) const TEMP_FILE: &str = "index.ckpt.tmp";
 const MAGIC: &[u8; 8] = b"KURAIDX\n";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// One shard's table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ShardImage {
     pub capacity: u64,
     pub data_bytes: u64,
+    pub table_bytes: u64,
     pub slots: Vec<u64>,
 }
 
@@ -60,7 +65,7 @@ fn put(out: &mut Vec<u8>, v: u64) {
 impl Checkpoint {
     pub fn encode(&self) -> Vec<u8> {
         let slots: usize = self.shards.iter().map(|s| s.slots.len()).sum();
-        let mut out = Vec::with_capacity(128 + self.usage.len() * 24 + slots * 8);
+        let mut out = Vec::with_capacity(128 + self.usage.len() * 32 + slots * 8);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.extend_from_slice(&(self.shards.len() as u32).to_le_bytes());
@@ -78,10 +83,12 @@ impl Checkpoint {
             put(&mut out, *segment);
             put(&mut out, usage.bytes);
             put(&mut out, usage.live_bytes);
+            put(&mut out, usage.memcached_live_bytes);
         }
         for shard in &self.shards {
             put(&mut out, shard.capacity);
             put(&mut out, shard.data_bytes);
+            put(&mut out, shard.table_bytes);
             put(&mut out, shard.slots.len() as u64);
             for &slot in &shard.slots {
                 put(&mut out, slot);
@@ -127,12 +134,21 @@ impl Checkpoint {
             let segment = r.u64()?;
             let bytes = r.u64()?;
             let live_bytes = r.u64()?;
-            usage.insert(segment, SegmentUsage { bytes, live_bytes });
+            let memcached_live_bytes = r.u64()?;
+            usage.insert(
+                segment,
+                SegmentUsage {
+                    bytes,
+                    live_bytes,
+                    memcached_live_bytes,
+                },
+            );
         }
         let mut images = Vec::with_capacity(n);
         for _ in 0..n {
             let capacity = r.u64()?;
             let data_bytes = r.u64()?;
+            let table_bytes = r.u64()?;
             let count = r.u64()? as usize;
             let raw = r.take(count.checked_mul(8).ok_or("slot count overflows")?)?;
             let slots = raw
@@ -142,6 +158,7 @@ impl Checkpoint {
             images.push(ShardImage {
                 capacity,
                 data_bytes,
+                table_bytes,
                 slots,
             });
         }
@@ -207,6 +224,7 @@ mod tests {
                 SegmentUsage {
                     bytes: 10,
                     live_bytes: 5,
+                    memcached_live_bytes: 4,
                 },
             )]
             .into(),
@@ -214,11 +232,13 @@ mod tests {
                 ShardImage {
                     capacity: 16,
                     data_bytes: 30,
+                    table_bytes: 9,
                     slots: vec![1 << 40, 7],
                 },
                 ShardImage {
                     capacity: 0,
                     data_bytes: 0,
+                    table_bytes: 0,
                     slots: vec![],
                 },
             ],

@@ -45,6 +45,7 @@ impl Store {
                         ShardImage {
                             capacity,
                             data_bytes: g.data_bytes,
+                            table_bytes: g.table_bytes,
                             slots,
                         }
                     })

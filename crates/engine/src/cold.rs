@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use crate::index::{self, Entry, Found, Hashed, Loaded, Version};
 use crate::item::Item;
+use crate::key::{Key, KEY_MAX_BYTES};
 use crate::log::{self, Location};
 use crate::record::{self, Decoded, Record, ITEM_BINARY_KEY, ITEM_STALE};
 use crate::{Error, Store};
@@ -79,7 +80,8 @@ pub(crate) fn decode_version(bytes: &[u8], segment: u64, offset: u32) -> Result<
             },
             len,
         ) => Ok(Version {
-            key: key.into(),
+            space: key.space,
+            key: key.bytes.into(),
             value: value.into(),
             client_flags,
             exptime,
@@ -99,10 +101,10 @@ pub(crate) fn decode_version(bytes: &[u8], segment: u64, offset: u32) -> Result<
 }
 
 impl Store {
-    pub(crate) fn kept_moving(&self, key: &[u8]) -> Error {
+    pub(crate) fn kept_moving(&self, key: Key<'_>) -> Error {
         Error::Format(format!(
             "the record of key {:?} moved {MAX_ROUNDS} times while being read",
-            String::from_utf8_lossy(key)
+            String::from_utf8_lossy(key.bytes)
         ))
     }
 
@@ -127,7 +129,11 @@ impl Store {
     /// Whether `key` may have its version only in the log; if so, what
     /// [`Store::resolve_many`] reads to bring it into memory. For a caller that reads off
     /// its request thread before running a request.
-    pub fn unresolved(&self, key: &[u8]) -> Option<Unresolved> {
+    pub fn unresolved<'k>(&self, key: impl Into<Key<'k>>) -> Option<Unresolved> {
+        let key = key.into();
+        if key.bytes.len() > KEY_MAX_BYTES {
+            return None;
+        }
         let h = self.index.hash(key);
         self.index.prefetch_home(h);
         let guard = self.index.shard(h).read();

@@ -17,6 +17,7 @@ use std::sync::atomic::Ordering;
 
 use crate::expiry::{liveness, Liveness};
 use crate::index::{self, Hashed};
+use crate::key::Class;
 use crate::log::{self, Holds, Location};
 use crate::record::{self, Decoded, Header, Record};
 use crate::store::data_len;
@@ -204,19 +205,20 @@ impl Store {
                             Some(idx) => (shard.entry(idx).exptime, shard.entry(idx).time),
                             None => (rec_exptime, rec_time),
                         };
-                        match liveness(exptime, time, now, deadline) {
+                        match liveness(key.space, exptime, time, now, deadline) {
                             Liveness::Live => {
                                 let appended =
                                     self.log.append(&copy, Holds::Version, Some(here))?;
                                 report.copied_bytes += u64::from(appended.location.len);
                                 moved.push(Moved {
                                     h,
+                                    class: key.space.class(),
                                     from: here,
                                     to: appended.location,
                                 });
                             }
                             state => {
-                                let held = (here, data_len(key, value));
+                                let held = (here, data_len(key.bytes, value));
                                 if self.drop_dead(&mut shard, slot, key, held, state) {
                                     report.purged_items += 1;
                                 }
@@ -258,7 +260,7 @@ impl Store {
                     shard.set_cold(slot, index::raw_address(m.to.segment, m.to.offset));
                 }
                 Some((_, Some(idx))) => shard.entry_mut(idx).location = m.to,
-                None => self.log.free(m.to),
+                None => self.log.free(m.to, m.class),
             }
         }
         Ok(())
@@ -321,6 +323,7 @@ const WALK_INDEX_RATIO: u64 = 4;
 /// A version compaction copied: from where to where.
 struct Moved {
     h: Hashed,
+    class: Class,
     from: Location,
     to: Location,
 }

@@ -18,6 +18,8 @@ pub enum Error {
     /// The log spans as many segments as the index can address; compaction must
     /// remove the oldest before more can be written.
     LogFull,
+    /// A key longer than a log record can hold (255 bytes).
+    KeyTooLong { len: usize },
 }
 
 impl fmt::Display for Error {
@@ -28,6 +30,12 @@ impl fmt::Display for Error {
             Error::Format(why) => write!(f, "unreadable data directory: {why}"),
             Error::Locked => write!(f, "data directory is locked by another process"),
             Error::LogFull => write!(f, "the log spans the most segments the index addresses"),
+            Error::KeyTooLong { len } => {
+                write!(
+                    f,
+                    "a key of {len} bytes is longer than the 255 a record holds"
+                )
+            }
         }
     }
 }

@@ -16,6 +16,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::index::{Entry, Found, Loaded, Shard};
+use crate::key::{Class, Key, Space};
 use crate::log::{Holds, Location};
 use crate::record::Record;
 use crate::store::data_len;
@@ -49,7 +50,19 @@ pub(crate) enum Liveness {
     Flushed,
 }
 
-pub(crate) fn liveness(exptime: u32, time: u32, now: u32, flush_deadline: u32) -> Liveness {
+/// Whether a version of a key in `space`, expiring at `exptime` and stored at `time`,
+/// is live at `now`. A delayed flush_all's deadline hides only memcached's keys.
+pub(crate) fn liveness(
+    space: Space,
+    exptime: u32,
+    time: u32,
+    now: u32,
+    flush_deadline: u32,
+) -> Liveness {
+    let flush_deadline = match space.class() {
+        Class::Memcached => flush_deadline,
+        Class::Tables => 0,
+    };
     if exptime != 0 && exptime <= now {
         Liveness::Expired
     } else if flush_deadline != 0 && now >= flush_deadline && time <= flush_deadline {
@@ -60,7 +73,7 @@ pub(crate) fn liveness(exptime: u32, time: u32, now: u32, flush_deadline: u32) -
 }
 
 pub(crate) fn entry_liveness(entry: &Entry, now: u32, flush_deadline: u32) -> Liveness {
-    liveness(entry.exptime, entry.time, now, flush_deadline)
+    liveness(entry.space, entry.exptime, entry.time, now, flush_deadline)
 }
 
 impl Store {
@@ -74,10 +87,11 @@ impl Store {
         &self,
         shard: &mut Shard,
         pos: usize,
-        key: &[u8],
+        key: Key<'_>,
         (location, data): (Location, u64),
         state: Liveness,
     ) -> bool {
+        let class = key.space.class();
         match state {
             Liveness::Live => return false,
             Liveness::Flushed => {
@@ -91,11 +105,11 @@ impl Store {
                     return false;
                 }
             }
-            Liveness::Expired => self.log.free(location),
+            Liveness::Expired => self.log.free(location, class),
         }
         shard.remove(pos);
-        shard.data_bytes -= data;
-        self.curr_items.fetch_sub(1, Ordering::Relaxed);
+        *shard.data_bytes_mut(class) -= data;
+        self.count_items(class, -1);
         true
     }
 
@@ -111,8 +125,8 @@ impl Store {
         let entry = shard.entry(idx);
         let state = entry_liveness(entry, now, deadline);
         let held = (entry.location, data_len(&entry.key, &entry.value));
-        let key = entry.key.clone();
-        self.drop_dead(shard, pos, &key, held, state);
+        let (space, key) = (entry.space, entry.key.clone());
+        self.drop_dead(shard, pos, Key::new(space, &key), held, state);
     }
 
     /// Drops every expired version in memory (its disk space becomes garbage for
@@ -128,8 +142,8 @@ impl Store {
             let expired =
                 guard.cached_keys(|e| entry_liveness(e, now, deadline) == Liveness::Expired);
             for key in expired {
-                let h = self.index.hash(&key);
-                if let Found::Cached { pos, idx } = guard.find(&key, h, &Loaded::new()) {
+                let h = self.index.hash(key.as_key());
+                if let Found::Cached { pos, idx } = guard.find(key.as_key(), h, &Loaded::new()) {
                     self.drop_if_dead(&mut guard, pos, idx, now, deadline);
                     purged += 1;
                 }

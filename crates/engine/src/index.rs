@@ -8,8 +8,9 @@
 //! so clients cannot aim every key at one shard.
 //!
 //! A shard is an open-addressing table of 8-byte slots (linear probing, at most 4/5
-//! full, grown by half when it gets there). A slot holds 25 more bits of the key's hash
-//! (its fingerprint) and either
+//! full, grown by half when it gets there). A slot holds a 25-bit tag, 24 more bits of
+//! the key's hash and, lowest, its class (memcached's key space or the tables'; see
+//! [`crate::key`]), and either
 //! - the address of the key's newest record in the log (segment number modulo 4096
 //!   and byte offset: see [`raw_address`]): the key is "cold", nothing else of it is in
 //!   memory; or
@@ -20,8 +21,9 @@
 //! grown, and a slot removed by shifting its neighbours back, from the slots alone. A
 //! lookup compares fingerprints; a cached candidate settles it by its key, a cold one
 //! only by reading its record. Two keys of one shard share a fingerprint with odds of
-//! one in 2^25 (at a million keys in a shard, one lookup in 32 meets a stranger and
-//! reads one record more): see [`Found::Unknown`].
+//! one in 2^24 for each slot a lookup passes: see [`Found::Unknown`]. The class bit lets an
+//! immediate `flush_all` drop memcached's keys and keep the tables' without reading a
+//! record.
 //!
 //! The cache evicts with a second chance, CLOCK style, over the slab: a version read
 //! since it came in goes round once more. An evicted version becomes a cold slot again.
@@ -35,6 +37,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+use crate::key::{Class, Key as EngineKey, OwnedKey, Space};
 use crate::log::Location;
 use crate::record::{ITEM_BINARY_KEY, ITEM_EXPLICIT_CAS, ITEM_STALE};
 
@@ -42,8 +45,10 @@ use crate::record::{ITEM_BINARY_KEY, ITEM_EXPLICIT_CAS, ITEM_STALE};
 const SHARD_BITS: u32 = 6;
 pub(crate) const SHARDS: u64 = 1 << SHARD_BITS;
 
-/// Hash bits a slot keeps beside the shard's.
+/// Bits of a slot's tag: 24 hash bits beside the shard's, then the key's class.
 const FP_BITS: u32 = 25;
+/// The tag's lowest bit: set for the tables' key spaces.
+const TABLES_CLASS: u64 = 1;
 const FP_SHIFT: u32 = 64 - FP_BITS;
 /// The slot's kind: set when it names a slab entry, clear when a log address.
 const CACHED: u64 = 1 << 38;
@@ -80,16 +85,24 @@ pub(crate) fn address_of(raw: u64, oldest_segment: u64) -> (u64, u32) {
     )
 }
 
-/// A key's hash, split: which shard, and the fingerprint its slot keeps.
+/// A key's hash, split: which shard, and the tag its slot keeps (hash bits and class).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Hashed {
     shard: usize,
     fp: u64,
 }
 
+impl Hashed {
+    /// The number of the shard the key is in: shard locks are taken in this order.
+    pub fn shard_number(&self) -> usize {
+        self.shard
+    }
+}
+
 /// A version read from the log: its put record, owned.
 #[derive(Debug, Clone)]
 pub(crate) struct Version {
+    pub space: Space,
     pub key: Box<[u8]>,
     pub value: Arc<[u8]>,
     pub client_flags: u32,
@@ -156,6 +169,7 @@ impl std::ops::Deref for Key {
 #[derive(Debug)]
 pub(crate) struct Entry {
     pub key: Key,
+    pub space: Space,
     pub value: Arc<[u8]>,
     pub client_flags: u32,
     /// Absolute Unix seconds; 0 = never.
@@ -187,9 +201,10 @@ pub(crate) struct Entry {
 
 impl Entry {
     /// A version in memory for the key `h` came from.
-    pub fn new(h: Hashed, key: &[u8], value: Arc<[u8]>, location: Location) -> Entry {
+    pub fn new(h: Hashed, key: EngineKey<'_>, value: Arc<[u8]>, location: Location) -> Entry {
         Entry {
-            key: Key::new(key),
+            key: Key::new(key.bytes),
+            space: key.space,
             value,
             client_flags: 0,
             exptime: 0,
@@ -219,7 +234,12 @@ impl Entry {
             binary_key: v.item_flags & ITEM_BINARY_KEY != 0,
             explicit_cas: v.item_flags & ITEM_EXPLICIT_CAS != 0,
             last_access: AtomicU32::new(v.time),
-            ..Entry::new(h, &v.key, Arc::clone(&v.value), v.location)
+            ..Entry::new(
+                h,
+                EngineKey::new(v.space, &v.key),
+                Arc::clone(&v.value),
+                v.location,
+            )
         }
     }
 
@@ -326,10 +346,11 @@ pub(crate) struct Shard {
     /// Keys and values in memory, beside the slab's own places.
     entry_bytes: u64,
     pub cached_values: u64,
-    /// Bytes of keys and values of every live version, in memory or not (memcached's
-    /// `bytes`). The store keeps it, under the shard lock, rather than in one counter
-    /// every core would write on every store.
+    /// Bytes of keys and values of every live version, in memory or not, of memcached's
+    /// keys (memcached's `bytes`) and of the tables'. The store keeps them, under the
+    /// shard lock, rather than in one counter every core would write on every store.
     pub data_bytes: u64,
+    pub table_bytes: u64,
 }
 
 impl Shard {
@@ -346,12 +367,32 @@ impl Shard {
             entry_bytes: 0,
             cached_values: 0,
             data_bytes: 0,
+            table_bytes: 0,
         }
     }
 
     /// How many keys the shard holds.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// How many keys of memcached's space and of the tables' the shard holds.
+    pub fn class_counts(&self) -> (u64, u64) {
+        let tables = self
+            .slots
+            .iter()
+            .filter(|&&s| s != 0 && Shard::fp_of(s) & TABLES_CLASS != 0)
+            .count() as u64;
+        (self.len as u64 - tables, tables)
+    }
+
+    /// The data-bytes counter of keys of `class`.
+    pub fn data_bytes_mut(&mut self, class: Class) -> &mut u64 {
+        match class {
+            Class::Memcached => &mut self.data_bytes,
+            Class::Tables => &mut self.table_bytes,
+        }
     }
 
     /// What the versions in memory cost: their keys, values and slab places.
@@ -372,7 +413,7 @@ impl Shard {
     }
 
     /// Finds `key`, using the records in `loaded` for cold slots they cover.
-    pub fn find(&self, key: &[u8], h: Hashed, loaded: &Loaded) -> Found {
+    pub fn find(&self, key: EngineKey<'_>, h: Hashed, loaded: &Loaded) -> Found {
         if self.slots.is_empty() {
             return Found::Absent;
         }
@@ -387,11 +428,15 @@ impl Shard {
                 let payload = slot & PAYLOAD;
                 if slot & CACHED != 0 {
                     let idx = payload as usize;
-                    if self.entries[idx].as_ref().is_some_and(|e| *e.key == *key) {
+                    if self.entries[idx]
+                        .as_ref()
+                        .is_some_and(|e| e.space == key.space && *e.key == *key.bytes)
+                    {
                         return Found::Cached { pos, idx };
                     }
                 } else if let Some(which) = loaded.iter().position(|(a, _)| *a == payload) {
-                    if *loaded[which].1.key == *key {
+                    let v = &loaded[which].1;
+                    if v.space == key.space && *v.key == *key.bytes {
                         return Found::Loaded { pos, which };
                     }
                 } else {
@@ -458,6 +503,20 @@ impl Shard {
             }
             pos = self.next(pos);
         }
+    }
+
+    /// The slot that names slab place `idx`, of a key hashed `h`: slots move when
+    /// others are removed or the table grows, slab places do not.
+    pub fn slot_of_entry(&self, h: Hashed, idx: usize) -> usize {
+        let want = (h.fp << FP_SHIFT) | CACHED | idx as u64;
+        let mut pos = self.home(h.fp);
+        let mut steps = 0;
+        while self.slots[pos] != want {
+            pos = self.next(pos);
+            steps += 1;
+            assert!(steps <= self.slots.len(), "slab place {idx} has no slot");
+        }
+        pos
     }
 
     pub fn entry(&self, idx: usize) -> &Entry {
@@ -649,6 +708,40 @@ impl Shard {
     }
 
     /// Forgets every key.
+    /// Removes every key of memcached's space (an immediate `flush_all`), keeping the
+    /// tables'. Returns how many keys went.
+    pub fn clear_memcached(&mut self) -> usize {
+        let kept: Vec<u64> = self
+            .slots
+            .iter()
+            .copied()
+            .filter(|&s| s != 0 && Shard::fp_of(s) & TABLES_CLASS != 0)
+            .collect();
+        if kept.is_empty() {
+            let gone = self.len;
+            self.clear();
+            return gone;
+        }
+        let gone = self.len - kept.len();
+        for pos in 0..self.slots.len() {
+            let slot = self.slots[pos];
+            if slot != 0 && Shard::fp_of(slot) & TABLES_CLASS == 0 && slot & CACHED != 0 {
+                self.slab_take((slot & PAYLOAD) as usize);
+            }
+            self.slots[pos] = 0;
+        }
+        for slot in kept {
+            let mut pos = self.home(Shard::fp_of(slot));
+            while self.slots[pos] != 0 {
+                pos = self.next(pos);
+            }
+            self.slots[pos] = slot;
+        }
+        self.len -= gone;
+        self.data_bytes = 0;
+        gone
+    }
+
     pub fn clear(&mut self) {
         self.slots.iter_mut().for_each(|s| *s = 0);
         self.len = 0;
@@ -658,6 +751,7 @@ impl Shard {
         self.entry_bytes = 0;
         self.cached_values = 0;
         self.data_bytes = 0;
+        self.table_bytes = 0;
     }
 
     /// Whether any key is cold.
@@ -666,12 +760,15 @@ impl Shard {
     }
 
     /// The keys of the versions in memory that `pick` chooses.
-    pub fn cached_keys(&self, mut pick: impl FnMut(&Entry) -> bool) -> Vec<Box<[u8]>> {
+    pub fn cached_keys(&self, mut pick: impl FnMut(&Entry) -> bool) -> Vec<OwnedKey> {
         self.entries
             .iter()
             .flatten()
             .filter(|e| pick(e))
-            .map(|e| Box::from(&*e.key))
+            .map(|e| OwnedKey {
+                space: e.space,
+                bytes: Box::from(&*e.key),
+            })
             .collect()
     }
 
@@ -755,7 +852,12 @@ impl Shard {
 
     /// Fills an empty shard from a checkpoint's table: cold slots, placed anew. Returns
     /// the keys (fingerprint and raw address) whose versions were in memory.
-    pub fn restore(&mut self, capacity: u64, slots: &[u64], data_bytes: u64) -> Vec<(u64, u64)> {
+    pub fn restore(
+        &mut self,
+        capacity: u64,
+        slots: &[u64],
+        (data_bytes, table_bytes): (u64, u64),
+    ) -> Vec<(u64, u64)> {
         let mut were_cached = Vec::new();
         debug_assert_eq!(self.len, 0);
         let capacity = (capacity as usize).max(slots.len() * 5 / 4 + 1);
@@ -772,6 +874,7 @@ impl Shard {
         }
         self.len = slots.len();
         self.data_bytes = data_bytes;
+        self.table_bytes = table_bytes;
         self.account();
         were_cached
     }
@@ -862,20 +965,34 @@ impl Index {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    pub fn hash(&self, key: &[u8]) -> Hashed {
+    pub fn hash(&self, key: EngineKey<'_>) -> Hashed {
         let mut hasher = siphasher::sip::SipHasher13::new_with_keys(self.keys.0, self.keys.1);
-        hasher.write(key);
+        // memcached's keys hash as their bytes alone; another space's key is its space
+        // byte first, so equal bytes in two spaces land apart.
+        if key.space != Space::MEMCACHED {
+            hasher.write_u8(key.space.0);
+        }
+        hasher.write(key.bytes);
         let hash = hasher.finish();
+        let class = match key.space.class() {
+            Class::Memcached => 0,
+            Class::Tables => TABLES_CLASS,
+        };
         if self.crowded {
             return Hashed {
                 shard: 0,
-                fp: hash & 1,
+                fp: ((hash & 1) << 1) | class,
             };
         }
+        let hash_bits = FP_BITS - 1;
         Hashed {
             shard: (hash >> (64 - SHARD_BITS)) as usize,
-            fp: (hash >> (64 - SHARD_BITS - FP_BITS)) & ((1 << FP_BITS) - 1),
+            fp: (((hash >> (64 - SHARD_BITS - hash_bits)) & ((1 << hash_bits) - 1)) << 1) | class,
         }
+    }
+
+    pub fn shard_at(&self, number: usize) -> &RwLock<Shard> {
+        &self.shards[number]
     }
 
     /// The hash of a key in shard `shard` with fingerprint `fp`.
@@ -957,6 +1074,19 @@ mod tests {
         Put(u16, bool),
         Remove(u16),
         Evict(u64),
+        ClearMemcached,
+    }
+
+    /// Test key `k`: the same bytes for `k` and `k + 1`, in two spaces.
+    fn test_key(k: u16) -> OwnedKey {
+        OwnedKey {
+            space: if k.is_multiple_of(2) {
+                Space::MEMCACHED
+            } else {
+                Space(2)
+            },
+            bytes: format!("key{}", k / 2).into_bytes().into(),
+        }
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -964,15 +1094,16 @@ mod tests {
             4 => (0u16..600, any::<bool>()).prop_map(|(k, c)| Op::Put(k, c)),
             2 => (0u16..600).prop_map(Op::Remove),
             1 => prop_oneof![Just(0u64), 0u64..20_000].prop_map(Op::Evict),
+            1 => Just(Op::ClearMemcached),
         ]
     }
 
     /// Resolves a key as the store does: cold candidates are "read" from `log`.
     fn lookup(
         shard: &Shard,
-        key: &[u8],
+        key: EngineKey<'_>,
         h: Hashed,
-        log: &HashMap<u64, Vec<u8>>,
+        log: &HashMap<u64, OwnedKey>,
     ) -> Option<(usize, Option<usize>)> {
         let mut loaded = Loaded::new();
         loop {
@@ -988,7 +1119,8 @@ mod tests {
                         loaded.push((
                             raw,
                             Version {
-                                key: k.clone().into(),
+                                space: k.space,
+                                key: k.bytes.clone(),
                                 value: Arc::from(&[][..]),
                                 client_flags: 0,
                                 exptime: 0,
@@ -1013,24 +1145,24 @@ mod tests {
         fn table_matches_a_map(ops in proptest::collection::vec(op(), 1..400)) {
             let index = Index::new(true);
             let mut shard = Shard::new(Arc::new(AtomicU64::new(0)), Arc::default());
-            let mut model: HashMap<Vec<u8>, u64> = HashMap::new();
-            let mut log: HashMap<u64, Vec<u8>> = HashMap::new();
+            let mut model: HashMap<OwnedKey, u64> = HashMap::new();
+            let mut log: HashMap<u64, OwnedKey> = HashMap::new();
             let mut n = 0u64;
-            let hashed = |key: &[u8]| {
+            let hashed = |key: EngineKey<'_>| {
                 let h = index.hash(key);
                 Hashed { shard: 0, fp: h.fp }
             };
             for op in ops {
                 match op {
                     Op::Put(k, cached) => {
-                        let key = format!("key{k}").into_bytes();
-                        let h = hashed(&key);
+                        let key = test_key(k);
+                        let h = hashed(key.as_key());
                         n += 1;
                         let at = location(n);
                         let raw = raw_address(at.segment, at.offset);
                         log.insert(raw, key.clone());
-                        let entry = Entry::new(h, &key, Arc::from(&[][..]), at);
-                        match (lookup(&shard, &key, h, &log), cached) {
+                        let entry = Entry::new(h, key.as_key(), Arc::from(&[][..]), at);
+                        match (lookup(&shard, key.as_key(), h, &log), cached) {
                             (Some((pos, _)), true) => { shard.set_cached(pos, entry); }
                             (Some((pos, _)), false) => { shard.set_cold(pos, raw); }
                             (None, true) => { shard.insert_cached(h, entry); }
@@ -1039,9 +1171,9 @@ mod tests {
                         model.insert(key, n);
                     }
                     Op::Remove(k) => {
-                        let key = format!("key{k}").into_bytes();
-                        let h = hashed(&key);
-                        if let Some((pos, _)) = lookup(&shard, &key, h, &log) {
+                        let key = test_key(k);
+                        let h = hashed(key.as_key());
+                        if let Some((pos, _)) = lookup(&shard, key.as_key(), h, &log) {
                             shard.remove(pos);
                         }
                         model.remove(&key);
@@ -1052,13 +1184,18 @@ mod tests {
                             prop_assert_eq!(shard.cached_values, 0);
                         }
                     }
+                    Op::ClearMemcached => {
+                        let before = model.len();
+                        model.retain(|k, _| k.space != Space::MEMCACHED);
+                        prop_assert_eq!(shard.clear_memcached(), before - model.len());
+                    }
                 }
                 prop_assert_eq!(shard.len(), model.len());
             }
             for k in 0u16..600 {
-                let key = format!("key{k}").into_bytes();
-                let h = hashed(&key);
-                let found = lookup(&shard, &key, h, &log);
+                let key = test_key(k);
+                let h = hashed(key.as_key());
+                let found = lookup(&shard, key.as_key(), h, &log);
                 prop_assert_eq!(found.is_some(), model.contains_key(&key));
                 if let (Some((pos, idx)), Some(&n)) = (found, model.get(&key)) {
                     let at = location(n);

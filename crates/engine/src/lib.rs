@@ -15,6 +15,7 @@
 //! - CAS values handed out are never reused, across restarts too.
 //! - All file I/O goes through [`disk::Disk`], so tests can inject faults and power loss.
 
+mod apply;
 mod budget;
 mod checkpoint;
 mod checkpointing;
@@ -26,6 +27,7 @@ mod error;
 mod expiry;
 mod index;
 mod item;
+mod key;
 mod log;
 pub mod record;
 mod recovery;
@@ -38,4 +40,5 @@ pub use compaction::{Compaction, FindLive};
 pub use error::Error;
 pub use expiry::exptime_to_absolute;
 pub use item::{Access, Change, Item, ItemOf, ItemRef, NewCas, NewItem, Written};
+pub use key::{Class, Key, Space, KEY_MAX_BYTES};
 pub use store::{Ack, Durability, Options, Stats, Store};

@@ -37,6 +37,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::disk::{Disk, DiskFile, ReadFile};
 use crate::index::{MAX_SEGMENT_BYTES, SEGMENT_WINDOW};
+use crate::key::Class;
 use crate::record::{self, Record, FRAME_BYTES, SEGMENT_HEADER_BYTES};
 use crate::store::{Ack, Durability};
 use crate::Error;
@@ -219,6 +220,31 @@ pub(crate) struct Location {
 pub(crate) struct SegmentUsage {
     pub bytes: u64,
     pub live_bytes: u64,
+    /// The part of `live_bytes` that holds memcached's keys: what an immediate
+    /// `flush_all` frees at once (see [`crate::key`]).
+    pub memcached_live_bytes: u64,
+}
+
+impl SegmentUsage {
+    pub fn add_live(&mut self, class: Class, len: u64) {
+        self.live_bytes += len;
+        if class == Class::Memcached {
+            self.memcached_live_bytes += len;
+        }
+    }
+
+    pub fn free(&mut self, class: Class, len: u64) {
+        self.live_bytes = self.live_bytes.saturating_sub(len);
+        if class == Class::Memcached {
+            self.memcached_live_bytes = self.memcached_live_bytes.saturating_sub(len);
+        }
+    }
+
+    /// Every version of memcached's keys is gone: an immediate `flush_all`.
+    pub fn free_memcached(&mut self) {
+        self.live_bytes = self.live_bytes.saturating_sub(self.memcached_live_bytes);
+        self.memcached_live_bytes = 0;
+    }
 }
 
 /// Whether an appended record holds a version the index will point at.
@@ -250,9 +276,9 @@ struct Tail {
 }
 
 impl Tail {
-    fn free(&mut self, location: Location) {
+    fn free(&mut self, location: Location, class: Class) {
         if let Some(usage) = self.usage.get_mut(&location.segment) {
-            usage.live_bytes = usage.live_bytes.saturating_sub(u64::from(location.len));
+            usage.free(class, u64::from(location.len));
         }
     }
 }
@@ -408,6 +434,39 @@ impl Shared {
     }
 }
 
+/// Encodes `record` (`len` bytes) at the end of the tail, in `segment`, and settles
+/// the segment's account.
+fn push_record(
+    tail: &mut Tail,
+    segment: u64,
+    record: &Record<'_>,
+    len: u64,
+    holds: Holds,
+    frees: Option<Location>,
+    lsn: u64,
+) -> Appended {
+    let offset = u32::try_from(tail.segment_bytes).unwrap_or(u32::MAX);
+    record::encode(record, &mut tail.buf);
+    tail.segment_bytes += len;
+    let class = record.key().map_or(Class::Memcached, |k| k.space.class());
+    let usage = tail.usage.entry(segment).or_default();
+    usage.bytes += len;
+    if holds == Holds::Version {
+        usage.add_live(class, len);
+    }
+    if let Some(freed) = frees {
+        tail.free(freed, class);
+    }
+    Appended {
+        lsn,
+        location: Location {
+            segment,
+            offset,
+            len: u32::try_from(len).unwrap_or(u32::MAX),
+        },
+    }
+}
+
 /// Where the log resumes after recovery.
 pub(crate) struct Resume {
     pub active: Box<dyn DiskFile>,
@@ -416,6 +475,14 @@ pub(crate) struct Resume {
     pub lsn: u64,
     /// Every segment's size and live bytes as replay found them, the active one too.
     pub usage: BTreeMap<u64, SegmentUsage>,
+}
+
+/// One record of a batch to append: see [`Log::append`].
+#[derive(Debug, Clone)]
+pub(crate) struct Append<'a> {
+    pub record: Record<'a>,
+    pub holds: Holds,
+    pub frees: Option<Location>,
 }
 
 /// A record appended: its LSN and where it will sit on disk.
@@ -517,6 +584,66 @@ impl Log {
         }
         let len = record::encoded_len(record) as u64;
         let mut tail = self.shared.tail.lock();
+        let (segment, before) = self.make_room(&mut tail, len)?;
+        let lsn = self.shared.appended_lsn.load(Ordering::Relaxed) + len;
+        let appended = push_record(&mut tail, segment, record, len, holds, frees, lsn);
+        self.appended(tail, before, lsn);
+        Ok(appended)
+    }
+
+    /// Appends records as one change: more than one goes behind a batch record, all in
+    /// one segment, so that replay applies all or none of them (see [`crate::record`]).
+    /// Returns where each went; every one has the LSN of the batch's end, which is what
+    /// a reply reporting any of them waits for. The caller holds the shard locks of
+    /// every key in `records`.
+    pub fn append_batch(&self, records: &[Append<'_>]) -> Result<Vec<Appended>, Error> {
+        if let [one] = records {
+            return Ok(vec![self.append(&one.record, one.holds, one.frees)?]);
+        }
+        if self.shared.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned);
+        }
+        assert!(!records.is_empty(), "an empty batch");
+        let lens: Vec<u64> = records
+            .iter()
+            .map(|a| record::encoded_len(&a.record) as u64)
+            .collect();
+        let records_len: u64 = lens.iter().sum();
+        let header = Record::Batch {
+            count: u32::try_from(records.len()).unwrap_or(u32::MAX),
+            bytes: u32::try_from(records_len).unwrap_or(u32::MAX),
+        };
+        let header_len = record::encoded_len(&header) as u64;
+        let len = header_len + records_len;
+        let mut tail = self.shared.tail.lock();
+        let (segment, before) = self.make_room(&mut tail, len)?;
+        let lsn = self.shared.appended_lsn.load(Ordering::Relaxed) + len;
+        push_record(
+            &mut tail,
+            segment,
+            &header,
+            header_len,
+            Holds::Nothing,
+            None,
+            lsn,
+        );
+        let appended = records
+            .iter()
+            .zip(&lens)
+            .map(|(a, &record_len)| {
+                push_record(
+                    &mut tail, segment, &a.record, record_len, a.holds, a.frees, lsn,
+                )
+            })
+            .collect();
+        self.appended(tail, before, lsn);
+        Ok(appended)
+    }
+
+    /// Makes room for `len` more bytes in the segment being written, starting the next
+    /// segment if they would not fit. Returns the segment they go to and its size
+    /// before them.
+    fn make_room(&self, tail: &mut Tail, len: u64) -> Result<(u64, u64), Error> {
         if tail.shutdown {
             return Err(Error::Poisoned);
         }
@@ -539,24 +666,15 @@ impl Log {
                 sequence,
                 SegmentUsage {
                     bytes: SEGMENT_HEADER_BYTES as u64,
-                    live_bytes: 0,
+                    ..SegmentUsage::default()
                 },
             );
         }
-        let segment = tail.next_sequence - 1;
-        let offset = u32::try_from(tail.segment_bytes).unwrap_or(u32::MAX);
-        record::encode(record, &mut tail.buf);
-        let before = tail.segment_bytes;
-        tail.segment_bytes += len;
-        let usage = tail.usage.entry(segment).or_default();
-        usage.bytes += len;
-        if holds == Holds::Version {
-            usage.live_bytes += len;
-        }
-        if let Some(freed) = frees {
-            tail.free(freed);
-        }
-        let lsn = self.shared.appended_lsn.load(Ordering::Relaxed) + len;
+        Ok((tail.next_sequence - 1, tail.segment_bytes))
+    }
+
+    /// Publishes what was appended up to `lsn` and wakes the flusher if it is wanted.
+    fn appended(&self, mut tail: parking_lot::MutexGuard<'_, Tail>, before: u64, lsn: u64) {
         self.shared.appended_lsn.store(lsn, Ordering::Release);
         // In interval mode the request thread writes for itself; waking the flusher
         // for every record would cost two context switches a write. With no
@@ -580,28 +698,20 @@ impl Log {
         if wake {
             self.shared.flusher_wake.notify_one();
         }
-        let len = u32::try_from(len).unwrap_or(u32::MAX);
-        Ok(Appended {
-            lsn,
-            location: Location {
-                segment,
-                offset,
-                len,
-            },
-        })
     }
 
-    /// Marks every version dead: an immediate flush_all removed them all. The caller
-    /// holds every shard lock, so no put is in flight.
-    pub fn free_all(&self) {
+    /// Marks every version of memcached's keys dead: an immediate flush_all removed
+    /// them all. The caller holds every shard lock, so no put is in flight.
+    pub fn free_memcached(&self) {
         for usage in self.shared.tail.lock().usage.values_mut() {
-            usage.live_bytes = 0;
+            usage.free_memcached();
         }
     }
 
-    /// Accounts a version dropped without a record (expired, or purged by compaction).
-    pub fn free(&self, location: Location) {
-        self.shared.tail.lock().free(location);
+    /// Accounts a version of a key of `class` dropped without a record (expired, or
+    /// purged by compaction).
+    pub fn free(&self, location: Location, class: Class) {
+        self.shared.tail.lock().free(location, class);
     }
 
     /// Every segment's usage, oldest first; the last is the one being written.

@@ -1,13 +1,15 @@
-//! The log's on-disk format, version 1: a segment header, then records back to back.
+//! The log's on-disk format, version 2: a segment header, then records back to back.
 //! `docs/format.md` documents the same layout; change both together and bump
-//! [`FORMAT_VERSION`].
+//! [`FORMAT_VERSION`]. Version 1 logs are read as they are: version 2 gave meaning to
+//! a byte that version 1 always wrote as zero (the key space) and added the batch
+//! record, which version 1 never wrote.
 //!
 //! Segment header, 32 bytes:
 //!
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `KURALOG\n` |
-//! | 8 | 4 | format version, u32 LE (1) |
+//! | 8 | 4 | format version, u32 LE (2; 1 is read too) |
 //! | 12 | 4 | zero |
 //! | 16 | 8 | segment sequence number, u64 LE |
 //! | 24 | 4 | CRC-32C of bytes 0..24 |
@@ -19,23 +21,33 @@
 //! |---|---|---|
 //! | 0 | 4 | CRC-32C of bytes 4..8+len (the length and the body) |
 //! | 4 | 4 | len: body length |
-//! | 8 | 1 | kind: 1 put, 2 delete, 3 touch, 4 flush_all, 5 CAS floor |
-//! | 9 | 1 | key length (0 for flush_all) |
+//! | 8 | 1 | kind: 1 put, 2 delete, 3 touch, 4 flush_all, 5 CAS floor, 6 batch |
+//! | 9 | 1 | key length (0 for flush_all, CAS floor and batch) |
 //! | 10 | 1 | item flags: bit 0 stale, bit 1 CAS chosen by the client, bit 2 binary key |
-//! | 11 | 1 | zero |
+//! | 11 | 1 | key space (0: memcached's keys; see [`crate::Space`]) |
 //! | 12 | 8 | CAS |
 //! | 20 | .. | kind-specific fields, then the key, then (put) the value |
 //!
 //! Kind-specific fields: put has client flags u32, exptime u32 (absolute Unix seconds,
 //! 0 = never), time u32 (Unix seconds when stored), and the value fills the rest of the
 //! body; touch has exptime u32; flush_all has deadline u32 (Unix seconds, 0 = at once)
-//! and time u32 (Unix seconds when issued); delete and CAS floor have none.
+//! and time u32 (Unix seconds when issued); delete and CAS floor have none; batch has
+//! count u32 and bytes u32.
+//!
+//! A batch record says that the next `count` records, `bytes` long in all, are one
+//! change: replay applies all of them or, if any is missing or damaged, none, and cuts
+//! the log at the batch record. The records of a batch are ordinary records (never
+//! batches), each with its own frame and CRC, so the index can point at any of them.
 //!
 //! A record is valid only if its whole frame is present and its CRC matches; recovery
 //! stops at the first record that is not, and cuts the log there.
 
+use crate::key::{Key, Space, KEY_MAX_BYTES};
+
 pub const MAGIC: &[u8; 8] = b"KURALOG\n";
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this build reads.
+pub const OLDEST_READABLE_VERSION: u32 = 1;
 pub const SEGMENT_HEADER_BYTES: usize = 32;
 pub const FRAME_BYTES: usize = 8;
 const BODY_FIXED_BYTES: usize = 12;
@@ -47,6 +59,7 @@ const KIND_DELETE: u8 = 2;
 const KIND_TOUCH: u8 = 3;
 const KIND_FLUSH: u8 = 4;
 const KIND_CAS_FLOOR: u8 = 5;
+const KIND_BATCH: u8 = 6;
 
 pub const ITEM_STALE: u8 = 1;
 pub const ITEM_EXPLICIT_CAS: u8 = 2;
@@ -56,7 +69,7 @@ pub const ITEM_BINARY_KEY: u8 = 4;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record<'a> {
     Put {
-        key: &'a [u8],
+        key: Key<'a>,
         value: &'a [u8],
         client_flags: u32,
         exptime: u32,
@@ -65,10 +78,10 @@ pub enum Record<'a> {
         item_flags: u8,
     },
     Delete {
-        key: &'a [u8],
+        key: Key<'a>,
     },
     Touch {
-        key: &'a [u8],
+        key: Key<'a>,
         exptime: u32,
         cas: u64,
     },
@@ -83,6 +96,23 @@ pub enum Record<'a> {
         time: u32,
         cas: u64,
     },
+    /// The next `count` records, `bytes` long in all, are one atomic change.
+    Batch {
+        count: u32,
+        bytes: u32,
+    },
+}
+
+impl Record<'_> {
+    /// The key a put, delete or touch is about.
+    pub fn key(&self) -> Option<Key<'_>> {
+        match self {
+            Record::Put { key, .. } | Record::Delete { key } | Record::Touch { key, .. } => {
+                Some(*key)
+            }
+            Record::CasFloor { .. } | Record::FlushAll { .. } | Record::Batch { .. } => None,
+        }
+    }
 }
 
 /// What [`decode`] found at the start of a buffer.
@@ -117,11 +147,12 @@ pub fn encoded_len(record: &Record<'_>) -> usize {
     FRAME_BYTES
         + BODY_FIXED_BYTES
         + match record {
-            Record::Put { key, value, .. } => 12 + key.len() + value.len(),
-            Record::Delete { key } => key.len(),
-            Record::Touch { key, .. } => 4 + key.len(),
+            Record::Put { key, value, .. } => 12 + key.bytes.len() + value.len(),
+            Record::Delete { key } => key.bytes.len(),
+            Record::Touch { key, .. } => 4 + key.bytes.len(),
             Record::FlushAll { .. } => 8,
             Record::CasFloor { .. } => 0,
+            Record::Batch { .. } => 8,
         }
 }
 
@@ -136,27 +167,30 @@ pub fn encode(record: &Record<'_>, out: &mut Vec<u8>) {
     let len = u32::try_from(body_len).unwrap_or(u32::MAX);
     put_u32(out, 0); // CRC, filled in below
     put_u32(out, len);
-    let (kind, key, item_flags, cas): (u8, &[u8], u8, u64) = match record {
+    let none = Key::memcached(&[]);
+    let (kind, key, item_flags, cas): (u8, Key<'_>, u8, u64) = match record {
         Record::Put {
             key,
             item_flags,
             cas,
             ..
-        } => (KIND_PUT, key, *item_flags, *cas),
-        Record::Delete { key } => (KIND_DELETE, key, 0, 0),
-        Record::Touch { key, cas, .. } => (KIND_TOUCH, key, 0, *cas),
-        Record::FlushAll { cas, .. } => (KIND_FLUSH, &[], 0, *cas),
-        Record::CasFloor { cas } => (KIND_CAS_FLOOR, &[], 0, *cas),
+        } => (KIND_PUT, *key, *item_flags, *cas),
+        Record::Delete { key } => (KIND_DELETE, *key, 0, 0),
+        Record::Touch { key, cas, .. } => (KIND_TOUCH, *key, 0, *cas),
+        Record::FlushAll { cas, .. } => (KIND_FLUSH, none, 0, *cas),
+        Record::CasFloor { cas } => (KIND_CAS_FLOOR, none, 0, *cas),
+        Record::Batch { .. } => (KIND_BATCH, none, 0, 0),
     };
+    // The store refuses longer keys before anything is appended (Error::KeyTooLong).
     assert!(
-        key.len() <= usize::from(u8::MAX),
+        key.bytes.len() <= KEY_MAX_BYTES,
         "key of {} bytes",
-        key.len()
+        key.bytes.len()
     );
     out.push(kind);
-    out.push(key.len() as u8);
+    out.push(key.bytes.len() as u8);
     out.push(item_flags);
-    out.push(0);
+    out.push(key.space.0);
     out.extend_from_slice(&cas.to_le_bytes());
     match record {
         Record::Put {
@@ -170,19 +204,23 @@ pub fn encode(record: &Record<'_>, out: &mut Vec<u8>) {
             put_u32(out, *client_flags);
             put_u32(out, *exptime);
             put_u32(out, *time);
-            out.extend_from_slice(key);
+            out.extend_from_slice(key.bytes);
             out.extend_from_slice(value);
         }
-        Record::Delete { key } => out.extend_from_slice(key),
+        Record::Delete { key } => out.extend_from_slice(key.bytes),
         Record::Touch { key, exptime, .. } => {
             put_u32(out, *exptime);
-            out.extend_from_slice(key);
+            out.extend_from_slice(key.bytes);
         }
         Record::FlushAll { deadline, time, .. } => {
             put_u32(out, *deadline);
             put_u32(out, *time);
         }
         Record::CasFloor { .. } => {}
+        Record::Batch { count, bytes } => {
+            put_u32(out, *count);
+            put_u32(out, *bytes);
+        }
     }
     let crc = crc32c::crc32c(&out[start + 4..]);
     out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
@@ -196,6 +234,12 @@ pub fn encode(record: &Record<'_>, out: &mut Vec<u8>) {
 /// than a frame. Unchecked: [`decode`] says whether the record is whole and sound.
 pub fn body_len(buf: &[u8]) -> Option<usize> {
     (buf.len() >= FRAME_BYTES).then(|| get_u32(buf, 4) as usize)
+}
+
+/// Whether the record at the start of `buf` claims to be a batch record (unchecked:
+/// [`decode`] says whether it is one). False if `buf` is too short to say.
+pub fn is_batch(buf: &[u8]) -> bool {
+    buf.len() > FRAME_BYTES && buf[FRAME_BYTES] == KIND_BATCH
 }
 
 /// Decodes the record at the start of `buf`.
@@ -217,30 +261,37 @@ pub fn decode(buf: &[u8]) -> Decoded<'_> {
     let kind = body[0];
     let key_len = usize::from(body[1]);
     let item_flags = body[2];
+    let space = Space(body[3]);
     let cas = get_u64(body, 4);
     let rest = &body[BODY_FIXED_BYTES..];
+    let key = |bytes| Key { space, bytes };
+    let keyless = key_len == 0 && space == Space::MEMCACHED;
     let record = match kind {
         KIND_PUT if rest.len() >= 12 + key_len => Record::Put {
             client_flags: get_u32(rest, 0),
             exptime: get_u32(rest, 4),
             time: get_u32(rest, 8),
-            key: &rest[12..12 + key_len],
+            key: key(&rest[12..12 + key_len]),
             value: &rest[12 + key_len..],
             cas,
             item_flags,
         },
-        KIND_DELETE if rest.len() == key_len => Record::Delete { key: rest },
+        KIND_DELETE if rest.len() == key_len => Record::Delete { key: key(rest) },
         KIND_TOUCH if rest.len() == 4 + key_len => Record::Touch {
             exptime: get_u32(rest, 0),
-            key: &rest[4..],
+            key: key(&rest[4..]),
             cas,
         },
-        KIND_FLUSH if rest.len() == 8 && key_len == 0 => Record::FlushAll {
+        KIND_FLUSH if rest.len() == 8 && keyless => Record::FlushAll {
             deadline: get_u32(rest, 0),
             time: get_u32(rest, 4),
             cas,
         },
-        KIND_CAS_FLOOR if rest.is_empty() && key_len == 0 => Record::CasFloor { cas },
+        KIND_CAS_FLOOR if rest.is_empty() && keyless => Record::CasFloor { cas },
+        KIND_BATCH if rest.len() == 8 && keyless && cas == 0 => Record::Batch {
+            count: get_u32(rest, 0),
+            bytes: get_u32(rest, 4),
+        },
         _ => return Decoded::Corrupt,
     };
     Decoded::Record(record, total)
@@ -280,9 +331,9 @@ pub fn parse_segment_header(buf: &[u8]) -> Header {
         return Header::Invalid("header checksum mismatch".to_string());
     }
     let version = get_u32(buf, 8);
-    if version != FORMAT_VERSION {
+    if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version) {
         return Header::Invalid(format!(
-            "format version {version}, this build reads {FORMAT_VERSION}"
+            "format version {version}, this build reads {OLDEST_READABLE_VERSION} to {FORMAT_VERSION}"
         ));
     }
     Header::Valid {
@@ -318,7 +369,7 @@ mod tests {
     fn records_round_trip_and_damage_is_detected() {
         check(
             Record::Put {
-                key: b"k",
+                key: Key::memcached(b"k"),
                 value: b"hello",
                 client_flags: 7,
                 exptime: 0,
@@ -330,7 +381,7 @@ mod tests {
         );
         check(
             Record::Put {
-                key: &[b'x'; 250],
+                key: Key::new(Space(2), &[b'x'; 255]),
                 value: b"",
                 client_flags: u32::MAX,
                 exptime: u32::MAX,
@@ -338,13 +389,31 @@ mod tests {
                 cas: u64::MAX,
                 item_flags: ITEM_STALE | ITEM_EXPLICIT_CAS,
             },
-            8 + 12 + 12 + 250,
+            8 + 12 + 12 + 255,
         );
-        check(Record::Delete { key: b"gone" }, 8 + 12 + 4);
+        check(
+            Record::Delete {
+                key: Key::memcached(b"gone"),
+            },
+            8 + 12 + 4,
+        );
+        check(
+            Record::Delete {
+                key: Key::new(Space(7), b"gone"),
+            },
+            8 + 12 + 4,
+        );
+        check(
+            Record::Batch {
+                count: 3,
+                bytes: 999,
+            },
+            8 + 12 + 8,
+        );
         check(Record::CasFloor { cas: 12345 }, 8 + 12);
         check(
             Record::Touch {
-                key: b"t",
+                key: Key::new(Space(1), b"t"),
                 exptime: 5,
                 cas: 9,
             },
@@ -358,6 +427,42 @@ mod tests {
             },
             8 + 12 + 8,
         );
+    }
+
+    #[test]
+    fn the_same_bytes_in_two_spaces_are_two_keys() {
+        let mut a = Vec::new();
+        encode(
+            &Record::Delete {
+                key: Key::memcached(b"k"),
+            },
+            &mut a,
+        );
+        let mut b = Vec::new();
+        encode(
+            &Record::Delete {
+                key: Key::new(Space(3), b"k"),
+            },
+            &mut b,
+        );
+        assert_ne!(a, b);
+        let Decoded::Record(Record::Delete { key }, _) = decode(&b) else {
+            panic!("a delete decodes as a delete");
+        };
+        assert_eq!(key, Key::new(Space(3), b"k"));
+    }
+
+    #[test]
+    fn version_1_segments_are_read() {
+        let mut h = segment_header(9);
+        h[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let crc = crc32c::crc32c(&h[0..24]);
+        h[24..28].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(parse_segment_header(&h), Header::Valid { sequence: 9 });
+        h[8..12].copy_from_slice(&3u32.to_le_bytes());
+        let crc = crc32c::crc32c(&h[0..24]);
+        h[24..28].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(parse_segment_header(&h), Header::Invalid(_)));
     }
 
     #[test]

@@ -30,6 +30,7 @@ use crate::expiry::{entry_liveness, Liveness};
 use crate::index::{
     self, Entry, Found, Hashed, Index, Loaded, Shard, Version, SEGMENT_WINDOW, SHARDS,
 };
+use crate::key::{Class, Key, OwnedKey};
 use crate::log::{self, Holds, Location, Log, LogConfig, Resume, SegmentUsage};
 use crate::record::{self, Decoded, Header, Record, ITEM_EXPLICIT_CAS};
 use crate::store::{data_len, Options};
@@ -77,7 +78,7 @@ impl ReplayReader<'_> {
     }
 
     /// Finds `key` in `shard`, reading the records of cold candidates.
-    fn find(&mut self, shard: &Shard, key: &[u8], h: Hashed) -> Result<(Found, Loaded), Error> {
+    fn find(&mut self, shard: &Shard, key: Key<'_>, h: Hashed) -> Result<(Found, Loaded), Error> {
         let mut loaded = Loaded::new();
         loop {
             match shard.find(key, h, &loaded) {
@@ -106,7 +107,7 @@ struct Replay<'d> {
     usage: std::collections::BTreeMap<u64, SegmentUsage>,
     /// Keys a touch record (written by Kura before touch wrote whole versions) changed:
     /// held in memory until a new version is written for them after replay.
-    touched: Vec<Box<[u8]>>,
+    touched: Vec<OwnedKey>,
 }
 
 /// Where in the log replay is: the record being applied and its segment's bytes.
@@ -117,9 +118,15 @@ struct At {
 }
 
 impl Replay<'_> {
-    fn unlive(usage: &mut std::collections::BTreeMap<u64, SegmentUsage>, location: Location) {
-        let live = &mut usage.entry(location.segment).or_default().live_bytes;
-        *live = live.saturating_sub(u64::from(location.len));
+    fn unlive(
+        usage: &mut std::collections::BTreeMap<u64, SegmentUsage>,
+        location: Location,
+        class: Class,
+    ) {
+        usage
+            .entry(location.segment)
+            .or_default()
+            .free(class, u64::from(location.len));
     }
 
     fn apply(&mut self, record: &Record<'_>, at: &At) -> Result<(), Error> {
@@ -138,13 +145,14 @@ impl Replay<'_> {
                 }
                 // Never judge expiry mid-replay: a later touch may have extended this
                 // version. The sweep after replay drops what is dead now.
+                let class = key.space.class();
                 let h = self.index.hash(key);
                 let mut shard = self.index.shard(h).write();
                 let (found, loaded) = self.reader.find(&shard, key, h)?;
                 let old = found_version(&shard, &found, &loaded);
                 if let Some((_, location, data)) = old {
-                    Replay::unlive(&mut self.usage, location);
-                    shard.data_bytes -= data;
+                    Replay::unlive(&mut self.usage, location, class);
+                    *shard.data_bytes_mut(class) -= data;
                 }
                 let offset = u32::try_from(at.offset).unwrap_or(u32::MAX);
                 let location = Location {
@@ -152,17 +160,21 @@ impl Replay<'_> {
                     offset,
                     len: u32::try_from(at.len).unwrap_or(u32::MAX),
                 };
-                self.usage.entry(at.segment).or_default().live_bytes += at.len as u64;
-                shard.data_bytes += data_len(key, value);
+                self.usage
+                    .entry(at.segment)
+                    .or_default()
+                    .add_live(class, at.len as u64);
+                *shard.data_bytes_mut(class) += data_len(key.bytes, value);
                 // Keep versions in memory while the shard's share of what the index
                 // leaves of the budget has room.
                 let keep = self.budget.is_none_or(|budget| {
                     let share = budget.saturating_sub(self.index.bytes()) / SHARDS;
-                    shard.cached_bytes() + data_len(key, value) + 128 <= share
+                    shard.cached_bytes() + data_len(key.bytes, value) + 128 <= share
                 });
                 if keep {
                     let v = Version {
-                        key: key.into(),
+                        space: key.space,
+                        key: key.bytes.into(),
                         value: value.into(),
                         client_flags,
                         exptime,
@@ -195,8 +207,9 @@ impl Replay<'_> {
                 let mut shard = self.index.shard(h).write();
                 let (found, loaded) = self.reader.find(&shard, key, h)?;
                 if let Some((pos, location, data)) = found_version(&shard, &found, &loaded) {
-                    Replay::unlive(&mut self.usage, location);
-                    shard.data_bytes -= data;
+                    let class = key.space.class();
+                    Replay::unlive(&mut self.usage, location, class);
+                    *shard.data_bytes_mut(class) -= data;
                     shard.remove(pos);
                 }
             }
@@ -217,18 +230,23 @@ impl Replay<'_> {
                     // Its record does not say this expiry: it stays in memory (at an LSN
                     // no write reaches) until it is written anew after replay.
                     entry.lsn = u64::MAX;
-                    self.touched.push(key.into());
+                    self.touched.push(OwnedKey {
+                        space: key.space,
+                        bytes: key.bytes.into(),
+                    });
                 }
             }
             Record::CasFloor { cas } => self.max_cas = self.max_cas.max(cas),
+            // Replay checks a batch whole before it applies the records that follow.
+            Record::Batch { .. } => {}
             Record::FlushAll { deadline, cas, .. } => {
                 self.max_cas = self.max_cas.max(cas);
                 if deadline == 0 {
                     for shard in self.index.shards() {
-                        shard.write().clear();
+                        shard.write().clear_memcached();
                     }
                     for usage in self.usage.values_mut() {
-                        usage.live_bytes = 0;
+                        usage.free_memcached();
                     }
                 }
                 self.flush_deadline = deadline;
@@ -241,33 +259,67 @@ impl Replay<'_> {
     /// Drops what is dead at `now` among the versions in memory once replay is done.
     /// Returns the versions a delayed flush_all hid, with their records: dropping
     /// them is a deletion, which goes in the log once it runs.
-    fn sweep(&mut self, now: u32) -> Vec<(Box<[u8]>, Location)> {
-        let mut flushed: Vec<(Box<[u8]>, Location)> = Vec::new();
+    fn sweep(&mut self, now: u32) -> Vec<(OwnedKey, Location)> {
+        let mut flushed: Vec<(OwnedKey, Location)> = Vec::new();
         for shard in self.index.shards() {
             let mut shard = shard.write();
             let dead = shard
                 .cached_keys(|e| entry_liveness(e, now, self.flush_deadline) != Liveness::Live);
             for key in dead {
-                let h = self.index.hash(&key);
-                let Found::Cached { pos, idx } = shard.find(&key, h, &Loaded::new()) else {
+                let h = self.index.hash(key.as_key());
+                let Found::Cached { pos, idx } = shard.find(key.as_key(), h, &Loaded::new()) else {
                     continue;
                 };
                 let entry = shard.entry(idx);
                 let location = entry.location;
                 let data = data_len(&entry.key, &entry.value);
                 let state = entry_liveness(entry, now, self.flush_deadline);
-                shard.data_bytes -= data;
+                let class = key.space.class();
+                *shard.data_bytes_mut(class) -= data;
                 match state {
                     // Its delete, appended to the log once it runs (see `Store::open`), frees
                     // its bytes.
                     Liveness::Flushed => flushed.push((key.clone(), location)),
-                    _ => Replay::unlive(&mut self.usage, location),
+                    _ => Replay::unlive(&mut self.usage, location, class),
                 }
                 shard.remove(pos);
             }
         }
         flushed
     }
+}
+
+/// If a batch record starts at `pos`: the records it says follow (count and bytes)
+/// and its own length. Looks at the kind byte first, so other records are decoded once.
+fn batch_at(data: &mut log::Window, pos: usize) -> std::io::Result<Option<(u32, u32, usize)>> {
+    if !record::is_batch(data.at(pos, record::FRAME_BYTES + 1)?) {
+        return Ok(None);
+    }
+    Ok(match data.record(pos)? {
+        Decoded::Record(Record::Batch { count, bytes }, len) => Some((count, bytes, len)),
+        // Damaged: the loop finds out and cuts there.
+        _ => None,
+    })
+}
+
+/// Whether `count` sound records that are not batches, `bytes` long in all, start at
+/// `from`.
+fn batch_is_whole(
+    data: &mut log::Window,
+    from: usize,
+    count: u32,
+    bytes: u32,
+) -> std::io::Result<bool> {
+    let end = from + bytes as usize;
+    let mut pos = from;
+    for _ in 0..count {
+        match data.record(pos)? {
+            Decoded::Record(Record::Batch { .. }, _) => return Ok(false),
+            Decoded::Record(_, len) if pos + len <= end => pos += len,
+            _ => return Ok(false),
+        }
+    }
+    Ok(count > 0 && pos == end)
 }
 
 /// The index checkpoint on `disk`, if there is one replay can start from: whole, and
@@ -337,7 +389,7 @@ fn resume_at(
                     sequence,
                     SegmentUsage {
                         bytes: header,
-                        live_bytes: 0,
+                        ..SegmentUsage::default()
                     },
                 )]
                 .into(),
@@ -399,10 +451,11 @@ impl Store {
         let mut to_warm = Vec::new();
         if let Some(c) = checkpoint {
             for (n, (shard, image)) in replay.index.shards().iter().zip(&c.shards).enumerate() {
-                let were_cached =
-                    shard
-                        .write()
-                        .restore(image.capacity, &image.slots, image.data_bytes);
+                let were_cached = shard.write().restore(
+                    image.capacity,
+                    &image.slots,
+                    (image.data_bytes, image.table_bytes),
+                );
                 to_warm.extend(
                     were_cached
                         .into_iter()
@@ -465,6 +518,15 @@ impl Store {
             };
             let mut cut = false;
             while pos < size {
+                // A batch counts only if every record in it is there and sound: then its
+                // records are applied one by one as the loop goes on; else the log is
+                // cut at the batch, as at any damaged record.
+                if let Some((count, bytes, len)) = batch_at(&mut data, pos)? {
+                    if !batch_is_whole(&mut data, pos + len, count, bytes)? {
+                        cut = true;
+                        break;
+                    }
+                }
                 match data.record(pos)? {
                     Decoded::Record(rec, len) => {
                         if pos as u64 >= index::MAX_SEGMENT_BYTES {
@@ -538,14 +600,15 @@ impl Store {
         // Dropping a version hidden by a delayed flush is a deletion and goes in the log
         // (see `drop_dead`); a delete appended before a crash may not have reached it.
         for (key, location) in &flushed {
-            log.append(&Record::Delete { key }, Holds::Nothing, Some(*location))?;
+            let delete = Record::Delete { key: key.as_key() };
+            log.append(&delete, Holds::Nothing, Some(*location))?;
         }
-        let items: u64 = replay
+        let (items, table_items) = replay
             .index
             .shards()
             .iter()
-            .map(|s| s.read().len() as u64)
-            .sum();
+            .map(|s| s.read().class_counts())
+            .fold((0, 0), |(m, t), (sm, st)| (m + sm, t + st));
         let values_out = replay.index.shards().iter().any(|s| s.read().has_cold());
         let touched = std::mem::take(&mut replay.touched);
         let store = Store {
@@ -559,6 +622,7 @@ impl Store {
             next_cas: AtomicU64::new(replay.max_cas + 1),
             flush_deadline: AtomicU32::new(replay.flush_deadline),
             curr_items: AtomicU64::new(items),
+            table_items: AtomicU64::new(table_items),
             recovered_records: replay.records,
             recovery_cut_bytes: cut_bytes,
             compaction: parking_lot::Mutex::new(()),
@@ -577,7 +641,7 @@ impl Store {
         // A touch record's expiry becomes a whole version, so the version can leave
         // memory like any other.
         for key in touched {
-            store.rewrite_in_memory(&key)?;
+            store.rewrite_in_memory(key.as_key())?;
         }
         // Replay kept versions while each shard had room; the index's share is known
         // only now.
@@ -588,7 +652,7 @@ impl Store {
     }
 
     /// Writes the version of `key` held in memory as a new record, same CAS and time.
-    fn rewrite_in_memory(&self, key: &[u8]) -> Result<(), Error> {
+    fn rewrite_in_memory(&self, key: Key<'_>) -> Result<(), Error> {
         let h = self.index.hash(key);
         let mut shard = self.index.shard(h).write();
         let Found::Cached { idx, .. } = shard.find(key, h, &Loaded::new()) else {

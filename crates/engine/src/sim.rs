@@ -417,7 +417,9 @@ impl Disk for SimDisk {
         take_sync(&mut state)?;
         let file = state.files.get_mut(name).ok_or_else(|| not_found(name))?;
         let len = usize::try_from(len_bytes).unwrap_or(usize::MAX);
-        file.written.truncate(len);
+        // As ftruncate(2): a file cut to more than its bytes keeps zeros up to there,
+        // and reserved space past the written bytes reads as zeros already.
+        file.written.resize(len, 0);
         file.cut_reservation();
         file.make_durable();
         Ok(())
@@ -483,5 +485,17 @@ mod tests {
         // Struck once, it is disarmed.
         assert!(file.append(b" four").is_ok());
         assert!(!disk.is_off());
+    }
+
+    /// A torn write can end a record in zeros that the reservation supplies: cut to
+    /// the record's end, the file keeps those zeros, as ftruncate(2) keeps them.
+    #[test]
+    fn truncating_into_reserved_space_keeps_its_zeros() {
+        let disk = SimDisk::new();
+        let mut file = disk.create("f").unwrap_or_else(|e| panic!("create: {e}"));
+        assert!(file.append(b"abc").is_ok());
+        assert!(file.reserve(10).is_ok());
+        assert!(disk.truncate("f", 5).is_ok());
+        assert_eq!(disk.contents("f").as_deref(), Some(&b"abc\0\0"[..]));
     }
 }

@@ -18,14 +18,16 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::apply;
 use crate::clock::Clock;
 use crate::cold::{version_item, MAX_ROUNDS};
 use crate::disk::Disk;
 use crate::expiry::{entry_liveness, exptime_to_absolute, liveness, Liveness};
 use crate::index::{self, Entry, Found, Hashed, Index, Loaded};
-use crate::item::{Access, Change, Item, ItemRef, NewCas, Written};
-use crate::log::{Holds, Log};
-use crate::record::{Record, ITEM_BINARY_KEY, ITEM_EXPLICIT_CAS, ITEM_STALE};
+use crate::item::{Access, Change, Item, ItemRef, Written};
+use crate::key::{Key, KEY_MAX_BYTES};
+use crate::log::{Appended, Holds, Log};
+use crate::record::Record;
 use crate::Error;
 
 /// When a change is acknowledged.
@@ -83,8 +85,13 @@ impl Options {
 
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
+    /// memcached's keys and their bytes of key and value (memcached's `curr_items`
+    /// and `bytes`).
     pub curr_items: u64,
     pub bytes: u64,
+    /// The tables' keys (rows, index entries, the catalog) and their bytes.
+    pub table_items: u64,
+    pub table_bytes: u64,
     pub appended_lsn: u64,
     pub acked_lsn: u64,
     pub synced_lsn: u64,
@@ -138,7 +145,9 @@ pub struct Store {
     /// A delayed flush_all, as memcached's `oldest_live`: versions stored at or before
     /// this Unix second are dead once it has come. 0 = none.
     pub(crate) flush_deadline: AtomicU32,
+    /// Keys of memcached's space, and of the tables'.
     pub(crate) curr_items: AtomicU64,
+    pub(crate) table_items: AtomicU64,
     pub(crate) recovered_records: u64,
     pub(crate) recovery_cut_bytes: u64,
     /// One compaction at a time.
@@ -163,6 +172,16 @@ pub struct Store {
     pub(crate) values_out: std::sync::atomic::AtomicBool,
 }
 
+/// Refuses a key longer than a record can hold.
+fn check_key(key: Key<'_>) -> Result<(), Error> {
+    if key.bytes.len() > KEY_MAX_BYTES {
+        return Err(Error::KeyTooLong {
+            len: key.bytes.len(),
+        });
+    }
+    Ok(())
+}
+
 /// An owned snapshot of the version in memory `entry`.
 fn snapshot(entry: &Entry) -> Item {
     ItemRef::of(entry).to_item()
@@ -180,16 +199,17 @@ impl Store {
 
     /// The live version of `key`, counted as an access. A version only in the log is
     /// read on this thread (see [`Store::unresolved`] to read it elsewhere first).
-    pub fn get(&self, key: &[u8]) -> Result<Option<Item>, Error> {
-        self.read(key, Access::Fetch)
+    pub fn get<'k>(&self, key: impl Into<Key<'k>>) -> Result<Option<Item>, Error> {
+        self.read(key.into(), Access::Fetch)
     }
 
     /// The live version of `key`, without counting an access.
-    pub fn peek(&self, key: &[u8]) -> Result<Option<Item>, Error> {
-        self.read(key, Access::NoAccess)
+    pub fn peek<'k>(&self, key: impl Into<Key<'k>>) -> Result<Option<Item>, Error> {
+        self.read(key.into(), Access::NoAccess)
     }
 
-    fn read(&self, key: &[u8], access: Access) -> Result<Option<Item>, Error> {
+    fn read(&self, key: Key<'_>, access: Access) -> Result<Option<Item>, Error> {
+        check_key(key)?;
         let h = self.index.hash(key);
         let shard = self.index.shard(h);
         let mut loaded = Loaded::new();
@@ -215,7 +235,7 @@ impl Store {
                     }
                     Found::Loaded { which, .. } => {
                         let v = &loaded[which].1;
-                        if liveness(v.exptime, v.time, now, deadline) != Liveness::Live {
+                        if liveness(v.space, v.exptime, v.time, now, deadline) != Liveness::Live {
                             None
                         } else {
                             return Ok(Some(version_item(v)));
@@ -240,12 +260,14 @@ impl Store {
     /// choose a change, and makes it: logged, then applied to the index. Returns the
     /// closure's result and what was written (None when nothing was logged). A version
     /// only in the log is read first, on this thread.
-    pub fn update<R>(
+    pub fn update<'k, R>(
         &self,
-        key: &[u8],
+        key: impl Into<Key<'k>>,
         access: Access,
         decide: impl FnOnce(Option<&ItemRef<'_>>, u32) -> (Change, R),
     ) -> Result<(R, Option<Written>), Error> {
+        let key = key.into();
+        check_key(key)?;
         if self.log.is_poisoned() {
             return Err(Error::Poisoned);
         }
@@ -285,7 +307,7 @@ impl Store {
                         // fetched while the change is decided and logged.
                         let bytes = Arc::as_ptr(&entry.value).cast::<u8>();
                         index::prefetch(bytes.wrapping_sub(2 * std::mem::size_of::<usize>()));
-                        break (now, shard, Some((pos, idx)));
+                        break (now, shard, Some(idx));
                     }
                     self.drop_if_dead(&mut shard, pos, idx, now, deadline);
                     break (now, shard, None);
@@ -293,128 +315,149 @@ impl Store {
                 None => break (now, shard, None),
             }
         };
-        let current = at.map(|(_, idx)| ItemRef::of(shard.entry(idx)));
+        let current = at.map(|idx| ItemRef::of(shard.entry(idx)));
         let (change, result) = decide(current.as_ref(), now);
-        let written = match (change, at) {
-            (Change::Keep, at) => {
-                if let (Some((_, idx)), Access::Fetch) = (at, access) {
-                    shard.entry(idx).mark_access(now);
-                }
-                None
-            }
-            (Change::Touch { .. }, None) | (Change::Delete, None) => None,
-            (
-                Change::Touch {
-                    exptime,
-                    mark_win_sent,
-                },
-                Some((_, idx)),
-            ) => {
-                let written = match exptime {
-                    // The version is written anew with its new expiry, same value, CAS
-                    // and time: a record says all there is of a version, so it can
-                    // leave memory.
-                    Some(exptime) => {
-                        let entry = shard.entry(idx);
-                        let copy = Record::Put {
-                            key,
-                            value: &entry.value,
-                            client_flags: entry.client_flags,
-                            exptime,
-                            time: entry.time,
-                            cas: entry.cas,
-                            item_flags: entry.item_flags(),
-                        };
-                        let appended =
-                            self.log
-                                .append(&copy, Holds::Version, Some(entry.location))?;
-                        let entry = shard.entry_mut(idx);
-                        entry.exptime = exptime;
-                        entry.location = appended.location;
-                        entry.lsn = appended.lsn;
-                        Some(Written {
-                            lsn: appended.lsn,
-                            cas: entry.cas,
-                        })
-                    }
-                    None => None,
-                };
-                let entry = shard.entry(idx);
-                if mark_win_sent {
-                    entry.win_sent.store(true, Ordering::Relaxed);
-                }
-                if access == Access::Fetch {
-                    entry.mark_access(now);
-                }
-                written
-            }
-            (Change::Delete, Some((pos, idx))) => {
-                let location = shard.entry(idx).location;
-                let lsn = self
-                    .log
-                    .append(&Record::Delete { key }, Holds::Nothing, Some(location))?
-                    .lsn;
-                let old = shard.remove(pos);
-                let cas = old.as_ref().map_or(0, |e| e.cas);
-                shard.data_bytes -= old.map_or(0, |e| data_len(&e.key, &e.value));
-                self.curr_items.fetch_sub(1, Ordering::Relaxed);
-                Some(Written { lsn, cas })
-            }
-            (Change::Put(new), at) => {
-                let (cas, explicit) = match new.cas {
-                    NewCas::Generate => (self.next_cas.fetch_add(1, Ordering::Relaxed), 0),
-                    NewCas::Explicit(cas) => (cas, ITEM_EXPLICIT_CAS),
-                };
-                let item_flags = explicit
-                    | if new.stale { ITEM_STALE } else { 0 }
-                    | if new.binary_key { ITEM_BINARY_KEY } else { 0 };
-                let put = Record::Put {
-                    key,
-                    value: &new.value,
-                    client_flags: new.client_flags,
-                    exptime: new.exptime,
-                    time: now,
-                    cas,
-                    item_flags,
-                };
-                let frees = at.map(|(_, idx)| shard.entry(idx).location);
-                let appended = self.log.append(&put, Holds::Version, frees)?;
-                let lsn = appended.lsn;
-                shard.data_bytes += data_len(key, &new.value);
-                let fill = |entry: &mut Entry| {
-                    entry.client_flags = new.client_flags;
-                    entry.exptime = new.exptime;
-                    entry.time = now;
-                    entry.cas = cas;
-                    entry.lsn = lsn;
-                    entry.stale = new.stale;
-                    entry.binary_key = new.binary_key;
-                    entry.explicit_cas = explicit != 0;
-                    entry.fetched = Default::default();
-                    entry.last_access = AtomicU32::new(now);
-                    entry.win_sent = new.win_sent.into();
-                    entry.referenced = Default::default();
-                };
-                match at {
-                    Some((_, idx)) => {
-                        let old = shard.overwrite(idx, new.value, appended.location, fill);
-                        shard.data_bytes -= old;
-                    }
-                    None => {
-                        let mut entry = Entry::new(h, key, new.value, appended.location);
-                        fill(&mut entry);
-                        shard.insert_cached(h, entry);
-                        self.curr_items.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                Some(Written { lsn, cas })
-            }
+        let cas = apply::new_cas(self, &change, at, &shard);
+        let appended = match apply::record_for(key, &change, at, &shard, now, cas) {
+            Some(a) => Some(self.log.append(&a.record, a.holds, a.frees)?),
+            None => None,
         };
+        let written =
+            self.apply_change(&mut shard, h, key, change, at, appended, (cas, now, access));
         self.enforce_budget(&mut shard);
         Ok((result, written))
     }
 
-    /// memcached's flush_all: with no delay every item goes now; with a delay (relative
+    /// [`Store::update`] for several keys at once, as one atomic change: every key's
+    /// shard is locked (in shard order, so two batches cannot deadlock), `decide` sees
+    /// every key's live version and returns one change for each, in the order of
+    /// `keys`, and the records go to the log as one batch, which replay applies whole
+    /// or not at all. Returns the closure's result and what was written for each key;
+    /// every record written has the batch's LSN. Keys must be distinct. A change is
+    /// counted as no access (tables have no use for memcached's access bookkeeping).
+    pub fn update_batch<R>(
+        &self,
+        keys: &[Key<'_>],
+        decide: impl FnOnce(&[Option<ItemRef<'_>>], u32) -> (Vec<Change>, R),
+    ) -> Result<(R, Vec<Option<Written>>), Error> {
+        for (i, key) in keys.iter().enumerate() {
+            check_key(*key)?;
+            assert!(!keys[..i].contains(key), "a key twice in one batch");
+        }
+        if self.log.is_poisoned() {
+            return Err(Error::Poisoned);
+        }
+        let hashes: Vec<Hashed> = keys.iter().map(|&k| self.index.hash(k)).collect();
+        let mut shard_numbers: Vec<usize> = hashes.iter().map(Hashed::shard_number).collect();
+        shard_numbers.sort_unstable();
+        shard_numbers.dedup();
+        // Which of the locked shards each key is in.
+        let guard_of: Vec<usize> = hashes
+            .iter()
+            .map(|h| shard_numbers.partition_point(|&n| n < h.shard_number()))
+            .collect();
+        let mut loaded: Vec<Loaded> = keys.iter().map(|_| Loaded::new()).collect();
+        let mut rounds = 0;
+        let (now, mut guards, ats) = 'locked: loop {
+            let now = self.now_secs();
+            let deadline = self.flush_deadline.load(Ordering::Acquire);
+            let mut guards: Vec<_> = shard_numbers
+                .iter()
+                .map(|&n| self.index.shard_at(n).write())
+                .collect();
+            let mut ats: Vec<apply::At> = Vec::with_capacity(keys.len());
+            let mut missing = Vec::new();
+            for (i, &key) in keys.iter().enumerate() {
+                let shard = &mut guards[guard_of[i]];
+                let at = match shard.find(key, hashes[i], &loaded[i]) {
+                    Found::Cached { idx, .. } => Some(idx),
+                    Found::Loaded { pos, which } => {
+                        let entry = Entry::from_version(hashes[i], &loaded[i][which].1);
+                        Some(shard.install(pos, entry))
+                    }
+                    Found::Absent => None,
+                    Found::Unknown(raws) => {
+                        missing.push((i, self.addresses(&raws)));
+                        None
+                    }
+                };
+                ats.push(at);
+            }
+            if missing.is_empty() {
+                for (i, at) in ats.iter_mut().enumerate() {
+                    let Some(idx) = *at else { continue };
+                    let shard = &mut guards[guard_of[i]];
+                    if entry_liveness(shard.entry(idx), now, deadline) != Liveness::Live {
+                        let pos = shard.slot_of_entry(hashes[i], idx);
+                        self.drop_if_dead(shard, pos, idx, now, deadline);
+                        *at = None;
+                    }
+                }
+                break 'locked (now, guards, ats);
+            }
+            drop(guards);
+            rounds += 1;
+            if rounds > MAX_ROUNDS {
+                return Err(self.kept_moving(keys[missing[0].0]));
+            }
+            for (i, records) in missing {
+                self.load(hashes[i], records, &mut loaded[i])?;
+            }
+        };
+        let current: Vec<Option<ItemRef<'_>>> = ats
+            .iter()
+            .enumerate()
+            .map(|(i, at)| at.map(|idx| ItemRef::of(guards[guard_of[i]].entry(idx))))
+            .collect();
+        let (changes, result) = decide(&current, now);
+        drop(current);
+        assert_eq!(
+            changes.len(),
+            keys.len(),
+            "one change for every key of a batch"
+        );
+        let cases: Vec<u64> = (0..keys.len())
+            .map(|i| apply::new_cas(self, &changes[i], ats[i], &guards[guard_of[i]]))
+            .collect();
+        let mut appended: Vec<Option<Appended>> = vec![None; keys.len()];
+        {
+            let mut appends = Vec::with_capacity(keys.len());
+            let mut whose = Vec::with_capacity(keys.len());
+            for i in 0..keys.len() {
+                let shard = &guards[guard_of[i]];
+                if let Some(a) =
+                    apply::record_for(keys[i], &changes[i], ats[i], shard, now, cases[i])
+                {
+                    appends.push(a);
+                    whose.push(i);
+                }
+            }
+            if !appends.is_empty() {
+                for (i, a) in whose.into_iter().zip(self.log.append_batch(&appends)?) {
+                    appended[i] = Some(a);
+                }
+            }
+        }
+        let mut written = Vec::with_capacity(keys.len());
+        for (i, change) in changes.into_iter().enumerate() {
+            let shard = &mut guards[guard_of[i]];
+            written.push(self.apply_change(
+                shard,
+                hashes[i],
+                keys[i],
+                change,
+                ats[i],
+                appended[i],
+                (cases[i], now, Access::NoAccess),
+            ));
+        }
+        for shard in guards.iter_mut() {
+            self.enforce_budget(shard);
+        }
+        Ok((result, written))
+    }
+
+    /// memcached's flush_all, on memcached's keys only: with no delay every item goes now; with a delay (relative
     /// or absolute, as an exptime) memcached sets `oldest_live` to one second before
     /// that moment, and every version stored at or before `oldest_live` is dead once it
     /// has come (so `flush_all 1` acts at once). Returns the LSN to wait for.
@@ -442,16 +485,16 @@ impl Store {
         };
         let lsn = self.log.append(&flush, Holds::Nothing, None)?.lsn;
         // A delayed flush replaces the pending deadline, as memcached's `oldest_live`
-        // is one setting; an immediate one removes everything for good.
+        // is one setting; an immediate one removes memcached's keys for good. Neither
+        // touches the tables' keys.
         if deadline == 0 {
-            self.log.free_all();
+            self.log.free_memcached();
             for shard in guards.iter_mut() {
-                shard.clear();
+                shard.clear_memcached();
             }
+            self.curr_items.store(0, Ordering::Relaxed);
         }
         self.flush_deadline.store(deadline, Ordering::Release);
-        let items: u64 = guards.iter().map(|shard| shard.len() as u64).sum();
-        self.curr_items.store(items, Ordering::Relaxed);
         Ok(lsn)
     }
 
@@ -483,10 +526,11 @@ impl Store {
 
     pub fn stats(&self) -> Stats {
         let usage = self.log.usage();
-        let (mut cache_bytes, mut cached_values, mut bytes) = (0, 0, 0);
+        let (mut cache_bytes, mut cached_values, mut bytes, mut table_bytes) = (0, 0, 0, 0);
         for shard in self.index.shards() {
             let shard = shard.read();
             bytes += shard.data_bytes;
+            table_bytes += shard.table_bytes;
             cache_bytes += shard.cached_bytes();
             cached_values += shard.cached_values;
         }
@@ -511,6 +555,8 @@ impl Store {
             appended_since_open_bytes: self.log.appended_lsn().saturating_sub(self.opened_lsn),
             curr_items: self.curr_items.load(Ordering::Relaxed),
             bytes,
+            table_items: self.table_items.load(Ordering::Relaxed),
+            table_bytes,
             appended_lsn: self.log.appended_lsn(),
             acked_lsn: self.log.acked_lsn(),
             synced_lsn: self.log.synced_lsn(),

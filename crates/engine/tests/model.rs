@@ -1,5 +1,7 @@
 //! The engine against a model: a `HashMap` plus a clock, over random sequences of
 //! operations, with clean reopens, kills and power losses (torn tails) in the middle.
+//! Half the keys are memcached's, half have the same bytes in a table key space, where
+//! flush_all does not reach; atomic batches change several keys of both at once.
 //!
 //! Acknowledged operations must all survive every kind of crash the durability mode
 //! promises to survive. Operations sent without waiting for their acknowledgement may be
@@ -12,11 +14,20 @@ use std::time::Duration;
 
 use kura_engine::sim::{SimDisk, Tear};
 use kura_engine::{
-    exptime_to_absolute, Access, Change, Durability, FindLive, ManualClock, NewItem, Options, Store,
+    exptime_to_absolute, Access, Change, Durability, FindLive, Key, ManualClock, NewItem, Options,
+    Space, Store,
 };
 use proptest::prelude::*;
 
 const START_SECS: u32 = 1_700_000_000;
+
+/// Model keys: 0..6 are memcached's, 6..12 the same bytes in a table space.
+const KEYS: u8 = 12;
+const MEMCACHED_KEYS: u8 = 6;
+const TABLE_SPACE: Space = Space(2);
+
+/// One key's change in a batch: a new value, or None to delete it.
+type BatchChange = (u8, Option<Vec<u8>>);
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -46,9 +57,15 @@ enum Op {
     PowerLoss {
         seed: u64,
     },
-    /// Sets sent without waiting for their acknowledgement, then a torn power loss.
+    /// Several keys changed as one atomic batch.
+    Batch {
+        changes: Vec<BatchChange>,
+    },
+    /// Changes (a batch each, some of one key) sent without waiting for their
+    /// acknowledgement, then a torn power loss: recovery shows the state after some
+    /// prefix of them, never part of a batch.
     UnackedThenPowerLoss {
-        sets: Vec<(u8, Vec<u8>)>,
+        batches: Vec<Vec<BatchChange>>,
         seed: u64,
     },
     /// Compact the oldest segments: nothing a client can see may change.
@@ -82,8 +99,21 @@ fn finding(walk_index: bool) -> FindLive {
     }
 }
 
+/// 1 to 4 changes of distinct keys.
+fn batch() -> impl Strategy<Value = Vec<BatchChange>> {
+    let change = (
+        0u8..KEYS,
+        proptest::option::weighted(0.8, proptest::collection::vec(any::<u8>(), 0..40)),
+    );
+    proptest::collection::vec(change, 1..5).prop_map(|mut changes| {
+        let mut seen = std::collections::HashSet::new();
+        changes.retain(|(k, _)| seen.insert(*k));
+        changes
+    })
+}
+
 fn op() -> impl Strategy<Value = Op> {
-    let key = 0u8..6;
+    let key = 0u8..KEYS;
     let value = proptest::collection::vec(any::<u8>(), 0..40);
     let ttl = prop_oneof![6 => Just(0i64), 2 => 1i64..4, 1 => Just(-1i64)];
     prop_oneof![
@@ -96,8 +126,9 @@ fn op() -> impl Strategy<Value = Op> {
         3 => Just(Op::Reopen),
         3 => Just(Op::Kill),
         3 => any::<u64>().prop_map(|seed| Op::PowerLoss { seed }),
-        3 => (proptest::collection::vec((key, value), 1..5), any::<u64>())
-            .prop_map(|(sets, seed)| Op::UnackedThenPowerLoss { sets, seed }),
+        6 => batch().prop_map(|changes| Op::Batch { changes }),
+        3 => (proptest::collection::vec(batch(), 1..5), any::<u64>())
+            .prop_map(|(batches, seed)| Op::UnackedThenPowerLoss { batches, seed }),
         4 => (1u8..4, any::<bool>()).prop_map(|(segments, walk_index)| Op::Compact { segments, walk_index }),
         3 => (0u8..12, any::<u64>(), any::<bool>())
             .prop_map(|(appends, seed, walk_index)| Op::CompactCrash { appends, seed, walk_index }),
@@ -125,29 +156,59 @@ impl Model {
     /// logs that); the model does the same, so a later deadline cannot show it again.
     fn meet(&mut self, key: u8, now: u32) {
         if let Some(item) = self.items.get(&key) {
-            let expired = item.exptime != 0 && item.exptime <= now;
-            let flushed = self.flush_deadline != 0
-                && now >= self.flush_deadline
-                && item.time <= self.flush_deadline;
-            if expired || flushed {
+            if !self.is_live(key, item, now) {
                 self.items.remove(&key);
             }
         }
     }
 
     fn meet_all(&mut self, now: u32) {
-        for key in 0..6u8 {
+        for key in 0..KEYS {
             self.meet(key, now);
         }
     }
 
-    fn live(&self, key: u8, now: u32) -> Option<&ModelItem> {
-        let item = self.items.get(&key)?;
+    /// Expired, or hidden by a delayed flush_all (which reaches memcached's keys only).
+    fn is_live(&self, key: u8, item: &ModelItem, now: u32) -> bool {
         let expired = item.exptime != 0 && item.exptime <= now;
-        let flushed = self.flush_deadline != 0
+        let flushed = space(key) == Space::MEMCACHED
+            && self.flush_deadline != 0
             && now >= self.flush_deadline
             && item.time <= self.flush_deadline;
-        (!expired && !flushed).then_some(item)
+        !expired && !flushed
+    }
+
+    fn live(&self, key: u8, now: u32) -> Option<&ModelItem> {
+        let item = self.items.get(&key)?;
+        self.is_live(key, item, now).then_some(item)
+    }
+
+    fn apply_batch(&mut self, changes: &[BatchChange], now: u32) {
+        for (key, value) in changes {
+            match value {
+                Some(value) => self.set(*key, value, 0, now),
+                None => {
+                    self.items.remove(key);
+                }
+            }
+        }
+    }
+
+    /// memcached's `curr_items` and `bytes`, and the same for the table space, once
+    /// every key has been met.
+    fn counters(&self) -> (u64, u64, u64, u64) {
+        let mut c = (0, 0, 0, 0);
+        for (&key, item) in &self.items {
+            let bytes = (key_bytes(key).len() + item.value.len()) as u64;
+            if space(key) == Space::MEMCACHED {
+                c.0 += 1;
+                c.1 += bytes;
+            } else {
+                c.2 += 1;
+                c.3 += bytes;
+            }
+        }
+        c
     }
 
     fn set(&mut self, key: u8, value: &[u8], ttl: i64, now: u32) {
@@ -164,13 +225,13 @@ impl Model {
 
     /// Keys, values and expiry times: what tells apart two versions of equal value.
     fn snapshot_with_expiry(&self, now: u32) -> Vec<(u8, Vec<u8>, u32)> {
-        (0..6u8)
+        (0..KEYS)
             .filter_map(|k| self.live(k, now).map(|i| (k, i.value.clone(), i.exptime)))
             .collect()
     }
 
     fn snapshot(&self, now: u32) -> Vec<(u8, Vec<u8>)> {
-        let mut all: Vec<_> = (0..6u8)
+        let mut all: Vec<_> = (0..KEYS)
             .filter_map(|k| self.live(k, now).map(|i| (k, i.value.clone())))
             .collect();
         all.sort();
@@ -178,8 +239,58 @@ impl Model {
     }
 }
 
+/// Keys from `MEMCACHED_KEYS` to `KEYS` have the bytes of the memcached key
+/// `MEMCACHED_KEYS` below them, in the table space; any other is memcached's.
 fn key_bytes(key: u8) -> Vec<u8> {
-    format!("key{key}").into_bytes()
+    match space(key) {
+        Space::MEMCACHED => format!("key{key}").into_bytes(),
+        _ => format!("key{}", key - MEMCACHED_KEYS).into_bytes(),
+    }
+}
+
+fn space(key: u8) -> Space {
+    if (MEMCACHED_KEYS..KEYS).contains(&key) {
+        TABLE_SPACE
+    } else {
+        Space::MEMCACHED
+    }
+}
+
+/// Runs `f` with model key `key` as the engine's key.
+fn with_key<R>(key: u8, f: impl FnOnce(Key<'_>) -> R) -> R {
+    let bytes = key_bytes(key);
+    f(Key::new(space(key), &bytes))
+}
+
+/// Sends a batch (a single update for one change) and returns its LSN, if it wrote.
+fn send_batch(store: &Store, changes: &[BatchChange]) -> Option<u64> {
+    let change = |value: &Option<Vec<u8>>| match value {
+        Some(v) => Change::Put(NewItem::new(v.as_slice().into(), 7)),
+        None => Change::Delete,
+    };
+    if let [(key, value)] = changes {
+        let result = with_key(*key, |k| {
+            store.update(k, Access::NoAccess, |_, _| (change(value), ()))
+        });
+        let ((), written) = result.unwrap_or_else(|e| panic!("update: {e}"));
+        return written.map(|w| w.lsn);
+    }
+    let bytes: Vec<Vec<u8>> = changes.iter().map(|(k, _)| key_bytes(*k)).collect();
+    let keys: Vec<Key<'_>> = changes
+        .iter()
+        .zip(&bytes)
+        .map(|((k, _), b)| Key::new(space(*k), b))
+        .collect();
+    let result = store.update_batch(&keys, |current, _| {
+        assert_eq!(current.len(), changes.len());
+        (changes.iter().map(|(_, v)| change(v)).collect(), ())
+    });
+    let ((), written) = result.unwrap_or_else(|e| panic!("batch: {e}"));
+    assert_eq!(written.len(), changes.len());
+    // Every record of a batch is acknowledged with the batch.
+    let lsns: Vec<u64> = written.iter().flatten().map(|w| w.lsn).collect();
+    assert!(lsns.windows(2).all(|w| w[0] == w[1]), "{lsns:?}");
+    lsns.first().copied()
 }
 
 fn open(disk: &SimDisk, clock: &Arc<ManualClock>, durability: Durability) -> Store {
@@ -210,32 +321,29 @@ fn open_with(
 }
 
 fn peek(store: &Store, key: u8) -> Option<kura_engine::Item> {
-    store
-        .peek(&key_bytes(key))
-        .unwrap_or_else(|e| panic!("peek {key}: {e}"))
+    with_key(key, |k| store.peek(k)).unwrap_or_else(|e| panic!("peek {key}: {e}"))
 }
 
 fn get(store: &Store, key: u8) -> Option<kura_engine::Item> {
-    store
-        .get(&key_bytes(key))
-        .unwrap_or_else(|e| panic!("get {key}: {e}"))
+    with_key(key, |k| store.get(k)).unwrap_or_else(|e| panic!("get {key}: {e}"))
 }
 
 fn store_snapshot_with_expiry(store: &Store) -> Vec<(u8, Vec<u8>, u32)> {
-    (0..6u8)
+    (0..KEYS)
         .filter_map(|k| peek(store, k).map(|i| (k, i.value.to_vec(), i.exptime)))
         .collect()
 }
 
 fn store_snapshot(store: &Store) -> Vec<(u8, Vec<u8>)> {
-    (0..6u8)
+    (0..KEYS)
         .filter_map(|k| peek(store, k).map(|i| (k, i.value.to_vec())))
         .collect()
 }
 
 fn put(store: &Store, key: u8, value: &[u8], ttl: i64) -> u64 {
     let value: Arc<[u8]> = value.into();
-    let result = store.update(&key_bytes(key), Access::NoAccess, |_, now| {
+    let bytes = key_bytes(key);
+    let result = store.update(Key::new(space(key), &bytes), Access::NoAccess, |_, now| {
         let exptime = exptime_to_absolute(ttl, now);
         (
             Change::Put(NewItem {
@@ -286,8 +394,10 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
                 }
             }
             Op::Delete { key } => {
-                let result = store.update(&key_bytes(key), Access::NoAccess, |item, _| {
-                    (Change::Delete, item.is_some())
+                let result = with_key(key, |k| {
+                    store.update(k, Access::NoAccess, |item, _| {
+                        (Change::Delete, item.is_some())
+                    })
                 });
                 let (existed, lsn) = result.unwrap_or_else(|e| panic!("delete: {e}"));
                 assert_eq!(existed, model.live(key, now).is_some(), "delete of {key}");
@@ -297,14 +407,16 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
                 model.items.remove(&key);
             }
             Op::Touch { key, ttl } => {
-                let result = store.update(&key_bytes(key), Access::NoAccess, |item, now| {
-                    (
-                        Change::Touch {
-                            exptime: Some(exptime_to_absolute(ttl, now)),
-                            mark_win_sent: false,
-                        },
-                        item.is_some(),
-                    )
+                let result = with_key(key, |k| {
+                    store.update(k, Access::NoAccess, |item, now| {
+                        (
+                            Change::Touch {
+                                exptime: Some(exptime_to_absolute(ttl, now)),
+                                mark_win_sent: false,
+                            },
+                            item.is_some(),
+                        )
+                    })
                 });
                 let (existed, lsn) = result.unwrap_or_else(|e| panic!("touch: {e}"));
                 assert_eq!(existed, model.live(key, now).is_some(), "touch of {key}");
@@ -338,7 +450,7 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
                     exptime_to_absolute(delay, now) - 1
                 };
                 if deadline == 0 {
-                    model.items.clear();
+                    model.items.retain(|&k, _| space(k) != Space::MEMCACHED);
                 }
                 model.flush_deadline = deadline;
             }
@@ -408,14 +520,20 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
             Op::PurgeExpired => {
                 store.purge_expired();
             }
-            Op::UnackedThenPowerLoss { sets, seed } => {
+            Op::Batch { changes } => {
+                if let Some(lsn) = send_batch(&store, &changes) {
+                    assert!(store.wait_acked(lsn).is_ok());
+                }
+                model.apply_batch(&changes, now);
+            }
+            Op::UnackedThenPowerLoss { batches, seed } => {
                 // Expiry too: a lost set of the same value as the version before it
                 // (an empty one, say) differs from it only there.
                 let mut prefixes = vec![model.snapshot_with_expiry(now)];
                 let mut after = model.clone();
-                for (key, value) in &sets {
-                    put(&store, *key, value, 0);
-                    after.set(*key, value, 0, now);
+                for changes in &batches {
+                    send_batch(&store, changes);
+                    after.apply_batch(changes, now);
                     prefixes.push(after.snapshot_with_expiry(now));
                 }
                 disk.power_loss(Tear::Torn(seed));
@@ -428,8 +546,8 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
                     panic!("recovered {recovered:?} is no prefix of {prefixes:?}");
                 };
                 // The model follows what survived.
-                for (key, value) in &sets[..which] {
-                    model.set(*key, value, 0, now);
+                for changes in &batches[..which] {
+                    model.apply_batch(changes, now);
                 }
             }
         }
@@ -437,6 +555,17 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
         assert_eq!(store_snapshot(&store), model.snapshot(now));
         // The snapshot met every key, in the engine and so in the model.
         model.meet_all(now);
+        let stats = store.stats();
+        assert_eq!(
+            (
+                stats.curr_items,
+                stats.bytes,
+                stats.table_items,
+                stats.table_bytes
+            ),
+            model.counters(),
+            "items and bytes of each space"
+        );
         // CAS never goes backwards: the next one handed out is above all seen.
         assert!(store.stats().next_cas > max_cas);
     }
@@ -806,4 +935,99 @@ fn restart_from_a_checkpoint_replays_only_the_tail() {
     let store = open(&disk, &clock, Durability::Fsync);
     assert_eq!(store.stats().checkpoint_restored_keys, 0);
     assert_eq!(store_snapshot(&store), expected);
+}
+
+/// A batch cut at any byte (a torn write, a power loss) comes back whole or not at all,
+/// and the log goes on after it.
+#[test]
+fn a_batch_cut_anywhere_is_all_or_nothing() {
+    use kura_engine::disk::Disk;
+    let clock = Arc::new(ManualClock::new(START_SECS));
+    let name = "0000000000000001.log";
+    let disk = SimDisk::new();
+    let store = open(&disk, &clock, Durability::Fsync);
+    let lsn = put(&store, 0, b"before", 0);
+    assert!(store.wait_acked(lsn).is_ok());
+    let before = store_snapshot(&store);
+    let written_before = disk.contents(name).map_or(0, |c| c.len());
+    let changes: Vec<BatchChange> = vec![
+        (1, Some(b"one".to_vec())),
+        (7, Some(b"seven".to_vec())),
+        (0, None),
+    ];
+    let lsn = send_batch(&store, &changes);
+    assert!(store.wait_acked(lsn.unwrap_or(0)).is_ok());
+    let after = store_snapshot(&store);
+    assert_ne!(before, after);
+    store.shutdown();
+    drop(store);
+    let Some(log) = disk.contents(name) else {
+        panic!("no segment {name}")
+    };
+    assert!(
+        log.len() > written_before + 3 * 20,
+        "the batch is in the first segment"
+    );
+    for cut in written_before..=log.len() {
+        let disk = SimDisk::new();
+        let copy = || -> std::io::Result<()> {
+            let mut file = disk.create(name)?;
+            file.append(&log[..cut])?;
+            file.sync()?;
+            disk.sync_dir()
+        };
+        assert!(copy().is_ok());
+        let store = open(&disk, &clock, Durability::Fsync);
+        let seen = store_snapshot(&store);
+        let whole = cut == log.len();
+        assert_eq!(
+            seen,
+            if whole { after.clone() } else { before.clone() },
+            "cut at {cut}"
+        );
+        assert_eq!(
+            store.stats().recovery_cut_bytes > 0,
+            !whole && cut > written_before,
+            "cut at {cut}"
+        );
+        // The log goes on from where recovery left it.
+        let lsn = put(&store, 2, b"later", 0);
+        assert!(store.wait_acked(lsn).is_ok());
+        store.shutdown();
+        drop(store);
+        let store = open(&disk, &clock, Durability::Fsync);
+        assert_eq!(
+            get(&store, 2).map(|i| i.value.to_vec()),
+            Some(b"later".to_vec())
+        );
+    }
+}
+
+/// flush_all, immediate or delayed, removes memcached's keys and leaves the tables'
+/// keys of the same bytes, before a restart and after.
+#[test]
+fn flush_all_leaves_other_key_spaces_alone() {
+    let disk = SimDisk::new();
+    let clock = Arc::new(ManualClock::new(START_SECS));
+    let store = open_with(&disk, &clock, Durability::Fsync, TINY_MEMORY);
+    for key in 0..KEYS {
+        let lsn = put(&store, key, &[key; 10], 0);
+        assert!(store.wait_acked(lsn).is_ok());
+    }
+    store.trim_to_budget();
+    let tables: Vec<(u8, Vec<u8>)> = (MEMCACHED_KEYS..KEYS).map(|k| (k, vec![k; 10])).collect();
+    for delay in [0, 1] {
+        let lsn = store
+            .flush_all(delay)
+            .unwrap_or_else(|e| panic!("flush: {e}"));
+        assert!(store.wait_acked(lsn).is_ok());
+        clock.advance(2);
+        assert_eq!(store_snapshot(&store), tables, "flush_all {delay}");
+    }
+    let stats = store.stats();
+    assert_eq!((stats.curr_items, stats.table_items), (0, 6));
+    store.shutdown();
+    drop(store);
+    let store = open(&disk, &clock, Durability::Fsync);
+    assert_eq!(store_snapshot(&store), tables);
 }
