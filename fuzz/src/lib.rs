@@ -11,6 +11,7 @@
 //!   (the parser and encoder agree on every request the parser can produce).
 
 pub mod recovery;
+pub mod tables;
 
 use kura_protocol::{parse, Limits, Parsed};
 

@@ -5,7 +5,7 @@
 use std::fmt;
 
 /// An operating error of the tables layer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Error {
     /// A schema file or statement that is not a table Kura can keep.
     Schema(String),
@@ -15,6 +15,28 @@ pub enum Error {
     Mismatch(String),
     /// Bytes read back from the log that do not decode: corruption or a bug.
     Format(String),
+    /// The engine failed (a poisoned log, an I/O error).
+    Engine(kura_engine::Error),
+}
+
+impl PartialEq for Error {
+    /// Equal if of one kind with one reason; engine errors compare by what they say.
+    fn eq(&self, other: &Error) -> bool {
+        match (self, other) {
+            (Error::Schema(a), Error::Schema(b))
+            | (Error::Value(a), Error::Value(b))
+            | (Error::Mismatch(a), Error::Mismatch(b))
+            | (Error::Format(a), Error::Format(b)) => a == b,
+            (Error::Engine(a), Error::Engine(b)) => a.to_string() == b.to_string(),
+            _ => false,
+        }
+    }
+}
+
+impl From<kura_engine::Error> for Error {
+    fn from(e: kura_engine::Error) -> Error {
+        Error::Engine(e)
+    }
 }
 
 impl fmt::Display for Error {
@@ -22,6 +44,7 @@ impl fmt::Display for Error {
         match self {
             Error::Schema(why) | Error::Value(why) | Error::Mismatch(why) => f.write_str(why),
             Error::Format(why) => write!(f, "undecodable table data: {why}"),
+            Error::Engine(e) => e.fmt(f),
         }
     }
 }

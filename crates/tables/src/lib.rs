@@ -13,11 +13,13 @@ mod error;
 pub mod catalog;
 pub mod keys;
 pub mod row;
+pub mod rows;
 pub mod schema;
 pub mod text;
 pub mod value;
 
 pub use catalog::{Catalog, Container, TableDef, Via};
 pub use error::Error;
+pub use rows::{ChangeOutcome, RowItem, Tables, WriteMode, WriteOutcome};
 pub use schema::{parse_schema, Column, Index, IndexKind, Table};
 pub use value::{ColumnType, Value};

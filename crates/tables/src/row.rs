@@ -152,7 +152,14 @@ pub fn decode(bytes: &[u8], table: &Table) -> Result<Vec<Value>, Error> {
         )));
     }
     for column in &table.columns[count as usize..] {
-        values.push(column.default.clone().unwrap_or(Value::Null));
+        let value = column.default.clone().unwrap_or(Value::Null);
+        if value.is_null() && column.not_null {
+            return Err(Error::Format(format!(
+                "a row of table {} without column {}, which has no default",
+                table.name, column.name
+            )));
+        }
+        values.push(value);
     }
     Ok(values)
 }
@@ -188,8 +195,10 @@ mod tests {
         let mut longer = bytes.clone();
         longer.push(0);
         assert!(decode(&longer, &t).is_err());
-        // A NULL primary key, or a number in a text column, does not fit the table.
+        // A NULL primary key, or a number in a text column, does not fit the table;
+        // nor does a row without its primary key.
         assert!(decode(&encode(&[Value::Null]), &t).is_err());
+        assert!(decode(&encode(&[]), &t).is_err());
         assert!(decode(&encode(&[Value::Int(1), Value::Int(1)]), &t).is_err());
     }
 
