@@ -69,6 +69,10 @@ pub struct Config {
     #[arg(long = "segment-size-mib", default_value_t = 64,
           value_parser = clap::value_parser!(u64).range(1..=64))]
     pub segment_size_mib: u64,
+    /// A file of MySQL `CREATE TABLE` statements: the tables it declares are created
+    /// if they do not exist (one that exists must be declared the same).
+    #[arg(long = "schema")]
+    pub schema: Option<PathBuf>,
 }
 
 impl Config {

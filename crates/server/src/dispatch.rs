@@ -21,6 +21,7 @@ use crate::semantics::{
 };
 use crate::server::Shared;
 use crate::stats::{bump, PrefixEvent};
+use crate::tables::{self, Session};
 
 /// The protocol version Kura answers `version` with: memcached's, then Kura's own, so
 /// clients that parse the number see the memcached release whose behaviour Kura follows.
@@ -49,7 +50,7 @@ impl Outcome {
         }
     }
 
-    fn after(lsn: Option<u64>) -> Outcome {
+    pub(crate) fn after(lsn: Option<u64>) -> Outcome {
         Outcome {
             flow: Flow::Continue,
             lsn,
@@ -83,7 +84,15 @@ pub fn write_engine_error(e: &kura_engine::Error, out: &mut Vec<u8>) {
 }
 
 /// Runs one request and appends its reply to `out`.
-pub fn execute(shared: &Shared, request: Request<'_>, out: &mut Vec<u8>) -> Outcome {
+pub fn execute(
+    shared: &Shared,
+    session: &mut Session,
+    request: Request<'_>,
+    out: &mut Vec<u8>,
+) -> Outcome {
+    if let Some(outcome) = tables::execute(shared, session, &request, out) {
+        return outcome;
+    }
     let c = shared.counters.local();
     match request {
         Request::Storage {
@@ -137,7 +146,7 @@ pub fn execute(shared: &Shared, request: Request<'_>, out: &mut Vec<u8>) -> Outc
             command,
             exptime,
             keys,
-        } => retrieve(shared, command, exptime, keys, out),
+        } => retrieve(shared, session, command, exptime, keys, out),
         Request::Delete { key, noreply } => {
             shared.prefixes.record(key, PrefixEvent::Delete);
             let result = shared.store.update(key, Access::NoAccess, |item, _| {
@@ -327,6 +336,7 @@ fn found_or_not(
 
 fn retrieve(
     shared: &Shared,
+    session: &mut Session,
     command: RetrievalCommand,
     exptime: i64,
     keys: Tokens<'_>,
@@ -336,6 +346,16 @@ fn retrieve(
     let touch = command.touches();
     let mut lsn = None;
     for key in keys {
+        if !tables::is_plain(session, key) {
+            let route = tables::route(shared, session, key);
+            if !matches!(route, tables::Route::Plain) {
+                match tables::retrieve(shared, session, route, (command, exptime), key, out) {
+                    Ok(shown) => lsn = max_lsn(lsn, shown),
+                    Err(()) => return Outcome::after(lsn),
+                }
+                continue;
+            }
+        }
         let item = if touch {
             bump(&c.cmd_touch);
             let result = shared.store.update(key, Access::Fetch, |item, now| {

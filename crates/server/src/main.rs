@@ -8,6 +8,7 @@ mod semantics;
 mod server;
 mod stats;
 mod stats_reply;
+mod tables;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,6 +19,7 @@ use anyhow::Context;
 use clap::Parser;
 use kura_engine::{Ack, CoarseClock, Durability, Options, Store};
 use kura_protocol::Limits;
+use kura_tables::Tables;
 use tokio::sync::watch;
 
 use crate::config::{Config, DurabilityFlag};
@@ -45,6 +47,18 @@ fn main() -> anyhow::Result<()> {
     let opened = Instant::now();
     let store = Store::open_dir(&config.data_dir, options)
         .with_context(|| format!("opening data directory {}", config.data_dir.display()))?;
+    let store = Arc::new(store);
+    let tables = Tables::open(Arc::clone(&store)).context("reading the tables' catalog")?;
+    if let Some(path) = &config.schema {
+        let sql = std::fs::read_to_string(path)
+            .with_context(|| format!("reading schema {}", path.display()))?;
+        let created = tables
+            .apply_schema(&sql)
+            .with_context(|| format!("schema {}", path.display()))?;
+        for name in created {
+            eprintln!("kura: created table {name}");
+        }
+    }
     if config.verbose > 0 {
         let stats = store.stats();
         eprintln!(
@@ -61,10 +75,15 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    runtime.block_on(run(config, store, ack_rx))
+    runtime.block_on(run(config, store, tables, ack_rx))
 }
 
-async fn run(config: Config, store: Store, ack: watch::Receiver<Ack>) -> anyhow::Result<()> {
+async fn run(
+    config: Config,
+    store: Arc<Store>,
+    tables: Tables,
+    ack: watch::Receiver<Ack>,
+) -> anyhow::Result<()> {
     let addr = format!("{}:{}", config.listen, config.port);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
@@ -76,6 +95,7 @@ async fn run(config: Config, store: Store, ack: watch::Receiver<Ack>) -> anyhow:
     };
     let shared = Arc::new(Shared {
         store,
+        tables,
         limits,
         counters: CounterSet::new(config.threads.max(1)),
         prefixes: PrefixStats::default(),

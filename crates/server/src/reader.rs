@@ -17,12 +17,15 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use kura_engine::Unresolved;
+use kura_engine::{Key, Unresolved};
 use kura_protocol::Request;
+use kura_tables::rows::{row_key_of_entry, ROW_SPACE, UNIQUE_SPACE};
+use kura_tables::{Catalog, Tables};
 use parking_lot::{Condvar, Mutex};
 use tokio::sync::oneshot;
 
 use crate::server::Shared;
+use crate::tables::{self, Session};
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -127,19 +130,58 @@ fn keys_of<'r>(request: &'r Request<'_>, mut each: impl FnMut(&'r [u8])) {
 }
 
 /// Brings into memory the versions of `request`'s keys that are only in the log,
-/// reading them on the reader threads. Errors are left for the request itself to meet
-/// (it reads inline and reports them).
-pub async fn load_values(shared: &Arc<Shared>, request: &Request<'_>) {
+/// reading them on the reader threads. A row read through a unique index takes two
+/// rounds: its index entry, then the row the entry names. Errors are left for the
+/// request itself to meet (it reads inline and reports them).
+pub async fn load_values(shared: &Arc<Shared>, session: &Session, request: &Request<'_>) {
     if !shared.store.values_may_be_out_of_memory() {
         // The common case while the data fits: no lookups beyond the request's own.
         return;
     }
     let mut missing: Vec<Unresolved> = Vec::new();
+    // Index entries whose rows the second round reads: the table, the entry's key.
+    let mut entries: Vec<(Arc<Catalog>, usize, Vec<u8>)> = Vec::new();
     keys_of(request, |key| {
-        if let Some(at) = shared.store.unresolved(key) {
-            missing.push(at);
+        if tables::is_plain(session, key) {
+            if let Some(at) = shared.store.unresolved(key) {
+                missing.push(at);
+            }
+            return;
+        }
+        let tables::Route::Row {
+            catalog,
+            container,
+            key,
+        } = tables::route(shared, session, key)
+        else {
+            return;
+        };
+        let def = &catalog.tables[container.table];
+        if let Some((space, engine_key)) = Tables::keys_to_read(def, container.via, key) {
+            if let Some(at) = shared.store.unresolved(Key::new(space, &engine_key)) {
+                missing.push(at);
+            }
+            if space == UNIQUE_SPACE {
+                entries.push((Arc::clone(&catalog), container.table, engine_key));
+            }
         }
     });
+    resolve(shared, missing).await;
+    let mut rows = Vec::new();
+    for (catalog, table, entry_key) in entries {
+        // In memory now, unless it was evicted again meanwhile (then read inline).
+        if let Ok(Some(entry)) = shared.store.peek(Key::new(UNIQUE_SPACE, &entry_key)) {
+            let row_key = row_key_of_entry(&catalog.tables[table], &entry.value);
+            if let Some(at) = shared.store.unresolved(Key::new(ROW_SPACE, &row_key)) {
+                rows.push(at);
+            }
+        }
+    }
+    resolve(shared, rows).await;
+}
+
+/// Reads `missing` on the reader threads and waits for them.
+async fn resolve(shared: &Arc<Shared>, missing: Vec<Unresolved>) {
     if missing.is_empty() {
         return;
     }

@@ -26,7 +26,9 @@ use crate::stats::{add, bump, ConnInfo, Connections, CounterSet, PrefixStats};
 
 /// What every connection shares.
 pub struct Shared {
-    pub store: Store,
+    pub store: Arc<Store>,
+    /// Tables over the same store: rows reached through `@@container.key`.
+    pub tables: kura_tables::Tables,
     pub config: Config,
     pub limits: Limits,
     pub counters: CounterSet,
@@ -224,6 +226,8 @@ struct Conn {
     marks: Vec<(usize, u64)>,
     /// Bytes still to discard from the stream (the data block of a refused store).
     swallow_bytes: usize,
+    /// What the connection chose with `get @@<container>`.
+    session: crate::tables::Session,
 }
 
 async fn connection(
@@ -249,6 +253,7 @@ async fn connection(
         out: Vec::with_capacity(16 * 1024),
         marks: Vec::new(),
         swallow_bytes: 0,
+        session: crate::tables::Session::default(),
     };
     let mut need_read = true;
     // Created once: a fresh `changed()` future per read would register and unregister
@@ -292,9 +297,10 @@ async fn connection(
                     break;
                 }
                 Parsed::Request { request, consumed } => {
-                    crate::reader::load_values(&shared, &request).await;
+                    crate::reader::load_values(&shared, &conn.session, &request).await;
                     let start = conn.out.len();
-                    let outcome = dispatch::execute(&shared, request, &mut conn.out);
+                    let outcome =
+                        dispatch::execute(&shared, &mut conn.session, request, &mut conn.out);
                     if let Some(lsn) = outcome.lsn {
                         if lsn > shared.store.acked_lsn() {
                             conn.marks.push((start, lsn));

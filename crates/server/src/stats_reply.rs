@@ -102,6 +102,21 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "curr_items", store.curr_items);
     stat(out, "evictions", 0);
     stat(out, "durability", durability_name(shared.config.durability));
+    // Tables: their rows, index entries and catalog, apart from memcached's items.
+    stat(out, "tables", shared.tables.catalog().tables.len());
+    stat(out, "table_items", store.table_items);
+    stat(out, "table_bytes", store.table_bytes);
+    let counters = &shared.tables.counters;
+    stat(
+        out,
+        "table_unique_refusals",
+        counters.unique_refusals.load(Ordering::Relaxed),
+    );
+    stat(
+        out,
+        "table_retries",
+        counters.retries.load(Ordering::Relaxed),
+    );
     stat(out, "log_appended_lsn", store.appended_lsn);
     stat(out, "log_acked_lsn", store.acked_lsn);
     stat(out, "log_synced_lsn", store.synced_lsn);

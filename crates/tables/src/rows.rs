@@ -152,6 +152,14 @@ fn pk_bytes(row_key: &[u8]) -> &[u8] {
     &row_key[4..]
 }
 
+/// The key of the row a unique-index entry of table `def` points at, from the entry's
+/// value (the row's primary key).
+pub fn row_key_of_entry(def: &TableDef, entry_value: &[u8]) -> Vec<u8> {
+    let mut key = def.number.to_be_bytes().to_vec();
+    key.extend_from_slice(entry_value);
+    key
+}
+
 /// The unique-index entries a row has: (index position, key).
 fn unique_keys_of(def: &TableDef, values: &[Value]) -> Result<Vec<(usize, Vec<u8>)>, Error> {
     let mut out = Vec::new();
@@ -370,8 +378,7 @@ impl Tables {
             let Some(entry) = self.store.get(Key::new(UNIQUE_SPACE, &entry_key))? else {
                 return Ok(None);
             };
-            let mut rk = def.number.to_be_bytes().to_vec();
-            rk.extend_from_slice(&entry.value);
+            let rk = row_key_of_entry(def, &entry.value);
             if let Some(item) = self.get_row(&rk, Access::Fetch)? {
                 let values = row::decode(&item.value, table)?;
                 if values[column] == value {
@@ -406,9 +413,7 @@ impl Tables {
         let Some(entry) = self.store.peek(Key::new(UNIQUE_SPACE, &entry_key))? else {
             return Ok(None);
         };
-        let mut rk = def.number.to_be_bytes().to_vec();
-        rk.extend_from_slice(&entry.value);
-        Ok(Some((rk, value)))
+        Ok(Some((row_key_of_entry(def, &entry.value), value)))
     }
 
     /// A storage command on a row: `key` and `value` as the container spells them.

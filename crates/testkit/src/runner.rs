@@ -497,6 +497,47 @@ pub fn check_golden(transcript: &Transcript, reference: &[String]) -> Result<(),
     })
 }
 
+/// Runs transcript `<dir>/<name>.txt` on `candidate` alone and compares every step
+/// with the golden file `<dir>/<name>.expected`, which is the specification itself
+/// (for what memcached has no reference for: Kura's tables). Under `KURA_BLESS=1`
+/// the golden file is written from the candidate instead, for a person to review.
+pub fn against_golden(
+    dir: &Path,
+    name: &str,
+    candidate_name: &str,
+    candidate: SocketAddr,
+) -> Result<(), String> {
+    let path = dir.join(format!("{name}.txt"));
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let transcript = Transcript::parse(&format!("{name}.txt"), &text)?;
+    let replies = run(&transcript, candidate);
+    let golden_path = dir.join(format!("{name}.expected"));
+    if std::env::var_os("KURA_BLESS").is_some_and(|v| v == "1") {
+        let header = format!(
+            "# The replies {name}.txt must get, one section a step, in the escape syntax of\n\
+             # tests/transcripts/README.md. Written by KURA_BLESS=1 from {candidate_name}, then\n\
+             # reviewed: this file is the specification.\n"
+        );
+        let body = golden_text(&transcript, &replies);
+        let body = body.lines().skip(2).collect::<Vec<_>>().join("\n");
+        return std::fs::write(&golden_path, format!("{header}{body}\n"))
+            .map_err(|e| format!("{}: {e}", golden_path.display()));
+    }
+    let stored = std::fs::read_to_string(&golden_path).map_err(|e| {
+        format!(
+            "{}: {e}; write it with KURA_BLESS=1 and review it\n",
+            golden_path.display()
+        )
+    })?;
+    compare(
+        &transcript,
+        "golden file",
+        &parse_golden(&stored),
+        candidate_name,
+        &replies,
+    )
+}
+
 /// Runs transcript `name` on two fresh memcached servers at once and compares them
 /// with each other and with the golden file: proves the transcript deterministic
 /// and the runner sound without Kura.

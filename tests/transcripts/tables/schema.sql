@@ -1,0 +1,19 @@
+-- The tables the transcripts in this directory run against (kura --schema).
+CREATE TABLE players (
+  id INT NOT NULL,
+  name VARCHAR(16) NOT NULL,
+  email VARCHAR(40),
+  level INT NOT NULL DEFAULT 1,
+  PRIMARY KEY (id),
+  UNIQUE KEY email (email),
+  KEY level (level)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+CREATE TABLE items (
+  sku CHAR(8) PRIMARY KEY,
+  price DOUBLE,
+  note TEXT,
+  data BLOB
+) COMMENT='separator=,';
+
+CREATE TABLE tags (name VARCHAR(20) PRIMARY KEY);
