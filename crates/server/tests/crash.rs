@@ -13,11 +13,10 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kura_testkit::{kura_bin, Durability, KuraOptions};
+use kura_testkit::{assert_not_tmpfs, kura_bin, Durability, KuraOptions};
 use rand::{Rng, SeedableRng};
 
 const CLIENTS: usize = 16;
@@ -94,26 +93,6 @@ impl Conn {
             cas.parse().unwrap_or(0),
         )))
     }
-}
-
-fn assert_not_tmpfs(dir: &Path) {
-    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
-    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    let mut best: (usize, String) = (0, String::new());
-    for line in mounts.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        if let [_, mount_point, fstype, ..] = fields[..] {
-            if dir.starts_with(mount_point) && mount_point.len() >= best.0 {
-                best = (mount_point.len(), fstype.to_string());
-            }
-        }
-    }
-    assert_ne!(
-        best.1,
-        "tmpfs",
-        "{} is on tmpfs, where fsync proves nothing",
-        dir.display()
-    );
 }
 
 fn client(addr: SocketAddr, id: usize, ledger: Arc<Mutex<Ledger>>, seed: u64) {

@@ -266,3 +266,25 @@ fn signal(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
         Err(io::Error::last_os_error())
     }
 }
+
+/// Panics if `dir` is on tmpfs, where fsync does nothing and a crash test proves
+/// nothing. Crash tests keep their data under Cargo's target directory, on a real disk.
+pub fn assert_not_tmpfs(dir: &Path) {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let mut best: (usize, String) = (0, String::new());
+    for line in mounts.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if let [_, mount_point, fstype, ..] = fields[..] {
+            if dir.starts_with(mount_point) && mount_point.len() >= best.0 {
+                best = (mount_point.len(), fstype.to_string());
+            }
+        }
+    }
+    assert_ne!(
+        best.1,
+        "tmpfs",
+        "{} is on tmpfs, where fsync proves nothing",
+        dir.display()
+    );
+}
