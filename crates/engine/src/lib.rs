@@ -31,6 +31,7 @@ mod key;
 mod log;
 pub mod record;
 mod recovery;
+mod scan;
 pub mod sim;
 mod store;
 

@@ -340,6 +340,19 @@ impl Store {
         keys: &[Key<'_>],
         decide: impl FnOnce(&[Option<ItemRef<'_>>], u32) -> (Vec<Change>, R),
     ) -> Result<(R, Vec<Option<Written>>), Error> {
+        self.update_batch_then(keys, decide, |_, _| {})
+    }
+
+    /// [`Store::update_batch`], then `applied` with what the batch decided and wrote,
+    /// while every key's shard is still locked: for state kept beside the index
+    /// (ordered indexes in memory) that must change in the same order as the keys.
+    /// Not called when the batch fails.
+    pub fn update_batch_then<R>(
+        &self,
+        keys: &[Key<'_>],
+        decide: impl FnOnce(&[Option<ItemRef<'_>>], u32) -> (Vec<Change>, R),
+        applied: impl FnOnce(&R, &[Option<Written>]),
+    ) -> Result<(R, Vec<Option<Written>>), Error> {
         for (i, key) in keys.iter().enumerate() {
             check_key(*key)?;
             assert!(!keys[..i].contains(key), "a key twice in one batch");
@@ -451,6 +464,7 @@ impl Store {
                 (cases[i], now, Access::NoAccess),
             ));
         }
+        applied(&result, &written);
         for shard in guards.iter_mut() {
             self.enforce_budget(shard);
         }

@@ -553,6 +553,21 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
         }
         let now = clock.now_secs_for_test();
         assert_eq!(store_snapshot(&store), model.snapshot(now));
+        // A scan of the table space sees exactly its live keys, each once.
+        let mut scanned = Vec::new();
+        let scan = store.scan_space(TABLE_SPACE, |key, item| {
+            scanned.push((key.to_vec(), item.value.to_vec()));
+        });
+        assert!(scan.is_ok(), "scan: {scan:?}");
+        scanned.sort();
+        let mut live_tables: Vec<(Vec<u8>, Vec<u8>)> = model
+            .snapshot(now)
+            .into_iter()
+            .filter(|(k, _)| space(*k) == TABLE_SPACE)
+            .map(|(k, v)| (key_bytes(k), v))
+            .collect();
+        live_tables.sort();
+        assert_eq!(scanned, live_tables, "scan of the table space");
         // The snapshot met every key, in the engine and so in the model.
         model.meet_all(now);
         let stats = store.stats();

@@ -453,6 +453,7 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
                 }
                 next = now + MAINTENANCE_PERIOD;
                 shared.store.purge_expired();
+                shared.tables.purge_expired();
                 crate::memory::report_other_memory(&shared.store);
                 shared.store.trim_to_budget();
                 if let Err(e) = shared.store.compact_if_needed(segment_size_bytes) {

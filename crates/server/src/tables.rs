@@ -7,6 +7,11 @@
 //! without `@@` name its rows. A connection that never does so sees memcached's plain
 //! key space, unchanged.
 //!
+//! A `get` or `gets` of `@@<container>.@>=A@<B` (the InnoDB plugin's range syntax:
+//! `@<`, `@<=`, `@>`, `@>=`, one or two bounds) returns the rows whose key in that
+//! container is in the range, in that key's order, each as `@@<table>.<primary key>`
+//! with its table's value, at most `RANGE_ROWS_MAX`.
+//!
 //! On rows: `get gets gat gats touch set add replace cas delete`, and `mg ms md` with
 //! the flags that mean something for a row (`v s t c f k O q T` on mg, `F T C c k O q`
 //! and the modes S E R on ms, `C k O q` on md). `incr decr append prepend ma`, and
@@ -337,6 +342,37 @@ pub fn retrieve(
             let value = format!("kura/{table}");
             write_value(out, key, 0, value.as_bytes(), None);
             Ok(None)
+        }
+        Route::Row {
+            catalog,
+            container,
+            key: row_key,
+        } if kura_tables::ordered::is_range(row_key) => {
+            if command.touches() {
+                client_error(out, "gat and gats take keys, not ranges");
+                return Err(());
+            }
+            bump(&c.cmd_get);
+            match shared.tables.range(&catalog, container, row_key) {
+                Ok(rows) => {
+                    // Each row by its table's key, which names it alone.
+                    let table = &catalog.tables[container.table].table.name;
+                    let mut lsn = None;
+                    for (pk, item) in rows {
+                        bump(&c.get_hits);
+                        let mut key = format!("@@{table}.").into_bytes();
+                        key.extend_from_slice(&pk);
+                        let cas = command.returns_cas().then_some(item.cas);
+                        write_value(out, &key, item.client_flags, &item.value, cas);
+                        lsn = lsn.max(Some(item.lsn));
+                    }
+                    Ok(lsn)
+                }
+                Err(e) => {
+                    write_error(out, &e);
+                    Err(())
+                }
+            }
         }
         Route::Row {
             catalog,

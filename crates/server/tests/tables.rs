@@ -47,6 +47,7 @@ transcripts! {
     meta,
     session,
     expiry,
+    ranges,
 }
 
 #[test]

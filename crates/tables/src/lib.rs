@@ -12,6 +12,7 @@ mod error;
 
 pub mod catalog;
 pub mod keys;
+pub mod ordered;
 pub mod row;
 pub mod rows;
 pub mod schema;

@@ -34,6 +34,7 @@ use parking_lot::RwLock;
 
 use crate::catalog::{Catalog, Container, TableDef, Via};
 use crate::error::{value_error, Error};
+use crate::ordered::{parse_range, Ordered};
 use crate::schema::parse_schema;
 use crate::text::{self, Field};
 use crate::value::{parse_text, Value};
@@ -110,8 +111,13 @@ pub struct TableCounters {
 pub struct Tables {
     store: Arc<Store>,
     catalog: RwLock<Arc<Catalog>>,
+    /// Ordered indexes (KEY, and USING BTREE), in memory beside the store.
+    ordered: Ordered,
     pub counters: TableCounters,
 }
+
+/// The most rows one range returns.
+pub const RANGE_ROWS_MAX: usize = 1000;
 
 /// A row's engine key.
 fn row_key(def: &TableDef, pk: &Value) -> Result<Vec<u8>, Error> {
@@ -229,8 +235,12 @@ fn parse_row(def: &TableDef, via: Via, key: &[u8], value: &[u8]) -> Result<Vec<V
 /// What one attempt of a write found.
 enum Attempt {
     Done(RowResult),
-    /// The changes were made: the row's record is what the batch wrote for it.
-    Wrote,
+    /// The changes were made: the row's record is what the batch wrote for it. The
+    /// row's values before (for its ordered indexes), and its exptime now.
+    Wrote {
+        old: Option<Vec<Value>>,
+        exptime: u32,
+    },
     /// The row holds index entries the attempt had not locked: try again with these.
     NeedKeys(Vec<Vec<u8>>),
     /// The row no longer holds the value it was found by: look it up again.
@@ -244,11 +254,59 @@ impl Tables {
             Some(item) => Catalog::decode(&item.value)?,
             None => Catalog::new(),
         };
-        Ok(Tables {
+        let tables = Tables {
             store,
             catalog: RwLock::new(Arc::new(catalog)),
+            ordered: Ordered::default(),
             counters: TableCounters::default(),
-        })
+        };
+        tables.rebuild_ordered()?;
+        Ok(tables)
+    }
+
+    /// Fills the ordered indexes from the rows in the log. Returns how many rows it read.
+    fn rebuild_ordered(&self) -> Result<u64, Error> {
+        let catalog = self.catalog();
+        self.ordered.add_tables(&catalog);
+        let by_number: std::collections::HashMap<u32, &TableDef> = catalog
+            .tables
+            .iter()
+            .filter(|def| self.ordered.has(def))
+            .map(|def| (def.number, def))
+            .collect();
+        if by_number.is_empty() {
+            return Ok(0);
+        }
+        let mut failed = None;
+        self.store.scan_space(ROW_SPACE, |key, item| {
+            let Some(number) = key
+                .get(..4)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+            else {
+                return;
+            };
+            let Some(def) = by_number.get(&number) else {
+                return;
+            };
+            match row::decode(&item.value, &def.table) {
+                Ok(values) => self.ordered.apply(def, None, Some(&values), item.exptime),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        })?;
+        failed.map_or(Ok(0), Err)
+    }
+
+    /// Drops the ordered indexes' entries of rows expired by now (the rows' own
+    /// records go as the store purges them). Returns how many went.
+    pub fn purge_expired(&self) -> u64 {
+        self.ordered.purge_expired(self.store.now_secs())
+    }
+
+    /// Entries in the ordered indexes, for `stats`.
+    pub fn ordered_entries(&self) -> u64 {
+        self.ordered.entries()
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {
@@ -283,6 +341,8 @@ impl Tables {
             .filter(|t| catalog.table(&t.table.name).is_none())
             .map(|t| t.table.name.clone())
             .collect();
+        // New tables have no rows: their ordered indexes start empty.
+        self.ordered.add_tables(&next);
         *catalog = Arc::new(next);
         Ok(created)
     }
@@ -416,6 +476,84 @@ impl Tables {
         Ok(Some((row_key_of_entry(def, &entry.value), value)))
     }
 
+    /// The rows whose key in `container` is in the range `spec` (`@>=A@<B`: see
+    /// [`crate::ordered::parse_range`]), in that key's order (then the primary key's),
+    /// at most [`RANGE_ROWS_MAX`]; each with its primary key as text and as its
+    /// table's container shows it. From the ordered index in memory when the container
+    /// keeps one; otherwise from the table's rows in the log, which reads the log.
+    pub fn range(
+        &self,
+        catalog: &Catalog,
+        container: Container,
+        spec: &[u8],
+    ) -> Result<Vec<(Vec<u8>, RowItem)>, Error> {
+        let def = &catalog.tables[container.table];
+        let range = parse_range(def, container.via, spec)?;
+        let key_col = key_column(def, container.via);
+        let now = self.store.now_secs();
+        let mut rows: Vec<(Vec<Value>, Item)> = Vec::new();
+        match self
+            .ordered
+            .range(def, container.via, &range, now, RANGE_ROWS_MAX)
+        {
+            Some(pks) => {
+                for pk in pks {
+                    let rk = row_key_of_entry(def, &pk);
+                    let Some(item) = self.get_row(&rk, Access::Fetch)? else {
+                        continue;
+                    };
+                    let values = row::decode(&item.value, &def.table)?;
+                    // A writer may have changed the row since the index was read.
+                    if range.holds(&values[key_col]) {
+                        rows.push((values, item));
+                    }
+                }
+            }
+            None => {
+                let prefix = def.number.to_be_bytes();
+                let mut failed = None;
+                self.store.scan_space(ROW_SPACE, |key, item| {
+                    if !key.starts_with(&prefix) {
+                        return;
+                    }
+                    match row::decode(&item.value, &def.table) {
+                        Ok(values) if range.holds(&values[key_col]) => rows.push((values, item)),
+                        Ok(_) => {}
+                        Err(e) => {
+                            failed.get_or_insert(e);
+                        }
+                    }
+                })?;
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                let order = |values: &[Value]| {
+                    let mut key = Vec::new();
+                    keys::encode(&values[key_col], keys::Position::Inner, &mut key);
+                    keys::encode(&values[def.table.primary], keys::Position::Last, &mut key);
+                    key
+                };
+                rows.sort_by_cached_key(|(values, _)| order(values));
+                rows.truncate(RANGE_ROWS_MAX);
+            }
+        }
+        Ok(rows
+            .into_iter()
+            .map(|(values, item)| {
+                let mut key = Vec::new();
+                values[def.table.primary].write_text(&mut key);
+                let row = RowItem {
+                    value: render(def, Via::Primary, &values),
+                    client_flags: item.client_flags,
+                    exptime: item.exptime,
+                    cas: item.cas,
+                    lsn: item.lsn,
+                };
+                (key, row)
+            })
+            .collect())
+    }
+
     /// A storage command on a row: `key` and `value` as the container spells them.
     pub fn write(
         &self,
@@ -509,6 +647,7 @@ impl Tables {
         let op = RowOp::Write {
             row: row::encode(&values).into(),
             entries: unique_keys_of(def, &values)?,
+            values,
             mode,
             client_flags,
             exptime,
@@ -551,7 +690,28 @@ impl Tables {
                     Err(e) => (keep(), Err(e)),
                 }
             };
-            let (attempt, written) = self.store.update_batch(&engine_keys, decide)?;
+            // Ordered indexes change with the row, under its lock, in its order.
+            let applied = |attempt: &Result<Attempt, Error>, _: &[Option<Written>]| {
+                if !self.ordered.has(def) {
+                    return;
+                }
+                match (attempt, &op) {
+                    (Ok(Attempt::Wrote { old, exptime }), RowOp::Write { values, .. }) => self
+                        .ordered
+                        .apply(def, old.as_deref(), Some(values), *exptime),
+                    (Ok(Attempt::Wrote { old, .. }), RowOp::Delete { .. }) => {
+                        self.ordered.apply(def, old.as_deref(), None, 0)
+                    }
+                    (Ok(Attempt::Done(RowResult::Touched(values, item))), _) => {
+                        self.ordered
+                            .apply(def, Some(values), Some(values), item.exptime)
+                    }
+                    _ => {}
+                }
+            };
+            let (attempt, written) = self
+                .store
+                .update_batch_then(&engine_keys, decide, applied)?;
             match attempt? {
                 Attempt::Done(RowResult::Touched(values, item)) => {
                     let lsn = written.iter().flatten().map(|w| w.lsn).max();
@@ -561,7 +721,7 @@ impl Tables {
                     };
                     return Ok(RowResult::Touched(values, item));
                 }
-                Attempt::Wrote => {
+                Attempt::Wrote { .. } => {
                     let Some(w) = written[0] else {
                         unreachable!("a written or deleted row has its record")
                     };
@@ -666,6 +826,8 @@ enum RowOp {
         row: Arc<[u8]>,
         /// The unique-index entries the new row has.
         entries: Vec<(usize, Vec<u8>)>,
+        /// The new row's values, for its ordered indexes.
+        values: Vec<Value>,
         mode: WriteMode,
         client_flags: u32,
         exptime: i64,
@@ -740,6 +902,7 @@ fn decide_row(
             mode,
             client_flags,
             exptime,
+            ..
         } => {
             let refused = match (mode, row.map(|r| r.cas)) {
                 (WriteMode::Add, Some(_)) | (WriteMode::Replace, None) => {
@@ -787,7 +950,7 @@ fn decide_row(
                     Change::Keep
                 });
             }
-            Ok((Some(changes), Attempt::Wrote))
+            Ok((Some(changes), Attempt::Wrote { old, exptime }))
         }
         RowOp::Delete { cas } => {
             let Some(row) = row else {
@@ -808,7 +971,7 @@ fn decide_row(
                     }
                 })
                 .collect();
-            Ok((Some(changes), Attempt::Wrote))
+            Ok((Some(changes), Attempt::Wrote { old, exptime: 0 }))
         }
         RowOp::Touch { exptime } => {
             let (Some(row), Some(values)) = (row, old) else {

@@ -17,3 +17,5 @@ CREATE TABLE items (
 ) COMMENT='separator=,';
 
 CREATE TABLE tags (name VARCHAR(20) PRIMARY KEY);
+
+CREATE TABLE scores (id INT, points INT, PRIMARY KEY (id) USING BTREE);

@@ -1,0 +1,104 @@
+//! Reading every live version of one key space: the log read segment by segment, each
+//! put of that space kept if the index still points at it and it is live now. For
+//! state kept beside the index that must be rebuilt at start (the tables' ordered
+//! indexes), and for reading a table whole.
+//!
+//! What it is not for: recovery (which rebuilds the index itself and must cut a torn
+//! tail) or compaction (which copies what it finds). A scan sees every version that was
+//! live when it began and is still live when the scan reaches its record; one written
+//! while the scan runs may or may not be seen.
+//!
+//! Invariant: compaction is held off while a scan runs, so no segment it has yet to
+//! read goes away; writes go on.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::expiry::{liveness, Liveness};
+use crate::index;
+use crate::item::Item;
+use crate::key::Space;
+use crate::log::{self, Location};
+use crate::record::{self, Decoded, Record, ITEM_BINARY_KEY, ITEM_STALE};
+use crate::{Error, Store};
+
+impl Store {
+    /// Calls `visit` with the key bytes and the version of every live key of `space`,
+    /// in log order. Returns how many it visited. Blocks on the disk.
+    pub fn scan_space(
+        &self,
+        space: Space,
+        mut visit: impl FnMut(&[u8], Item),
+    ) -> Result<u64, Error> {
+        let _no_compaction = self.compaction.lock();
+        // The tail's records go to the segment files first, so reading those is enough.
+        self.log.force_sync()?;
+        let mut visited = 0;
+        for (segment, usage) in self.log.usage() {
+            let file = self.log.reader(segment)?;
+            let mut data = log::Window::new(file, usage.bytes);
+            let mut pos = record::SEGMENT_HEADER_BYTES;
+            while (pos as u64) < usage.bytes {
+                let Decoded::Record(rec, len) = data.record(pos)? else {
+                    return Err(Error::Format(format!(
+                        "segment {segment} is damaged at {pos}"
+                    )));
+                };
+                if let Record::Put {
+                    key,
+                    value,
+                    client_flags,
+                    exptime,
+                    time,
+                    cas,
+                    item_flags,
+                } = rec
+                {
+                    if key.space == space {
+                        let here = Location {
+                            segment,
+                            offset: u32::try_from(pos).unwrap_or(u32::MAX),
+                            len: u32::try_from(len).unwrap_or(u32::MAX),
+                        };
+                        let raw = index::raw_address(segment, here.offset);
+                        let h = self.index.hash(key);
+                        let found = {
+                            let shard = self.index.shard(h).read();
+                            match shard.find_location(h, raw, here) {
+                                None => None,
+                                // In memory, its metadata is what counts.
+                                Some((_, Some(idx))) => {
+                                    let e = shard.entry(idx);
+                                    Some((e.client_flags, e.exptime, e.time, e.cas, e.lsn))
+                                }
+                                Some((_, None)) => Some((client_flags, exptime, time, cas, 0)),
+                            }
+                        };
+                        let now = self.now_secs();
+                        let deadline = self.flush_deadline.load(Ordering::Acquire);
+                        if let Some((client_flags, exptime, time, cas, lsn)) = found {
+                            if liveness(space, exptime, time, now, deadline) == Liveness::Live {
+                                let item = Item {
+                                    value: Arc::from(value),
+                                    client_flags,
+                                    exptime,
+                                    cas,
+                                    lsn,
+                                    stale: item_flags & ITEM_STALE != 0,
+                                    binary_key: item_flags & ITEM_BINARY_KEY != 0,
+                                    fetched: false,
+                                    last_access: time,
+                                    win_sent: false,
+                                };
+                                visit(key.bytes, item);
+                                visited += 1;
+                            }
+                        }
+                    }
+                }
+                pos += len;
+            }
+        }
+        Ok(visited)
+    }
+}
