@@ -26,11 +26,15 @@ use crate::error::{value_error, Error};
 use crate::keys::{self, Position};
 use crate::value::{parse_text, Value};
 
+/// One ordered index: each entry (value then primary key, memcomparable) with its
+/// row's exptime.
+type Set = BTreeMap<Box<[u8]>, u32>;
+
 /// The sets of one table: its primary key's (if ordered) and each ordered index's.
 #[derive(Debug, Default)]
 struct TableSets {
     /// Keyed by what they order: the primary key, or an index by its position.
-    sets: Vec<(Via, BTreeMap<Box<[u8]>, u32>)>,
+    sets: Vec<(Via, Set)>,
 }
 
 /// Every table's ordered indexes, by table number.
