@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+use crate::game::Layout;
 use crate::proto::Wire;
 
 /// Set once a signal has started the cleanup: errors the dying servers cause after
@@ -103,6 +104,10 @@ pub enum BackendKind {
     Memcached { name: String },
     /// `kura-fsync`, `kura-interval`, `kura-none`, started by kura-bench.
     Kura(Durability),
+    /// `kura-tables-fsync`, `kura-tables-interval`, `kura-tables-none`: Kura started
+    /// with the game's players table (`game::TABLE_SCHEMA`), so the game reads rows
+    /// through `@@players.<id>` and `@@players_by_email.<email>`.
+    KuraTables(Durability),
     /// `mariadb`: a private mariadbd with its own data directory, port and socket,
     /// InnoDB with its defaults (a commit is fsynced), binary log off.
     Mariadb,
@@ -127,6 +132,8 @@ pub enum RedisFsync {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
     Memcached,
+    /// memcached's protocol, and the game's rows in Kura's players table.
+    MemcachedTables,
     Mysql,
     /// MySQL at the backend's address, with a memcached cache at `cache`.
     MysqlCacheAside {
@@ -139,7 +146,7 @@ impl Protocol {
     /// The key-value wire protocol, for backends that have one.
     pub fn wire(self) -> Option<Wire> {
         match self {
-            Protocol::Memcached => Some(Wire::Memcached),
+            Protocol::Memcached | Protocol::MemcachedTables => Some(Wire::Memcached),
             Protocol::Redis => Some(Wire::Redis),
             Protocol::Mysql | Protocol::MysqlCacheAside { .. } => None,
         }
@@ -154,6 +161,9 @@ impl BackendKind {
             "kura-fsync" => BackendKind::Kura(Durability::Fsync),
             "kura-interval" => BackendKind::Kura(Durability::Interval),
             "kura-none" => BackendKind::Kura(Durability::None),
+            "kura-tables-fsync" => BackendKind::KuraTables(Durability::Fsync),
+            "kura-tables-interval" => BackendKind::KuraTables(Durability::Interval),
+            "kura-tables-none" => BackendKind::KuraTables(Durability::None),
             "mariadb" => BackendKind::Mariadb,
             "mariadb+memcached" => BackendKind::MariadbMemcached,
             "redis" => BackendKind::Redis(RedisFsync::EverySec),
@@ -161,7 +171,8 @@ impl BackendKind {
             "kura" => bail!("say which durability: kura-fsync, kura-interval or kura-none"),
             other => bail!(
                 "unknown backend {other:?}: expected memcached, memcached2, kura-fsync, \
-                 kura-interval, kura-none, mariadb, mariadb+memcached, redis or redis-always (use --server host:port for a running server)"
+                 kura-interval, kura-none, kura-tables-fsync, kura-tables-interval, \
+                 kura-tables-none, mariadb, mariadb+memcached, redis or redis-always (use --server host:port for a running server)"
             ),
         })
     }
@@ -170,6 +181,7 @@ impl BackendKind {
         match self {
             BackendKind::Memcached { name } => name.clone(),
             BackendKind::Kura(d) => format!("kura-{}", d.flag()),
+            BackendKind::KuraTables(d) => format!("kura-tables-{}", d.flag()),
             BackendKind::Mariadb => "mariadb".to_string(),
             BackendKind::MariadbMemcached => "mariadb+memcached".to_string(),
             BackendKind::Redis(RedisFsync::EverySec) => "redis".to_string(),
@@ -360,7 +372,8 @@ impl Backend {
     pub fn start(kind: &BackendKind, config: &LaunchConfig) -> Result<Backend> {
         match kind {
             BackendKind::Memcached { name } => start_memcached(name, config),
-            BackendKind::Kura(durability) => start_kura(*durability, config),
+            BackendKind::Kura(durability) => start_kura(*durability, Layout::TwoKeys, config),
+            BackendKind::KuraTables(durability) => start_kura(*durability, Layout::Table, config),
             BackendKind::Mariadb => start_mariadb(config),
             BackendKind::Redis(fsync) => start_redis(&kind.name(), *fsync, config),
             BackendKind::MariadbMemcached => {
@@ -606,7 +619,7 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
     )
 }
 
-fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> {
+fn start_kura(durability: Durability, layout: Layout, config: &LaunchConfig) -> Result<Backend> {
     if !config.kura_bin.exists() {
         bail!(
             "Kura binary {} not found: build it with `cargo build --release -p kura-server` \
@@ -625,14 +638,29 @@ fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> 
             )
         })?;
     let tail = Arc::new(OutputTail::default());
-    let name = format!("kura-{}", durability.flag());
+    let (kind, protocol) = match layout {
+        Layout::TwoKeys => (BackendKind::Kura(durability), Protocol::Memcached),
+        Layout::Table => (
+            BackendKind::KuraTables(durability),
+            Protocol::MemcachedTables,
+        ),
+    };
+    let name = kind.name();
     let mut command = server_command(&config.kura_bin, config);
     command
         .args(["-p", "0", "-l", "127.0.0.1", "--data-dir"])
         .arg(data_dir.path())
         .args(["--durability", durability.flag()])
         .args(["-t", &config.server_threads.to_string()])
-        .args(&config.kura_args)
+        .args(&config.kura_args);
+    if layout == Layout::Table {
+        // Beside the log in the data directory, which Kura leaves alone.
+        let schema = data_dir.path().join("schema.sql");
+        std::fs::write(&schema, crate::game::TABLE_SCHEMA)
+            .with_context(|| format!("writing {}", schema.display()))?;
+        command.arg("--schema").arg(&schema);
+    }
+    command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -690,11 +718,11 @@ fn start_kura(durability: Durability, config: &LaunchConfig) -> Result<Backend> 
         .with_context(|| format!("kura printed an unparsable address {addr:?}"))?;
     Ok(Backend {
         name,
-        kind: BackendKind::Kura(durability),
+        kind,
         addr,
         pids: vec![child.id()],
         launches: vec![launch],
-        protocol: Protocol::Memcached,
+        protocol,
         child: Some(child),
         companion: None,
         log: Some(tail),

@@ -442,6 +442,7 @@ pub fn run(args: &DatasizeArgs) -> Result<Section> {
                 let window_start = start + Duration::from_secs_f64(args.warmup);
                 let plan = Plan {
                     wire: subject.backend.protocol.wire().unwrap_or(Wire::Memcached),
+                    layout: game::Layout::of(subject.backend.protocol),
                     chooser: chooser.clone(),
                     row_size: args.row_size,
                     window_start,
@@ -610,9 +611,10 @@ fn grow(subject: &mut Subject, players: u64, args: &DatasizeArgs, label: &str) -
     );
     let b = &subject.backend;
     match b.protocol {
-        Protocol::Memcached | Protocol::Redis => game::preload(
+        Protocol::Memcached | Protocol::MemcachedTables | Protocol::Redis => game::preload(
             b.addr,
             b.protocol.wire().unwrap_or(Wire::Memcached),
+            game::Layout::of(b.protocol),
             ids,
             args.row_size,
             args.load_connections,
@@ -627,6 +629,7 @@ fn grow(subject: &mut Subject, players: u64, args: &DatasizeArgs, label: &str) -
             game::preload(
                 cache,
                 Wire::Memcached,
+                game::Layout::TwoKeys,
                 ids,
                 args.row_size,
                 args.load_connections,

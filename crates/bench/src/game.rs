@@ -80,6 +80,85 @@ pub(crate) fn email(id: u64) -> String {
     format!("player{id}@example.com")
 }
 
+/// The players table the `kura-tables-*` backends are started with: the game's row as
+/// columns, the email a unique index, so one request finds a player by email.
+pub(crate) const TABLE_SCHEMA: &str = "CREATE TABLE players (\
+     id BIGINT UNSIGNED NOT NULL, name VARCHAR(64) NOT NULL, email VARCHAR(128) NOT NULL, \
+     score BIGINT UNSIGNED NOT NULL, level BIGINT UNSIGNED NOT NULL, \
+     last_seen BIGINT UNSIGNED NOT NULL, padding TEXT NOT NULL, \
+     PRIMARY KEY (id), UNIQUE KEY email (email));\n";
+
+/// How a key-value backend keeps the game's players.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// Two plain keys: `player:<id>` holds the row, `email:<email>` the id. The
+    /// client keeps them in step (two requests, not atomic).
+    TwoKeys,
+    /// Kura's players table: `@@players.<id>` is the row, `@@players_by_email.<email>`
+    /// finds it by its unique email, kept by the server in the same write.
+    Table,
+}
+
+impl Layout {
+    pub(crate) fn of(protocol: Protocol) -> Layout {
+        match protocol {
+            Protocol::MemcachedTables => Layout::Table,
+            _ => Layout::TwoKeys,
+        }
+    }
+
+    fn player_key(self, id: u64) -> Vec<u8> {
+        match self {
+            Layout::TwoKeys => player_key(id),
+            Layout::Table => format!("@@players.{id}").into_bytes(),
+        }
+    }
+
+    fn email_key(self, email: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(match self {
+            Layout::TwoKeys => b"email:".as_slice(),
+            Layout::Table => b"@@players_by_email.".as_slice(),
+        });
+        out.extend_from_slice(email);
+    }
+
+    /// The value stored for a player: the row, less its id in a table (the key holds it).
+    fn row(self, id: u64, score: u64, level: u64, last_seen: u64, size: usize) -> Vec<u8> {
+        let row = encode_row(id, score, level, last_seen, size);
+        match self {
+            Layout::TwoKeys => row,
+            Layout::Table => {
+                let skip = row.iter().position(|&b| b == b'|').map_or(0, |p| p + 1);
+                row[skip..].to_vec()
+            }
+        }
+    }
+
+    /// The id, email, score and level in player `id`'s value, as `get` returned it.
+    fn decode(self, id: u64, value: &[u8]) -> Option<(u64, Vec<u8>, u64, u64)> {
+        match self {
+            Layout::TwoKeys => decode_row(value)
+                .map(|(id, email, score, level)| (id, email.to_vec(), score, level)),
+            Layout::Table => {
+                let mut row = id.to_string().into_bytes();
+                row.push(b'|');
+                row.extend_from_slice(value);
+                decode_row(&row).map(|(id, email, score, level)| (id, email.to_vec(), score, level))
+            }
+        }
+    }
+
+    /// Whether the value found by email names player `id`.
+    fn email_names(self, id: u64, value: &[u8]) -> bool {
+        let id = id.to_string();
+        match self {
+            Layout::TwoKeys => value == id.as_bytes(),
+            Layout::Table => value.starts_with(id.as_bytes()) && value.get(id.len()) == Some(&b'|'),
+        }
+    }
+}
+
 /// A player's row, padded to `size` bytes (longer if the fields need it).
 pub(crate) fn encode_row(id: u64, score: u64, level: u64, last_seen: u64, size: usize) -> Vec<u8> {
     let mut row = format!(
@@ -130,6 +209,7 @@ impl std::error::Error for StoreRefused {}
 pub(crate) fn preload(
     addr: SocketAddr,
     wire: Wire,
+    layout: Layout,
     ids: Range<u64>,
     row_size: usize,
     connections: u64,
@@ -144,18 +224,25 @@ pub(crate) fn preload(
             workers.push(scope.spawn(move || -> Result<()> {
                 let mut client = Client::connect(addr, wire)?;
                 let ids: Vec<u64> = range.collect();
+                // A table keeps the email index itself: one set a player.
+                let sets_per_player = match layout {
+                    Layout::TwoKeys => 2,
+                    Layout::Table => 1,
+                };
                 for batch in ids.chunks(32) {
                     for &id in batch {
-                        let row = encode_row(id, id % 1000, 1, unix_now(), row_size);
-                        client.push_set(&player_key(id), &row);
-                        client.push_set(
-                            format!("email:{}", email(id)).as_bytes(),
-                            id.to_string().as_bytes(),
-                        );
+                        let row = layout.row(id, id % 1000, 1, unix_now(), row_size);
+                        client.push_set(&layout.player_key(id), &row);
+                        if layout == Layout::TwoKeys {
+                            client.push_set(
+                                format!("email:{}", email(id)).as_bytes(),
+                                id.to_string().as_bytes(),
+                            );
+                        }
                     }
                     client.flush()?;
                     let mut refused = None;
-                    for _ in 0..batch.len() * 2 {
+                    for _ in 0..batch.len() * sets_per_player {
                         match client.read_reply(Expect::Status)? {
                             Reply::Ok => {}
                             other => refused = Some(other),
@@ -211,6 +298,8 @@ struct Conn {
 pub(crate) struct Plan {
     /// The key-value protocol (for the polling client; SQL ignores it).
     pub wire: Wire,
+    /// How the key-value backend keeps players.
+    pub layout: Layout,
     pub chooser: KeyChooser,
     pub row_size: usize,
     pub window_start: Instant,
@@ -229,7 +318,7 @@ pub(crate) fn measure_backend(
 ) -> Result<GameResult> {
     let (addr, pids) = (backend.addr, &backend.pids);
     match backend.protocol {
-        Protocol::Memcached | Protocol::Redis => {
+        Protocol::Memcached | Protocol::MemcachedTables | Protocol::Redis => {
             measure(addr, connections, client_threads, plan, start, seed, pids)
         }
         Protocol::Mysql => game_sql::measure(addr, None, connections, plan, start, seed, pids),
@@ -411,7 +500,8 @@ fn begin_transaction(plan: &Plan, c: &mut Conn, rng: &mut Rng) {
     c.step = 0;
     c.outbuf.clear();
     c.written = 0;
-    plan.wire.encode_get(&mut c.outbuf, &player_key(c.player));
+    plan.wire
+        .encode_get(&mut c.outbuf, &plan.layout.player_key(c.player));
     c.started_at = Instant::now();
     c.sent_at = c.started_at;
 }
@@ -425,8 +515,9 @@ fn advance(plan: &Plan, c: &mut Conn, reply: Reply, bytes: &[u8], rng: &mut Rng)
     match c.step {
         0 => {
             let values = plan.wire.values(bytes)?;
-            let Some((id, row_email, score, level)) =
-                values.first().and_then(|row| decode_row(row))
+            let Some((id, row_email, score, level)) = values
+                .first()
+                .and_then(|row| plan.layout.decode(c.player, row))
             else {
                 return Ok(false);
             };
@@ -435,11 +526,10 @@ fn advance(plan: &Plan, c: &mut Conn, reply: Reply, bytes: &[u8], rng: &mut Rng)
             }
             let score = score + 1 + rng.below(100);
             let level = level.max(score / 1000);
-            let row = encode_row(id, score, level, unix_now(), plan.row_size);
-            plan.wire.encode_set(&mut c.outbuf, &player_key(id), &row);
-            c.email_key.clear();
-            c.email_key.extend_from_slice(b"email:");
-            c.email_key.extend_from_slice(row_email);
+            let row = plan.layout.row(id, score, level, unix_now(), plan.row_size);
+            plan.wire
+                .encode_set(&mut c.outbuf, &plan.layout.player_key(id), &row);
+            plan.layout.email_key(&row_email, &mut c.email_key);
             c.step = 1;
         }
         1 => {
@@ -451,7 +541,7 @@ fn advance(plan: &Plan, c: &mut Conn, reply: Reply, bytes: &[u8], rng: &mut Rng)
         }
         _ => {
             let values = plan.wire.values(bytes)?;
-            if values.len() != 1 || values[0] != c.player.to_string().as_bytes() {
+            if values.len() != 1 || !plan.layout.email_names(c.player, values[0]) {
                 return Ok(false);
             }
             begin_transaction(plan, c, rng);
@@ -498,9 +588,10 @@ pub fn run(args: &GameArgs) -> Result<Section> {
         );
         let all = 0..args.players;
         match b.protocol {
-            Protocol::Memcached | Protocol::Redis => preload(
+            Protocol::Memcached | Protocol::MemcachedTables | Protocol::Redis => preload(
                 b.addr,
                 b.protocol.wire().unwrap_or(Wire::Memcached),
+                Layout::of(b.protocol),
                 all,
                 args.row_size,
                 8,
@@ -519,7 +610,15 @@ pub fn run(args: &GameArgs) -> Result<Section> {
                     args.players,
                     "players",
                 );
-                preload(cache, Wire::Memcached, all, args.row_size, 8, &progress)?;
+                preload(
+                    cache,
+                    Wire::Memcached,
+                    Layout::TwoKeys,
+                    all,
+                    args.row_size,
+                    8,
+                    &progress,
+                )?;
             }
         }
     }
@@ -544,6 +643,7 @@ pub fn run(args: &GameArgs) -> Result<Section> {
                 let window_start = start + Duration::from_secs_f64(args.warmup);
                 let plan = Plan {
                     wire: b.protocol.wire().unwrap_or(Wire::Memcached),
+                    layout: Layout::of(b.protocol),
                     chooser: chooser.clone(),
                     row_size: args.row_size,
                     window_start,

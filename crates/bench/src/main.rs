@@ -157,7 +157,8 @@ impl Common {
             if is_sql && sql == SqlBackends::Refused {
                 anyhow::bail!("the mariadb backend is not supported by this workload, so far");
             }
-            if defaulted && matches!(kind, BackendKind::Kura(_)) && !self.kura_bin.exists() {
+            let is_kura = matches!(kind, BackendKind::Kura(_) | BackendKind::KuraTables(_));
+            if defaulted && is_kura && !self.kura_bin.exists() {
                 eprintln!(
                     "note: skipping {name}: Kura binary {} not found (build it with \
                      `cargo build --release -p kura-server`)",

@@ -142,7 +142,7 @@ impl KvClient {
     /// Connects to `backend`; SQL backends use `table`.
     pub fn connect(backend: &Backend, table: &str) -> Result<KvClient> {
         match backend.protocol {
-            Protocol::Memcached => Ok(KvClient::Kv(Client::connect(
+            Protocol::Memcached | Protocol::MemcachedTables => Ok(KvClient::Kv(Client::connect(
                 backend.addr,
                 Wire::Memcached,
             )?)),

@@ -275,7 +275,17 @@ fn sql_backends(which: Sql) -> &'static str {
 
 #[test]
 fn tiny_game_measures_every_connection_count_and_backend() {
-    let (stdout, csv, names) = run_tiny("game", &[], sql_backends(Sql::WithCacheAside));
+    // Kura's players table beside its two-key layout, when Kura is there to run.
+    let tables = if kura_bin().is_some() {
+        "kura-tables-fsync,kura-tables-interval"
+    } else {
+        ""
+    };
+    let more: Vec<&str> = [tables, sql_backends(Sql::WithCacheAside)]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect();
+    let (stdout, csv, names) = run_tiny("game", &[], &more.join(","));
     assert!(stdout.contains("get_by_email"), "{stdout}");
     let rows = rows(&csv);
     for connections in ["1", "4"] {
@@ -337,7 +347,12 @@ fn tiny_datasize_measures_or_reports_each_backend_past_its_memory_limit() {
     let kura = kura_bin();
     let mut names: Vec<&str> = Vec::new();
     if kura.is_some() {
-        names.extend(["kura-fsync", "kura-interval"]);
+        names.extend([
+            "kura-fsync",
+            "kura-interval",
+            "kura-tables-fsync",
+            "kura-tables-interval",
+        ]);
     }
     let sql = sql_backends(Sql::WithCacheAside);
     names.extend(sql.split(',').filter(|n| !n.is_empty()));
