@@ -32,6 +32,7 @@ use kura_protocol::{MetaRequest, MetaSetMode, Request, RetrievalCommand, Storage
 use kura_tables::{Catalog, ChangeOutcome, Container, RowItem, WriteMode, WriteOutcome};
 
 use crate::dispatch::{write_engine_error, Outcome};
+use crate::semantics::NO_MEMORY_REPLY;
 use crate::server::Shared;
 use crate::stats::bump;
 
@@ -211,6 +212,11 @@ pub fn execute(
             match tables.write(&catalog, container, row_key, data, mode, (*flags, *exptime)) {
                 Ok(result) => {
                     let (reply, lsn): (&[u8], _) = match result {
+                        WriteOutcome::NoMemory => {
+                            // As memcached's out-of-memory reply: sent under noreply too.
+                            out.extend_from_slice(NO_MEMORY_REPLY);
+                            return Some(Outcome::after(None));
+                        }
                         WriteOutcome::Stored(w) => (b"STORED\r\n", Some(w.lsn)),
                         WriteOutcome::NotStored | WriteOutcome::Duplicate => {
                             (b"NOT_STORED\r\n", None)
@@ -581,6 +587,10 @@ fn meta_set(
         (f.client_flags.unwrap_or(0), f.ttl.unwrap_or(0)),
     );
     let (code, written): (&[u8], _) = match result {
+        Ok(WriteOutcome::NoMemory) => {
+            out.extend_from_slice(NO_MEMORY_REPLY);
+            return Outcome::after(None);
+        }
         Ok(WriteOutcome::Stored(w)) => (b"HD", Some(w)),
         Ok(WriteOutcome::NotStored | WriteOutcome::Duplicate) => (b"NS", None),
         Ok(WriteOutcome::Exists) => (b"EX", None),

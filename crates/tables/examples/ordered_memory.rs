@@ -14,8 +14,16 @@ fn rss() -> u64 {
 }
 fn main() {
     let which = std::env::args().nth(1).unwrap_or_default();
-    let key = if which == "text" { "KEY name (name)" } else { "KEY lvl (lvl)" };
-    let table = parse_schema(&format!("CREATE TABLE t (id INT PRIMARY KEY, lvl INT, name VARCHAR(32), {key})")).unwrap().remove(0);
+    let key = if which == "text" {
+        "KEY name (name)"
+    } else {
+        "KEY lvl (lvl)"
+    };
+    let table = parse_schema(&format!(
+        "CREATE TABLE t (id INT PRIMARY KEY, lvl INT, name VARCHAR(32), {key})"
+    ))
+    .unwrap()
+    .remove(0);
     let mut catalog = Catalog::new();
     catalog = catalog.with_schema(vec![table]).unwrap().unwrap();
     let def: &TableDef = &catalog.tables[0];
@@ -24,9 +32,17 @@ fn main() {
     let n = 1_000_000i64;
     let before = rss();
     for id in 0..n {
-        let v = vec![Value::Int(id), Value::Int(id % 1000), Value::Bytes(format!("player{id}@example.com").into_bytes())];
+        let v = vec![
+            Value::Int(id),
+            Value::Int(id % 1000),
+            Value::Bytes(format!("player{id}@example.com").into_bytes()),
+        ];
         ordered.apply(def, None, Some(&v), 0);
     }
     let after = rss();
-    println!("{which}: {} entries, {:.1} bytes an entry", ordered.entries(), (after - before) as f64 / ordered.entries() as f64);
+    println!(
+        "{which}: {} entries, {:.1} bytes an entry",
+        ordered.entries(),
+        (after - before) as f64 / ordered.entries() as f64
+    );
 }

@@ -37,7 +37,7 @@ use crate::error::{value_error, Error};
 use crate::ordered::{parse_range, Ordered};
 use crate::schema::parse_schema;
 use crate::text::{self, Field};
-use crate::value::{parse_text, Value};
+use crate::value::{parse_owned, parse_text, Value};
 use crate::{keys, row};
 
 /// The key spaces tables keep their records in.
@@ -88,6 +88,8 @@ pub enum WriteOutcome {
     Exists,
     /// `cas` on a row that does not exist.
     NotFound,
+    /// The index's slots fill the memory budget (`-m`): no new row fits.
+    NoMemory,
 }
 
 /// What a delete or touch did.
@@ -187,24 +189,42 @@ fn key_column(def: &TableDef, via: Via) -> usize {
     }
 }
 
-/// A row's values as the value a container shows: every column but its key column.
+/// A row's values as the value a container shows: every column but its key column,
+/// joined and escaped into one buffer.
 fn render(def: &TableDef, via: Via, values: &[Value]) -> Vec<u8> {
     let skip = key_column(def, via);
-    let mut texts: Vec<Option<Vec<u8>>> = Vec::with_capacity(values.len());
+    let separator = def.table.separator;
+    // Room for every field as it is, a separator each, and a few escapes.
+    let room: usize = values
+        .iter()
+        .map(|v| match v {
+            Value::Bytes(b) => b.len() + 1,
+            _ => 21,
+        })
+        .sum();
+    let mut out = Vec::with_capacity(room + 8);
+    // A number's text, escaped like any field: a separator may be '.', '-' or '+'.
+    let mut number = Vec::new();
+    let mut first = true;
     for (i, v) in values.iter().enumerate() {
         if i == skip {
             continue;
         }
-        texts.push(match v {
-            Value::Null => None,
+        if !first {
+            out.push(separator);
+        }
+        first = false;
+        match v {
+            Value::Null => text::push_field(&mut out, None, separator),
+            Value::Bytes(b) => text::push_field(&mut out, Some(b), separator),
             v => {
-                let mut t = Vec::new();
-                v.write_text(&mut t);
-                Some(t)
+                number.clear();
+                v.write_text(&mut number);
+                text::push_field(&mut out, Some(&number), separator);
             }
-        });
+        }
     }
-    text::join(texts.iter().map(|t| t.as_deref()), def.table.separator)
+    out
 }
 
 /// A row's values from a container's key and value: the value's fields are every
@@ -224,7 +244,7 @@ fn parse_row(def: &TableDef, via: Via, key: &[u8], value: &[u8]) -> Result<Vec<V
                     return Err(value_error!("column {} cannot be NULL", column.name))
                 }
                 Some(Field::Null) | None => Value::Null,
-                Some(Field::Bytes(b)) => parse_text(&b, column.ty, &column.name)?,
+                Some(Field::Bytes(b)) => parse_owned(b, column.ty, &column.name)?,
             }
         };
         values.push(value);
@@ -569,6 +589,11 @@ impl Tables {
         let outcome = match container.via {
             Via::Primary => {
                 let rk = row_key(def, &values[def.table.primary])?;
+                // As for memcached's keys: values go to disk when memory is short, but
+                // every key's slot stays in memory, and a new row needs one.
+                if !self.store.has_room_for_key(Key::new(ROW_SPACE, &rk)) {
+                    return Ok(WriteOutcome::NoMemory);
+                }
                 self.write_row(def, &rk, values, mode, (client_flags, exptime), None)?
             }
             Via::Index(i) => {

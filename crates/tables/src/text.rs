@@ -33,28 +33,36 @@ pub fn split(value: &[u8], separator: u8, expected: usize) -> Result<Vec<Field>,
             )),
         };
     }
+    let whole_field = || value_error!("\\N must be a whole field");
     let mut fields = Vec::with_capacity(expected);
-    let mut current = Vec::new();
-    // Whether the field so far is exactly the escape `\N`.
-    let mut null = false;
-    let mut bytes = value.iter().copied();
-    let finish = |current: &mut Vec<u8>, null: &mut bool, fields: &mut Vec<Field>| {
-        fields.push(if std::mem::take(null) {
-            Field::Null
-        } else {
-            Field::Bytes(std::mem::take(current))
-        });
-    };
-    while let Some(b) = bytes.next() {
-        if null && b != separator {
-            return Err(value_error!("\\N must be a whole field"));
-        }
-        if b == b'\\' {
-            match bytes.next() {
+    let mut rest = value;
+    loop {
+        // One field: runs of plain bytes copied at once, escapes undone between them.
+        let mut current = Vec::new();
+        // Whether the field so far is exactly the escape `\N`.
+        let mut null = false;
+        let at_separator = loop {
+            let Some(i) = rest.iter().position(|&b| b == separator || b == b'\\') else {
+                if null && !rest.is_empty() {
+                    return Err(whole_field());
+                }
+                current.extend_from_slice(rest);
+                rest = &[];
+                break false;
+            };
+            if null && !(i == 0 && rest[0] == separator) {
+                return Err(whole_field());
+            }
+            current.extend_from_slice(&rest[..i]);
+            if rest[i] == separator {
+                rest = &rest[i + 1..];
+                break true;
+            }
+            match rest.get(i + 1) {
                 Some(b'\\') => current.push(b'\\'),
-                Some(s) if s == separator => current.push(separator),
+                Some(&s) if s == separator => current.push(separator),
                 Some(b'N') if current.is_empty() => null = true,
-                Some(b'N') => return Err(value_error!("\\N must be a whole field")),
+                Some(b'N') => return Err(whole_field()),
                 Some(other) => {
                     return Err(value_error!(
                         "bad escape \\{} in a field (\\\\, \\{}, \\N are the escapes)",
@@ -64,18 +72,22 @@ pub fn split(value: &[u8], separator: u8, expected: usize) -> Result<Vec<Field>,
                 }
                 None => return Err(value_error!("a value may not end in a lone backslash")),
             }
-        } else if b == separator {
-            finish(&mut current, &mut null, &mut fields);
-            if fields.len() >= expected {
-                return Err(value_error!(
-                    "the value has more than the {expected} fields the row wants"
-                ));
-            }
+            rest = &rest[i + 2..];
+        };
+        fields.push(if null {
+            Field::Null
         } else {
-            current.push(b);
+            Field::Bytes(current)
+        });
+        if !at_separator {
+            break;
+        }
+        if fields.len() >= expected {
+            return Err(value_error!(
+                "the value has more than the {expected} fields the row wants"
+            ));
         }
     }
-    finish(&mut current, &mut null, &mut fields);
     if fields.len() != expected {
         return Err(value_error!(
             "the value has {} fields, the row wants {expected}",
@@ -85,19 +97,20 @@ pub fn split(value: &[u8], separator: u8, expected: usize) -> Result<Vec<Field>,
     Ok(fields)
 }
 
-/// Appends one field to `out`, escaped so that [`split`] reads it back.
+/// Appends one field to `out`, escaped so that [`split`] reads it back: runs of plain
+/// bytes copied at once.
 pub fn push_field(out: &mut Vec<u8>, field: Option<&[u8]>, separator: u8) {
-    match field {
-        None => out.extend_from_slice(b"\\N"),
-        Some(bytes) => {
-            for &b in bytes {
-                if b == b'\\' || b == separator {
-                    out.push(b'\\');
-                }
-                out.push(b);
-            }
-        }
+    let Some(mut bytes) = field else {
+        out.extend_from_slice(b"\\N");
+        return;
+    };
+    while let Some(i) = bytes.iter().position(|&b| b == b'\\' || b == separator) {
+        out.extend_from_slice(&bytes[..i]);
+        out.push(b'\\');
+        out.push(bytes[i]);
+        bytes = &bytes[i + 1..];
     }
+    out.extend_from_slice(bytes);
 }
 
 /// Joins fields with `separator`, escaping each.

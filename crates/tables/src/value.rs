@@ -83,13 +83,18 @@ impl Value {
 
     /// The value as a memcached client reads it (NULL is the caller's to spell).
     pub fn write_text(&self, out: &mut Vec<u8>) {
-        match self {
-            Value::Null => {}
-            Value::Int(v) => out.extend_from_slice(v.to_string().as_bytes()),
-            Value::UInt(v) => out.extend_from_slice(v.to_string().as_bytes()),
-            Value::Double(v) => out.extend_from_slice(format_double(*v).as_bytes()),
-            Value::Bytes(b) => out.extend_from_slice(b),
-        }
+        use std::io::Write as _;
+        // Writing to a Vec cannot fail; formatting straight into it allocates nothing.
+        let _ = match self {
+            Value::Null => Ok(()),
+            Value::Int(v) => write!(out, "{v}"),
+            Value::UInt(v) => write!(out, "{v}"),
+            Value::Double(v) => write!(out, "{v}"),
+            Value::Bytes(b) => {
+                out.extend_from_slice(b);
+                Ok(())
+            }
+        };
     }
 
     /// Checks that a value (from a DDL default or a decoded row) suits `ty`.
@@ -110,6 +115,21 @@ impl Value {
 /// A DOUBLE as text: the shortest decimal that reads back as the same number.
 pub fn format_double(v: f64) -> String {
     format!("{v}")
+}
+
+/// [`parse_text`] of a field the caller owns: text keeps its bytes, uncopied.
+pub fn parse_owned(mut text: Vec<u8>, ty: ColumnType, column: &str) -> Result<Value, Error> {
+    match ty {
+        ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::Text | ColumnType::Blob => {
+            if let ColumnType::Char(_) = ty {
+                let kept = trim_trailing_spaces(&text).len();
+                text.truncate(kept);
+            }
+            check_bytes(&text, ty).map_err(|why| value_error!("column {column}: {why}"))?;
+            Ok(Value::Bytes(text))
+        }
+        _ => parse_text(&text, ty, column),
+    }
 }
 
 /// Parses one field's text as a value of `ty` (not NULL: the caller decides that).
