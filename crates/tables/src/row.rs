@@ -18,7 +18,7 @@
 
 use crate::error::Error;
 use crate::schema::Table;
-use crate::value::Value;
+use crate::value::{ColumnType, Value, ValueRef};
 
 const ROW_FORMAT: u8 = 1;
 
@@ -113,6 +113,17 @@ pub fn encode(values: &[Value]) -> Vec<u8> {
 
 /// Decodes a row of `table`, filling columns the row predates with their defaults.
 pub fn decode(bytes: &[u8], table: &Table) -> Result<Vec<Value>, Error> {
+    Ok(decode_ref(bytes, table)?
+        .into_iter()
+        .map(ValueRef::to_value)
+        .collect())
+}
+
+/// [`decode`], borrowing text from `bytes` (and defaults from `table`) instead of
+/// copying it. Each value's kind is checked against its column (a number in range, no
+/// NULL where the column forbids it); text is not checked again for UTF-8 and length,
+/// which every write checked and the record's CRC keeps.
+pub fn decode_ref<'a>(bytes: &'a [u8], table: &'a Table) -> Result<Vec<ValueRef<'a>>, Error> {
     let mut r = Reader { buf: bytes };
     let version = r.u8()?;
     if version != ROW_FORMAT {
@@ -129,14 +140,24 @@ pub fn decode(bytes: &[u8], table: &Table) -> Result<Vec<Value>, Error> {
     let mut values = Vec::with_capacity(table.columns.len());
     for column in &table.columns[..count as usize] {
         let value = match r.u8()? {
-            TAG_NULL => Value::Null,
-            TAG_INT => Value::Int(r.u64_le()? as i64),
-            TAG_UINT => Value::UInt(r.u64_le()?),
-            TAG_DOUBLE => Value::Double(f64::from_bits(r.u64_le()?)),
-            TAG_BYTES => Value::Bytes(r.bytes()?.to_vec()),
+            TAG_NULL => ValueRef::Null,
+            TAG_INT => ValueRef::Int(r.u64_le()? as i64),
+            TAG_UINT => ValueRef::UInt(r.u64_le()?),
+            TAG_DOUBLE => ValueRef::Double(f64::from_bits(r.u64_le()?)),
+            TAG_BYTES => ValueRef::Bytes(r.bytes()?),
             tag => return Err(Error::Format(format!("row value tag {tag}"))),
         };
-        if !value.suits(column.ty) || (value.is_null() && column.not_null) {
+        let fits = match (value, column.ty) {
+            (ValueRef::Null, _) => !column.not_null,
+            (ValueRef::Int(v), ColumnType::Int) => i32::try_from(v).is_ok(),
+            (ValueRef::Int(_), ColumnType::BigInt) => true,
+            (ValueRef::UInt(v), ColumnType::IntUnsigned) => u32::try_from(v).is_ok(),
+            (ValueRef::UInt(_), ColumnType::BigIntUnsigned) => true,
+            (ValueRef::Double(v), ColumnType::Double) => v.is_finite(),
+            (ValueRef::Bytes(_), ty) => !ty.is_numeric(),
+            _ => false,
+        };
+        if !fits {
             return Err(Error::Format(format!(
                 "column {} of table {} holds {value:?}",
                 column.name, table.name
@@ -152,7 +173,10 @@ pub fn decode(bytes: &[u8], table: &Table) -> Result<Vec<Value>, Error> {
         )));
     }
     for column in &table.columns[count as usize..] {
-        let value = column.default.clone().unwrap_or(Value::Null);
+        let value = column
+            .default
+            .as_ref()
+            .map_or(ValueRef::Null, Value::as_ref);
         if value.is_null() && column.not_null {
             return Err(Error::Format(format!(
                 "a row of table {} without column {}, which has no default",

@@ -34,10 +34,10 @@ use parking_lot::RwLock;
 
 use crate::catalog::{Catalog, Container, TableDef, Via};
 use crate::error::{value_error, Error};
-use crate::ordered::{parse_range, Ordered};
+use crate::ordered::{ordered_vias, parse_range, Ordered};
 use crate::schema::parse_schema;
 use crate::text::{self, Field};
-use crate::value::{parse_owned, parse_text, Value};
+use crate::value::{parse_owned, parse_text, Value, ValueRef};
 use crate::{keys, row};
 
 /// The key spaces tables keep their records in.
@@ -181,6 +181,23 @@ fn unique_keys_of(def: &TableDef, values: &[Value]) -> Result<Vec<(usize, Vec<u8
     Ok(out)
 }
 
+/// [`unique_keys_of`] for a row borrowed from its bytes: only the indexed values are
+/// copied.
+fn unique_keys_of_ref(
+    def: &TableDef,
+    values: &[ValueRef<'_>],
+) -> Result<Vec<(usize, Vec<u8>)>, Error> {
+    let mut out = Vec::new();
+    for (i, index) in def.table.indexes.iter().enumerate() {
+        if index.kind.is_unique() {
+            if let Some(key) = unique_key(def, i, &values[index.column].to_value())? {
+                out.push((i, key));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The column a container is keyed by.
 fn key_column(def: &TableDef, via: Via) -> usize {
     match via {
@@ -191,14 +208,14 @@ fn key_column(def: &TableDef, via: Via) -> usize {
 
 /// A row's values as the value a container shows: every column but its key column,
 /// joined and escaped into one buffer.
-fn render(def: &TableDef, via: Via, values: &[Value]) -> Vec<u8> {
+fn render(def: &TableDef, via: Via, values: &[ValueRef<'_>]) -> Vec<u8> {
     let skip = key_column(def, via);
     let separator = def.table.separator;
     // Room for every field as it is, a separator each, and a few escapes.
     let room: usize = values
         .iter()
         .map(|v| match v {
-            Value::Bytes(b) => b.len() + 1,
+            ValueRef::Bytes(b) => b.len() + 1,
             _ => 21,
         })
         .sum();
@@ -215,8 +232,8 @@ fn render(def: &TableDef, via: Via, values: &[Value]) -> Vec<u8> {
         }
         first = false;
         match v {
-            Value::Null => text::push_field(&mut out, None, separator),
-            Value::Bytes(b) => text::push_field(&mut out, Some(b), separator),
+            ValueRef::Null => text::push_field(&mut out, None, separator),
+            ValueRef::Bytes(b) => text::push_field(&mut out, Some(b), separator),
             v => {
                 number.clear();
                 v.write_text(&mut number);
@@ -225,6 +242,17 @@ fn render(def: &TableDef, via: Via, values: &[Value]) -> Vec<u8> {
         }
     }
     out
+}
+
+/// A row as a container shows it: its rendered value and its item's metadata.
+fn row_item(value: Vec<u8>, item: &Item) -> RowItem {
+    RowItem {
+        value,
+        client_flags: item.client_flags,
+        exptime: item.exptime,
+        cas: item.cas,
+        lsn: item.lsn,
+    }
 }
 
 /// A row's values from a container's key and value: the value's fields are every
@@ -411,24 +439,19 @@ impl Tables {
         key: &[u8],
     ) -> Result<Option<RowItem>, Error> {
         let def = &catalog.tables[container.table];
-        let found = match container.via {
+        match container.via {
             Via::Primary => {
                 let Some(rk) = Self::row_key_from_text(def, key) else {
                     return Ok(None);
                 };
-                self.get_row(&rk, Access::Fetch)?
-                    .map(|item| Ok::<_, Error>((row::decode(&item.value, &def.table)?, item)))
-                    .transpose()?
+                let Some(item) = self.get_row(&rk, Access::Fetch)? else {
+                    return Ok(None);
+                };
+                let values = row::decode_ref(&item.value, &def.table)?;
+                Ok(Some(row_item(render(def, container.via, &values), &item)))
             }
-            Via::Index(i) => self.find_by_index(def, i, key)?,
-        };
-        Ok(found.map(|(values, item)| RowItem {
-            value: render(def, container.via, &values),
-            client_flags: item.client_flags,
-            exptime: item.exptime,
-            cas: item.cas,
-            lsn: item.lsn,
-        }))
+            Via::Index(i) => self.find_by_index(def, i, key),
+        }
     }
 
     /// The row whose unique-indexed column holds `key`'s value, and its primary key's
@@ -438,7 +461,7 @@ impl Tables {
         def: &TableDef,
         index: usize,
         key: &[u8],
-    ) -> Result<Option<(Vec<Value>, Item)>, Error> {
+    ) -> Result<Option<RowItem>, Error> {
         let table = &def.table;
         let column = table.indexes[index].column;
         if !table.indexes[index].kind.is_unique() {
@@ -460,11 +483,12 @@ impl Tables {
             };
             let rk = row_key_of_entry(def, &entry.value);
             if let Some(item) = self.get_row(&rk, Access::Fetch)? {
-                let values = row::decode(&item.value, table)?;
-                if values[column] == value {
+                let values = row::decode_ref(&item.value, table)?;
+                if values[column] == value.as_ref() {
                     // The reply waits for the entry's LSN too (one batch: the same).
                     let lsn = item.lsn.max(entry.lsn);
-                    return Ok(Some((values, Item { lsn, ..item })));
+                    let value = render(def, Via::Index(index), &values);
+                    return Ok(Some(row_item(value, &Item { lsn, ..item })));
                 }
             }
             // A writer changed the row between the two lookups: look again.
@@ -562,8 +586,9 @@ impl Tables {
             .map(|(values, item)| {
                 let mut key = Vec::new();
                 values[def.table.primary].write_text(&mut key);
+                let shown: Vec<ValueRef<'_>> = values.iter().map(Value::as_ref).collect();
                 let row = RowItem {
-                    value: render(def, Via::Primary, &values),
+                    value: render(def, Via::Primary, &shown),
                     client_flags: item.client_flags,
                     exptime: item.exptime,
                     cas: item.cas,
@@ -795,7 +820,11 @@ impl Tables {
         let result = self.on_located(def, container.via, key, RowOp::Touch { exptime })?;
         Ok(match result {
             RowResult::Touched(values, item) => Some(RowItem {
-                value: render(def, container.via, &values),
+                value: render(
+                    def,
+                    container.via,
+                    &values.iter().map(Value::as_ref).collect::<Vec<_>>(),
+                ),
                 ..item
             }),
             _ => None,
@@ -892,13 +921,21 @@ fn decide_row(
     current: &[Option<ItemRef<'_>>],
     now: u32,
 ) -> Result<(Option<Vec<Change>>, Attempt), Error> {
-    let old = current[0]
+    // Under the locks: borrow the row's text rather than copy it; only its ordered
+    // indexes (and a touch, which shows the row) need it owned.
+    let shown = current[0]
         .as_ref()
-        .map(|item| row::decode(item.value, &def.table))
+        .map(|item| row::decode_ref(item.value, &def.table))
         .transpose()?;
+    let owned = |values: &[ValueRef<'_>]| values.iter().map(|v| v.to_value()).collect::<Vec<_>>();
+    let old: Option<Vec<Value>> = match (&shown, op) {
+        (Some(values), RowOp::Touch { .. }) => Some(owned(values)),
+        (Some(values), _) if !ordered_vias(def).is_empty() => Some(owned(values)),
+        _ => None,
+    };
     // The row's current entries, each of which must be locked.
-    let old_entries = match &old {
-        Some(values) => unique_keys_of(def, values)?,
+    let old_entries = match &shown {
+        Some(values) => unique_keys_of_ref(def, values)?,
         None => Vec::new(),
     };
     let missing: Vec<Vec<u8>> = old_entries
@@ -910,8 +947,8 @@ fn decide_row(
     if !missing.is_empty() {
         return Ok((None, Attempt::NeedKeys(missing)));
     }
-    match (holds, &old) {
-        (Some((column, value)), Some(old)) if old[*column] != *value => {
+    match (holds, &shown) {
+        (Some((column, value)), Some(shown)) if shown[*column] != value.as_ref() => {
             return Ok((None, Attempt::Moved))
         }
         (Some(_), None) => return Ok((None, Attempt::Moved)),

@@ -76,9 +76,30 @@ pub enum Value {
     Bytes(Vec<u8>),
 }
 
-impl Value {
+/// A value borrowed from a row's bytes: what reads that only show a row use, so its
+/// text is not copied.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ValueRef<'a> {
+    Null,
+    Int(i64),
+    UInt(u64),
+    Double(f64),
+    Bytes(&'a [u8]),
+}
+
+impl ValueRef<'_> {
     pub fn is_null(&self) -> bool {
-        matches!(self, Value::Null)
+        matches!(self, ValueRef::Null)
+    }
+
+    pub fn to_value(self) -> Value {
+        match self {
+            ValueRef::Null => Value::Null,
+            ValueRef::Int(v) => Value::Int(v),
+            ValueRef::UInt(v) => Value::UInt(v),
+            ValueRef::Double(v) => Value::Double(v),
+            ValueRef::Bytes(b) => Value::Bytes(b.to_vec()),
+        }
     }
 
     /// The value as a memcached client reads it (NULL is the caller's to spell).
@@ -86,15 +107,36 @@ impl Value {
         use std::io::Write as _;
         // Writing to a Vec cannot fail; formatting straight into it allocates nothing.
         let _ = match self {
-            Value::Null => Ok(()),
-            Value::Int(v) => write!(out, "{v}"),
-            Value::UInt(v) => write!(out, "{v}"),
-            Value::Double(v) => write!(out, "{v}"),
-            Value::Bytes(b) => {
+            ValueRef::Null => Ok(()),
+            ValueRef::Int(v) => write!(out, "{v}"),
+            ValueRef::UInt(v) => write!(out, "{v}"),
+            ValueRef::Double(v) => write!(out, "{v}"),
+            ValueRef::Bytes(b) => {
                 out.extend_from_slice(b);
                 Ok(())
             }
         };
+    }
+}
+
+impl Value {
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    pub fn as_ref(&self) -> ValueRef<'_> {
+        match self {
+            Value::Null => ValueRef::Null,
+            Value::Int(v) => ValueRef::Int(*v),
+            Value::UInt(v) => ValueRef::UInt(*v),
+            Value::Double(v) => ValueRef::Double(*v),
+            Value::Bytes(b) => ValueRef::Bytes(b),
+        }
+    }
+
+    /// The value as a memcached client reads it (NULL is the caller's to spell).
+    pub fn write_text(&self, out: &mut Vec<u8>) {
+        self.as_ref().write_text(out);
     }
 
     /// Checks that a value (from a DDL default or a decoded row) suits `ty`.
