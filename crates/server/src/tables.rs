@@ -188,6 +188,13 @@ pub fn execute(
     };
     let c = shared.counters.local();
     let tables = &shared.tables;
+    if let Request::MetaGet(m) | Request::MetaSet { request: m, .. } | Request::MetaDelete(m) =
+        request
+    {
+        if let Some(letter) = foreign_flag(m) {
+            return Some(refuse_flag(out, letter));
+        }
+    }
     let outcome = match request {
         Request::Storage {
             command,
@@ -472,9 +479,6 @@ fn meta_get(
     m: &MetaRequest<'_>,
     out: &mut Vec<u8>,
 ) -> Outcome {
-    if let Some(letter) = foreign_flag(m) {
-        return refuse_flag(out, letter);
-    }
     let c = shared.counters.local();
     let f = &m.flags;
     let tables = &shared.tables;
@@ -564,9 +568,6 @@ fn meta_set(
     data: &[u8],
     out: &mut Vec<u8>,
 ) -> Outcome {
-    if let Some(letter) = foreign_flag(m) {
-        return refuse_flag(out, letter);
-    }
     let f = &m.flags;
     let mode = match (m.set_mode(), f.compare_cas) {
         (MetaSetMode::Append | MetaSetMode::Prepend, _) => {
@@ -625,9 +626,6 @@ fn meta_delete(
     m: &MetaRequest<'_>,
     out: &mut Vec<u8>,
 ) -> Outcome {
-    if let Some(letter) = foreign_flag(m) {
-        return refuse_flag(out, letter);
-    }
     let c = shared.counters.local();
     let f = &m.flags;
     let result = shared

@@ -43,6 +43,11 @@ pub struct Ordered {
     tables: RwLock<HashMap<u32, Mutex<TableSets>>>,
 }
 
+/// Whether a table keeps anything in order (without building the list).
+pub fn keeps_order(def: &TableDef) -> bool {
+    def.table.primary_ordered || def.table.indexes.iter().any(|i| i.kind.is_ordered())
+}
+
 /// What a table keeps in order, if anything.
 pub fn ordered_vias(def: &TableDef) -> Vec<Via> {
     let mut vias = Vec::new();

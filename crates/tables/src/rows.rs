@@ -34,7 +34,7 @@ use parking_lot::RwLock;
 
 use crate::catalog::{Catalog, Container, TableDef, Via};
 use crate::error::{value_error, Error};
-use crate::ordered::{ordered_vias, parse_range, Ordered};
+use crate::ordered::{keeps_order, parse_range, Ordered};
 use crate::schema::parse_schema;
 use crate::text::{self, Field};
 use crate::value::{parse_owned, parse_text, Value, ValueRef};
@@ -930,7 +930,7 @@ fn decide_row(
     let owned = |values: &[ValueRef<'_>]| values.iter().map(|v| v.to_value()).collect::<Vec<_>>();
     let old: Option<Vec<Value>> = match (&shown, op) {
         (Some(values), RowOp::Touch { .. }) => Some(owned(values)),
-        (Some(values), _) if !ordered_vias(def).is_empty() => Some(owned(values)),
+        (Some(values), _) if keeps_order(def) => Some(owned(values)),
         _ => None,
     };
     // The row's current entries, each of which must be locked.
