@@ -16,7 +16,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kura_testkit::{assert_not_tmpfs, kura_bin, Durability, KuraOptions};
+use kura_testkit::{assert_not_tmpfs, kill_under_load, kura_bin, Durability, KuraOptions};
 use rand::{Rng, SeedableRng};
 
 const CLIENTS: usize = 16;
@@ -254,13 +254,8 @@ fn crash_rounds(durability: Durability) {
                 std::thread::spawn(move || client(addr, id, ledger, client_seed))
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(rng.gen_range(150..700)));
-        server.kill().unwrap_or_else(|e| panic!("kill: {e}"));
-        for handle in handles {
-            if let Err(panic) = handle.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
+        let load = Duration::from_millis(rng.gen_range(150..700));
+        kill_under_load(&mut server, load, handles);
     }
     let writes: u64 = ledgers
         .iter()

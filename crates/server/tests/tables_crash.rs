@@ -12,7 +12,9 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
-use kura_testkit::{assert_not_tmpfs, kura_bin, Client, Durability, KuraOptions, KuraServer};
+use kura_testkit::{
+    assert_not_tmpfs, kill_under_load, kura_bin, Client, Durability, KuraOptions, KuraServer,
+};
 use rand::{Rng, SeedableRng};
 
 const SCHEMA: &str = "CREATE TABLE players (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL, \
@@ -251,13 +253,8 @@ fn crash_rounds(durability: Durability) {
                 std::thread::spawn(move || client(addr, id, ledger, client_seed))
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(rng.gen_range(150..700)));
-        server.kill().unwrap_or_else(|e| panic!("kill: {e}"));
-        for handle in handles {
-            if let Err(panic) = handle.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
+        let load = Duration::from_millis(rng.gen_range(150..700));
+        kill_under_load(&mut server, load, handles);
     }
     server
         .restart()

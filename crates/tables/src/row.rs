@@ -18,7 +18,7 @@
 
 use crate::error::Error;
 use crate::schema::Table;
-use crate::value::{ColumnType, Value, ValueRef};
+use crate::value::{Value, ValueRef};
 
 const ROW_FORMAT: u8 = 1;
 
@@ -147,17 +147,7 @@ pub fn decode_ref<'a>(bytes: &'a [u8], table: &'a Table) -> Result<Vec<ValueRef<
             TAG_BYTES => ValueRef::Bytes(r.bytes()?),
             tag => return Err(Error::Format(format!("row value tag {tag}"))),
         };
-        let fits = match (value, column.ty) {
-            (ValueRef::Null, _) => !column.not_null,
-            (ValueRef::Int(v), ColumnType::Int) => i32::try_from(v).is_ok(),
-            (ValueRef::Int(_), ColumnType::BigInt) => true,
-            (ValueRef::UInt(v), ColumnType::IntUnsigned) => u32::try_from(v).is_ok(),
-            (ValueRef::UInt(_), ColumnType::BigIntUnsigned) => true,
-            (ValueRef::Double(v), ColumnType::Double) => v.is_finite(),
-            (ValueRef::Bytes(_), ty) => !ty.is_numeric(),
-            _ => false,
-        };
-        if !fits {
+        if !value.is_kind_of(column.ty) || (value.is_null() && column.not_null) {
             return Err(Error::Format(format!(
                 "column {} of table {} holds {value:?}",
                 column.name, table.name

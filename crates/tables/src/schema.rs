@@ -233,20 +233,18 @@ fn index_column(columns: &[IndexColumn], what: &str, table: &Table) -> Result<us
         .ok_or_else(|| schema_error!("table {}: {what} names no column {}", table.name, ident))
 }
 
-/// Whether an index's clauses ask for `USING BTREE` (true) or `USING HASH` / nothing.
+/// Whether an index's clauses ask for `USING BTREE` (true) or `USING HASH` / nothing;
+/// the last `USING` counts.
 fn wants_btree(index_type: &Option<IndexType>, options: &[IndexOption]) -> bool {
-    let using = options
+    options
         .iter()
         .filter_map(|o| match o {
             IndexOption::Using(t) => Some(t),
             _ => None,
         })
-        .chain(index_type.as_ref());
-    let mut btree = false;
-    for t in using {
-        btree = matches!(t, IndexType::BTree);
-    }
-    btree
+        .chain(index_type.as_ref())
+        .last()
+        .is_some_and(|t| matches!(t, IndexType::BTree))
 }
 
 impl Table {
@@ -637,7 +635,11 @@ fn sql_literal(v: &Value) -> String {
         Value::Null => "NULL".to_string(),
         Value::Int(n) => n.to_string(),
         Value::UInt(n) => n.to_string(),
-        Value::Double(d) => crate::value::format_double(*d),
+        Value::Double(_) => {
+            let mut text = Vec::new();
+            v.write_text(&mut text);
+            String::from_utf8_lossy(&text).into_owned()
+        }
         Value::Bytes(b) => format!("'{}'", escape_sql_string(&String::from_utf8_lossy(b))),
     }
 }

@@ -92,6 +92,21 @@ impl ValueRef<'_> {
         matches!(self, ValueRef::Null)
     }
 
+    /// Whether the value is of `ty`'s kind: a number of its kind within its range, or
+    /// bytes for a text column (not checked for UTF-8 or length). NULL is of every kind.
+    pub fn is_kind_of(&self, ty: ColumnType) -> bool {
+        match (*self, ty) {
+            (ValueRef::Null, _) => true,
+            (ValueRef::Int(v), ColumnType::Int) => i32::try_from(v).is_ok(),
+            (ValueRef::Int(_), ColumnType::BigInt) => true,
+            (ValueRef::UInt(v), ColumnType::IntUnsigned) => u32::try_from(v).is_ok(),
+            (ValueRef::UInt(_), ColumnType::BigIntUnsigned) => true,
+            (ValueRef::Double(v), ColumnType::Double) => v.is_finite(),
+            (ValueRef::Bytes(_), ty) => !ty.is_numeric(),
+            _ => false,
+        }
+    }
+
     pub fn to_value(self) -> Value {
         match self {
             ValueRef::Null => Value::Null,
@@ -102,7 +117,8 @@ impl ValueRef<'_> {
         }
     }
 
-    /// The value as a memcached client reads it (NULL is the caller's to spell).
+    /// The value as a memcached client reads it (NULL is the caller's to spell); a
+    /// DOUBLE as the shortest decimal that reads back as the same number.
     pub fn write_text(&self, out: &mut Vec<u8>) {
         use std::io::Write as _;
         // Writing to a Vec cannot fail; formatting straight into it allocates nothing.
@@ -139,24 +155,13 @@ impl Value {
         self.as_ref().write_text(out);
     }
 
-    /// Checks that a value (from a DDL default or a decoded row) suits `ty`.
+    /// Checks that a value suits `ty`: its kind and range, and text's UTF-8 and length.
     pub fn suits(&self, ty: ColumnType) -> bool {
-        match (self, ty) {
-            (Value::Null, _) => true,
-            (Value::Int(v), ColumnType::Int) => i32::try_from(*v).is_ok(),
-            (Value::Int(_), ColumnType::BigInt) => true,
-            (Value::UInt(v), ColumnType::IntUnsigned) => u32::try_from(*v).is_ok(),
-            (Value::UInt(_), ColumnType::BigIntUnsigned) => true,
-            (Value::Double(v), ColumnType::Double) => v.is_finite(),
-            (Value::Bytes(b), ty) => check_bytes(b, ty).is_ok(),
-            _ => false,
+        match self {
+            Value::Bytes(b) => check_bytes(b, ty).is_ok(),
+            other => other.as_ref().is_kind_of(ty),
         }
     }
-}
-
-/// A DOUBLE as text: the shortest decimal that reads back as the same number.
-pub fn format_double(v: f64) -> String {
-    format!("{v}")
 }
 
 /// [`parse_text`] of a field the caller owns: text keeps its bytes, uncopied.

@@ -288,3 +288,22 @@ pub fn assert_not_tmpfs(dir: &Path) {
         dir.display()
     );
 }
+
+/// Lets `clients` run against `server` for `load`, then SIGKILLs the server and joins
+/// the clients (whose connections end with it), passing on the first one's panic: one
+/// round of a crash test.
+pub fn kill_under_load(
+    server: &mut KuraServer,
+    load: Duration,
+    clients: Vec<std::thread::JoinHandle<()>>,
+) {
+    std::thread::sleep(load);
+    if let Err(e) = server.kill() {
+        panic!("kill: {e}");
+    }
+    for client in clients {
+        if let Err(panic) = client.join() {
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
