@@ -130,6 +130,9 @@ pub struct Stats {
     pub checkpoints: u64,
 }
 
+/// Per-key bookkeeping of a batch: a table row's batch has a key or two.
+type Small<T> = smallvec::SmallVec<[T; 4]>;
+
 pub struct Store {
     pub(crate) index: Index,
     pub(crate) log: Log,
@@ -360,26 +363,26 @@ impl Store {
         if self.log.is_poisoned() {
             return Err(Error::Poisoned);
         }
-        let hashes: Vec<Hashed> = keys.iter().map(|&k| self.index.hash(k)).collect();
-        let mut shard_numbers: Vec<usize> = hashes.iter().map(Hashed::shard_number).collect();
+        let hashes: Small<Hashed> = keys.iter().map(|&k| self.index.hash(k)).collect();
+        let mut shard_numbers: Small<usize> = hashes.iter().map(Hashed::shard_number).collect();
         shard_numbers.sort_unstable();
         shard_numbers.dedup();
         // Which of the locked shards each key is in.
-        let guard_of: Vec<usize> = hashes
+        let guard_of: Small<usize> = hashes
             .iter()
             .map(|h| shard_numbers.partition_point(|&n| n < h.shard_number()))
             .collect();
-        let mut loaded: Vec<Loaded> = keys.iter().map(|_| Loaded::new()).collect();
+        let mut loaded: Small<Loaded> = keys.iter().map(|_| Loaded::new()).collect();
         let mut rounds = 0;
         let (now, mut guards, ats) = 'locked: loop {
             let now = self.now_secs();
             let deadline = self.flush_deadline.load(Ordering::Acquire);
-            let mut guards: Vec<_> = shard_numbers
+            let mut guards: Small<_> = shard_numbers
                 .iter()
                 .map(|&n| self.index.shard_at(n).write())
                 .collect();
-            let mut ats: Vec<apply::At> = Vec::with_capacity(keys.len());
-            let mut missing = Vec::new();
+            let mut ats: Small<apply::At> = Small::new();
+            let mut missing: Small<_> = Small::new();
             for (i, &key) in keys.iter().enumerate() {
                 let shard = &mut guards[guard_of[i]];
                 let at = match shard.find(key, hashes[i], &loaded[i]) {
@@ -417,7 +420,7 @@ impl Store {
                 self.load(hashes[i], records, &mut loaded[i])?;
             }
         };
-        let current: Vec<Option<ItemRef<'_>>> = ats
+        let current: Small<Option<ItemRef<'_>>> = ats
             .iter()
             .enumerate()
             .map(|(i, at)| at.map(|idx| ItemRef::of(guards[guard_of[i]].entry(idx))))
@@ -429,13 +432,13 @@ impl Store {
             keys.len(),
             "one change for every key of a batch"
         );
-        let cases: Vec<u64> = (0..keys.len())
+        let cases: Small<u64> = (0..keys.len())
             .map(|i| apply::new_cas(self, &changes[i], ats[i], &guards[guard_of[i]]))
             .collect();
-        let mut appended: Vec<Option<Appended>> = vec![None; keys.len()];
+        let mut appended: Small<Option<Appended>> = smallvec::smallvec![None; keys.len()];
         {
-            let mut appends = Vec::with_capacity(keys.len());
-            let mut whose = Vec::with_capacity(keys.len());
+            let mut appends: Small<_> = Small::new();
+            let mut whose: Small<usize> = Small::new();
             for i in 0..keys.len() {
                 let shard = &guards[guard_of[i]];
                 if let Some(a) =

@@ -133,7 +133,7 @@ fn keys_of<'r>(request: &'r Request<'_>, mut each: impl FnMut(&'r [u8])) {
 /// reading them on the reader threads. A row read through a unique index takes two
 /// rounds: its index entry, then the row the entry names. Errors are left for the
 /// request itself to meet (it reads inline and reports them).
-pub async fn load_values(shared: &Arc<Shared>, session: &Session, request: &Request<'_>) {
+pub async fn load_values(shared: &Arc<Shared>, session: &mut Session, request: &Request<'_>) {
     if !shared.store.values_may_be_out_of_memory() {
         // The common case while the data fits: no lookups beyond the request's own.
         return;

@@ -297,7 +297,7 @@ async fn connection(
                     break;
                 }
                 Parsed::Request { request, consumed } => {
-                    crate::reader::load_values(&shared, &conn.session, &request).await;
+                    crate::reader::load_values(&shared, &mut conn.session, &request).await;
                     let start = conn.out.len();
                     let outcome =
                         dispatch::execute(&shared, &mut conn.session, request, &mut conn.out);

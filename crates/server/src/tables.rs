@@ -29,7 +29,9 @@ use std::sync::Arc;
 use kura_protocol::number::write_u64 as push_u64;
 use kura_protocol::response::write_value;
 use kura_protocol::{MetaRequest, MetaSetMode, Request, RetrievalCommand, StorageCommand};
-use kura_tables::{Catalog, ChangeOutcome, Container, RowItem, WriteMode, WriteOutcome};
+use kura_tables::{
+    Catalog, CatalogCache, ChangeOutcome, Container, RowItem, WriteMode, WriteOutcome,
+};
 
 use crate::dispatch::{write_engine_error, Outcome};
 use crate::semantics::NO_MEMORY_REPLY;
@@ -41,6 +43,8 @@ use crate::stats::bump;
 pub struct Session {
     /// The container keys without `@@` name rows of, once `get @@<name>` chose one.
     pub container: Option<String>,
+    /// The catalog this connection saw last, kept while it is current.
+    catalog: CatalogCache,
 }
 
 /// Where a key leads.
@@ -64,15 +68,15 @@ pub enum Route<'k> {
 }
 
 /// Where `key` leads for a connection in `session`.
-pub fn route<'k>(shared: &Shared, session: &Session, key: &'k [u8]) -> Route<'k> {
+pub fn route<'k>(shared: &Shared, session: &mut Session, key: &'k [u8]) -> Route<'k> {
+    let catalog = shared.tables.catalog_cached(&mut session.catalog);
+    let container = |name: &str| Some((Arc::clone(catalog), catalog.container(name)?));
     if let Some(rest) = key.strip_prefix(b"@@") {
         let (name, row_key) = match rest.iter().position(|&b| b == b'.') {
             Some(dot) => (&rest[..dot], Some(&rest[dot + 1..])),
             None => (rest, None),
         };
-        let found = std::str::from_utf8(name)
-            .ok()
-            .and_then(|name| shared.tables.container(name));
+        let found = std::str::from_utf8(name).ok().and_then(container);
         return match (found, row_key) {
             (None, _) => Route::Unknown {
                 name: name.to_vec(),
@@ -91,7 +95,7 @@ pub fn route<'k>(shared: &Shared, session: &Session, key: &'k [u8]) -> Route<'k>
     }
     match &session.container {
         None => Route::Plain,
-        Some(name) => match shared.tables.container(name) {
+        Some(name) => match container(name) {
             Some((catalog, container)) => Route::Row {
                 catalog,
                 container,

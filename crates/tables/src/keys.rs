@@ -21,6 +21,18 @@ pub enum Position {
     Inner,
 }
 
+/// The bytes [`encode`] appends for `value` at `position`.
+pub fn encoded_len(value: &Value, position: Position) -> usize {
+    match (value, position) {
+        (Value::Null, _) => 0,
+        (Value::Int(_) | Value::UInt(_) | Value::Double(_), _) => 8,
+        (Value::Bytes(b), Position::Last) => b.len(),
+        (Value::Bytes(b), Position::Inner) => {
+            b.len() + b.iter().filter(|&&byte| byte == 0).count() + 2
+        }
+    }
+}
+
 /// Appends the memcomparable encoding of `value` (not NULL) to `out`.
 pub fn encode(value: &Value, position: Position, out: &mut Vec<u8>) {
     match value {

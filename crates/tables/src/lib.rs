@@ -21,6 +21,6 @@ pub mod value;
 
 pub use catalog::{Catalog, Container, TableDef, Via};
 pub use error::Error;
-pub use rows::{ChangeOutcome, RowItem, Tables, WriteMode, WriteOutcome};
+pub use rows::{CatalogCache, ChangeOutcome, RowItem, Tables, WriteMode, WriteOutcome};
 pub use schema::{parse_schema, Column, Index, IndexKind, Table};
 pub use value::{ColumnType, Value};

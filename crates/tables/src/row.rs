@@ -22,6 +22,10 @@ use crate::value::{Value, ValueRef};
 
 const ROW_FORMAT: u8 = 1;
 
+/// A row's values borrowed from its bytes: on the stack for a table of up to 16
+/// columns, as every read decodes one.
+pub type Values<'a> = smallvec::SmallVec<[ValueRef<'a>; 16]>;
+
 const TAG_NULL: u8 = 0;
 const TAG_INT: u8 = 1;
 const TAG_UINT: u8 = 2;
@@ -34,6 +38,11 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
         v >>= 7;
     }
     out.push(v as u8);
+}
+
+/// The bytes [`put_varint`] writes for `v`.
+fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// Reads bytes off the front of a slice, failing instead of panicking.
@@ -83,7 +92,16 @@ impl<'a> Reader<'a> {
 
 /// Encodes a row of `values` (one per column, in table order).
 pub fn encode(values: &[Value]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(2 + values.len() * 9);
+    // Exactly the bytes it will hold: a row is copied once, never grown.
+    let size: usize = values
+        .iter()
+        .map(|v| match v {
+            Value::Null => 1,
+            Value::Bytes(b) => 1 + varint_len(b.len() as u64) + b.len(),
+            _ => 9,
+        })
+        .sum();
+    let mut out = Vec::with_capacity(1 + varint_len(values.len() as u64) + size);
     out.push(ROW_FORMAT);
     put_varint(&mut out, values.len() as u64);
     for value in values {
@@ -123,7 +141,7 @@ pub fn decode(bytes: &[u8], table: &Table) -> Result<Vec<Value>, Error> {
 /// copying it. Each value's kind is checked against its column (a number in range, no
 /// NULL where the column forbids it); text is not checked again for UTF-8 and length,
 /// which every write checked and the record's CRC keeps.
-pub fn decode_ref<'a>(bytes: &'a [u8], table: &'a Table) -> Result<Vec<ValueRef<'a>>, Error> {
+pub fn decode_ref<'a>(bytes: &'a [u8], table: &'a Table) -> Result<Values<'a>, Error> {
     let mut r = Reader { buf: bytes };
     let version = r.u8()?;
     if version != ROW_FORMAT {
@@ -137,7 +155,7 @@ pub fn decode_ref<'a>(bytes: &'a [u8], table: &'a Table) -> Result<Vec<ValueRef<
             table.columns.len()
         )));
     }
-    let mut values = Vec::with_capacity(table.columns.len());
+    let mut values = Values::with_capacity(table.columns.len());
     for column in &table.columns[..count as usize] {
         let value = match r.u8()? {
             TAG_NULL => ValueRef::Null,
@@ -202,6 +220,7 @@ mod tests {
             Value::Null,
         ];
         let bytes = encode(&row);
+        assert_eq!(bytes.len(), bytes.capacity(), "sized exactly");
         assert_eq!(decode(&bytes, &t), Ok(row));
         for cut in 0..bytes.len() {
             assert!(decode(&bytes[..cut], &t).is_err(), "cut at {cut}");
@@ -214,6 +233,25 @@ mod tests {
         assert!(decode(&encode(&[Value::Null]), &t).is_err());
         assert!(decode(&encode(&[]), &t).is_err());
         assert!(decode(&encode(&[Value::Int(1), Value::Int(1)]), &t).is_err());
+    }
+
+    #[test]
+    fn varint_lengths_are_what_put_varint_writes() {
+        for v in [
+            0,
+            1,
+            127,
+            128,
+            16_383,
+            16_384,
+            1 << 35,
+            u64::MAX >> 1,
+            u64::MAX,
+        ] {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            assert_eq!(varint_len(v), out.len(), "{v}");
+        }
     }
 
     #[test]

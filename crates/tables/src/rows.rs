@@ -113,17 +113,24 @@ pub struct TableCounters {
 pub struct Tables {
     store: Arc<Store>,
     catalog: RwLock<Arc<Catalog>>,
+    /// Counts the catalog's changes (from 1, under its lock): a connection keeps the
+    /// catalog it last saw while this is unchanged.
+    generation: AtomicU64,
     /// Ordered indexes (KEY, and USING BTREE), in memory beside the store.
     ordered: Ordered,
     pub counters: TableCounters,
 }
+
+/// A connection's copy of the catalog, and the generation it was current at.
+pub type CatalogCache = Option<(u64, Arc<Catalog>)>;
 
 /// The most rows one range returns.
 pub const RANGE_ROWS_MAX: usize = 1000;
 
 /// A row's engine key.
 fn row_key(def: &TableDef, pk: &Value) -> Result<Vec<u8>, Error> {
-    let mut key = def.number.to_be_bytes().to_vec();
+    let mut key = Vec::with_capacity(4 + keys::encoded_len(pk, keys::Position::Last));
+    key.extend_from_slice(&def.number.to_be_bytes());
     keys::encode(pk, keys::Position::Last, &mut key);
     if key.len() > KEY_MAX_BYTES {
         return Err(value_error!(
@@ -141,7 +148,8 @@ fn unique_key(def: &TableDef, index: usize, value: &Value) -> Result<Option<Vec<
     if value.is_null() {
         return Ok(None);
     }
-    let mut key = def.number.to_be_bytes().to_vec();
+    let mut key = Vec::with_capacity(6 + keys::encoded_len(value, keys::Position::Last));
+    key.extend_from_slice(&def.number.to_be_bytes());
     key.extend_from_slice(&def.index_numbers[index].to_be_bytes());
     keys::encode(value, keys::Position::Last, &mut key);
     if key.len() > KEY_MAX_BYTES {
@@ -163,7 +171,8 @@ fn pk_bytes(row_key: &[u8]) -> &[u8] {
 /// The key of the row a unique-index entry of table `def` points at, from the entry's
 /// value (the row's primary key).
 pub fn row_key_of_entry(def: &TableDef, entry_value: &[u8]) -> Vec<u8> {
-    let mut key = def.number.to_be_bytes().to_vec();
+    let mut key = Vec::with_capacity(4 + entry_value.len());
+    key.extend_from_slice(&def.number.to_be_bytes());
     key.extend_from_slice(entry_value);
     key
 }
@@ -221,7 +230,8 @@ fn render(def: &TableDef, via: Via, values: &[ValueRef<'_>]) -> Vec<u8> {
         .sum();
     let mut out = Vec::with_capacity(room + 8);
     // A number's text, escaped like any field: a separator may be '.', '-' or '+'.
-    let mut number = Vec::new();
+    let mut integer = itoa::Buffer::new();
+    let mut double = Vec::new();
     let mut first = true;
     for (i, v) in values.iter().enumerate() {
         if i == skip {
@@ -234,10 +244,16 @@ fn render(def: &TableDef, via: Via, values: &[ValueRef<'_>]) -> Vec<u8> {
         match v {
             ValueRef::Null => text::push_field(&mut out, None, separator),
             ValueRef::Bytes(b) => text::push_field(&mut out, Some(b), separator),
+            ValueRef::Int(n) => {
+                text::push_field(&mut out, Some(integer.format(*n).as_bytes()), separator)
+            }
+            ValueRef::UInt(n) => {
+                text::push_field(&mut out, Some(integer.format(*n).as_bytes()), separator)
+            }
             v => {
-                number.clear();
-                v.write_text(&mut number);
-                text::push_field(&mut out, Some(&number), separator);
+                double.clear();
+                v.write_text(&mut double);
+                text::push_field(&mut out, Some(&double), separator);
             }
         }
     }
@@ -305,6 +321,7 @@ impl Tables {
         let tables = Tables {
             store,
             catalog: RwLock::new(Arc::new(catalog)),
+            generation: AtomicU64::new(1),
             ordered: Ordered::default(),
             counters: TableCounters::default(),
         };
@@ -361,6 +378,21 @@ impl Tables {
         Arc::clone(&self.catalog.read())
     }
 
+    /// The catalog now, through a connection's `cache` of the one it saw last: taken
+    /// again only after a change, so the common request takes no shared lock.
+    pub fn catalog_cached<'c>(&self, cache: &'c mut CatalogCache) -> &'c Arc<Catalog> {
+        let now = self.generation.load(Ordering::Acquire);
+        if cache.as_ref().is_some_and(|(seen, _)| *seen != now) {
+            *cache = None;
+        }
+        &cache
+            .get_or_insert_with(|| {
+                let guard = self.catalog.read();
+                (self.generation.load(Ordering::Acquire), Arc::clone(&guard))
+            })
+            .1
+    }
+
     pub fn store(&self) -> &Arc<Store> {
         &self.store
     }
@@ -392,6 +424,7 @@ impl Tables {
         // New tables have no rows: their ordered indexes start empty.
         self.ordered.add_tables(&next);
         *catalog = Arc::new(next);
+        self.generation.fetch_add(1, Ordering::Release);
         Ok(created)
     }
 
@@ -488,7 +521,10 @@ impl Tables {
                     // The reply waits for the entry's LSN too (one batch: the same).
                     let lsn = item.lsn.max(entry.lsn);
                     let value = render(def, Via::Index(index), &values);
-                    return Ok(Some(row_item(value, &Item { lsn, ..item })));
+                    return Ok(Some(RowItem {
+                        lsn,
+                        ..row_item(value, &item)
+                    }));
                 }
             }
             // A writer changed the row between the two lookups: look again.
@@ -719,21 +755,38 @@ impl Tables {
         op: RowOp,
         holds: Option<&(usize, Value)>,
     ) -> Result<RowResult, Error> {
-        let pk: Arc<[u8]> = pk_bytes(rk).into();
+        let pk = pk_bytes(rk);
         let new_entries: &[(usize, Vec<u8>)] = match &op {
             RowOp::Write { entries, .. } => entries,
             _ => &[],
         };
         let mut old_keys: Vec<Vec<u8>> = Vec::new();
+        // An update that keeps the row's unique values (and its exptime, which its
+        // entries carry) changes the row alone: a first attempt locks the row only, and
+        // locks the entries too only if the row shows they change. `add` makes a new
+        // row, whose entries are new: it locks them from the start.
+        let mut entries_locked =
+            !matches!(&op, RowOp::Write { mode, .. } if *mode != WriteMode::Add);
         for _ in 0..ATTEMPTS {
-            let mut engine_keys: Vec<Key<'_>> = vec![Key::new(ROW_SPACE, rk)];
-            engine_keys.extend(new_entries.iter().map(|(_, k)| Key::new(UNIQUE_SPACE, k)));
+            let mut engine_keys: Vec<Key<'_>> =
+                Vec::with_capacity(1 + new_entries.len() + old_keys.len());
+            engine_keys.push(Key::new(ROW_SPACE, rk));
+            if entries_locked {
+                engine_keys.extend(new_entries.iter().map(|(_, k)| Key::new(UNIQUE_SPACE, k)));
+            }
             engine_keys.extend(old_keys.iter().map(|k| Key::new(UNIQUE_SPACE, k)));
-            let old_at = 1 + new_entries.len();
+            let old_at = engine_keys.len() - old_keys.len();
             let decide = |current: &[Option<ItemRef<'_>>], now: u32| {
                 let keep = || current.iter().map(|_| Change::Keep).collect::<Vec<_>>();
-                let decided =
-                    decide_row(def, &op, holds, &pk, (&engine_keys, old_at), current, now);
+                let decided = decide_row(
+                    def,
+                    &op,
+                    holds,
+                    pk,
+                    (&engine_keys, old_at, entries_locked),
+                    current,
+                    now,
+                );
                 match decided {
                     Ok((Some(changes), attempt)) => (changes, Ok(attempt)),
                     Ok((None, attempt)) => (keep(), Ok(attempt)),
@@ -780,7 +833,11 @@ impl Tables {
                 Attempt::Done(result) => return Ok(result),
                 Attempt::Moved => return Ok(RowResult::Moved),
                 Attempt::NeedKeys(keys) => {
-                    self.counters.retries.fetch_add(1, Ordering::Relaxed);
+                    if entries_locked {
+                        // A writer changed the row's entries since it was looked at.
+                        self.counters.retries.fetch_add(1, Ordering::Relaxed);
+                    }
+                    entries_locked = true;
                     old_keys.extend(keys);
                 }
             }
@@ -909,15 +966,35 @@ enum RowResult {
     Moved,
 }
 
+/// What a write's mode makes of the row being there (its CAS) or not: None to go on.
+fn refusal(mode: WriteMode, cas: Option<u64>) -> Option<WriteOutcome> {
+    match (mode, cas) {
+        (WriteMode::Add, Some(_)) | (WriteMode::Replace, None) => Some(WriteOutcome::NotStored),
+        (WriteMode::Cas(_), None) => Some(WriteOutcome::NotFound),
+        (WriteMode::Cas(want), Some(cas)) if want != cas => Some(WriteOutcome::Exists),
+        _ => None,
+    }
+}
+
+/// Whether a row's values `shown` and `values` agree in every uniquely indexed column.
+fn same_unique_values(def: &TableDef, shown: &[ValueRef<'_>], values: &[Value]) -> bool {
+    def.table
+        .indexes
+        .iter()
+        .filter(|index| index.kind.is_unique())
+        .all(|index| shown[index.column] == values[index.column].as_ref())
+}
+
 /// Decides one attempt of `op` on a row, given the current versions of the row and of
-/// the entries locked with it (`keys`; entries the row held before start at `old_at`).
+/// the entries locked with it (`keys`; entries the row held before start at `old_at`;
+/// a write's new entries follow the row if `entries_locked`).
 /// Returns the changes (None: none) and what the attempt came to.
 fn decide_row(
     def: &TableDef,
     op: &RowOp,
     holds: Option<&(usize, Value)>,
-    pk: &Arc<[u8]>,
-    (keys, old_at): (&[Key<'_>], usize),
+    pk: &[u8],
+    (keys, old_at, entries_locked): (&[Key<'_>], usize, bool),
     current: &[Option<ItemRef<'_>>],
     now: u32,
 ) -> Result<(Option<Vec<Change>>, Attempt), Error> {
@@ -933,6 +1010,54 @@ fn decide_row(
         (Some(values), _) if keeps_order(def) => Some(owned(values)),
         _ => None,
     };
+    match (holds, &shown) {
+        (Some((column, value)), Some(shown)) if shown[*column] != value.as_ref() => {
+            return Ok((None, Attempt::Moved))
+        }
+        (Some(_), None) => return Ok((None, Attempt::Moved)),
+        _ => {}
+    }
+    let row = current[0].as_ref();
+    if let RowOp::Write {
+        row: row_bytes,
+        entries,
+        values,
+        mode,
+        client_flags,
+        exptime,
+    } = op
+    {
+        if let Some(outcome) = refusal(*mode, row.map(|r| r.cas)) {
+            return Ok((None, Attempt::Done(RowResult::Outcome(outcome))));
+        }
+        if !entries_locked {
+            // Only the row is locked. Its entries point at it while it holds their
+            // values (every change to either is one batch under both locks), so a
+            // write that keeps those values and the exptime its entries carry leaves
+            // them as they are. Otherwise: lock the entries too and decide again.
+            let exptime = exptime_to_absolute(*exptime, now);
+            let same_values = shown
+                .as_ref()
+                .is_none_or(|shown| same_unique_values(def, shown, values));
+            if same_values && (entries.is_empty() || row.is_some_and(|r| r.exptime == exptime)) {
+                let put = Change::Put(NewItem {
+                    exptime,
+                    ..NewItem::new(Arc::clone(row_bytes), *client_flags)
+                });
+                return Ok((Some(vec![put]), Attempt::Wrote { old, exptime }));
+            }
+            let old_entries = match &shown {
+                Some(values) => unique_keys_of_ref(def, values)?,
+                None => Vec::new(),
+            };
+            let unlocked = old_entries
+                .into_iter()
+                .map(|(_, k)| k)
+                .filter(|k| !entries.iter().any(|(_, e)| e == k))
+                .collect();
+            return Ok((None, Attempt::NeedKeys(unlocked)));
+        }
+    }
     // The row's current entries, each of which must be locked.
     let old_entries = match &shown {
         Some(values) => unique_keys_of_ref(def, values)?,
@@ -947,36 +1072,16 @@ fn decide_row(
     if !missing.is_empty() {
         return Ok((None, Attempt::NeedKeys(missing)));
     }
-    match (holds, &shown) {
-        (Some((column, value)), Some(shown)) if shown[*column] != value.as_ref() => {
-            return Ok((None, Attempt::Moved))
-        }
-        (Some(_), None) => return Ok((None, Attempt::Moved)),
-        _ => {}
-    }
-    let row = current[0].as_ref();
     // An entry of the row's (it points at this primary key) at position `at`.
-    let ours = |at: usize| current[at].as_ref().is_some_and(|e| **e.value == **pk);
+    let ours = |at: usize| current[at].as_ref().is_some_and(|e| **e.value == *pk);
     match op {
         RowOp::Write {
             row: row_bytes,
             entries,
-            mode,
             client_flags,
             exptime,
             ..
         } => {
-            let refused = match (mode, row.map(|r| r.cas)) {
-                (WriteMode::Add, Some(_)) | (WriteMode::Replace, None) => {
-                    Some(WriteOutcome::NotStored)
-                }
-                (WriteMode::Cas(_), None) => Some(WriteOutcome::NotFound),
-                (WriteMode::Cas(want), Some(cas)) if *want != cas => Some(WriteOutcome::Exists),
-                _ => None,
-            };
-            if let Some(outcome) = refused {
-                return Ok((None, Attempt::Done(RowResult::Outcome(outcome))));
-            }
             // Another row holds a value this row's unique index wants.
             if (0..entries.len()).any(|j| current[1 + j].is_some() && !ours(1 + j)) {
                 return Ok((
@@ -1000,7 +1105,7 @@ fn decide_row(
                 } else {
                     Change::Put(NewItem {
                         exptime,
-                        ..NewItem::new(Arc::clone(pk), 0)
+                        ..NewItem::new(Arc::from(pk), 0)
                     })
                 });
             }

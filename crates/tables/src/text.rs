@@ -42,7 +42,7 @@ pub fn split(value: &[u8], separator: u8, expected: usize) -> Result<Vec<Field>,
         // Whether the field so far is exactly the escape `\N`.
         let mut null = false;
         let at_separator = loop {
-            let Some(i) = rest.iter().position(|&b| b == separator || b == b'\\') else {
+            let Some(i) = memchr::memchr2(separator, b'\\', rest) else {
                 if null && !rest.is_empty() {
                     return Err(whole_field());
                 }
@@ -104,7 +104,7 @@ pub fn push_field(out: &mut Vec<u8>, field: Option<&[u8]>, separator: u8) {
         out.extend_from_slice(b"\\N");
         return;
     };
-    while let Some(i) = bytes.iter().position(|&b| b == b'\\' || b == separator) {
+    while let Some(i) = memchr::memchr2(b'\\', separator, bytes) {
         out.extend_from_slice(&bytes[..i]);
         out.push(b'\\');
         out.push(bytes[i]);

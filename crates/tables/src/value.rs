@@ -121,17 +121,16 @@ impl ValueRef<'_> {
     /// DOUBLE as the shortest decimal that reads back as the same number.
     pub fn write_text(&self, out: &mut Vec<u8>) {
         use std::io::Write as _;
-        // Writing to a Vec cannot fail; formatting straight into it allocates nothing.
-        let _ = match self {
-            ValueRef::Null => Ok(()),
-            ValueRef::Int(v) => write!(out, "{v}"),
-            ValueRef::UInt(v) => write!(out, "{v}"),
-            ValueRef::Double(v) => write!(out, "{v}"),
-            ValueRef::Bytes(b) => {
-                out.extend_from_slice(b);
-                Ok(())
+        match self {
+            ValueRef::Null => {}
+            ValueRef::Int(v) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
+            ValueRef::UInt(v) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
+            // Writing to a Vec cannot fail.
+            ValueRef::Double(v) => {
+                let _ = write!(out, "{v}");
             }
-        };
+            ValueRef::Bytes(b) => out.extend_from_slice(b),
+        }
     }
 }
 
