@@ -124,27 +124,33 @@ impl Layout {
     }
 
     /// The value stored for a player: the row, less its id in a table (the key holds it).
+    /// Built as it is sent, so neither layout costs the client a copy the other does not.
     fn row(self, id: u64, score: u64, level: u64, last_seen: u64, size: usize) -> Vec<u8> {
-        let row = encode_row(id, score, level, last_seen, size);
-        match self {
-            Layout::TwoKeys => row,
-            Layout::Table => {
-                let skip = row.iter().position(|&b| b == b'|').map_or(0, |p| p + 1);
-                row[skip..].to_vec()
-            }
+        let mut row = Vec::with_capacity(size.max(96));
+        if self == Layout::TwoKeys {
+            let _ = write!(row, "{id}|");
         }
+        let _ = write!(
+            row,
+            "player{id}|{}|{score:010}|{level:04}|{last_seen:010}|",
+            email(id)
+        );
+        // Both layouts pad to the same row: the id's bytes count in a table's too.
+        let id_bytes = match self {
+            Layout::TwoKeys => 0,
+            Layout::Table => id.checked_ilog10().unwrap_or(0) as usize + 2,
+        };
+        let pad = size.saturating_sub(row.len() + id_bytes);
+        row.extend(std::iter::repeat_n(b'.', pad));
+        row
     }
 
     /// The id, email, score and level in player `id`'s value, as `get` returned it.
-    fn decode(self, id: u64, value: &[u8]) -> Option<(u64, Vec<u8>, u64, u64)> {
+    fn decode(self, id: u64, value: &[u8]) -> Option<(u64, &[u8], u64, u64)> {
         match self {
-            Layout::TwoKeys => decode_row(value)
-                .map(|(id, email, score, level)| (id, email.to_vec(), score, level)),
+            Layout::TwoKeys => decode_row(value),
             Layout::Table => {
-                let mut row = id.to_string().into_bytes();
-                row.push(b'|');
-                row.extend_from_slice(value);
-                decode_row(&row).map(|(id, email, score, level)| (id, email.to_vec(), score, level))
+                decode_after_id(value).map(|(email, score, level)| (id, email, score, level))
             }
         }
     }
@@ -173,14 +179,24 @@ pub(crate) fn encode_row(id: u64, score: u64, level: u64, last_seen: u64, size: 
 
 /// The fields a transaction reads from a row: id, email, score, level.
 pub(crate) fn decode_row(row: &[u8]) -> Option<(u64, &[u8], u64, u64)> {
-    let mut fields = row.split(|b| *b == b'|');
-    let number = |f: Option<&[u8]>| -> Option<u64> { std::str::from_utf8(f?).ok()?.parse().ok() };
-    let id = number(fields.next())?;
+    let bar = row.iter().position(|&b| b == b'|')?;
+    let id = number(&row[..bar])?;
+    let (email, score, level) = decode_after_id(&row[bar + 1..])?;
+    Some((id, email, score, level))
+}
+
+/// The email, score and level of a row's fields after its id.
+fn decode_after_id(fields: &[u8]) -> Option<(&[u8], u64, u64)> {
+    let mut fields = fields.split(|b| *b == b'|');
     let _name = fields.next()?;
     let email = fields.next()?;
-    let score = number(fields.next())?;
-    let level = number(fields.next())?;
-    Some((id, email, score, level))
+    let score = number(fields.next()?)?;
+    let level = number(fields.next()?)?;
+    Some((email, score, level))
+}
+
+fn number(field: &[u8]) -> Option<u64> {
+    std::str::from_utf8(field).ok()?.parse().ok()
 }
 
 pub(crate) fn unix_now() -> u64 {
@@ -529,7 +545,7 @@ fn advance(plan: &Plan, c: &mut Conn, reply: Reply, bytes: &[u8], rng: &mut Rng)
             let row = plan.layout.row(id, score, level, unix_now(), plan.row_size);
             plan.wire
                 .encode_set(&mut c.outbuf, &plan.layout.player_key(id), &row);
-            plan.layout.email_key(&row_email, &mut c.email_key);
+            plan.layout.email_key(row_email, &mut c.email_key);
             c.step = 1;
         }
         1 => {
@@ -896,5 +912,19 @@ mod tests {
             (42, &b"player42@example.com"[..], 1234, 1)
         );
         assert!(decode_row(b"garbage").is_none());
+    }
+
+    #[test]
+    fn both_layouts_store_the_same_row() {
+        for (id, size) in [(7, 300), (42, 300), (123_456, 1000), (9, 10)] {
+            let whole = encode_row(id, 1234, 1, 1_700_000_000, size);
+            assert_eq!(Layout::TwoKeys.row(id, 1234, 1, 1_700_000_000, size), whole);
+            let table = Layout::Table.row(id, 1234, 1, 1_700_000_000, size);
+            assert_eq!(whole, [format!("{id}|").as_bytes(), &table].concat());
+            assert_eq!(
+                Layout::Table.decode(id, &table),
+                Some((id, email(id).as_bytes(), 1234, 1))
+            );
+        }
     }
 }
