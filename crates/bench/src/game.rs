@@ -167,14 +167,7 @@ impl Layout {
 
 /// A player's row, padded to `size` bytes (longer if the fields need it).
 pub(crate) fn encode_row(id: u64, score: u64, level: u64, last_seen: u64, size: usize) -> Vec<u8> {
-    let mut row = format!(
-        "{id}|player{id}|{}|{score:010}|{level:04}|{last_seen:010}|",
-        email(id)
-    )
-    .into_bytes();
-    let pad = size.saturating_sub(row.len());
-    row.extend(std::iter::repeat_n(b'.', pad));
-    row
+    Layout::TwoKeys.row(id, score, level, last_seen, size)
 }
 
 /// The fields a transaction reads from a row: id, email, score, level.

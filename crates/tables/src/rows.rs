@@ -1018,6 +1018,11 @@ fn decide_row(
         _ => {}
     }
     let row = current[0].as_ref();
+    // The unique-index entries the row holds now.
+    let old_entries = || match &shown {
+        Some(values) => unique_keys_of_ref(def, values),
+        None => Ok(Vec::new()),
+    };
     if let RowOp::Write {
         row: row_bytes,
         entries,
@@ -1046,11 +1051,7 @@ fn decide_row(
                 });
                 return Ok((Some(vec![put]), Attempt::Wrote { old, exptime }));
             }
-            let old_entries = match &shown {
-                Some(values) => unique_keys_of_ref(def, values)?,
-                None => Vec::new(),
-            };
-            let unlocked = old_entries
+            let unlocked = old_entries()?
                 .into_iter()
                 .map(|(_, k)| k)
                 .filter(|k| !entries.iter().any(|(_, e)| e == k))
@@ -1059,15 +1060,10 @@ fn decide_row(
         }
     }
     // The row's current entries, each of which must be locked.
-    let old_entries = match &shown {
-        Some(values) => unique_keys_of_ref(def, values)?,
-        None => Vec::new(),
-    };
-    let missing: Vec<Vec<u8>> = old_entries
-        .iter()
+    let missing: Vec<Vec<u8>> = old_entries()?
+        .into_iter()
         .map(|(_, k)| k)
         .filter(|k| !keys.iter().any(|e| e.bytes == k.as_slice()))
-        .cloned()
         .collect();
     if !missing.is_empty() {
         return Ok((None, Attempt::NeedKeys(missing)));
