@@ -10,17 +10,21 @@
 
 mod error;
 
+pub mod batch;
 pub mod catalog;
 pub mod keys;
 pub mod ordered;
+pub mod read;
 pub mod row;
 pub mod rows;
 pub mod schema;
 pub mod text;
 pub mod value;
 
+pub use batch::{Applied, ApplyError, OnConflict, RowChange};
 pub use catalog::{Catalog, Container, TableDef, Via};
 pub use error::Error;
+pub use read::RowRead;
 pub use rows::{CatalogCache, ChangeOutcome, RowItem, Tables, WriteMode, WriteOutcome};
 pub use schema::{parse_schema, Column, Index, IndexKind, Table};
 pub use value::{ColumnType, Value};

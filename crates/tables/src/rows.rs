@@ -49,7 +49,7 @@ const CATALOG_KEY: &[u8] = b"catalog";
 
 /// How many times a write or a read through an index starts again when another writer
 /// changed the row between its steps, before it reports the row as busy.
-const ATTEMPTS: usize = 16;
+pub(crate) const ATTEMPTS: usize = 16;
 
 /// A row as a memcached client sees it through one container.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,13 +111,13 @@ pub struct TableCounters {
 }
 
 pub struct Tables {
-    store: Arc<Store>,
+    pub(crate) store: Arc<Store>,
     catalog: RwLock<Arc<Catalog>>,
     /// Counts the catalog's changes (from 1, under its lock): a connection keeps the
     /// catalog it last saw while this is unchanged.
     generation: AtomicU64,
     /// Ordered indexes (KEY, and USING BTREE), in memory beside the store.
-    ordered: Ordered,
+    pub(crate) ordered: Ordered,
     pub counters: TableCounters,
 }
 
@@ -128,7 +128,7 @@ pub type CatalogCache = Option<(u64, Arc<Catalog>)>;
 pub const RANGE_ROWS_MAX: usize = 1000;
 
 /// A row's engine key.
-fn row_key(def: &TableDef, pk: &Value) -> Result<Vec<u8>, Error> {
+pub(crate) fn row_key(def: &TableDef, pk: &Value) -> Result<Vec<u8>, Error> {
     let mut key = Vec::with_capacity(4 + keys::encoded_len(pk, keys::Position::Last));
     key.extend_from_slice(&def.number.to_be_bytes());
     keys::encode(pk, keys::Position::Last, &mut key);
@@ -144,7 +144,11 @@ fn row_key(def: &TableDef, pk: &Value) -> Result<Vec<u8>, Error> {
 
 /// The engine key of the entry of unique index `index` (its position in the table)
 /// for `value`; None for NULL, which has no entry.
-fn unique_key(def: &TableDef, index: usize, value: &Value) -> Result<Option<Vec<u8>>, Error> {
+pub(crate) fn unique_key(
+    def: &TableDef,
+    index: usize,
+    value: &Value,
+) -> Result<Option<Vec<u8>>, Error> {
     if value.is_null() {
         return Ok(None);
     }
@@ -164,7 +168,7 @@ fn unique_key(def: &TableDef, index: usize, value: &Value) -> Result<Option<Vec<
 }
 
 /// The primary key's bytes in a row key or an index entry's value.
-fn pk_bytes(row_key: &[u8]) -> &[u8] {
+pub(crate) fn pk_bytes(row_key: &[u8]) -> &[u8] {
     &row_key[4..]
 }
 
@@ -178,7 +182,10 @@ pub fn row_key_of_entry(def: &TableDef, entry_value: &[u8]) -> Vec<u8> {
 }
 
 /// The unique-index entries a row has: (index position, key).
-fn unique_keys_of(def: &TableDef, values: &[Value]) -> Result<Vec<(usize, Vec<u8>)>, Error> {
+pub(crate) fn unique_keys_of(
+    def: &TableDef,
+    values: &[Value],
+) -> Result<Vec<(usize, Vec<u8>)>, Error> {
     let mut out = Vec::new();
     for (i, index) in def.table.indexes.iter().enumerate() {
         if index.kind.is_unique() {

@@ -1,0 +1,641 @@
+//! Many rows changed as one: the writes of a SQL statement or transaction, applied as
+//! one engine batch with every unique-index entry they touch, or not at all.
+//!
+//! The caller (the SQL layer) has already found the rows and computed their new values;
+//! this module checks what only the store can tell under its locks (a primary key or a
+//! unique value another row holds, a row changed since it was read) and writes. Every
+//! row and entry a change touches is locked at once, the changes are decided in order
+//! against the versions under the locks (a later change sees an earlier one's rows),
+//! and either every record goes to the log as one batch, which replay applies whole,
+//! or nothing does. Keys the changes turn out to need that were not locked (the
+//! entries of a row being replaced or deleted, a row a REPLACE pushes out) make the
+//! attempt start again with them.
+//!
+//! Optimistic concurrency: an update or delete names the CAS of the row as the
+//! statement read it; if another writer (SQL or memcached) changed the row since, the
+//! whole batch is refused with [`ApplyError::Conflict`] and the caller may run the
+//! statement again. A row's flags and exptime stay what they were through an update.
+//!
+//! What it is not for: memcached's storage commands, which change one row through
+//! [`Tables::write`] with memcached's modes.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use kura_engine::{Change, ItemRef, Key, NewItem, Space};
+
+use crate::catalog::{Catalog, TableDef};
+use crate::error::{value_error, Error};
+use crate::ordered::keeps_order;
+use crate::row;
+use crate::rows::{pk_bytes, row_key, unique_keys_of, Tables, ATTEMPTS, ROW_SPACE, UNIQUE_SPACE};
+use crate::value::Value;
+
+/// What an insert does when its primary key or a unique value is another row's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnConflict {
+    /// The whole batch is refused: [`ApplyError::Duplicate`].
+    Fail,
+    /// The row is not inserted (MySQL's `INSERT IGNORE`).
+    Ignore,
+    /// The rows in the way are deleted first (MySQL's `REPLACE`).
+    Replace,
+}
+
+/// One change to one row of table `table` (its number).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RowChange {
+    Insert {
+        table: u32,
+        values: Vec<Value>,
+        conflict: OnConflict,
+    },
+    /// The row whose primary key is `pk` becomes `values` (which may change the
+    /// primary key). `cas` is the row's CAS when it was read; 0 skips the check (a row
+    /// the same batch wrote earlier).
+    Update {
+        table: u32,
+        pk: Value,
+        cas: u64,
+        values: Vec<Value>,
+    },
+    Delete {
+        table: u32,
+        pk: Value,
+        cas: u64,
+    },
+}
+
+impl RowChange {
+    pub fn table(&self) -> u32 {
+        match self {
+            RowChange::Insert { table, .. }
+            | RowChange::Update { table, .. }
+            | RowChange::Delete { table, .. } => *table,
+        }
+    }
+}
+
+/// What a batch did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// MySQL's affected rows: inserted, deleted, changed by an update, plus the rows a
+    /// REPLACE deleted.
+    pub affected: u64,
+    /// Rows an update found (changed or not): MySQL's "Rows matched".
+    pub matched: u64,
+    /// The batch's LSN: acknowledge after it. None when nothing was written.
+    pub lsn: Option<u64>,
+}
+
+/// Why a batch was refused. Nothing was written.
+#[derive(Debug)]
+pub enum ApplyError {
+    /// A primary key or unique value another row holds: MySQL's 1062.
+    Duplicate {
+        table: String,
+        /// `PRIMARY` or the unique index's name.
+        index: String,
+        value: String,
+    },
+    /// A row read by the statement was changed by another writer since.
+    Conflict,
+    /// A table the batch names is not in the catalog (dropped meanwhile).
+    NoTable(u32),
+    /// No room for another key under the memory budget.
+    NoMemory,
+    Other(Error),
+}
+
+impl From<Error> for ApplyError {
+    fn from(e: Error) -> ApplyError {
+        ApplyError::Other(e)
+    }
+}
+
+impl From<kura_engine::Error> for ApplyError {
+    fn from(e: kura_engine::Error) -> ApplyError {
+        ApplyError::Other(Error::Engine(e))
+    }
+}
+
+/// A key of the batch: a row's or an index entry's.
+type BatchKey = (Space, Vec<u8>);
+
+/// The state of one locked key as the batch has decided it so far.
+#[derive(Clone)]
+enum Staged {
+    Absent,
+    Row {
+        values: Vec<Value>,
+        client_flags: u32,
+        exptime: u32,
+    },
+    /// An index entry: the primary key it points at, and the exptime it carries.
+    Entry {
+        pk: Vec<u8>,
+        exptime: u32,
+    },
+}
+
+/// What deciding an attempt came to.
+enum Decided {
+    Done(Applied, Vec<OrderedChange>),
+    Refused(ApplyError),
+    NeedKeys(Vec<BatchKey>),
+}
+
+/// A change to apply to a table's ordered indexes once the batch is written.
+struct OrderedChange {
+    table: u32,
+    old: Option<Vec<Value>>,
+    new: Option<Vec<Value>>,
+    exptime: u32,
+}
+
+impl Tables {
+    /// Applies `changes` in order as one atomic batch (see the module's docs). With
+    /// `write` false, only checks them: decides under the locks and writes nothing (a
+    /// statement inside a transaction, checked before COMMIT applies it).
+    pub fn apply_changes(
+        &self,
+        catalog: &Catalog,
+        changes: &[RowChange],
+        write: bool,
+    ) -> Result<Applied, ApplyError> {
+        let def_of = |number: u32| {
+            catalog
+                .tables
+                .iter()
+                .find(|d| d.number == number)
+                .ok_or(ApplyError::NoTable(number))
+        };
+        let mut keys: Vec<BatchKey> = Vec::new();
+        let mut known: HashSet<BatchKey> = HashSet::new();
+        let mut add = |keys: &mut Vec<BatchKey>, key: BatchKey| {
+            if known.insert(key.clone()) {
+                keys.push(key);
+            }
+        };
+        for change in changes {
+            let def = def_of(change.table())?;
+            match change {
+                RowChange::Insert { values, .. } => {
+                    let rk = row_key(def, &values[def.table.primary])?;
+                    if write && !self.store.has_room_for_key(Key::new(ROW_SPACE, &rk)) {
+                        return Err(ApplyError::NoMemory);
+                    }
+                    add(&mut keys, (ROW_SPACE, rk));
+                    for (_, k) in unique_keys_of(def, values)? {
+                        add(&mut keys, (UNIQUE_SPACE, k));
+                    }
+                }
+                RowChange::Update { pk, values, .. } => {
+                    add(&mut keys, (ROW_SPACE, row_key(def, pk)?));
+                    add(
+                        &mut keys,
+                        (ROW_SPACE, row_key(def, &values[def.table.primary])?),
+                    );
+                    for (_, k) in unique_keys_of(def, values)? {
+                        add(&mut keys, (UNIQUE_SPACE, k));
+                    }
+                }
+                RowChange::Delete { pk, .. } => add(&mut keys, (ROW_SPACE, row_key(def, pk)?)),
+            }
+        }
+        // The entries of the rows as they are now: a guess (taken unlocked) that
+        // saves most attempts from starting again.
+        let row_keys: Vec<Vec<u8>> = keys
+            .iter()
+            .filter(|(space, _)| *space == ROW_SPACE)
+            .map(|(_, k)| k.clone())
+            .collect();
+        for rk in row_keys {
+            let Some(def) = def_of(u32::from_be_bytes(table_prefix(&rk))).ok() else {
+                continue;
+            };
+            if let Some(item) = self.store.peek(Key::new(ROW_SPACE, &rk))? {
+                let values = row::decode(&item.value, &def.table)?;
+                for (_, k) in unique_keys_of(def, &values)? {
+                    add(&mut keys, (UNIQUE_SPACE, k));
+                }
+            }
+        }
+        for _ in 0..ATTEMPTS {
+            let engine_keys: Vec<Key<'_>> = keys.iter().map(|(s, k)| Key::new(*s, k)).collect();
+            let decide = |current: &[Option<ItemRef<'_>>], _now: u32| {
+                let keep = || current.iter().map(|_| Change::Keep).collect::<Vec<_>>();
+                let mut run = Run::new(catalog, &keys, current);
+                match run.decide(changes) {
+                    Ok(Some(applied)) => match run.finish() {
+                        Ok((engine_changes, ordered)) if write => {
+                            (engine_changes, Decided::Done(applied, ordered))
+                        }
+                        Ok(_) => (keep(), Decided::Done(applied, Vec::new())),
+                        Err(e) => (keep(), Decided::Refused(e)),
+                    },
+                    Ok(None) => (keep(), Decided::NeedKeys(run.missing)),
+                    Err(e) => (keep(), Decided::Refused(e)),
+                }
+            };
+            let applied_then = |decided: &Decided, _: &[Option<kura_engine::Written>]| {
+                if let Decided::Done(_, ordered) = decided {
+                    for change in ordered {
+                        if let Ok(def) = def_of(change.table) {
+                            self.ordered.apply(
+                                def,
+                                change.old.as_deref(),
+                                change.new.as_deref(),
+                                change.exptime,
+                            );
+                        }
+                    }
+                }
+            };
+            let (decided, written) =
+                self.store
+                    .update_batch_then(&engine_keys, decide, applied_then)?;
+            match decided {
+                Decided::Done(mut applied, _) => {
+                    applied.lsn = written.iter().flatten().map(|w| w.lsn).max();
+                    return Ok(applied);
+                }
+                Decided::Refused(e) => {
+                    if matches!(e, ApplyError::Duplicate { .. }) {
+                        self.counters
+                            .unique_refusals
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Err(e);
+                }
+                Decided::NeedKeys(more) => {
+                    self.counters.retries.fetch_add(1, Ordering::Relaxed);
+                    for key in more {
+                        add(&mut keys, key);
+                    }
+                }
+            }
+        }
+        Err(ApplyError::Other(value_error!(
+            "the rows kept changing while they were written"
+        )))
+    }
+}
+
+/// The first four bytes of a row key: its table's number.
+fn table_prefix(rk: &[u8]) -> [u8; 4] {
+    let mut n = [0; 4];
+    n.copy_from_slice(&rk[..4]);
+    n
+}
+
+/// One attempt's decisions, over the versions under the locks.
+struct Run<'a, 'c> {
+    catalog: &'a Catalog,
+    keys: &'a [BatchKey],
+    position: HashMap<&'a BatchKey, usize>,
+    current: &'a [Option<ItemRef<'c>>],
+    /// Decided states, by key position; None: as it was.
+    staged: Vec<Option<Staged>>,
+    /// Keys the changes need that are not locked.
+    missing: Vec<BatchKey>,
+    /// The table of each row key decided, by key position.
+    row_tables: Vec<Option<u32>>,
+}
+
+/// A row as the batch sees it: values, client flags, exptime, and its CAS before the
+/// batch (0 when the batch wrote it).
+type Seen = (Vec<Value>, u32, u32, u64);
+
+/// Why deciding stopped early.
+enum Stop {
+    /// A key the attempt needs is not locked: it starts again with the key.
+    Unlocked,
+    Refused(ApplyError),
+}
+
+impl From<ApplyError> for Stop {
+    fn from(e: ApplyError) -> Stop {
+        Stop::Refused(e)
+    }
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Stop {
+        Stop::Refused(ApplyError::Other(e))
+    }
+}
+
+impl<'a, 'c> Run<'a, 'c> {
+    fn new(
+        catalog: &'a Catalog,
+        keys: &'a [BatchKey],
+        current: &'a [Option<ItemRef<'c>>],
+    ) -> Run<'a, 'c> {
+        Run {
+            catalog,
+            keys,
+            position: keys.iter().enumerate().map(|(i, k)| (k, i)).collect(),
+            current,
+            staged: vec![None; keys.len()],
+            missing: Vec::new(),
+            row_tables: vec![None; keys.len()],
+        }
+    }
+
+    fn def(&self, number: u32) -> Result<&'a TableDef, ApplyError> {
+        self.catalog
+            .tables
+            .iter()
+            .find(|d| d.number == number)
+            .ok_or(ApplyError::NoTable(number))
+    }
+
+    /// The position of a key, or a note that it is missing.
+    fn at(&mut self, space: Space, key: &[u8]) -> Result<usize, Stop> {
+        let key = (space, key.to_vec());
+        match self.position.get(&key) {
+            Some(&i) => Ok(i),
+            None => {
+                if !self.missing.contains(&key) {
+                    self.missing.push(key);
+                }
+                Err(Stop::Unlocked)
+            }
+        }
+    }
+
+    /// The row at position `i` as the batch sees it now: its values, flags, exptime and
+    /// the CAS it had before the batch (0 when the batch wrote it).
+    fn row(&self, def: &TableDef, i: usize) -> Result<Option<Seen>, Stop> {
+        match &self.staged[i] {
+            Some(Staged::Row {
+                values,
+                client_flags,
+                exptime,
+            }) => Ok(Some((values.clone(), *client_flags, *exptime, 0))),
+            Some(_) => Ok(None),
+            None => match &self.current[i] {
+                Some(item) => Ok(Some((
+                    row::decode(item.value, &def.table)?,
+                    item.client_flags,
+                    item.exptime,
+                    item.cas,
+                ))),
+                None => Ok(None),
+            },
+        }
+    }
+
+    /// The primary key an entry at position `i` points at now, if any.
+    fn entry(&self, i: usize) -> Option<Vec<u8>> {
+        match &self.staged[i] {
+            Some(Staged::Entry { pk, .. }) => Some(pk.clone()),
+            Some(_) => None,
+            None => self.current[i].as_ref().map(|e| e.value.to_vec()),
+        }
+    }
+
+    /// Decides every change in order. Ok(None): keys are missing.
+    fn decide(&mut self, changes: &[RowChange]) -> Result<Option<Applied>, ApplyError> {
+        let mut applied = Applied::default();
+        for change in changes {
+            match self.one(change, &mut applied) {
+                Ok(()) => {}
+                Err(Stop::Unlocked) => return Ok(None),
+                Err(Stop::Refused(e)) => return Err(e),
+            }
+        }
+        Ok(Some(applied))
+    }
+
+    fn one(&mut self, change: &RowChange, applied: &mut Applied) -> Result<(), Stop> {
+        let def = self.def(change.table())?;
+        match change {
+            RowChange::Insert {
+                values, conflict, ..
+            } => {
+                let rk = row_key(def, &values[def.table.primary])?;
+                let at = self.at(ROW_SPACE, &rk)?;
+                // The rows in the way, and the index each is in the way in (None: the
+                // primary key).
+                let mut in_way: Vec<(usize, Option<usize>)> = Vec::new();
+                if self.row(def, at)?.is_some() {
+                    in_way.push((at, None));
+                }
+                for (index, ek) in unique_keys_of(def, values)? {
+                    let e = self.at(UNIQUE_SPACE, &ek)?;
+                    if let Some(other) = self.entry(e) {
+                        if other != pk_bytes(&rk) {
+                            let other_rk = [&def.number.to_be_bytes()[..], &other].concat();
+                            in_way.push((self.at(ROW_SPACE, &other_rk)?, Some(index)));
+                        }
+                    }
+                }
+                if let Some(&(_, index)) = in_way.first() {
+                    match conflict {
+                        OnConflict::Fail => return Err(duplicate(def, index, values).into()),
+                        OnConflict::Ignore => return Ok(()),
+                        OnConflict::Replace => {
+                            for (o, _) in in_way {
+                                if self.delete_row(def, o)? {
+                                    applied.affected += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+                self.put_row(def, at, &rk, values.clone(), (0, 0), None)?;
+                applied.affected += 1;
+            }
+            RowChange::Update {
+                pk, cas, values, ..
+            } => {
+                let old_rk = row_key(def, pk)?;
+                let new_rk = row_key(def, &values[def.table.primary])?;
+                let old_at = self.at(ROW_SPACE, &old_rk)?;
+                let Some((old, client_flags, exptime, now_cas)) = self.row(def, old_at)? else {
+                    return Err(ApplyError::Conflict.into());
+                };
+                if *cas != 0 && now_cas != 0 && now_cas != *cas {
+                    return Err(ApplyError::Conflict.into());
+                }
+                applied.matched += 1;
+                if old == *values {
+                    return Ok(());
+                }
+                let new_at = self.at(ROW_SPACE, &new_rk)?;
+                if new_at != old_at && self.row(def, new_at)?.is_some() {
+                    return Err(duplicate(def, None, values).into());
+                }
+                for (index, ek) in unique_keys_of(def, values)? {
+                    let e = self.at(UNIQUE_SPACE, &ek)?;
+                    if self
+                        .entry(e)
+                        .is_some_and(|other| other != pk_bytes(&old_rk))
+                    {
+                        return Err(duplicate(def, Some(index), values).into());
+                    }
+                }
+                let kept = (client_flags, exptime);
+                if new_at != old_at {
+                    self.delete_row(def, old_at)?;
+                    self.put_row(def, new_at, &new_rk, values.clone(), kept, None)?;
+                } else {
+                    self.put_row(def, new_at, &new_rk, values.clone(), kept, Some(old))?;
+                }
+                applied.affected += 1;
+            }
+            RowChange::Delete { pk, cas, .. } => {
+                let at = self.at(ROW_SPACE, &row_key(def, pk)?)?;
+                match self.row(def, at)? {
+                    None => {}
+                    Some((.., now_cas)) if *cas != 0 && now_cas != 0 && now_cas != *cas => {
+                        return Err(ApplyError::Conflict.into())
+                    }
+                    Some(_) => {
+                        self.delete_row(def, at)?;
+                        applied.affected += 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the row at position `at` with the entries that point at it. Returns
+    /// whether there was a row.
+    fn delete_row(&mut self, def: &TableDef, at: usize) -> Result<bool, Stop> {
+        let Some((values, ..)) = self.row(def, at)? else {
+            return Ok(false);
+        };
+        let pk = pk_bytes(&self.keys[at].1).to_vec();
+        for (_, ek) in unique_keys_of(def, &values)? {
+            let e = self.at(UNIQUE_SPACE, &ek)?;
+            if self.entry(e).is_some_and(|p| p == pk) {
+                self.staged[e] = Some(Staged::Absent);
+            }
+        }
+        self.staged[at] = Some(Staged::Absent);
+        self.row_tables[at] = Some(def.number);
+        Ok(true)
+    }
+
+    /// Writes `values` at position `at` (row key `rk`) with its entries; `old` is the
+    /// row's values there now, whose entries that no longer apply go.
+    fn put_row(
+        &mut self,
+        def: &TableDef,
+        at: usize,
+        rk: &[u8],
+        values: Vec<Value>,
+        (client_flags, exptime): (u32, u32),
+        old: Option<Vec<Value>>,
+    ) -> Result<(), Stop> {
+        let pk = pk_bytes(rk).to_vec();
+        let new_entries = unique_keys_of(def, &values)?;
+        if let Some(old) = old {
+            for (_, ek) in unique_keys_of(def, &old)? {
+                if new_entries.iter().any(|(_, k)| *k == ek) {
+                    continue;
+                }
+                let e = self.at(UNIQUE_SPACE, &ek)?;
+                if self.entry(e).is_some_and(|p| p == pk) {
+                    self.staged[e] = Some(Staged::Absent);
+                }
+            }
+        }
+        for (_, ek) in new_entries {
+            let e = self.at(UNIQUE_SPACE, &ek)?;
+            self.staged[e] = Some(Staged::Entry {
+                pk: pk.clone(),
+                exptime,
+            });
+        }
+        self.staged[at] = Some(Staged::Row {
+            values,
+            client_flags,
+            exptime,
+        });
+        self.row_tables[at] = Some(def.number);
+        Ok(())
+    }
+
+    /// The engine change for every key, and the ordered indexes' changes.
+    fn finish(&self) -> Result<(Vec<Change>, Vec<OrderedChange>), ApplyError> {
+        let mut changes = Vec::with_capacity(self.keys.len());
+        let mut ordered = Vec::new();
+        for (i, staged) in self.staged.iter().enumerate() {
+            let current = &self.current[i];
+            let change = match staged {
+                None => Change::Keep,
+                Some(Staged::Absent) if current.is_none() => Change::Keep,
+                Some(Staged::Absent) => Change::Delete,
+                Some(Staged::Entry { pk, exptime }) => {
+                    let same = current
+                        .as_ref()
+                        .is_some_and(|e| **e.value == **pk && e.exptime == *exptime);
+                    if same {
+                        Change::Keep
+                    } else {
+                        Change::Put(NewItem {
+                            exptime: *exptime,
+                            ..NewItem::new(Arc::from(pk.as_slice()), 0)
+                        })
+                    }
+                }
+                Some(Staged::Row {
+                    values,
+                    client_flags,
+                    exptime,
+                }) => Change::Put(NewItem {
+                    exptime: *exptime,
+                    ..NewItem::new(row::encode(values).into(), *client_flags)
+                }),
+            };
+            if let Some(number) = self.row_tables[i] {
+                let def = self.def(number)?;
+                if keeps_order(def) && !matches!(change, Change::Keep) {
+                    let old = match current {
+                        Some(item) => Some(row::decode(item.value, &def.table)?),
+                        None => None,
+                    };
+                    let (new, exptime) = match staged {
+                        Some(Staged::Row {
+                            values, exptime, ..
+                        }) => (Some(values.clone()), *exptime),
+                        _ => (None, 0),
+                    };
+                    ordered.push(OrderedChange {
+                        table: number,
+                        old,
+                        new,
+                        exptime,
+                    });
+                }
+            }
+            changes.push(change);
+        }
+        Ok((changes, ordered))
+    }
+}
+
+/// MySQL's duplicate-key refusal of row `values` of `def` in unique index `index`
+/// (None: the primary key).
+fn duplicate(def: &TableDef, index: Option<usize>, values: &[Value]) -> ApplyError {
+    let (name, column) = match index {
+        None => ("PRIMARY", def.table.primary),
+        Some(i) => (
+            def.table.indexes[i].name.as_str(),
+            def.table.indexes[i].column,
+        ),
+    };
+    let mut text = Vec::new();
+    values[column].as_ref().write_text(&mut text);
+    ApplyError::Duplicate {
+        table: def.table.name.clone(),
+        index: name.to_string(),
+        value: String::from_utf8_lossy(&text).into_owned(),
+    }
+}
