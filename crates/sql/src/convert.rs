@@ -1,0 +1,166 @@
+//! Values between SQLite and Kura's columns: what a statement writes becomes a value of
+//! the column's type under MySQL's strict mode (its error codes when it does not fit),
+//! and a constraint's value becomes a key to look a row up by.
+
+use kura_tables::{Column, ColumnType, Value};
+use rusqlite::types::ValueRef;
+
+use crate::error::SqlError;
+
+/// `v` as a value of `column`, as MySQL in strict mode stores it: numbers into text
+/// columns as their text, numeric text into number columns, a fraction rounded into an
+/// integer column; anything else, or out of range, is MySQL's error. `row` numbers the
+/// row in its statement for the message.
+pub fn to_column(v: ValueRef<'_>, column: &Column, row: u64) -> Result<Value, SqlError> {
+    let name = &column.name;
+    match v {
+        ValueRef::Null if column.not_null => Err(SqlError::null(name)),
+        ValueRef::Null => Ok(Value::Null),
+        ValueRef::Integer(n) => integer(n as i128, column, row),
+        ValueRef::Real(f) => match column.ty {
+            ColumnType::Double => Ok(double(f)),
+            ty if ty.is_numeric() => {
+                if !f.is_finite() {
+                    return Err(SqlError::out_of_range(name, row));
+                }
+                let rounded = f.round();
+                if rounded.abs() > 1.9e19 {
+                    return Err(SqlError::out_of_range(name, row));
+                }
+                integer(rounded as i128, column, row)
+            }
+            _ => text(shortest(f).into_bytes(), column, row),
+        },
+        ValueRef::Text(t) | ValueRef::Blob(t) => match column.ty {
+            ColumnType::Double => {
+                let s = std::str::from_utf8(t).unwrap_or("").trim();
+                match s.parse::<f64>() {
+                    Ok(f) if f.is_finite() => Ok(double(f)),
+                    _ => Err(SqlError::bad_value(
+                        "double",
+                        &String::from_utf8_lossy(t),
+                        name,
+                        row,
+                    )),
+                }
+            }
+            ty if ty.is_numeric() => {
+                let s = std::str::from_utf8(t).unwrap_or("").trim();
+                if let Ok(n) = s.parse::<i128>() {
+                    return integer(n, column, row);
+                }
+                match s.parse::<f64>() {
+                    Ok(f) if f.is_finite() && f.round().abs() < 1.9e19 => {
+                        integer(f.round() as i128, column, row)
+                    }
+                    _ => Err(SqlError::bad_value(
+                        "integer",
+                        &String::from_utf8_lossy(t),
+                        name,
+                        row,
+                    )),
+                }
+            }
+            _ => text(t.to_vec(), column, row),
+        },
+    }
+}
+
+fn double(f: f64) -> Value {
+    // MySQL stores no negative zero.
+    Value::Double(if f == 0.0 { 0.0 } else { f })
+}
+
+fn integer(n: i128, column: &Column, row: u64) -> Result<Value, SqlError> {
+    let name = &column.name;
+    let range = |lo: i128, hi: i128| {
+        if n < lo || n > hi {
+            Err(SqlError::out_of_range(name, row))
+        } else {
+            Ok(())
+        }
+    };
+    match column.ty {
+        ColumnType::Int => range(i32::MIN.into(), i32::MAX.into()).map(|()| Value::Int(n as i64)),
+        ColumnType::BigInt => {
+            range(i64::MIN.into(), i64::MAX.into()).map(|()| Value::Int(n as i64))
+        }
+        ColumnType::IntUnsigned => range(0, u32::MAX.into()).map(|()| Value::UInt(n as u64)),
+        ColumnType::BigIntUnsigned => range(0, u64::MAX.into()).map(|()| Value::UInt(n as u64)),
+        ColumnType::Double => Ok(double(n as f64)),
+        _ => text(n.to_string().into_bytes(), column, row),
+    }
+}
+
+fn text(bytes: Vec<u8>, column: &Column, row: u64) -> Result<Value, SqlError> {
+    let name = &column.name;
+    match kura_tables::value::parse_owned(bytes, column.ty, name) {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            let why = e.to_string();
+            if why.contains("longer than") {
+                Err(SqlError::too_long(name, row))
+            } else {
+                Err(SqlError::bad_value("string", &why, name, row))
+            }
+        }
+    }
+}
+
+/// A double's shortest text that reads back as the same double.
+pub fn shortest(f: f64) -> String {
+    let mut s = format!("{f}");
+    if s.ends_with(".0") {
+        s.truncate(s.len() - 2);
+    }
+    s
+}
+
+/// A constraint's value as a key of `column` for an exact lookup: None when no value of
+/// the column can equal it (SQLite compares it with the column's values and finds none).
+pub fn to_key(v: ValueRef<'_>, column: &Column) -> Option<Value> {
+    match (v, column.ty) {
+        (ValueRef::Null, _) => None,
+        (ValueRef::Integer(n), ColumnType::Int | ColumnType::BigInt) => Some(Value::Int(n)),
+        (ValueRef::Integer(n), ColumnType::IntUnsigned | ColumnType::BigIntUnsigned) => {
+            u64::try_from(n).ok().map(Value::UInt)
+        }
+        (ValueRef::Integer(n), ColumnType::Double) => Some(double(n as f64)),
+        (ValueRef::Real(f), ColumnType::Double) => Some(double(f)),
+        (ValueRef::Real(f), ty) if ty.is_numeric() => {
+            if f.fract() != 0.0 || !f.is_finite() {
+                return None;
+            }
+            to_key(ValueRef::Integer(f as i64), column)
+        }
+        (ValueRef::Text(t) | ValueRef::Blob(t), ty) if !ty.is_numeric() => {
+            Some(Value::Bytes(t.to_vec()))
+        }
+        // A text column compares a number with its text.
+        (ValueRef::Integer(n), _) => Some(Value::Bytes(n.to_string().into_bytes())),
+        (ValueRef::Real(f), _) => Some(Value::Bytes(shortest(f).into_bytes())),
+        _ => None,
+    }
+}
+
+/// A range bound's value as a bound on `column`'s values, widened when it falls between
+/// them (SQLite checks the constraint again on every row).
+pub fn to_bound(v: ValueRef<'_>, column: &Column, lower: bool) -> Option<Value> {
+    match (v, column.ty) {
+        (ValueRef::Real(f), ty) if ty.is_numeric() && ty != ColumnType::Double => {
+            if !f.is_finite() || f.abs() > 9.0e18 {
+                return None;
+            }
+            let n = if lower { f.floor() } else { f.ceil() };
+            to_key(ValueRef::Integer(n as i64), column)
+        }
+        (ValueRef::Integer(n), ColumnType::IntUnsigned | ColumnType::BigIntUnsigned) if n < 0 => {
+            if lower {
+                Some(Value::UInt(0))
+            } else {
+                None
+            }
+        }
+        _ => to_key(v, column),
+    }
+}

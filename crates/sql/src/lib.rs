@@ -1,0 +1,25 @@
+//! SQL over Kura's tables: the statements a MySQL client sends, run over the same rows
+//! memcached clients read and write.
+//!
+//! SQLite (bundled) is the query engine: each session has an in-memory SQLite database
+//! with one virtual table per Kura table ([`vtab`]), whose index planning hands `=`,
+//! `IN`, ranges and `ORDER BY` to Kura's primary key and indexes. A [`Session`] parses
+//! each statement with sqlparser, translates MySQL's spellings for SQLite
+//! ([`translate`]), answers what SQLite does not run (SHOW, SET, USE, transactions,
+//! DDL: [`show`]), and applies the rows a statement writes as one atomic batch through
+//! the tables layer, the same path memcached's writes take.
+//!
+//! What it is not for: the MySQL wire protocol (`kura-mysql`) and the server's
+//! sockets; errors leave here as MySQL's codes ([`SqlError`]) for the server to send.
+
+pub mod convert;
+pub mod error;
+pub mod result;
+pub mod session;
+pub mod show;
+pub mod translate;
+pub mod vtab;
+
+pub use error::SqlError;
+pub use result::{Cell, ColumnInfo, Done, Kind, Output, ResultSet};
+pub use session::{Param, Prepared, Session};

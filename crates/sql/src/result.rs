@@ -1,0 +1,167 @@
+//! What a statement returns: rows with their columns' MySQL types, or what a write did.
+
+use kura_tables::ColumnType;
+use rusqlite::types::ValueRef;
+
+/// A column's type as the client is told it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Int,
+    BigInt,
+    IntUnsigned,
+    BigIntUnsigned,
+    Double,
+    Varchar(u32),
+    Char(u32),
+    Text,
+    Blob,
+    /// A column of NULLs only (`SELECT NULL`).
+    Null,
+}
+
+impl Kind {
+    pub fn of(ty: ColumnType) -> Kind {
+        match ty {
+            ColumnType::Int => Kind::Int,
+            ColumnType::BigInt => Kind::BigInt,
+            ColumnType::IntUnsigned => Kind::IntUnsigned,
+            ColumnType::BigIntUnsigned => Kind::BigIntUnsigned,
+            ColumnType::Double => Kind::Double,
+            ColumnType::Varchar(n) => Kind::Varchar(n),
+            ColumnType::Char(n) => Kind::Char(n),
+            ColumnType::Text => Kind::Text,
+            ColumnType::Blob => Kind::Blob,
+        }
+    }
+
+    /// The kind a declared type names (as the virtual tables declare them).
+    pub fn from_decl(decl: &str) -> Option<Kind> {
+        let d = decl.to_ascii_uppercase();
+        let size = || -> u32 {
+            d.split_once('(')
+                .and_then(|(_, rest)| rest.trim_end_matches(')').parse().ok())
+                .unwrap_or(255)
+        };
+        Some(match d.as_str() {
+            "INT" => Kind::Int,
+            "BIGINT" | "INTEGER" => Kind::BigInt,
+            "INT UNSIGNED" => Kind::IntUnsigned,
+            "BIGINT UNSIGNED" => Kind::BigIntUnsigned,
+            "DOUBLE" => Kind::Double,
+            "TEXT" => Kind::Text,
+            "BLOB" => Kind::Blob,
+            _ if d.starts_with("VARCHAR") => Kind::Varchar(size()),
+            _ if d.starts_with("CHAR") => Kind::Char(size()),
+            _ => return None,
+        })
+    }
+
+    pub fn is_integer(self) -> bool {
+        matches!(
+            self,
+            Kind::Int | Kind::BigInt | Kind::IntUnsigned | Kind::BigIntUnsigned
+        )
+    }
+
+    pub fn is_unsigned(self) -> bool {
+        matches!(self, Kind::IntUnsigned | Kind::BigIntUnsigned)
+    }
+}
+
+/// A result column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnInfo {
+    pub name: String,
+    /// The table it comes from, when it is a table's column.
+    pub table: String,
+    pub kind: Kind,
+    pub not_null: bool,
+    pub primary: bool,
+    pub unique: bool,
+}
+
+impl ColumnInfo {
+    pub fn new(name: &str, kind: Kind) -> ColumnInfo {
+        ColumnInfo {
+            name: name.to_string(),
+            table: String::new(),
+            kind,
+            not_null: false,
+            primary: false,
+            unique: false,
+        }
+    }
+}
+
+/// A value in a result row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    Null,
+    Int(i64),
+    UInt(u64),
+    Double(f64),
+    /// Text or bytes.
+    Bytes(Vec<u8>),
+}
+
+impl Cell {
+    pub fn text(s: impl Into<String>) -> Cell {
+        Cell::Bytes(s.into().into_bytes())
+    }
+
+    /// A value SQLite gave for a column of `kind` (None: not known).
+    pub fn from_sqlite(v: ValueRef<'_>, kind: Option<Kind>) -> Cell {
+        match v {
+            ValueRef::Null => Cell::Null,
+            ValueRef::Integer(n) => match kind {
+                Some(k) if k.is_unsigned() && n >= 0 => Cell::UInt(n as u64),
+                Some(Kind::Double) => Cell::Double(n as f64),
+                Some(k) if !k.is_integer() && k != Kind::Null => {
+                    Cell::Bytes(n.to_string().into_bytes())
+                }
+                _ => Cell::Int(n),
+            },
+            ValueRef::Real(f) => match kind {
+                Some(k) if k.is_unsigned() && f >= 0.0 => Cell::UInt(f as u64),
+                _ => Cell::Double(f),
+            },
+            ValueRef::Text(t) | ValueRef::Blob(t) => Cell::Bytes(t.to_vec()),
+        }
+    }
+}
+
+/// Rows and their columns.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResultSet {
+    pub columns: Vec<ColumnInfo>,
+    pub rows: Vec<Vec<Cell>>,
+}
+
+impl ResultSet {
+    /// A result of text columns named `names`.
+    pub fn text(names: &[&str], rows: Vec<Vec<Cell>>) -> ResultSet {
+        ResultSet {
+            columns: names
+                .iter()
+                .map(|n| ColumnInfo::new(n, Kind::Varchar(64)))
+                .collect(),
+            rows,
+        }
+    }
+}
+
+/// What a statement that returns no rows did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Done {
+    pub affected: u64,
+    pub last_insert_id: u64,
+    /// MySQL's info text (`Rows matched: 1  Changed: 1  Warnings: 0`), or empty.
+    pub info: String,
+}
+
+/// A statement's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    Rows(ResultSet),
+    Done(Done),
+}

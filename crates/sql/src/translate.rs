@@ -1,0 +1,362 @@
+//! MySQL's spelling of a statement made into SQLite's: the statement is parsed with
+//! sqlparser's MySQL dialect and printed again after a few rewrites.
+//!
+//! - `@@name`, `@@session.name`, `@@global.name`: the variable's value.
+//! - `"text"`: a string, as MySQL reads it (SQLite would try a column first).
+//! - `a / b`: a division that keeps the fraction, as MySQL's does; `a DIV b`: integer.
+//! - `db.table`: the table (Kura has the one database).
+//! - `INSERT IGNORE`: SQLite's `INSERT OR IGNORE`; `REPLACE` is the same in both.
+//! - A result column with no alias is named by its text as written, as MySQL names it
+//!   (SQLite would name it by the text sqlparser prints).
+//!
+//! What it is not for: statements SQLite does not run (SHOW, SET, USE, DDL), which the
+//! session answers itself.
+
+use std::ops::ControlFlow;
+
+use kura_tables::OnConflict;
+use sqlparser::ast::{
+    visit_expressions_mut, visit_relations_mut, BinaryOperator, CastKind, DataType, Expr, Ident,
+    ObjectName, ObjectNamePart, SelectItem, SetExpr, Spanned, Statement, Value,
+};
+use sqlparser::tokenizer::Location;
+
+use crate::error::SqlError;
+
+/// The one database's name.
+pub const DATABASE: &str = "kura";
+
+/// A variable's value, as a literal.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Literal {
+    Null,
+    Number(String),
+    Text(String),
+}
+
+/// A statement as SQLite will run it.
+#[derive(Debug, Clone)]
+pub struct Translated {
+    pub sql: String,
+    /// What its inserts do on a duplicate.
+    pub conflict: OnConflict,
+    /// Whether it writes rows (INSERT, REPLACE, UPDATE, DELETE).
+    pub writes: bool,
+}
+
+/// Translates `statement`, parsed from `original`. `variable` gives a system variable's
+/// value by its name in lower case.
+pub fn translate(
+    mut statement: Statement,
+    original: &str,
+    variable: &dyn Fn(&str) -> Option<Literal>,
+    defaults: &dyn Fn(&str) -> Vec<(String, Literal)>,
+) -> Result<Translated, SqlError> {
+    name_columns(&mut statement, original);
+    let mut failed: Option<SqlError> = None;
+    let _ = visit_relations_mut(&mut statement, |name: &mut ObjectName| {
+        if name.0.len() == 2 {
+            let db = part(&name.0[0]);
+            let table = part(&name.0[1]);
+            if db.eq_ignore_ascii_case(DATABASE) {
+                name.0.remove(0);
+            } else {
+                failed.get_or_insert(SqlError::no_table(&db, &table));
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    let _ = visit_expressions_mut(&mut statement, |expr: &mut Expr| {
+        if let Err(e) = rewrite(expr, variable) {
+            failed.get_or_insert(e);
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let mut conflict = OnConflict::Fail;
+    let writes = match &mut statement {
+        Statement::Insert(insert) => {
+            if insert.on.is_some() {
+                return Err(SqlError::unsupported("INSERT ... ON DUPLICATE KEY UPDATE"));
+            }
+            if insert.ignore {
+                insert.ignore = false;
+                insert.or = Some(sqlparser::ast::SqliteOnConflict::Ignore);
+                conflict = OnConflict::Ignore;
+            }
+            if insert.replace_into {
+                conflict = OnConflict::Replace;
+            }
+            fill_defaults(insert, defaults);
+            true
+        }
+        Statement::Update(_) | Statement::Delete(_) => true,
+        _ => false,
+    };
+    Ok(Translated {
+        sql: statement.to_string(),
+        conflict,
+        writes,
+    })
+}
+
+/// Names the columns an INSERT's column list leaves out that have a DEFAULT, with that
+/// value in every row of its VALUES: SQLite gives a virtual table NULL for them.
+fn fill_defaults(
+    insert: &mut sqlparser::ast::Insert,
+    defaults: &dyn Fn(&str) -> Vec<(String, Literal)>,
+) {
+    if insert.columns.is_empty() {
+        return;
+    }
+    let sqlparser::ast::TableObject::TableName(name) = &insert.table else {
+        return;
+    };
+    let Some(table) = name.0.last().map(part) else {
+        return;
+    };
+    let Some(source) = insert.source.as_mut() else {
+        return;
+    };
+    let SetExpr::Values(values) = source.body.as_mut() else {
+        return;
+    };
+    for (column, literal) in defaults(&table) {
+        let named = insert.columns.iter().any(|c| {
+            c.0.last()
+                .is_some_and(|p| part(p).eq_ignore_ascii_case(&column))
+        });
+        if named {
+            continue;
+        }
+        insert
+            .columns
+            .push(ObjectName(vec![ObjectNamePart::Identifier(
+                Ident::with_quote('`', column),
+            )]));
+        let value = match literal {
+            Literal::Null => Value::Null,
+            Literal::Number(n) => Value::Number(n, false),
+            Literal::Text(t) => Value::SingleQuotedString(t),
+        };
+        for row in values.rows.iter_mut() {
+            row.push(Expr::value(value.clone()));
+        }
+    }
+}
+
+fn part(p: &ObjectNamePart) -> String {
+    match p {
+        ObjectNamePart::Identifier(ident) => ident.value.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Rewrites one expression (its children already are).
+fn rewrite(expr: &mut Expr, variable: &dyn Fn(&str) -> Option<Literal>) -> Result<(), SqlError> {
+    let name = match expr {
+        Expr::Identifier(ident) if ident.value.starts_with("@@") => {
+            Some(ident.value[2..].to_ascii_lowercase())
+        }
+        Expr::CompoundIdentifier(parts) if parts.len() == 2 && parts[0].value.starts_with("@@") => {
+            let scope = parts[0].value[2..].to_ascii_lowercase();
+            if !matches!(scope.as_str(), "session" | "global" | "local") {
+                return Err(SqlError::syntax(format!("near '{}'", parts[0].value)));
+            }
+            Some(parts[1].value.to_ascii_lowercase())
+        }
+        _ => None,
+    };
+    if let Some(name) = name {
+        let value = variable(&name).ok_or_else(|| SqlError::unknown_variable(&name))?;
+        *expr = Expr::value(match value {
+            Literal::Null => Value::Null,
+            Literal::Number(n) => Value::Number(n, false),
+            Literal::Text(t) => Value::SingleQuotedString(t),
+        });
+        return Ok(());
+    }
+    match expr {
+        Expr::Value(v) => {
+            if let Value::DoubleQuotedString(s) = &v.value {
+                v.value = Value::SingleQuotedString(s.clone());
+            }
+        }
+        Expr::BinaryOp { left, op, right } => match op {
+            BinaryOperator::Divide => {
+                let l = std::mem::replace(left.as_mut(), Expr::value(Value::Null));
+                **left = Expr::Cast {
+                    kind: CastKind::Cast,
+                    expr: Box::new(Expr::Nested(Box::new(l))),
+                    data_type: DataType::Real,
+                    format: None,
+                };
+            }
+            BinaryOperator::MyIntegerDivide => {
+                let l = std::mem::replace(left.as_mut(), Expr::value(Value::Null));
+                let r = std::mem::replace(right.as_mut(), Expr::value(Value::Null));
+                *expr = Expr::Cast {
+                    kind: CastKind::Cast,
+                    expr: Box::new(Expr::BinaryOp {
+                        left: Box::new(Expr::Nested(Box::new(l))),
+                        op: BinaryOperator::Divide,
+                        right: Box::new(Expr::Nested(Box::new(r))),
+                    }),
+                    data_type: DataType::Integer(None),
+                    format: None,
+                };
+            }
+            _ => {}
+        },
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Gives every unnamed expression of the statement's outer SELECT its text as written
+/// for a name. Plain column references keep SQLite's naming (the column's name), as
+/// MySQL's.
+fn name_columns(statement: &mut Statement, original: &str) {
+    let query = match statement {
+        Statement::Query(q) => q,
+        _ => return,
+    };
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return;
+    };
+    for item in select.projection.iter_mut() {
+        let SelectItem::UnnamedExpr(expr) = item else {
+            continue;
+        };
+        if matches!(expr, Expr::Identifier(i) if !i.value.starts_with("@@"))
+            || matches!(expr, Expr::CompoundIdentifier(p) if !p[0].value.starts_with("@@"))
+        {
+            continue;
+        }
+        // sqlparser's spans of some expressions (a function's) end early: the text
+        // runs from the span's start to the end of the select item.
+        let Some(start) = offset(original, expr.span().start) else {
+            continue;
+        };
+        let text = item_text(&original[start..]);
+        if text.is_empty() {
+            continue;
+        }
+        let expr = std::mem::replace(expr, Expr::value(Value::Null));
+        *item = SelectItem::ExprWithAlias {
+            expr,
+            alias: Ident::with_quote('`', text.trim()),
+        };
+    }
+}
+
+/// The text of a select item at the start of `rest`: up to a comma, a closing
+/// parenthesis or a clause's keyword at its own depth, outside quotes.
+fn item_text(rest: &str) -> &str {
+    const ENDS: [&str; 11] = [
+        "FROM", "WHERE", "GROUP", "ORDER", "LIMIT", "HAVING", "UNION", "INTO", "FOR", "WINDOW",
+        "LOCK",
+    ];
+    let bytes = rest.as_bytes();
+    let mut depth = 0usize;
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match quote {
+            Some(q) => {
+                if b == b'\\' && q != b'`' {
+                    i += 1;
+                } else if b == q {
+                    quote = None;
+                }
+            }
+            None => match b {
+                b'\'' | b'"' | b'`' => quote = Some(b),
+                b'(' => depth += 1,
+                b')' if depth == 0 => break,
+                b')' => depth -= 1,
+                b',' | b';' if depth == 0 => break,
+                b if b.is_ascii_whitespace() && depth == 0 => {
+                    let word: String = rest[i..]
+                        .trim_start()
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphabetic())
+                        .collect();
+                    if ENDS.iter().any(|e| e.eq_ignore_ascii_case(&word)) {
+                        break;
+                    }
+                }
+                _ => {}
+            },
+        }
+        i += 1;
+    }
+    rest[..i.min(rest.len())].trim()
+}
+
+/// The byte offset of a location (1-based line and column, counted in characters).
+fn offset(text: &str, at: Location) -> Option<usize> {
+    if at.line == 0 || at.column == 0 {
+        return None;
+    }
+    let mut line = 1;
+    let mut column = 1;
+    for (i, c) in text.char_indices() {
+        if line == at.line && column == at.column {
+            return Some(i);
+        }
+        if c == '\n' {
+            line += 1;
+            column = 1;
+        } else {
+            column += 1;
+        }
+    }
+    (line == at.line && column == at.column).then_some(text.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlparser::dialect::MySqlDialect;
+    use sqlparser::parser::Parser;
+
+    fn run(sql: &str) -> String {
+        let mut statements = Parser::parse_sql(&MySqlDialect {}, sql).unwrap_or_default();
+        let statement = statements.remove(0);
+        let vars = |name: &str| match name {
+            "version" => Some(Literal::Text("8.0.36".into())),
+            "autocommit" => Some(Literal::Number("1".into())),
+            _ => None,
+        };
+        match translate(statement, sql, &vars, &|_| Vec::new()) {
+            Ok(t) => t.sql,
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn mysql_spellings_become_sqlites() {
+        assert_eq!(
+            run("SELECT @@version, @@session.autocommit"),
+            "SELECT '8.0.36' AS `@@version`, 1 AS `@@session.autocommit`"
+        );
+        assert_eq!(
+            run("select count(*), a/2 from kura.t where b = \"x\""),
+            "SELECT count(*) AS `count(*)`, CAST((a) AS REAL) / 2 AS `a/2` FROM t WHERE b = 'x'"
+        );
+        assert_eq!(
+            run("SELECT 7 DIV 2"),
+            "SELECT CAST((7) / (2) AS INTEGER) AS `7 DIV 2`"
+        );
+        assert_eq!(
+            run("INSERT IGNORE INTO t (a) VALUES (1)"),
+            "INSERT OR IGNORE INTO t (a) VALUES (1)"
+        );
+        assert!(run("SELECT * FROM other.t").contains("1146"));
+        assert!(run("SELECT @@nope").contains("1193"));
+    }
+}

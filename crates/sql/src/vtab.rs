@@ -1,0 +1,867 @@
+//! One SQLite virtual table per Kura table: SQLite plans and runs the statement, and
+//! reads and writes rows only through this module.
+//!
+//! Reads: `xBestIndex` offers SQLite the cheapest of Kura's ways to a row: `=` or `IN`
+//! on the primary key, `=` or `IN` on a unique index, a range (`<`, `<=`, `>`, `>=`,
+//! `=`, `BETWEEN`) on an ordered index or an ordered primary key (and that column's
+//! ascending `ORDER BY`, which it then gives in order, so a `LIMIT` stops the read
+//! early), else a scan of the whole table. The plan's `idx_str` names the index, which
+//! `EXPLAIN` shows. Rows of a range are read one at a time as SQLite asks.
+//!
+//! Writes: `xUpdate` turns each row SQLite inserts, updates or deletes into a
+//! [`RowChange`] kept in the session's state; the session applies a statement's (or a
+//! transaction's) changes as one batch when it ends. Reads see the changes of the
+//! session's open transaction (its overlay), not those of the running statement, so an
+//! `UPDATE` never sees the rows it wrote.
+//!
+//! Columns: the table's, then three hidden ones, `_flags`, `_exptime` and `_cas`: the
+//! memcached item's client flags, absolute expiry time and CAS. They are read-only.
+//!
+//! `unsafe`: rusqlite's `VTab` and `VTabCursor` traits are unsafe to implement; what
+//! they ask is that each struct is `#[repr(C)]` with SQLite's base struct first, which
+//! the two structs here are. No other unsafe code.
+#![allow(unsafe_code)]
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ffi::{c_int, CStr, CString};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use kura_tables::keys::{self, Position};
+use kura_tables::ordered::Range;
+use kura_tables::{
+    Catalog, ColumnType, OnConflict, RowChange, RowRead, TableDef, Tables, Value, Via,
+};
+use parking_lot::Mutex;
+use rusqlite::types::ValueRef;
+use rusqlite::vtab::{
+    sqlite3_vtab, sqlite3_vtab_cursor, Context, CreateVTab, Filters, IndexConstraintOp, IndexFlags,
+    IndexInfo, Inserts, UpdateVTab, Updates, VTab, VTabConnection, VTabCursor, VTabKind,
+};
+
+use crate::convert::{to_bound, to_column, to_key};
+use crate::error::SqlError;
+
+/// The hidden columns after a table's own.
+pub const HIDDEN_COLUMNS: [&str; 3] = ["_flags", "_exptime", "_cas"];
+
+/// What a session shares with its virtual tables.
+pub struct Shared {
+    pub tables: Arc<Tables>,
+    pub state: Mutex<State>,
+}
+
+/// Rows read, as MySQL's `Handler_read_*` status counters count them.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ReadCounters {
+    /// Lookups by a key: a primary key, a unique value, the start of a range.
+    pub key: u64,
+    /// Rows read in an index's order after the first.
+    pub next: u64,
+    /// Rows read by scanning a table.
+    pub rnd_next: u64,
+}
+
+/// A row as the session's open transaction left it: its values, or deleted.
+pub type Overlay = BTreeMap<(u32, Vec<u8>), Option<Vec<Value>>>;
+
+/// The session's state the virtual tables read and write.
+pub struct State {
+    pub catalog: Arc<Catalog>,
+    /// The running statement's changes, in order.
+    pub statement: Vec<RowChange>,
+    /// The open transaction's changes before this statement, in order.
+    pub transaction: Vec<RowChange>,
+    /// The rows the open transaction changed, as it left them.
+    pub overlay: Overlay,
+    /// What an insert of the running statement does on a duplicate.
+    pub conflict: OnConflict,
+    /// The CAS of each row read (table, encoded primary key), for the writes' check.
+    pub read_cas: HashMap<(u32, Vec<u8>), u64>,
+    /// The first error a write of the running statement met, in MySQL's terms.
+    pub error: Option<SqlError>,
+    pub reads: ReadCounters,
+    /// The highest LSN of a row read: a reply showing it waits until that is durable.
+    pub max_lsn: u64,
+    /// The session's current database (None: none selected).
+    pub database: Option<String>,
+    pub last_insert_id: u64,
+    /// Rows the last statement changed (MySQL's ROW_COUNT()).
+    pub row_count: i64,
+    pub connection_id: u32,
+    pub user: String,
+}
+
+impl State {
+    pub fn new(catalog: Arc<Catalog>) -> State {
+        State {
+            catalog,
+            statement: Vec::new(),
+            transaction: Vec::new(),
+            overlay: Overlay::new(),
+            conflict: OnConflict::Fail,
+            read_cas: HashMap::new(),
+            error: None,
+            reads: ReadCounters::default(),
+            max_lsn: 0,
+            database: None,
+            last_insert_id: 0,
+            row_count: -1,
+            connection_id: 0,
+            user: String::new(),
+        }
+    }
+
+    /// Whether the open transaction changed rows of table `number`.
+    fn overlays(&self, number: u32) -> bool {
+        self.overlay
+            .range((number, Vec::new())..)
+            .next()
+            .is_some_and(|((n, _), _)| *n == number)
+    }
+}
+
+/// A primary key as the overlay and the CAS map key it.
+pub fn pk_key(pk: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    keys::encode(pk, Position::Last, &mut out);
+    out
+}
+
+/// The `CREATE TABLE` SQLite is told a Kura table has.
+pub fn declaration(def: &TableDef) -> String {
+    let mut sql = String::from("CREATE TABLE x(");
+    for column in &def.table.columns {
+        let ty = match column.ty {
+            ColumnType::Int => "INT".to_string(),
+            ColumnType::BigInt => "BIGINT".to_string(),
+            ColumnType::IntUnsigned => "INT UNSIGNED".to_string(),
+            ColumnType::BigIntUnsigned => "BIGINT UNSIGNED".to_string(),
+            ColumnType::Double => "DOUBLE".to_string(),
+            ColumnType::Varchar(n) => format!("VARCHAR({n})"),
+            ColumnType::Char(n) => format!("CHAR({n})"),
+            ColumnType::Text => "TEXT".to_string(),
+            ColumnType::Blob => "BLOB".to_string(),
+        };
+        sql.push_str(&format!("\"{}\" {ty}", column.name.replace('"', "\"\"")));
+        if let Some(default) = &column.default {
+            sql.push_str(" DEFAULT ");
+            sql.push_str(&literal(default));
+        }
+        sql.push_str(", ");
+    }
+    for hidden in HIDDEN_COLUMNS {
+        sql.push_str(&format!("{hidden} INTEGER HIDDEN, "));
+    }
+    let pk = &def.table.columns[def.table.primary].name;
+    sql.push_str(&format!(
+        "PRIMARY KEY(\"{}\")) WITHOUT ROWID",
+        pk.replace('"', "\"\"")
+    ));
+    sql
+}
+
+/// A value as a SQLite literal.
+fn literal(v: &Value) -> String {
+    match v {
+        Value::Null => "NULL".to_string(),
+        Value::Int(n) => n.to_string(),
+        Value::UInt(n) => n.to_string(),
+        Value::Double(f) => format!("{f:e}"),
+        Value::Bytes(b) => format!("'{}'", String::from_utf8_lossy(b).replace('\'', "''")),
+    }
+}
+
+#[repr(C)]
+pub struct KuraTab {
+    /// SQLite's part; must come first.
+    base: sqlite3_vtab,
+    shared: Arc<Shared>,
+    def: TableDef,
+}
+
+/// How a cursor finds its rows (`idx_num`).
+const PLAN_SCAN: c_int = 0;
+const PLAN_PK: c_int = 1;
+const PLAN_UNIQUE: c_int = 2;
+const PLAN_RANGE: c_int = 3;
+
+/// Constraint kinds a plan's arguments stand for, in `idx_str`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bind {
+    Eq,
+    In,
+    Gt,
+    Ge,
+    Lt,
+    Le,
+}
+
+impl Bind {
+    fn code(self) -> &'static str {
+        match self {
+            Bind::Eq => "eq",
+            Bind::In => "in",
+            Bind::Gt => "gt",
+            Bind::Ge => "ge",
+            Bind::Lt => "lt",
+            Bind::Le => "le",
+        }
+    }
+
+    fn parse(code: &str) -> Option<Bind> {
+        Some(match code {
+            "eq" => Bind::Eq,
+            "in" => Bind::In,
+            "gt" => Bind::Gt,
+            "ge" => Bind::Ge,
+            "lt" => Bind::Lt,
+            "le" => Bind::Le,
+            _ => return None,
+        })
+    }
+}
+
+/// A range plan under consideration: its cost, the column, the constraints it binds
+/// (constraint position, kind), and whether it gives the ORDER BY's order.
+type RangePlan = (f64, usize, Vec<(usize, Bind)>, bool);
+
+/// A plan's `idx_str`: the index's name (`PRIMARY` for the primary key), then the
+/// argument kinds: `email:eq`, `level:ge,le`.
+fn plan_str(index: &str, binds: &[Bind]) -> String {
+    let codes: Vec<&str> = binds.iter().map(|b| b.code()).collect();
+    format!("{index}:{}", codes.join(","))
+}
+
+impl KuraTab {
+    /// The way a column is read in order, if it is.
+    fn ordered_via(&self, column: usize) -> Option<(Via, &str)> {
+        let table = &self.def.table;
+        if column == table.primary && table.primary_ordered {
+            return Some((Via::Primary, "PRIMARY"));
+        }
+        table
+            .indexes
+            .iter()
+            .enumerate()
+            .find(|(_, ix)| ix.column == column && ix.kind.is_ordered())
+            .map(|(i, ix)| (Via::Index(i), ix.name.as_str()))
+    }
+}
+
+unsafe impl<'vtab> VTab<'vtab> for KuraTab {
+    type Aux = Arc<Shared>;
+    type Cursor = KuraCursor<'vtab>;
+
+    fn connect(
+        _db: &mut VTabConnection,
+        aux: Option<&Arc<Shared>>,
+        _module: &[u8],
+        _database: &[u8],
+        table: &[u8],
+        _args: &[&[u8]],
+    ) -> rusqlite::Result<(Cow<'static, CStr>, KuraTab)> {
+        let shared = aux
+            .ok_or_else(|| rusqlite::Error::ModuleError("kura: no session".into()))?
+            .clone();
+        let name = String::from_utf8_lossy(table).into_owned();
+        let def = {
+            let state = shared.state.lock();
+            let t = state
+                .catalog
+                .table(&name)
+                .ok_or_else(|| rusqlite::Error::ModuleError(format!("no table {name}")))?;
+            state.catalog.tables[t].clone()
+        };
+        let sql = CString::new(declaration(&def))
+            .map_err(|_| rusqlite::Error::ModuleError("a name holds a NUL".into()))?;
+        Ok((
+            Cow::Owned(sql),
+            KuraTab {
+                base: sqlite3_vtab::default(),
+                shared,
+                def,
+            },
+        ))
+    }
+
+    fn best_index(&self, info: &mut IndexInfo) -> rusqlite::Result<bool> {
+        let table = &self.def.table;
+        let columns = table.columns.len() as c_int;
+        // (constraint position, column, op) of every usable constraint on a table column.
+        let mut usable: Vec<(usize, usize, IndexConstraintOp)> = Vec::new();
+        for (i, c) in info.constraints().enumerate() {
+            if c.is_usable() && c.column() >= 0 && c.column() < columns {
+                usable.push((i, c.column() as usize, c.operator()));
+            }
+        }
+        let eq_on = |column: usize| {
+            usable
+                .iter()
+                .find(|(_, c, op)| {
+                    *c == column && *op == IndexConstraintOp::SQLITE_INDEX_CONSTRAINT_EQ
+                })
+                .map(|(i, ..)| *i)
+        };
+        // A lookup by the primary key, then by a unique index.
+        let lookup = eq_on(table.primary)
+            .map(|i| (PLAN_PK, "PRIMARY".to_string(), i))
+            .or_else(|| {
+                table.indexes.iter().enumerate().find_map(|(x, ix)| {
+                    if !ix.kind.is_unique() {
+                        return None;
+                    }
+                    eq_on(ix.column).map(|i| (PLAN_UNIQUE, format!("{x}/{}", ix.name), i))
+                })
+            });
+        if let Some((plan, index, i)) = lookup {
+            let is_in = info.is_in_constraint(i)? && info.set_in_constraint(i, true)?;
+            let bind = if is_in { Bind::In } else { Bind::Eq };
+            let mut usage = info.constraint_usage(i);
+            usage.set_argv_index(1);
+            usage.set_omit(true);
+            info.set_idx_num(plan);
+            info.set_idx_str(&plan_str(&index, &[bind]));
+            info.set_estimated_cost(if plan == PLAN_PK { 1.0 } else { 2.0 });
+            info.set_estimated_rows(1);
+            if !is_in {
+                info.set_idx_flags(IndexFlags::SQLITE_INDEX_SCAN_UNIQUE);
+            }
+            return Ok(true);
+        }
+        // A range of an ordered column, or its order alone.
+        let order: Vec<(usize, bool)> = info
+            .order_bys()
+            .map(|o| (o.column() as usize, o.is_order_by_desc()))
+            .collect();
+        let mut best: Option<RangePlan> = None;
+        for column in 0..table.columns.len() {
+            let Some(_) = self.ordered_via(column) else {
+                continue;
+            };
+            let mut binds: Vec<(usize, Bind)> = Vec::new();
+            let mut lower = false;
+            let mut upper = false;
+            for (i, c, op) in &usable {
+                if *c != column || info.is_in_constraint(*i)? {
+                    continue;
+                }
+                let bind = match op {
+                    IndexConstraintOp::SQLITE_INDEX_CONSTRAINT_EQ if !lower && !upper => {
+                        lower = true;
+                        upper = true;
+                        Bind::Eq
+                    }
+                    IndexConstraintOp::SQLITE_INDEX_CONSTRAINT_GT if !lower => {
+                        lower = true;
+                        Bind::Gt
+                    }
+                    IndexConstraintOp::SQLITE_INDEX_CONSTRAINT_GE if !lower => {
+                        lower = true;
+                        Bind::Ge
+                    }
+                    IndexConstraintOp::SQLITE_INDEX_CONSTRAINT_LT if !upper => {
+                        upper = true;
+                        Bind::Lt
+                    }
+                    IndexConstraintOp::SQLITE_INDEX_CONSTRAINT_LE if !upper => {
+                        upper = true;
+                        Bind::Le
+                    }
+                    _ => continue,
+                };
+                binds.push((*i, bind));
+            }
+            let ordered = order.len() == 1 && order[0] == (column, false);
+            if binds.is_empty() && !ordered {
+                continue;
+            }
+            let cost = match (lower, upper) {
+                (true, true) => 50.0,
+                (true, false) | (false, true) => 5_000.0,
+                (false, false) => 100_000.0,
+            } - if ordered { 1.0 } else { 0.0 };
+            if best.as_ref().is_none_or(|(c, ..)| cost < *c) {
+                best = Some((cost, column, binds, ordered));
+            }
+        }
+        if let Some((cost, column, binds, ordered)) = best {
+            let name = self
+                .ordered_via(column)
+                .map(|(_, n)| n.to_string())
+                .unwrap_or_default();
+            for (argv, (i, _)) in binds.iter().enumerate() {
+                let mut usage = info.constraint_usage(*i);
+                usage.set_argv_index(argv as c_int + 1);
+                // SQLite checks the bound again: a bound is widened to the column's type.
+                usage.set_omit(false);
+            }
+            let kinds: Vec<Bind> = binds.iter().map(|(_, b)| *b).collect();
+            info.set_idx_num(PLAN_RANGE);
+            info.set_idx_str(&plan_str(&format!("{column}/{name}"), &kinds));
+            info.set_order_by_consumed(ordered);
+            info.set_estimated_cost(cost);
+            info.set_estimated_rows(cost as i64);
+            return Ok(true);
+        }
+        info.set_idx_num(PLAN_SCAN);
+        info.set_estimated_cost(1_000_000.0);
+        info.set_estimated_rows(1_000_000);
+        Ok(true)
+    }
+
+    fn open(&'vtab mut self) -> rusqlite::Result<KuraCursor<'vtab>> {
+        Ok(KuraCursor {
+            base: sqlite3_vtab_cursor::default(),
+            tab: self,
+            rows: VecDeque::new(),
+            pks: VecDeque::new(),
+            range: None,
+            current: None,
+        })
+    }
+}
+
+impl CreateVTab<'_> for KuraTab {
+    const KIND: VTabKind = VTabKind::Default;
+}
+
+/// A module error SQLite passes back; the session reports `error` in MySQL's terms.
+fn write_error(shared: &Shared, error: SqlError) -> rusqlite::Error {
+    let message = error.message.clone();
+    shared.state.lock().error.get_or_insert(error);
+    rusqlite::Error::ModuleError(message)
+}
+
+impl KuraTab {
+    /// The row SQLite passes to an insert or update (`args[2..]`) as Kura values.
+    fn new_row(
+        &self,
+        args: &rusqlite::types::Values<'_>,
+        row: u64,
+    ) -> Result<Vec<Value>, SqlError> {
+        let table = &self.def.table;
+        let mut values = Vec::with_capacity(table.columns.len());
+        for (i, column) in table.columns.iter().enumerate() {
+            values.push(to_column(args[2 + i].get_raw(), column, row)?);
+        }
+        Ok(values)
+    }
+
+    fn old_pk(&self, v: ValueRef<'_>) -> Result<Value, SqlError> {
+        let column = &self.def.table.columns[self.def.table.primary];
+        to_key(v, column).ok_or_else(|| SqlError::internal("a row's primary key did not read back"))
+    }
+
+    fn push(&self, change: RowChange) {
+        self.shared.state.lock().statement.push(change);
+    }
+
+    fn cas_of(&self, pk: &Value) -> u64 {
+        let state = self.shared.state.lock();
+        state
+            .read_cas
+            .get(&(self.def.number, pk_key(pk)))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn rows_so_far(&self) -> u64 {
+        self.shared.state.lock().statement.len() as u64 + 1
+    }
+}
+
+impl UpdateVTab<'_> for KuraTab {
+    fn delete(&mut self, arg: ValueRef<'_>) -> rusqlite::Result<()> {
+        let pk = self.old_pk(arg).map_err(|e| write_error(&self.shared, e))?;
+        let cas = self.cas_of(&pk);
+        self.push(RowChange::Delete {
+            table: self.def.number,
+            pk,
+            cas,
+        });
+        Ok(())
+    }
+
+    fn insert(&mut self, args: &Inserts<'_>) -> rusqlite::Result<i64> {
+        let row = self.rows_so_far();
+        let values = self
+            .new_row(args, row)
+            .map_err(|e| write_error(&self.shared, e))?;
+        let conflict = self.shared.state.lock().conflict;
+        self.push(RowChange::Insert {
+            table: self.def.number,
+            values,
+            conflict,
+        });
+        Ok(0)
+    }
+
+    fn update(&mut self, args: &Updates<'_>) -> rusqlite::Result<()> {
+        let row = self.rows_so_far();
+        let pk = self
+            .old_pk(args[0].get_raw())
+            .map_err(|e| write_error(&self.shared, e))?;
+        let values = self
+            .new_row(args, row)
+            .map_err(|e| write_error(&self.shared, e))?;
+        let cas = self.cas_of(&pk);
+        self.push(RowChange::Update {
+            table: self.def.number,
+            pk,
+            cas,
+            values,
+        });
+        Ok(())
+    }
+}
+
+#[repr(C)]
+pub struct KuraCursor<'vtab> {
+    /// SQLite's part; must come first.
+    base: sqlite3_vtab_cursor,
+    tab: &'vtab KuraTab,
+    /// Rows found and not yet shown.
+    rows: VecDeque<RowRead>,
+    /// Primary keys (encoded) of a range's rows not yet read, in order.
+    pks: VecDeque<Vec<u8>>,
+    /// The range the keys were found in: a row read later must still be in it.
+    range: Option<(usize, Range)>,
+    current: Option<RowRead>,
+}
+
+impl KuraCursor<'_> {
+    fn def(&self) -> &TableDef {
+        &self.tab.def
+    }
+
+    fn tables(&self) -> &Tables {
+        &self.tab.shared.tables
+    }
+
+    /// Notes a row read: its CAS, for a write that follows.
+    fn seen(&self, row: &RowRead) {
+        let pk = &row.values[self.def().table.primary];
+        let mut state = self.tab.shared.state.lock();
+        state.max_lsn = state.max_lsn.max(row.lsn);
+        state
+            .read_cas
+            .insert((self.def().number, pk_key(pk)), row.cas);
+    }
+
+    /// Rows looked up by exact values of `column` (the primary key's, or unique index
+    /// `unique`'s), through the transaction's overlay.
+    fn lookup(
+        &mut self,
+        column: usize,
+        unique: Option<usize>,
+        keys: Vec<Value>,
+    ) -> rusqlite::Result<()> {
+        let number = self.def().number;
+        let mut out = Vec::new();
+        let mut seen_pks: Vec<Vec<u8>> = Vec::new();
+        for key in &keys {
+            self.tab.shared.state.lock().reads.key += 1;
+            let found = match unique {
+                None => self.tables().row_by_pk(self.def(), key),
+                Some(i) => self.tables().row_by_unique(self.def(), i, key),
+            }
+            .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
+            if let Some(row) = found {
+                self.seen(&row);
+                out.push(row);
+            }
+            // The transaction's own rows with this value.
+            let state = self.tab.shared.state.lock();
+            if state.overlays(number) {
+                for ((n, _), values) in state.overlay.range((number, Vec::new())..) {
+                    if *n != number {
+                        break;
+                    }
+                    if let Some(values) = values {
+                        if values[column] == *key {
+                            out.push(RowRead {
+                                values: values.clone(),
+                                client_flags: 0,
+                                exptime: 0,
+                                cas: 0,
+                                lsn: 0,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        let primary = self.def().table.primary;
+        let overlaid = self.overlaid(out);
+        for row in overlaid {
+            let pk = pk_key(&row.values[primary]);
+            // The overlay may have given the row another value.
+            if !keys.contains(&row.values[column]) {
+                continue;
+            }
+            if !seen_pks.contains(&pk) {
+                seen_pks.push(pk);
+                self.rows.push_back(row);
+            }
+        }
+        Ok(())
+    }
+
+    /// `rows` with the transaction's changes: rows it changed show as it left them
+    /// (once), rows it deleted go, and for a row found in the store and again in the
+    /// overlay only the overlay's stays.
+    fn overlaid(&self, rows: Vec<RowRead>) -> Vec<RowRead> {
+        let state = self.tab.shared.state.lock();
+        let number = self.def().number;
+        if !state.overlays(number) {
+            return rows;
+        }
+        let primary = self.def().table.primary;
+        let mut out: Vec<RowRead> = Vec::with_capacity(rows.len());
+        let mut shown: Vec<Vec<u8>> = Vec::new();
+        for row in rows {
+            let pk = pk_key(&row.values[primary]);
+            if shown.contains(&pk) {
+                continue;
+            }
+            match state.overlay.get(&(number, pk.clone())) {
+                None => out.push(row),
+                Some(Some(values)) => out.push(RowRead {
+                    values: values.clone(),
+                    ..row
+                }),
+                Some(None) => {}
+            }
+            shown.push(pk);
+        }
+        out
+    }
+
+    /// The transaction's inserted or changed rows of this table.
+    fn overlay_rows(&self) -> Vec<RowRead> {
+        let state = self.tab.shared.state.lock();
+        let number = self.def().number;
+        state
+            .overlay
+            .range((number, Vec::new())..)
+            .take_while(|((n, _), _)| *n == number)
+            .filter_map(|(_, v)| v.clone())
+            .map(|values| RowRead {
+                values,
+                client_flags: 0,
+                exptime: 0,
+                cas: 0,
+                lsn: 0,
+            })
+            .collect()
+    }
+
+    /// Reads the next row of a range into `rows`, if any is left.
+    fn read_range_row(&mut self) -> rusqlite::Result<()> {
+        while self.rows.is_empty() {
+            let Some(pk) = self.pks.pop_front() else {
+                return Ok(());
+            };
+            self.tab.shared.state.lock().reads.next += 1;
+            let row = self
+                .tables()
+                .row_by_pk_bytes(self.def(), &pk)
+                .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
+            let Some(row) = row else { continue };
+            // A writer may have changed the row since the index was read.
+            if let Some((column, range)) = &self.range {
+                if !range.holds(&row.values[*column]) {
+                    continue;
+                }
+            }
+            self.seen(&row);
+            self.rows.push_back(row);
+        }
+        Ok(())
+    }
+}
+
+unsafe impl VTabCursor for KuraCursor<'_> {
+    fn filter(
+        &mut self,
+        plan: c_int,
+        idx_str: Option<&str>,
+        args: &Filters<'_>,
+    ) -> rusqlite::Result<()> {
+        self.rows.clear();
+        self.pks.clear();
+        self.range = None;
+        self.current = None;
+        let table = self.def().table.clone();
+        let (index, binds) = match idx_str.and_then(|s| s.split_once(':')) {
+            Some((index, codes)) => (
+                index.to_string(),
+                codes.split(',').filter_map(Bind::parse).collect::<Vec<_>>(),
+            ),
+            None => (String::new(), Vec::new()),
+        };
+        match plan {
+            PLAN_PK | PLAN_UNIQUE => {
+                let (column, unique) = if plan == PLAN_PK {
+                    (table.primary, None)
+                } else {
+                    let x: usize = index
+                        .split('/')
+                        .next()
+                        .and_then(|x| x.parse().ok())
+                        .ok_or_else(|| rusqlite::Error::ModuleError("bad plan".into()))?;
+                    (table.indexes[x].column, Some(x))
+                };
+                let col = &table.columns[column];
+                let mut keys = Vec::new();
+                if binds.first() == Some(&Bind::In) {
+                    let mut values = args.in_values(0)?;
+                    use fallible_streaming_iterator::FallibleStreamingIterator;
+                    while let Some(v) = values.next()? {
+                        if let Some(k) = to_key(v.get_raw(), col) {
+                            if !keys.contains(&k) {
+                                keys.push(k);
+                            }
+                        }
+                    }
+                } else if let Some(k) = to_key(args[0].get_raw(), col) {
+                    keys.push(k);
+                }
+                self.lookup(column, unique, keys)?;
+            }
+            PLAN_RANGE => {
+                let column: usize = index
+                    .split('/')
+                    .next()
+                    .and_then(|x| x.parse().ok())
+                    .ok_or_else(|| rusqlite::Error::ModuleError("bad plan".into()))?;
+                let Some((via, _)) = self.tab.ordered_via(column) else {
+                    return Err(rusqlite::Error::ModuleError("bad plan".into()));
+                };
+                let col = &table.columns[column];
+                let mut range = Range {
+                    lower: Bound::Unbounded,
+                    upper: Bound::Unbounded,
+                };
+                for (argv, bind) in binds.iter().enumerate() {
+                    let v = args[argv].get_raw();
+                    if matches!(v, ValueRef::Null) {
+                        // Nothing compares with NULL.
+                        return Ok(());
+                    }
+                    let lower = matches!(bind, Bind::Gt | Bind::Ge | Bind::Eq);
+                    let Some(value) = to_bound(v, col, lower) else {
+                        continue;
+                    };
+                    match bind {
+                        Bind::Eq => {
+                            range.lower = Bound::Included(value.clone());
+                            range.upper = Bound::Included(value);
+                        }
+                        Bind::Gt => range.lower = Bound::Excluded(value),
+                        Bind::Ge => range.lower = Bound::Included(value),
+                        Bind::Lt => range.upper = Bound::Excluded(value),
+                        Bind::Le => range.upper = Bound::Included(value),
+                        Bind::In => {}
+                    }
+                }
+                self.tab.shared.state.lock().reads.key += 1;
+                let pks = self
+                    .tables()
+                    .ordered_pks(self.def(), via, &range, usize::MAX)
+                    .unwrap_or_default();
+                let overlays = self.tab.shared.state.lock().overlays(self.def().number);
+                if overlays {
+                    // The transaction's rows join the range's, in the range's order.
+                    let mut rows = Vec::new();
+                    for pk in pks {
+                        if let Some(row) = self
+                            .tables()
+                            .row_by_pk_bytes(self.def(), &pk)
+                            .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?
+                        {
+                            self.seen(&row);
+                            rows.push(row);
+                        }
+                    }
+                    rows.extend(self.overlay_rows());
+                    let mut rows: Vec<RowRead> = self
+                        .overlaid(rows)
+                        .into_iter()
+                        .filter(|r| range.holds(&r.values[column]))
+                        .collect();
+                    let primary = table.primary;
+                    rows.sort_by_cached_key(|r| {
+                        let mut key = Vec::new();
+                        keys::encode(&r.values[column], Position::Inner, &mut key);
+                        keys::encode(&r.values[primary], Position::Last, &mut key);
+                        key
+                    });
+                    self.rows = rows.into();
+                } else {
+                    self.pks = pks.into();
+                    self.range = Some((column, range));
+                }
+            }
+            _ => {
+                let mut rows = Vec::new();
+                self.tables()
+                    .scan_rows(self.def(), |row| rows.push(row))
+                    .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
+                self.tab.shared.state.lock().reads.rnd_next += rows.len() as u64;
+                for row in &rows {
+                    self.seen(row);
+                }
+                rows.extend(self.overlay_rows());
+                self.rows = self.overlaid(rows).into();
+            }
+        }
+        self.next()
+    }
+
+    fn next(&mut self) -> rusqlite::Result<()> {
+        if self.rows.is_empty() {
+            self.read_range_row()?;
+        }
+        self.current = self.rows.pop_front();
+        Ok(())
+    }
+
+    fn eof(&self) -> bool {
+        self.current.is_none()
+    }
+
+    fn column(&self, ctx: &mut Context, i: c_int) -> rusqlite::Result<()> {
+        let Some(row) = &self.current else {
+            return ctx.set_result(rusqlite::types::Null);
+        };
+        let i = i as usize;
+        let n = row.values.len();
+        if i >= n {
+            let meta = match i - n {
+                0 => u64::from(row.client_flags),
+                1 => u64::from(row.exptime),
+                _ => row.cas,
+            };
+            return ctx.set_result(i64::try_from(meta).unwrap_or(i64::MAX));
+        }
+        let blob = self.def().table.columns[i].ty == ColumnType::Blob;
+        match &row.values[i] {
+            Value::Null => ctx.set_result(rusqlite::types::Null),
+            Value::Int(v) => ctx.set_result(*v),
+            Value::UInt(v) => match i64::try_from(*v) {
+                Ok(v) => ctx.set_result(v),
+                Err(_) => ctx.set_result(*v as f64),
+            },
+            Value::Double(v) => ctx.set_result(*v),
+            Value::Bytes(b) if blob => ctx.set_result(b.as_slice()),
+            Value::Bytes(b) => ctx.set_result(String::from_utf8_lossy(b).as_ref()),
+        }
+    }
+
+    fn rowid(&self) -> rusqlite::Result<i64> {
+        Ok(0)
+    }
+}

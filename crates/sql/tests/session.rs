@@ -1,0 +1,348 @@
+//! A session's statements over a store in memory (the simulated disk): reads, writes,
+//! transactions, errors, and what the virtual tables' plans read.
+#![allow(clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kura_engine::sim::SimDisk;
+use kura_engine::{Durability, ManualClock, Options, Store};
+use kura_sql::{Cell, Output, Param, Session, SqlError};
+use kura_tables::Tables;
+
+const SCHEMA: &str = "CREATE TABLE players (
+    id INT PRIMARY KEY,
+    name VARCHAR(32) NOT NULL,
+    email VARCHAR(64),
+    level INT NOT NULL DEFAULT 1,
+    UNIQUE KEY email (email),
+    KEY level (level)
+)";
+
+fn tables() -> Arc<Tables> {
+    let clock = Arc::new(ManualClock::new(1_700_000_000));
+    let mut options = Options::new(Durability::Fsync, clock);
+    options.fsync_interval = Duration::from_millis(1);
+    let store = Store::open(Arc::new(SimDisk::new()), options).expect("store");
+    Arc::new(Tables::open(Arc::new(store)).expect("tables"))
+}
+
+fn rows(session: &mut Session, sql: &str) -> Vec<Vec<Cell>> {
+    match session.query(sql) {
+        Ok(Output::Rows(rs)) => rs.rows,
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
+fn done(session: &mut Session, sql: &str) -> u64 {
+    match session.query(sql) {
+        Ok(Output::Done(d)) => d.affected,
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
+fn error(session: &mut Session, sql: &str) -> SqlError {
+    match session.query(sql) {
+        Err(e) => e,
+        other => panic!("{sql}: wanted an error, got {other:?}"),
+    }
+}
+
+fn text(s: &str) -> Cell {
+    Cell::Bytes(s.as_bytes().to_vec())
+}
+
+fn loaded() -> (Arc<Tables>, Session) {
+    let tables = tables();
+    let mut s = Session::new(Arc::clone(&tables), 1, "root").expect("session");
+    done(&mut s, SCHEMA);
+    assert_eq!(
+        done(
+            &mut s,
+            "INSERT INTO players (id, name, email, level) VALUES \
+             (1, 'ann', 'ann@x.com', 5), (2, 'bob', 'bob@x.com', 7), (3, 'cy', NULL, 5), \
+             (4, 'di', 'di@x.com', 9)"
+        ),
+        4
+    );
+    (tables, s)
+}
+
+#[test]
+fn rows_written_by_sql_read_back_by_every_index() {
+    let (_, mut s) = loaded();
+    assert_eq!(
+        rows(&mut s, "SELECT name FROM players WHERE id = 2"),
+        vec![vec![text("bob")]]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM players WHERE email = 'di@x.com'"),
+        vec![vec![Cell::Int(4)]]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id FROM players WHERE level BETWEEN 5 AND 7 ORDER BY level, id"
+        ),
+        vec![vec![Cell::Int(1)], vec![Cell::Int(3)], vec![Cell::Int(2)]]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id FROM players WHERE id IN (4, 1, 9) ORDER BY id"
+        ),
+        vec![vec![Cell::Int(1)], vec![Cell::Int(4)]]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT level, COUNT(*), SUM(id) FROM players GROUP BY level ORDER BY level"
+        ),
+        vec![
+            vec![Cell::Int(5), Cell::Int(2), Cell::Int(4)],
+            vec![Cell::Int(7), Cell::Int(1), Cell::Int(2)],
+            vec![Cell::Int(9), Cell::Int(1), Cell::Int(4)],
+        ]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT level FROM players WHERE id = 3"),
+        vec![vec![Cell::Int(5)]]
+    );
+}
+
+#[test]
+fn writes_keep_unique_indexes_and_report_mysql_errors() {
+    let (_, mut s) = loaded();
+    let e = error(
+        &mut s,
+        "INSERT INTO players (id, name, email) VALUES (5, 'ed', 'ann@x.com')",
+    );
+    assert_eq!(e.code, 1062, "{e}");
+    assert_eq!(
+        e.message,
+        "Duplicate entry 'ann@x.com' for key 'players.email'"
+    );
+    let e = error(&mut s, "INSERT INTO players (id, name) VALUES (1, 'again')");
+    assert_eq!(e.code, 1062, "{e}");
+    // A statement is atomic: the good row of a failing INSERT is not there.
+    let e = error(
+        &mut s,
+        "INSERT INTO players (id, name, email) VALUES (6, 'fay', 'fay@x.com'), (7, 'gus', 'bob@x.com')",
+    );
+    assert_eq!(e.code, 1062);
+    assert!(rows(&mut s, "SELECT id FROM players WHERE id = 6").is_empty());
+    assert_eq!(
+        done(
+            &mut s,
+            "UPDATE players SET email = 'new@x.com' WHERE id = 1"
+        ),
+        1
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM players WHERE email = 'new@x.com'"),
+        vec![vec![Cell::Int(1)]]
+    );
+    assert!(rows(&mut s, "SELECT id FROM players WHERE email = 'ann@x.com'").is_empty());
+    assert_eq!(
+        done(
+            &mut s,
+            "INSERT INTO players (id, name, email) VALUES (8, 'hal', 'ann@x.com')"
+        ),
+        1
+    );
+    assert_eq!(
+        done(
+            &mut s,
+            "UPDATE players SET level = level + 1 WHERE level = 5"
+        ),
+        2
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM players WHERE level = 6 ORDER BY id"),
+        vec![vec![Cell::Int(1)], vec![Cell::Int(3)]]
+    );
+    assert_eq!(done(&mut s, "DELETE FROM players WHERE level > 6"), 2);
+    assert_eq!(
+        rows(&mut s, "SELECT COUNT(*) FROM players"),
+        vec![vec![Cell::Int(3)]]
+    );
+    assert_eq!(
+        done(
+            &mut s,
+            "REPLACE INTO players (id, name, email) VALUES (9, 'ivy', 'new@x.com')"
+        ),
+        2
+    );
+    assert!(rows(&mut s, "SELECT id FROM players WHERE id = 1").is_empty());
+    assert_eq!(
+        done(
+            &mut s,
+            "INSERT IGNORE INTO players (id, name) VALUES (9, 'x'), (10, 'jo')"
+        ),
+        1
+    );
+    let e = error(&mut s, "INSERT INTO players (id, name) VALUES (11, NULL)");
+    assert_eq!(e.code, 1048);
+    let e = error(
+        &mut s,
+        "INSERT INTO players (id, name) VALUES (3000000000, 'big')",
+    );
+    assert_eq!(e.code, 1264);
+    let e = error(&mut s, "SELECT * FROM nowhere");
+    assert_eq!(e.code, 1146);
+    let e = error(&mut s, "SELEC 1");
+    assert_eq!(e.code, 1064);
+}
+
+#[test]
+fn a_transaction_is_seen_by_its_session_and_applied_whole_at_commit() {
+    let (tables, mut s) = loaded();
+    let mut other = Session::new(Arc::clone(&tables), 2, "root").expect("session");
+    done(&mut s, "BEGIN");
+    done(&mut s, "UPDATE players SET level = 50 WHERE id = 1");
+    done(
+        &mut s,
+        "INSERT INTO players (id, name, email, level) VALUES (20, 'tx', 'tx@x.com', 51)",
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id FROM players WHERE level >= 50 ORDER BY level"
+        ),
+        vec![vec![Cell::Int(1)], vec![Cell::Int(20)]]
+    );
+    assert!(rows(&mut other, "SELECT id FROM players WHERE level >= 50").is_empty());
+    done(&mut s, "COMMIT");
+    assert_eq!(
+        rows(
+            &mut other,
+            "SELECT id FROM players WHERE level >= 50 ORDER BY level"
+        ),
+        vec![vec![Cell::Int(1)], vec![Cell::Int(20)]]
+    );
+    // A row changed under a transaction: COMMIT applies nothing.
+    done(&mut s, "BEGIN");
+    done(&mut s, "UPDATE players SET level = 60 WHERE id = 2");
+    done(&mut s, "INSERT INTO players (id, name) VALUES (21, 'lost')");
+    done(&mut other, "UPDATE players SET level = 61 WHERE id = 2");
+    assert_eq!(error(&mut s, "COMMIT").code, 1213);
+    assert_eq!(
+        rows(&mut s, "SELECT level FROM players WHERE id = 2"),
+        vec![vec![Cell::Int(61)]]
+    );
+    assert!(rows(&mut s, "SELECT id FROM players WHERE id = 21").is_empty());
+    // ROLLBACK forgets.
+    done(&mut s, "BEGIN");
+    done(&mut s, "DELETE FROM players");
+    assert_eq!(
+        rows(&mut s, "SELECT COUNT(*) FROM players"),
+        vec![vec![Cell::Int(0)]]
+    );
+    done(&mut s, "ROLLBACK");
+    assert_eq!(
+        rows(&mut s, "SELECT COUNT(*) FROM players"),
+        vec![vec![Cell::Int(5)]]
+    );
+}
+
+#[test]
+fn plans_read_about_the_rows_they_return() {
+    let (_, mut s) = loaded();
+    for id in 100..300 {
+        done(
+            &mut s,
+            &format!("INSERT INTO players (id, name, email, level) VALUES ({id}, 'p{id}', 'p{id}@x.com', {})", id % 50),
+        );
+    }
+    let status = |s: &mut Session| -> Vec<u64> {
+        rows(s, "SHOW SESSION STATUS LIKE 'Handler_read%'")
+            .into_iter()
+            .map(|r| match &r[1] {
+                Cell::Bytes(b) => String::from_utf8_lossy(b).parse().unwrap_or(0),
+                _ => 0,
+            })
+            .collect()
+    };
+    let before = status(&mut s);
+    let got = rows(
+        &mut s,
+        "SELECT id FROM players WHERE level BETWEEN 10 AND 20 ORDER BY level LIMIT 5",
+    );
+    assert_eq!(got.len(), 5);
+    let after = status(&mut s);
+    let read: u64 = after.iter().zip(&before).map(|(a, b)| a - b).sum();
+    assert!(read <= 8, "read {read} rows for 5");
+    let plan = rows(
+        &mut s,
+        "EXPLAIN SELECT id FROM players WHERE level BETWEEN 10 AND 20 ORDER BY level LIMIT 5",
+    );
+    assert_eq!(plan[0][4], text("range"), "{plan:?}");
+    assert_eq!(plan[0][6], text("level"), "{plan:?}");
+    let plan = rows(
+        &mut s,
+        "EXPLAIN SELECT * FROM players WHERE email = 'p150@x.com'",
+    );
+    assert_eq!(plan[0][4], text("const"), "{plan:?}");
+    assert_eq!(plan[0][6], text("email"), "{plan:?}");
+    let before = status(&mut s);
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM players WHERE email = 'p150@x.com'"),
+        vec![vec![Cell::Int(150)]]
+    );
+    let after = status(&mut s);
+    let read: u64 = after.iter().zip(&before).map(|(a, b)| a - b).sum();
+    assert_eq!(read, 1);
+}
+
+#[test]
+fn prepared_statements_bind_parameters() {
+    let (_, mut s) = loaded();
+    let p = s
+        .prepare("SELECT name, level FROM players WHERE id = ?")
+        .expect("prepare");
+    assert_eq!(p.params, 1);
+    assert_eq!(p.columns.len(), 2);
+    match s.execute(p.id, &[Param::Int(2)]) {
+        Ok(Output::Rows(rs)) => assert_eq!(rs.rows, vec![vec![text("bob"), Cell::Int(7)]]),
+        other => panic!("{other:?}"),
+    }
+    let p = s
+        .prepare("INSERT INTO players (id, name, email) VALUES (?, ?, ?)")
+        .expect("prepare");
+    assert_eq!(p.params, 3);
+    let r = s.execute(
+        p.id,
+        &[Param::Int(30), Param::Bytes(b"zed".to_vec()), Param::Null],
+    );
+    assert!(
+        matches!(r, Ok(Output::Done(ref d)) if d.affected == 1),
+        "{r:?}"
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT name FROM players WHERE id = 30"),
+        vec![vec![text("zed")]]
+    );
+}
+
+#[test]
+fn session_statements_answer_as_mysql() {
+    let (_, mut s) = loaded();
+    assert_eq!(rows(&mut s, "SELECT DATABASE()"), vec![vec![text("kura")]]);
+    assert_eq!(rows(&mut s, "SHOW TABLES"), vec![vec![text("players")]]);
+    let cols = rows(&mut s, "DESCRIBE players");
+    assert_eq!(cols[0][0], text("id"));
+    assert_eq!(cols[0][3], text("PRI"));
+    assert_eq!(cols[2][3], text("UNI"));
+    assert_eq!(cols[3][3], text("MUL"));
+    done(&mut s, "SET NAMES utf8mb4");
+    done(&mut s, "SET autocommit = 0");
+    assert_eq!(
+        rows(&mut s, "SELECT @@autocommit"),
+        vec![vec![Cell::Int(0)]]
+    );
+    done(&mut s, "USE kura");
+    assert_eq!(error(&mut s, "USE nope").code, 1049);
+    assert!(
+        matches!(&rows(&mut s, "SELECT @@version")[0][0], Cell::Bytes(v) if v.starts_with(b"8.0"))
+    );
+}
