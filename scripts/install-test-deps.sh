@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond Rust: Debian's memcached (the reference
-# the wire transcripts are compared with) and libmemcached-tools (memccapable).
+# the wire transcripts are compared with) and libmemcached-tools (memccapable), and a
+# Python virtualenv in target/pyenv with the clients the SQL tests drive (PyMySQL,
+# mysql-connector-python, pymemcache, pinned).
 # Called from the README's test command; safe to run every time.
 #
 # Idempotent: if both are present it does nothing, and `apt-get update` runs once,
@@ -25,6 +27,22 @@ for bin in "${binaries[@]}"; do
         missing=("${packages[@]}")
     fi
 done
+
+python_clients() {
+    local venv
+    venv="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target/pyenv"
+    if [[ -x "$venv/bin/python" ]] &&
+        "$venv/bin/python" -c 'import pymysql, mysql.connector, pymemcache' 2>/dev/null; then
+        echo "install-test-deps: present: python clients in $venv"
+        return
+    fi
+    echo "install-test-deps: python clients into $venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check \
+        PyMySQL==1.2.4 mysql-connector-python==26.10.0 pymemcache==4.0.0
+}
+python_clients
 
 if [[ ${#missing[@]} -eq 0 ]]; then
     echo "install-test-deps: present: ${packages[*]}"

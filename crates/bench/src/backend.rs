@@ -652,6 +652,7 @@ fn start_kura(durability: Durability, layout: Layout, config: &LaunchConfig) -> 
         .arg(data_dir.path())
         .args(["--durability", durability.flag()])
         .args(["-t", &config.server_threads.to_string()])
+        .args(["--sql-port", "off"])
         .args(&config.kura_args);
     if layout == Layout::Table {
         // Beside the log in the data directory, which Kura leaves alone.

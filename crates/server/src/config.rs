@@ -73,6 +73,27 @@ pub struct Config {
     /// if they do not exist (one that exists must be declared the same).
     #[arg(long = "schema")]
     pub schema: Option<PathBuf>,
+    /// MySQL-protocol port on the `-l` address, for SQL over the same rows; 0 picks a
+    /// free one (printed on stdout); `off` serves no SQL.
+    #[arg(long = "sql-port", default_value = "3306", value_parser = parse_sql_port)]
+    pub sql_port: SqlPort,
+    /// A file of `user:password` lines: who may log in on the SQL port. Without it,
+    /// `root` with no password, allowed only while `-l` is a loopback address.
+    #[arg(long = "sql-users")]
+    pub sql_users: Option<PathBuf>,
+}
+
+/// The SQL port: a number, or none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SqlPort(pub Option<u16>);
+
+fn parse_sql_port(text: &str) -> Result<SqlPort, String> {
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(SqlPort(None));
+    }
+    text.parse::<u16>()
+        .map(|p| SqlPort(Some(p)))
+        .map_err(|_| format!("{text:?} is neither a port nor `off`"))
 }
 
 impl Config {

@@ -6,6 +6,7 @@ mod memory;
 mod reader;
 mod semantics;
 mod server;
+mod sql;
 mod stats;
 mod stats_reply;
 mod tables;
@@ -84,6 +85,27 @@ async fn run(
     tables: Tables,
     ack: watch::Receiver<Ack>,
 ) -> anyhow::Result<()> {
+    let sql_listener = match config.sql_port.0 {
+        Some(port) => {
+            let users = match &config.sql_users {
+                Some(path) => sql::Users::from_file(path)?,
+                None => sql::Users::root_only(),
+            };
+            if users.has_passwordless() && !sql::is_loopback(&config.listen) {
+                anyhow::bail!(
+                    "the SQL port would let a user in without a password on {}: give \
+                     passwords with --sql-users FILE, listen on loopback, or --sql-port off",
+                    config.listen
+                );
+            }
+            let addr = format!("{}:{port}", config.listen);
+            let listener = std::net::TcpListener::bind(&addr).with_context(|| {
+                format!("SQL port: listening on {addr} (--sql-port off serves no SQL)")
+            })?;
+            Some((listener, users))
+        }
+        None => None,
+    };
     let addr = format!("{}:{}", config.listen, config.port);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
@@ -95,7 +117,7 @@ async fn run(
     };
     let shared = Arc::new(Shared {
         store,
-        tables,
+        tables: Arc::new(tables),
         limits,
         counters: CounterSet::new(config.threads.max(1)),
         prefixes: PrefixStats::default(),
@@ -108,7 +130,12 @@ async fn run(
         listen_addr,
         config,
     });
-    // Tests and scripts read the port from this line.
+    if let Some((listener, users)) = sql_listener {
+        let addr = listener.local_addr()?;
+        sql::serve(listener, Arc::clone(&shared), Arc::new(users))?;
+        println!("kura sql listening on {addr}");
+    }
+    // Tests and scripts read the port from this line (after the SQL port's).
     println!("kura listening on {listen_addr}");
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     tokio::spawn(async move {

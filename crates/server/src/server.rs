@@ -28,7 +28,7 @@ use crate::stats::{add, bump, ConnInfo, Connections, CounterSet, PrefixStats};
 pub struct Shared {
     pub store: Arc<Store>,
     /// Tables over the same store: rows reached through `@@container.key`.
-    pub tables: kura_tables::Tables,
+    pub tables: Arc<kura_tables::Tables>,
     pub config: Config,
     pub limits: Limits,
     pub counters: CounterSet,

@@ -18,6 +18,8 @@ use crate::output::{drain, Log};
 /// How long kura may take to print its listening line (recovery included).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 const LISTENING_PREFIX: &str = "kura listening on ";
+/// kura prints its SQL port's line before the memcached port's.
+const SQL_LISTENING_PREFIX: &str = "kura sql listening on ";
 
 /// Kura's durability modes, as its `--durability` flag spells them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +81,7 @@ impl KuraOptions {
             child: None,
             log: Log::default(),
             addr: None,
+            sql_addr: None,
         };
         server.spawn()?;
         Ok(server)
@@ -93,6 +96,7 @@ impl KuraOptions {
             child: None,
             log: Log::default(),
             addr: None,
+            sql_addr: None,
         };
         server.spawn()?;
         Ok(server)
@@ -109,11 +113,12 @@ pub struct KuraServer {
     child: Option<Child>,
     log: Log,
     addr: Option<SocketAddr>,
+    sql_addr: Option<SocketAddr>,
 }
 
 impl KuraServer {
-    /// Starts `bin` with `-p 0 -l 127.0.0.1 --data-dir <tempdir> --durability <mode>`
-    /// followed by `extra_args`.
+    /// Starts `bin` with `-p 0 -l 127.0.0.1 --data-dir <tempdir> --durability <mode>
+    /// --sql-port 0` followed by `extra_args`.
     pub fn start(
         bin: impl Into<PathBuf>,
         durability: Durability,
@@ -134,6 +139,14 @@ impl KuraServer {
         }
     }
 
+    /// The address of kura's SQL (MySQL-protocol) port; panics if it has none.
+    pub fn sql_addr(&self) -> SocketAddr {
+        match self.sql_addr {
+            Some(addr) => addr,
+            None => panic!("kura reported no SQL port (stopped, or --sql-port off)"),
+        }
+    }
+
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
     }
@@ -150,6 +163,7 @@ impl KuraServer {
     /// SIGKILL and reap; the data directory stays.
     pub fn kill(&mut self) -> io::Result<()> {
         self.addr = None;
+        self.sql_addr = None;
         if let Some(mut child) = self.child.take() {
             child.kill()?;
             child.wait()?;
@@ -161,6 +175,7 @@ impl KuraServer {
     /// directory stays.
     pub fn terminate(&mut self) -> io::Result<std::process::ExitStatus> {
         self.addr = None;
+        self.sql_addr = None;
         let Some(mut child) = self.child.take() else {
             return Err(io::Error::other("kura is not running"));
         };
@@ -184,6 +199,7 @@ impl KuraServer {
             .args(["-p", "0", "-l", "127.0.0.1", "--data-dir"])
             .arg(&self.data_dir)
             .args(["--durability", options.durability.flag()])
+            .args(["--sql-port", "0"])
             .args(&options.extra_args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -203,6 +219,9 @@ impl KuraServer {
             let left = deadline.saturating_duration_since(Instant::now());
             match lines_rx.recv_timeout(left) {
                 Ok(line) => {
+                    if let Some(addr) = line.strip_prefix(SQL_LISTENING_PREFIX) {
+                        self.sql_addr = addr.trim().parse::<SocketAddr>().ok();
+                    }
                     if let Some(addr) = line.strip_prefix(LISTENING_PREFIX) {
                         match addr.trim().parse::<SocketAddr>() {
                             Ok(addr) => break addr,

@@ -1,0 +1,600 @@
+//! The MySQL-protocol port: a thread per connection (as MySQL's own server runs), each
+//! with a [`kura_sql::Session`] over the server's tables.
+//!
+//! A connection: the greeting, the login (`mysql_native_password`; a client that
+//! answers with another plugin is switched to it), then commands until COM_QUIT or the
+//! client goes. A reply that shows rows or reports a write goes out only once what it
+//! shows is durable under the server's durability mode, as a memcached reply does.
+//!
+//! Users: `--sql-users FILE` holds `user:password` lines; without it, `root` with no
+//! password, which the server accepts only while it listens on loopback.
+//!
+//! What it is not for: SQL itself (`kura-sql`) and the packet formats (`kura-mysql`).
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use kura_mysql::{
+    self as my, CapabilityFlags, ColumnFlags, ColumnType, Command, Login, PacketReader,
+    StatusFlags, NONCE_BYTES,
+};
+use kura_sql::{Cell, ColumnInfo, Kind, Output, Param, Session, SqlError};
+
+use crate::server::Shared;
+
+/// The largest packet a client may send (MySQL's default max_allowed_packet).
+const PACKET_MAX_BYTES: usize = 64 << 20;
+
+/// Who may log in, by user: the stored `mysql_native_password` hash (None: no
+/// password).
+#[derive(Debug, Clone, Default)]
+pub struct Users {
+    users: HashMap<String, Option<[u8; NONCE_BYTES]>>,
+}
+
+impl Users {
+    /// The users of a `--sql-users` file: `user:password` lines; `#` starts a comment.
+    pub fn from_file(path: &Path) -> anyhow::Result<Users> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading SQL users from {}", path.display()))?;
+        let mut users = HashMap::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let Some((user, password)) = line.split_once(':') else {
+                bail!("{}:{}: want user:password", path.display(), n + 1);
+            };
+            let hash =
+                (!password.is_empty()).then(|| my::native_password_hash(password.as_bytes()));
+            users.insert(user.to_string(), hash);
+        }
+        Ok(Users { users })
+    }
+
+    /// `root` without a password.
+    pub fn root_only() -> Users {
+        Users {
+            users: HashMap::from([("root".to_string(), None)]),
+        }
+    }
+
+    fn verify(&self, login: &Login, nonce: &[u8; NONCE_BYTES]) -> bool {
+        match self.users.get(&login.user) {
+            Some(stored) => {
+                my::native_password_matches(nonce, stored.as_ref(), &login.auth_response)
+            }
+            None => false,
+        }
+    }
+
+    /// Whether anyone may log in without a password.
+    pub fn has_passwordless(&self) -> bool {
+        self.users.values().any(Option::is_none)
+    }
+}
+
+/// Whether `listen` (the `-l` value) is a loopback address.
+pub fn is_loopback(listen: &str) -> bool {
+    listen == "localhost" || listen.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Accepts SQL connections on `listener` until the process ends, each on a thread of
+/// its own.
+pub fn serve(listener: TcpListener, shared: Arc<Shared>, users: Arc<Users>) -> io::Result<()> {
+    let ids = Arc::new(AtomicU32::new(1));
+    let open = Arc::new(AtomicUsize::new(0));
+    std::thread::Builder::new()
+        .name("kura-sql-accept".to_string())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                if shared.stopping.load(Ordering::Acquire) {
+                    break;
+                }
+                let id = ids.fetch_add(1, Ordering::Relaxed);
+                let shared = Arc::clone(&shared);
+                let users = Arc::clone(&users);
+                let open = Arc::clone(&open);
+                if open.fetch_add(1, Ordering::AcqRel) >= shared.config.connections_max {
+                    open.fetch_sub(1, Ordering::AcqRel);
+                    let _ = refuse(stream);
+                    continue;
+                }
+                let spawned = std::thread::Builder::new()
+                    .name(format!("kura-sql-{id}"))
+                    .spawn(move || {
+                        let _ = Connection::run(stream, &shared, &users, id);
+                        open.fetch_sub(1, Ordering::AcqRel);
+                    });
+                if spawned.is_err() {
+                    // No thread for it: the stream closes as the closure drops.
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// MySQL's answer to a connection over the limit: 1040 Too many connections.
+fn refuse(mut stream: TcpStream) -> io::Result<()> {
+    let mut out = Vec::new();
+    let mut seq = 0;
+    my::write_packet(
+        &mut out,
+        &mut seq,
+        &my::err(1040, b"08004", "Too many connections"),
+    );
+    stream.write_all(&out)
+}
+
+/// A prepared statement's protocol state beside the session's.
+#[derive(Default)]
+struct Statement {
+    bound: Vec<(ColumnType, bool)>,
+    long_data: Vec<Option<Vec<u8>>>,
+}
+
+struct Connection<'a> {
+    stream: TcpStream,
+    reader: PacketReader,
+    out: Vec<u8>,
+    seq: u8,
+    caps: CapabilityFlags,
+    session: Session,
+    shared: &'a Shared,
+    statements: HashMap<u32, Statement>,
+}
+
+impl<'a> Connection<'a> {
+    fn run(stream: TcpStream, shared: &'a Shared, users: &Users, id: u32) -> io::Result<()> {
+        stream.set_nodelay(true)?;
+        let mut nonce = [0u8; NONCE_BYTES];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut nonce)?;
+        let nonce = my::nonce_from_random(nonce);
+        let session = Session::new(Arc::clone(&shared.tables), id, "root")
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        let mut conn = Connection {
+            stream,
+            reader: PacketReader::new(PACKET_MAX_BYTES),
+            out: Vec::new(),
+            seq: 0,
+            caps: my::server_capabilities(),
+            session,
+            shared,
+            statements: HashMap::new(),
+        };
+        conn.send(&my::greeting(id, &nonce))?;
+        conn.flush()?;
+        if !conn.login(users, &nonce, id)? {
+            return Ok(());
+        }
+        loop {
+            let Some((_, payload)) = conn.packet()? else {
+                return Ok(());
+            };
+            conn.seq = 1;
+            if !conn.command(&payload)? {
+                return Ok(());
+            }
+            conn.flush()?;
+        }
+    }
+
+    /// The next packet, or None at the end of the stream.
+    fn packet(&mut self) -> io::Result<Option<(u8, Vec<u8>)>> {
+        loop {
+            match self.reader.next_packet() {
+                Ok(Some(p)) => return Ok(Some(p)),
+                Ok(None) => {}
+                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
+            }
+            let mut buf = [0u8; 16 << 10];
+            let n = self.stream.read(&mut buf)?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.reader.feed(&buf[..n]);
+        }
+    }
+
+    fn send(&mut self, payload: &[u8]) -> io::Result<()> {
+        my::write_packet(&mut self.out, &mut self.seq, payload);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.out.is_empty() {
+            self.stream.write_all(&self.out)?;
+            self.out.clear();
+        }
+        Ok(())
+    }
+
+    fn status(&self) -> StatusFlags {
+        let (in_transaction, autocommit) = self.session.status();
+        let mut status = StatusFlags::empty();
+        if in_transaction {
+            status |= StatusFlags::SERVER_STATUS_IN_TRANS;
+        }
+        if autocommit {
+            status |= StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+        }
+        status
+    }
+
+    fn error(&mut self, e: &SqlError) -> io::Result<()> {
+        self.send(&my::err(e.code, &e.state, &e.message))
+    }
+
+    /// Reads the login and answers it. Returns whether the client is in.
+    fn login(&mut self, users: &Users, nonce: &[u8; NONCE_BYTES], id: u32) -> io::Result<bool> {
+        let Some((seq, payload)) = self.packet()? else {
+            return Ok(false);
+        };
+        self.seq = seq.wrapping_add(1);
+        let mut login = match my::parse_login(&payload) {
+            Ok(login) => login,
+            Err(e) => {
+                self.send(&e.err_packet())?;
+                self.flush()?;
+                return Ok(false);
+            }
+        };
+        self.caps = login.capabilities;
+        if !login.uses_native_password() {
+            self.send(&my::auth_switch(nonce))?;
+            self.flush()?;
+            let Some((seq, response)) = self.packet()? else {
+                return Ok(false);
+            };
+            self.seq = seq.wrapping_add(1);
+            login.auth_response = response;
+        }
+        if !users.verify(&login, nonce) {
+            let using = if login.auth_response.is_empty() {
+                "NO"
+            } else {
+                "YES"
+            };
+            let peer = self
+                .stream
+                .peer_addr()
+                .map_or_else(|_| "unknown".to_string(), |a| a.ip().to_string());
+            self.error(&SqlError::new(
+                1045,
+                b"28000",
+                format!(
+                    "Access denied for user '{}'@'{peer}' (using password: {using})",
+                    login.user
+                ),
+            ))?;
+            self.flush()?;
+            return Ok(false);
+        }
+        self.session = Session::new(Arc::clone(&self.shared.tables), id, &login.user)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        if let Some(db) = &login.database {
+            if let Err(e) = self.session.use_database(db) {
+                self.error(&e)?;
+                self.flush()?;
+                return Ok(false);
+            }
+        }
+        let status = self.status();
+        self.send(&my::ok(0, 0, status, 0, ""))?;
+        self.flush()?;
+        Ok(true)
+    }
+
+    /// Answers one command. Returns false when the connection ends.
+    fn command(&mut self, payload: &[u8]) -> io::Result<bool> {
+        let command = match my::parse_command(payload) {
+            Ok(c) => c,
+            Err(e) => {
+                self.send(&e.err_packet())?;
+                return Ok(true);
+            }
+        };
+        match command {
+            Command::Quit => return Ok(false),
+            Command::Ping | Command::Debug => {
+                let status = self.status();
+                self.send(&my::ok(0, 0, status, 0, ""))?;
+            }
+            Command::InitDb(db) => {
+                let db = String::from_utf8_lossy(db).into_owned();
+                match self.session.use_database(&db) {
+                    Ok(()) => {
+                        let status = self.status();
+                        self.send(&my::ok(0, 0, status, 0, ""))?;
+                    }
+                    Err(e) => self.error(&e)?,
+                }
+            }
+            Command::Query(sql) => {
+                let sql = String::from_utf8_lossy(sql).into_owned();
+                let result = self.session.query(&sql);
+                self.reply(result, false)?;
+            }
+            Command::StmtPrepare(sql) => {
+                let sql = String::from_utf8_lossy(sql).into_owned();
+                match self.session.prepare(&sql) {
+                    Ok(p) => {
+                        self.statements.insert(
+                            p.id,
+                            Statement {
+                                bound: Vec::new(),
+                                long_data: vec![None; p.params],
+                            },
+                        );
+                        self.send(&my::stmt_prepare_ok(
+                            p.id,
+                            p.columns.len() as u16,
+                            p.params as u16,
+                            0,
+                        ))?;
+                        let status = self.status();
+                        if p.params > 0 {
+                            for _ in 0..p.params {
+                                self.send(&my::param_def())?;
+                            }
+                            if let Some(eof) = my::end_of_columns(self.caps, status, 0) {
+                                self.send(&eof)?;
+                            }
+                        }
+                        if !p.columns.is_empty() {
+                            for c in &p.columns {
+                                self.send(&column_def(c))?;
+                            }
+                            if let Some(eof) = my::end_of_columns(self.caps, status, 0) {
+                                self.send(&eof)?;
+                            }
+                        }
+                    }
+                    Err(e) => self.error(&e)?,
+                }
+            }
+            Command::StmtExecute { stmt_id, rest } => {
+                let Some(params) = self.session.prepared(stmt_id).map(|p| p.params) else {
+                    self.error(&SqlError::unknown_statement(stmt_id, "mysqld_stmt_execute"))?;
+                    return Ok(true);
+                };
+                let state = self.statements.entry(stmt_id).or_default();
+                if state.long_data.len() < params {
+                    state.long_data.resize(params, None);
+                }
+                let parsed =
+                    my::parse_execute(rest, params, &mut state.bound, &mut state.long_data);
+                match parsed {
+                    Ok(execute) => {
+                        let params: Vec<Param> = execute.params.into_iter().map(param).collect();
+                        let result = self.session.execute(stmt_id, &params);
+                        self.reply(result, true)?;
+                    }
+                    Err(e) => self.send(&e.err_packet())?,
+                }
+            }
+            Command::StmtSendLongData {
+                stmt_id,
+                param,
+                data,
+            } => {
+                if let Some(state) = self.statements.get_mut(&stmt_id) {
+                    let i = usize::from(param);
+                    if i >= state.long_data.len() {
+                        state.long_data.resize(i + 1, None);
+                    }
+                    state.long_data[i]
+                        .get_or_insert_with(Vec::new)
+                        .extend_from_slice(data);
+                }
+            }
+            Command::StmtClose(id) => {
+                self.session.close(id);
+                self.statements.remove(&id);
+            }
+            Command::StmtReset(id) => {
+                if let Some(state) = self.statements.get_mut(&id) {
+                    state.long_data.iter_mut().for_each(|d| *d = None);
+                }
+                let status = self.status();
+                self.send(&my::ok(0, 0, status, 0, ""))?;
+            }
+            Command::FieldList(table) => {
+                let name = table.split(|&b| b == 0).next().unwrap_or(&[]);
+                let name = String::from_utf8_lossy(name).into_owned();
+                match self.session.query(&format!(
+                    "SELECT * FROM `{}` LIMIT 0",
+                    name.replace('`', "``")
+                )) {
+                    Ok(Output::Rows(rs)) => {
+                        for c in &rs.columns {
+                            self.send(&column_def(c))?;
+                        }
+                        let status = self.status();
+                        self.send(&my::end_of_rows(self.caps, status, 0))?;
+                    }
+                    Ok(_) => {}
+                    Err(e) => self.error(&e)?,
+                }
+            }
+            Command::SetOption(_) => {
+                let status = self.status();
+                self.send(&my::eof(status, 0))?;
+            }
+            Command::ResetConnection => {
+                let id = self
+                    .session
+                    .query("SELECT CONNECTION_ID()")
+                    .ok()
+                    .and_then(|o| match o {
+                        Output::Rows(rs) => match rs.rows.first().and_then(|r| r.first()) {
+                            Some(Cell::Int(n)) => u32::try_from(*n).ok(),
+                            _ => None,
+                        },
+                        _ => None,
+                    })
+                    .unwrap_or(0);
+                match Session::new(Arc::clone(&self.shared.tables), id, "root") {
+                    Ok(s) => {
+                        self.session = s;
+                        self.statements.clear();
+                        let status = self.status();
+                        self.send(&my::ok(0, 0, status, 0, ""))?;
+                    }
+                    Err(e) => self.error(&e)?,
+                }
+            }
+            Command::Statistics => {
+                let uptime = self.shared.uptime_secs();
+                self.send(format!("Uptime: {uptime}").as_bytes())?;
+            }
+            Command::StmtFetch { .. }
+            | Command::ChangeUser(_)
+            | Command::ProcessKill(_)
+            | Command::Other(_) => {
+                self.error(&SqlError::new(1047, b"08S01", "Unknown command"))?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Sends a statement's outcome, once what it shows is durable.
+    fn reply(&mut self, result: Result<Output, SqlError>, binary: bool) -> io::Result<()> {
+        let lsn = self.session.take_read_lsn();
+        if lsn > 0 {
+            if let Err(e) = self.shared.store.wait_acked(lsn) {
+                return self.error(&SqlError::internal(e));
+            }
+        }
+        let status = self.status();
+        match result {
+            Err(e) => self.error(&e),
+            Ok(Output::Done(done)) => self.send(&my::ok(
+                done.affected,
+                done.last_insert_id,
+                status,
+                0,
+                &done.info,
+            )),
+            Ok(Output::Rows(rs)) => {
+                self.send(&my::column_count(rs.columns.len()))?;
+                for c in &rs.columns {
+                    self.send(&column_def(c))?;
+                }
+                if let Some(eof) = my::end_of_columns(self.caps, status, 0) {
+                    self.send(&eof)?;
+                }
+                let types: Vec<(ColumnType, bool)> = rs
+                    .columns
+                    .iter()
+                    .map(|c| (wire_type(c.kind), c.kind.is_unsigned()))
+                    .collect();
+                for row in &rs.rows {
+                    let values: Vec<my::Value<'_>> = row.iter().map(value).collect();
+                    if binary {
+                        match my::binary_row(&types, &values) {
+                            Ok(packet) => self.send(&packet)?,
+                            Err(e) => return self.send(&e.err_packet()),
+                        }
+                    } else {
+                        self.send(&my::text_row(&values))?;
+                    }
+                }
+                self.send(&my::end_of_rows(self.caps, status, 0))
+            }
+        }
+    }
+}
+
+fn param(p: my::Param) -> Param {
+    match p {
+        my::Param::Null => Param::Null,
+        my::Param::Int(n) => Param::Int(n),
+        my::Param::UInt(n) => Param::UInt(n),
+        my::Param::Double(f) => Param::Double(f),
+        my::Param::Bytes(b) => Param::Bytes(b),
+    }
+}
+
+fn value(c: &Cell) -> my::Value<'_> {
+    match c {
+        Cell::Null => my::Value::Null,
+        Cell::Int(n) => my::Value::Int(*n),
+        Cell::UInt(n) => my::Value::UInt(*n),
+        Cell::Double(f) => my::Value::Double(*f),
+        Cell::Bytes(b) => my::Value::Bytes(b),
+    }
+}
+
+fn wire_type(kind: Kind) -> ColumnType {
+    match kind {
+        Kind::Int | Kind::IntUnsigned => ColumnType::MYSQL_TYPE_LONG,
+        Kind::BigInt | Kind::BigIntUnsigned => ColumnType::MYSQL_TYPE_LONGLONG,
+        Kind::Double => ColumnType::MYSQL_TYPE_DOUBLE,
+        Kind::Varchar(_) => ColumnType::MYSQL_TYPE_VAR_STRING,
+        Kind::Char(_) => ColumnType::MYSQL_TYPE_STRING,
+        Kind::Text | Kind::Blob => ColumnType::MYSQL_TYPE_BLOB,
+        Kind::Null => ColumnType::MYSQL_TYPE_NULL,
+    }
+}
+
+/// A result column's definition, as MySQL describes a column of its type.
+fn column_def(c: &ColumnInfo) -> Vec<u8> {
+    const BINARY: u16 = 63;
+    const UTF8MB4_BIN: u16 = 46;
+    let (collation, length, decimals) = match c.kind {
+        Kind::Int | Kind::IntUnsigned => (BINARY, 11, 0),
+        Kind::BigInt | Kind::BigIntUnsigned => (BINARY, 20, 0),
+        Kind::Double => (BINARY, 22, 31),
+        Kind::Varchar(n) | Kind::Char(n) => (UTF8MB4_BIN, n.saturating_mul(4), 0),
+        Kind::Text => (UTF8MB4_BIN, 262_140, 0),
+        Kind::Blob => (BINARY, 65_535, 0),
+        Kind::Null => (BINARY, 0, 0),
+    };
+    let mut flags = ColumnFlags::empty();
+    if c.not_null {
+        flags |= ColumnFlags::NOT_NULL_FLAG;
+    }
+    if c.primary {
+        flags |= ColumnFlags::PRI_KEY_FLAG;
+    }
+    if c.unique {
+        flags |= ColumnFlags::UNIQUE_KEY_FLAG;
+    }
+    if c.kind.is_unsigned() {
+        flags |= ColumnFlags::UNSIGNED_FLAG;
+    }
+    if c.kind.is_integer() || c.kind == Kind::Double {
+        flags |= ColumnFlags::NUM_FLAG;
+    }
+    if matches!(c.kind, Kind::Text | Kind::Blob) {
+        flags |= ColumnFlags::BLOB_FLAG;
+    }
+    if collation == BINARY && !matches!(c.kind, Kind::Null) {
+        flags |= ColumnFlags::BINARY_FLAG;
+    }
+    let schema = if c.table.is_empty() {
+        ""
+    } else {
+        kura_sql::translate::DATABASE
+    };
+    my::column_def(&my::ColumnDef {
+        schema,
+        table: &c.table,
+        org_table: &c.table,
+        name: &c.name,
+        org_name: &c.name,
+        collation,
+        length,
+        ty: wire_type(c.kind),
+        flags,
+        decimals,
+    })
+}
