@@ -178,7 +178,9 @@ impl<'a> Connection<'a> {
             let Some((_, payload)) = conn.packet()? else {
                 return Ok(());
             };
-            conn.seq = 1;
+            // A reply follows the request's last frame (a request of 16 MiB or more
+            // spans several).
+            conn.seq = conn.reader.reply_seq();
             if !conn.command(&payload)? {
                 return Ok(());
             }
@@ -234,10 +236,10 @@ impl<'a> Connection<'a> {
 
     /// Reads the login and answers it. Returns whether the client is in.
     fn login(&mut self, users: &Users, nonce: &[u8; NONCE_BYTES], id: u32) -> io::Result<bool> {
-        let Some((seq, payload)) = self.packet()? else {
+        let Some((_, payload)) = self.packet()? else {
             return Ok(false);
         };
-        self.seq = seq.wrapping_add(1);
+        self.seq = self.reader.reply_seq();
         let mut login = match my::parse_login(&payload) {
             Ok(login) => login,
             Err(e) => {
@@ -250,10 +252,10 @@ impl<'a> Connection<'a> {
         if !login.uses_native_password() {
             self.send(&my::auth_switch(nonce))?;
             self.flush()?;
-            let Some((seq, response)) = self.packet()? else {
+            let Some((_, response)) = self.packet()? else {
                 return Ok(false);
             };
-            self.seq = seq.wrapping_add(1);
+            self.seq = self.reader.reply_seq();
             login.auth_response = response;
         }
         if !users.verify(&login, nonce) {
@@ -425,8 +427,9 @@ impl<'a> Connection<'a> {
                 }
             }
             Command::SetOption(_) => {
+                // MySQL answers with the OK form to a client that deprecates EOF.
                 let status = self.status();
-                self.send(&my::eof(status, 0))?;
+                self.send(&my::end_of_rows(self.caps, status, 0))?;
             }
             Command::ResetConnection => {
                 let id = self
