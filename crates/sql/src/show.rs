@@ -147,17 +147,7 @@ pub fn tables(catalog: &Catalog, full: bool, filter: Option<&str>) -> ResultSet 
 
 /// A column's type as SHOW COLUMNS spells it.
 fn type_name(ty: ColumnType) -> String {
-    match ty {
-        ColumnType::Int => "int".into(),
-        ColumnType::IntUnsigned => "int unsigned".into(),
-        ColumnType::BigInt => "bigint".into(),
-        ColumnType::BigIntUnsigned => "bigint unsigned".into(),
-        ColumnType::Double => "double".into(),
-        ColumnType::Varchar(n) => format!("varchar({n})"),
-        ColumnType::Char(n) => format!("char({n})"),
-        ColumnType::Text => "text".into(),
-        ColumnType::Blob => "blob".into(),
-    }
+    ty.to_string().to_ascii_lowercase()
 }
 
 fn value_text(v: &Value) -> Cell {

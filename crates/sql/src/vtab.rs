@@ -133,17 +133,9 @@ pub fn pk_key(pk: &Value) -> Vec<u8> {
 pub fn declaration(def: &TableDef) -> String {
     let mut sql = String::from("CREATE TABLE x(");
     for column in &def.table.columns {
-        let ty = match column.ty {
-            ColumnType::Int => "INT".to_string(),
-            ColumnType::BigInt => "BIGINT".to_string(),
-            ColumnType::IntUnsigned => "INT UNSIGNED".to_string(),
-            ColumnType::BigIntUnsigned => "BIGINT UNSIGNED".to_string(),
-            ColumnType::Double => "DOUBLE".to_string(),
-            ColumnType::Varchar(n) => format!("VARCHAR({n})"),
-            ColumnType::Char(n) => format!("CHAR({n})"),
-            ColumnType::Text => "TEXT".to_string(),
-            ColumnType::Blob => "BLOB".to_string(),
-        };
+        // MySQL's own spelling: SQLite takes the affinity from it, and a result
+        // column's declared type tells the client the column's MySQL type.
+        let ty = column.ty;
         sql.push_str(&format!("\"{}\" {ty}", column.name.replace('"', "\"\"")));
         if let Some(default) = &column.default {
             sql.push_str(" DEFAULT ");
