@@ -39,16 +39,17 @@ fn retry_busy<T>(mut start: impl FnMut() -> std::io::Result<T>) -> std::io::Resu
 fn reads_the_listening_line_and_keeps_the_data_dir() {
     let dir = tempfile::tempdir().unwrap();
     // Records its arguments in the data dir (the 6th argument) and claims a port.
-    let bin = script(&dir, "kura", "echo \"$@\" >> \"$6/args\"; echo starting; echo 'kura listening on 127.0.0.1:4242'; exec sleep 60");
+    let bin = script(&dir, "kura", "echo \"$@\" >> \"$6/args\"; echo starting; echo 'kura sql listening on 127.0.0.1:4241'; echo 'kura listening on 127.0.0.1:4242'; exec sleep 60");
     let mut server =
         retry_busy(|| KuraServer::start(&bin, Durability::Fsync, &["--extra"])).unwrap();
     assert_eq!(server.addr().port(), 4242);
+    assert_eq!(server.sql_addr().port(), 4241);
     let data_dir = server.data_dir().to_path_buf();
     let args = std::fs::read_to_string(data_dir.join("args")).unwrap();
     assert_eq!(
         args.trim(),
         format!(
-            "-p 0 -l 127.0.0.1 --data-dir {} --durability fsync --extra",
+            "-p 0 -l 127.0.0.1 --data-dir {} --durability fsync --sql-port 0 --extra",
             data_dir.display()
         )
     );
