@@ -101,20 +101,21 @@ pub fn serve(listener: TcpListener, shared: Arc<Shared>, users: Arc<Users>) -> i
                 let id = ids.fetch_add(1, Ordering::Relaxed);
                 let shared = Arc::clone(&shared);
                 let users = Arc::clone(&users);
-                let open = Arc::clone(&open);
                 if open.fetch_add(1, Ordering::AcqRel) >= shared.config.connections_max {
                     open.fetch_sub(1, Ordering::AcqRel);
                     let _ = refuse(stream);
                     continue;
                 }
+                let done = Arc::clone(&open);
                 let spawned = std::thread::Builder::new()
                     .name(format!("kura-sql-{id}"))
                     .spawn(move || {
                         let _ = Connection::run(stream, &shared, &users, id);
-                        open.fetch_sub(1, Ordering::AcqRel);
+                        done.fetch_sub(1, Ordering::AcqRel);
                     });
                 if spawned.is_err() {
-                    // No thread for it: the stream closes as the closure drops.
+                    // No thread for it: the stream closed as the closure dropped.
+                    open.fetch_sub(1, Ordering::AcqRel);
                 }
             }
         })?;
@@ -140,54 +141,16 @@ struct Statement {
     long_data: Vec<Option<Vec<u8>>>,
 }
 
-struct Connection<'a> {
+/// A connection's bytes: the packets read, the replies written, the sequence ids.
+struct Wire {
     stream: TcpStream,
     reader: PacketReader,
     out: Vec<u8>,
     seq: u8,
     caps: CapabilityFlags,
-    session: Session,
-    shared: &'a Shared,
-    statements: HashMap<u32, Statement>,
 }
 
-impl<'a> Connection<'a> {
-    fn run(stream: TcpStream, shared: &'a Shared, users: &Users, id: u32) -> io::Result<()> {
-        stream.set_nodelay(true)?;
-        let mut nonce = [0u8; NONCE_BYTES];
-        std::fs::File::open("/dev/urandom")?.read_exact(&mut nonce)?;
-        let nonce = my::nonce_from_random(nonce);
-        let session = Session::new(Arc::clone(&shared.tables), id, "root")
-            .map_err(|e| io::Error::other(e.to_string()))?;
-        let mut conn = Connection {
-            stream,
-            reader: PacketReader::new(PACKET_MAX_BYTES),
-            out: Vec::new(),
-            seq: 0,
-            caps: my::server_capabilities(),
-            session,
-            shared,
-            statements: HashMap::new(),
-        };
-        conn.send(&my::greeting(id, &nonce))?;
-        conn.flush()?;
-        if !conn.login(users, &nonce, id)? {
-            return Ok(());
-        }
-        loop {
-            let Some((_, payload)) = conn.packet()? else {
-                return Ok(());
-            };
-            // A reply follows the request's last frame (a request of 16 MiB or more
-            // spans several).
-            conn.seq = conn.reader.reply_seq();
-            if !conn.command(&payload)? {
-                return Ok(());
-            }
-            conn.flush()?;
-        }
-    }
-
+impl Wire {
     /// The next packet, or None at the end of the stream.
     fn packet(&mut self) -> io::Result<Option<(u8, Vec<u8>)>> {
         loop {
@@ -218,26 +181,20 @@ impl<'a> Connection<'a> {
         Ok(())
     }
 
-    fn status(&self) -> StatusFlags {
-        let (in_transaction, autocommit) = self.session.status();
-        let mut status = StatusFlags::empty();
-        if in_transaction {
-            status |= StatusFlags::SERVER_STATUS_IN_TRANS;
-        }
-        if autocommit {
-            status |= StatusFlags::SERVER_STATUS_AUTOCOMMIT;
-        }
-        status
-    }
-
     fn error(&mut self, e: &SqlError) -> io::Result<()> {
         self.send(&my::err(e.code, &e.state, &e.message))
     }
 
-    /// Reads the login and answers it. Returns whether the client is in.
-    fn login(&mut self, users: &Users, nonce: &[u8; NONCE_BYTES], id: u32) -> io::Result<bool> {
+    /// Reads the login and answers it. Returns the session of a client that is in.
+    fn login(
+        &mut self,
+        users: &Users,
+        nonce: &[u8; NONCE_BYTES],
+        shared: &Shared,
+        id: u32,
+    ) -> io::Result<Option<Session>> {
         let Some((_, payload)) = self.packet()? else {
-            return Ok(false);
+            return Ok(None);
         };
         self.seq = self.reader.reply_seq();
         let mut login = match my::parse_login(&payload) {
@@ -245,7 +202,7 @@ impl<'a> Connection<'a> {
             Err(e) => {
                 self.send(&e.err_packet())?;
                 self.flush()?;
-                return Ok(false);
+                return Ok(None);
             }
         };
         self.caps = login.capabilities;
@@ -253,7 +210,7 @@ impl<'a> Connection<'a> {
             self.send(&my::auth_switch(nonce))?;
             self.flush()?;
             let Some((_, response)) = self.packet()? else {
-                return Ok(false);
+                return Ok(None);
             };
             self.seq = self.reader.reply_seq();
             login.auth_response = response;
@@ -277,21 +234,96 @@ impl<'a> Connection<'a> {
                 ),
             ))?;
             self.flush()?;
-            return Ok(false);
+            return Ok(None);
         }
-        self.session = Session::new(Arc::clone(&self.shared.tables), id, &login.user)
+        let mut session = Session::new(Arc::clone(&shared.tables), id, &login.user)
             .map_err(|e| io::Error::other(e.to_string()))?;
         if let Some(db) = &login.database {
-            if let Err(e) = self.session.use_database(db) {
+            if let Err(e) = session.use_database(db) {
                 self.error(&e)?;
                 self.flush()?;
-                return Ok(false);
+                return Ok(None);
             }
         }
-        let status = self.status();
-        self.send(&my::ok(0, 0, status, 0, ""))?;
+        self.send(&my::ok(0, 0, status(&session), 0, ""))?;
         self.flush()?;
-        Ok(true)
+        Ok(Some(session))
+    }
+}
+
+/// MySQL's server status flags for a session.
+fn status(session: &Session) -> StatusFlags {
+    let (in_transaction, autocommit) = session.status();
+    let mut status = StatusFlags::empty();
+    if in_transaction {
+        status |= StatusFlags::SERVER_STATUS_IN_TRANS;
+    }
+    if autocommit {
+        status |= StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+    }
+    status
+}
+
+struct Connection<'a> {
+    wire: Wire,
+    session: Session,
+    shared: &'a Shared,
+    statements: HashMap<u32, Statement>,
+    id: u32,
+    user: String,
+}
+
+impl<'a> Connection<'a> {
+    fn run(stream: TcpStream, shared: &'a Shared, users: &Users, id: u32) -> io::Result<()> {
+        stream.set_nodelay(true)?;
+        let mut nonce = [0u8; NONCE_BYTES];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut nonce)?;
+        let nonce = my::nonce_from_random(nonce);
+        let mut wire = Wire {
+            stream,
+            reader: PacketReader::new(PACKET_MAX_BYTES),
+            out: Vec::new(),
+            seq: 0,
+            caps: my::server_capabilities(),
+        };
+        wire.send(&my::greeting(id, &nonce))?;
+        wire.flush()?;
+        let Some(session) = wire.login(users, &nonce, shared, id)? else {
+            return Ok(());
+        };
+        let user = session.user();
+        let mut conn = Connection {
+            wire,
+            session,
+            shared,
+            statements: HashMap::new(),
+            id,
+            user,
+        };
+        loop {
+            let Some((_, payload)) = conn.wire.packet()? else {
+                return Ok(());
+            };
+            // A reply follows the request's last frame (a request of 16 MiB or more
+            // spans several).
+            conn.wire.seq = conn.wire.reader.reply_seq();
+            if !conn.command(&payload)? {
+                return Ok(());
+            }
+            conn.wire.flush()?;
+        }
+    }
+
+    fn send(&mut self, payload: &[u8]) -> io::Result<()> {
+        self.wire.send(payload)
+    }
+
+    fn error(&mut self, e: &SqlError) -> io::Result<()> {
+        self.wire.error(e)
+    }
+
+    fn status(&self) -> StatusFlags {
+        status(&self.session)
     }
 
     /// Answers one command. Returns false when the connection ends.
@@ -346,7 +378,7 @@ impl<'a> Connection<'a> {
                             for _ in 0..p.params {
                                 self.send(&my::param_def())?;
                             }
-                            if let Some(eof) = my::end_of_columns(self.caps, status, 0) {
+                            if let Some(eof) = my::end_of_columns(self.wire.caps, status, 0) {
                                 self.send(&eof)?;
                             }
                         }
@@ -354,7 +386,7 @@ impl<'a> Connection<'a> {
                             for c in &p.columns {
                                 self.send(&column_def(c))?;
                             }
-                            if let Some(eof) = my::end_of_columns(self.caps, status, 0) {
+                            if let Some(eof) = my::end_of_columns(self.wire.caps, status, 0) {
                                 self.send(&eof)?;
                             }
                         }
@@ -411,40 +443,24 @@ impl<'a> Connection<'a> {
             Command::FieldList(table) => {
                 let name = table.split(|&b| b == 0).next().unwrap_or(&[]);
                 let name = String::from_utf8_lossy(name).into_owned();
-                match self.session.query(&format!(
-                    "SELECT * FROM `{}` LIMIT 0",
-                    name.replace('`', "``")
-                )) {
-                    Ok(Output::Rows(rs)) => {
-                        for c in &rs.columns {
+                match self.session.table_columns(&name) {
+                    Ok(columns) => {
+                        for c in &columns {
                             self.send(&column_def(c))?;
                         }
                         let status = self.status();
-                        self.send(&my::end_of_rows(self.caps, status, 0))?;
+                        self.send(&my::end_of_rows(self.wire.caps, status, 0))?;
                     }
-                    Ok(_) => {}
                     Err(e) => self.error(&e)?,
                 }
             }
             Command::SetOption(_) => {
                 // MySQL answers with the OK form to a client that deprecates EOF.
                 let status = self.status();
-                self.send(&my::end_of_rows(self.caps, status, 0))?;
+                self.send(&my::end_of_rows(self.wire.caps, status, 0))?;
             }
             Command::ResetConnection => {
-                let id = self
-                    .session
-                    .query("SELECT CONNECTION_ID()")
-                    .ok()
-                    .and_then(|o| match o {
-                        Output::Rows(rs) => match rs.rows.first().and_then(|r| r.first()) {
-                            Some(Cell::Int(n)) => u32::try_from(*n).ok(),
-                            _ => None,
-                        },
-                        _ => None,
-                    })
-                    .unwrap_or(0);
-                match Session::new(Arc::clone(&self.shared.tables), id, "root") {
+                match Session::new(Arc::clone(&self.shared.tables), self.id, &self.user) {
                     Ok(s) => {
                         self.session = s;
                         self.statements.clear();
@@ -491,7 +507,7 @@ impl<'a> Connection<'a> {
                 for c in &rs.columns {
                     self.send(&column_def(c))?;
                 }
-                if let Some(eof) = my::end_of_columns(self.caps, status, 0) {
+                if let Some(eof) = my::end_of_columns(self.wire.caps, status, 0) {
                     self.send(&eof)?;
                 }
                 let types: Vec<(ColumnType, bool)> = rs
@@ -510,7 +526,7 @@ impl<'a> Connection<'a> {
                         self.send(&my::text_row(&values))?;
                     }
                 }
-                self.send(&my::end_of_rows(self.caps, status, 0))
+                self.send(&my::end_of_rows(self.wire.caps, status, 0))
             }
         }
     }

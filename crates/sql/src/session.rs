@@ -193,6 +193,17 @@ impl Session {
         std::mem::take(&mut self.shared.state.lock().max_lsn)
     }
 
+    /// The user the session runs as.
+    pub fn user(&self) -> String {
+        self.shared.state.lock().user.clone()
+    }
+
+    /// The columns of table `name` (COM_FIELD_LIST), or MySQL's 1146.
+    pub fn table_columns(&mut self, name: &str) -> Result<Vec<ColumnInfo>, SqlError> {
+        let catalog = self.sync_catalog()?;
+        Ok(show::table_columns(show::table(&catalog, name)?))
+    }
+
     /// COM_INIT_DB and USE.
     pub fn use_database(&mut self, name: &str) -> Result<(), SqlError> {
         if !name.eq_ignore_ascii_case(DATABASE) {
@@ -472,16 +483,16 @@ impl Session {
         let catalog = self.shared.state.lock().catalog.clone();
         let tables = Arc::clone(&self.shared.tables);
         let applied = if self.in_transaction {
-            let mut all = self.shared.state.lock().transaction.clone();
-            let before = if all.is_empty() {
-                0
-            } else {
-                tables.apply_changes(&catalog, &all, false)?.affected
+            let (mut all, before) = {
+                let state = self.shared.state.lock();
+                (state.transaction.clone(), state.transaction_affected)
             };
             all.extend(changes.iter().cloned());
             let mut applied = tables.apply_changes(&catalog, &all, false)?;
-            applied.affected -= before.min(applied.affected);
             let mut state = self.shared.state.lock();
+            // This statement's rows: the transaction's so far came to `before`.
+            state.transaction_affected = applied.affected;
+            applied.affected -= before.min(applied.affected);
             for change in &changes {
                 overlay(&mut state, &catalog, change);
             }
@@ -564,6 +575,7 @@ impl Session {
     fn rollback(&mut self) {
         let mut state = self.shared.state.lock();
         state.transaction.clear();
+        state.transaction_affected = 0;
         state.overlay.clear();
         state.read_cas.clear();
         drop(state);

@@ -73,6 +73,8 @@ pub struct State {
     pub statement: Vec<RowChange>,
     /// The open transaction's changes before this statement, in order.
     pub transaction: Vec<RowChange>,
+    /// The rows those changes affect, as their last check counted them.
+    pub transaction_affected: u64,
     /// The rows the open transaction changed, as it left them.
     pub overlay: Overlay,
     /// What an insert of the running statement does on a duplicate.
@@ -99,6 +101,7 @@ impl State {
             catalog,
             statement: Vec::new(),
             transaction: Vec::new(),
+            transaction_affected: 0,
             overlay: Overlay::new(),
             conflict: OnConflict::Fail,
             read_cas: HashMap::new(),
