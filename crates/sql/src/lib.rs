@@ -14,10 +14,13 @@
 
 pub mod convert;
 pub mod error;
+mod local;
 pub mod result;
 pub mod session;
 pub mod show;
+mod transaction;
 pub mod translate;
+pub mod upsert;
 pub mod vtab;
 
 pub use error::SqlError;

@@ -20,12 +20,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use kura_tables::{ApplyError, Catalog, CatalogCache, OnConflict, RowChange, Tables};
+use kura_tables::{ApplyError, Catalog, CatalogCache, OnConflict, Tables};
 use parking_lot::Mutex;
 use rusqlite::types::ValueRef;
 use rusqlite::vtab::Module;
 use rusqlite::Connection;
-use sqlparser::ast::{ShowStatementFilter, ShowStatementFilterPosition, Statement};
+use sqlparser::ast::Statement;
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
@@ -33,7 +33,8 @@ use crate::error::SqlError;
 use crate::result::{Cell, ColumnInfo, Done, Kind, Output, ResultSet};
 use crate::show::{self, default_variables};
 use crate::translate::{translate, Literal, Translated, DATABASE};
-use crate::vtab::{pk_key, KuraTab, Shared, State};
+use crate::upsert::Upsert;
+use crate::vtab::{KuraTab, Shared, State};
 
 /// The virtual-table module: SQLite keeps a pointer to it for the connection's life.
 const KURA_MODULE: Module<'static, KuraTab> = Module::<KuraTab>::update_module();
@@ -69,20 +70,23 @@ enum Plan {
 }
 
 pub struct Session {
-    shared: Arc<Shared>,
-    db: Connection,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) db: Connection,
     catalog_cache: CatalogCache,
     /// The catalog the virtual tables were declared from.
     declared: Option<Arc<Catalog>>,
-    variables: BTreeMap<String, Literal>,
-    autocommit: bool,
+    pub(crate) variables: BTreeMap<String, Literal>,
+    pub(crate) autocommit: bool,
     /// Whether a transaction is open (explicitly, or implicitly with autocommit off).
-    in_transaction: bool,
+    pub(crate) in_transaction: bool,
+    /// The ON DUPLICATE KEY UPDATE rules of the running statement or open transaction,
+    /// by their number in [`OnConflict::Update`].
+    pub(crate) upserts: Vec<Upsert>,
     prepared: HashMap<u32, Prepared>,
     next_statement: u32,
 }
 
-fn sqlite_error(e: rusqlite::Error) -> SqlError {
+pub(crate) fn sqlite_error(e: rusqlite::Error) -> SqlError {
     let message = e.to_string();
     if let Some(table) = message.strip_prefix("no such table: ") {
         return SqlError::no_table(DATABASE, table);
@@ -121,6 +125,7 @@ impl Session {
             variables: default_variables(),
             autocommit: true,
             in_transaction: false,
+            upserts: Vec::new(),
             prepared: HashMap::new(),
             next_statement: 1,
         };
@@ -214,7 +219,7 @@ impl Session {
     }
 
     /// Declares the catalog's tables to SQLite again if it changed.
-    fn sync_catalog(&mut self) -> Result<Arc<Catalog>, SqlError> {
+    pub(crate) fn sync_catalog(&mut self) -> Result<Arc<Catalog>, SqlError> {
         let catalog = Arc::clone(self.shared.tables.catalog_cached(&mut self.catalog_cache));
         if self
             .declared
@@ -261,7 +266,7 @@ impl Session {
         }
     }
 
-    fn variable(&self, name: &str) -> Option<Literal> {
+    pub(crate) fn variable(&self, name: &str) -> Option<Literal> {
         if name == "autocommit" {
             return Some(Literal::Number(
                 if self.autocommit { "1" } else { "0" }.into(),
@@ -279,7 +284,7 @@ impl Session {
             None => {
                 let translated = {
                     let vars = |n: &str| self.variable(n);
-                    translate(statement, sql, &vars, &|t| defaults(&catalog, t))?
+                    translate(statement, sql, &vars, &catalog)?
                 };
                 self.run(&translated, &[])
             }
@@ -305,7 +310,7 @@ impl Session {
         } else {
             let translated = {
                 let vars = |n: &str| self.variable(n);
-                translate(statement, sql, &vars, &|t| defaults(&catalog, t))?
+                translate(statement, sql, &vars, &catalog)?
             };
             let stmt = self.db.prepare(&translated.sql).map_err(sqlite_error)?;
             let columns = stmt
@@ -363,12 +368,33 @@ impl Session {
         if t.writes && !self.autocommit && !self.in_transaction {
             self.in_transaction = true;
         }
+        let conflict = match &t.upsert {
+            Some(upsert) => {
+                self.upserts.push(upsert.clone());
+                OnConflict::Update(self.upserts.len() as u32 - 1)
+            }
+            None => t.conflict,
+        };
+        let result = self.attempts(t, params, conflict);
+        if !self.in_transaction {
+            self.upserts.clear();
+        }
+        result
+    }
+
+    /// Runs a statement until it is not refused for a row that changed under it.
+    fn attempts(
+        &mut self,
+        t: &Translated,
+        params: &[Param],
+        conflict: OnConflict,
+    ) -> Result<Output, SqlError> {
         for _ in 0..STATEMENT_ATTEMPTS {
             {
                 let mut state = self.shared.state.lock();
                 state.statement.clear();
                 state.error = None;
-                state.conflict = t.conflict;
+                state.conflict = conflict;
                 if !self.in_transaction {
                     state.read_cas.clear();
                 }
@@ -476,475 +502,12 @@ impl Session {
             .collect();
         Ok(Output::Rows(ResultSet { columns, rows }))
     }
-
-    /// Applies a statement's changes (autocommit), or checks and keeps them (in a
-    /// transaction).
-    fn commit_statement(&mut self, changes: Vec<RowChange>) -> Result<Done, ApplyError> {
-        let catalog = self.shared.state.lock().catalog.clone();
-        let tables = Arc::clone(&self.shared.tables);
-        let applied = if self.in_transaction {
-            let (mut all, before) = {
-                let state = self.shared.state.lock();
-                (state.transaction.clone(), state.transaction_affected)
-            };
-            all.extend(changes.iter().cloned());
-            let mut applied = tables.apply_changes(&catalog, &all, false)?;
-            let mut state = self.shared.state.lock();
-            // This statement's rows: the transaction's so far came to `before`.
-            state.transaction_affected = applied.affected;
-            applied.affected -= before.min(applied.affected);
-            for change in &changes {
-                overlay(&mut state, &catalog, change);
-            }
-            state.transaction.extend(changes);
-            applied
-        } else {
-            let applied = tables.apply_changes(&catalog, &changes, true)?;
-            if let Some(lsn) = applied.lsn {
-                let mut state = self.shared.state.lock();
-                state.max_lsn = state.max_lsn.max(lsn);
-            }
-            applied
-        };
-        self.shared.state.lock().row_count = applied.affected as i64;
-        let info = if applied.matched > 0 {
-            format!(
-                "Rows matched: {}  Changed: {}  Warnings: 0",
-                applied.matched, applied.affected
-            )
-        } else {
-            String::new()
-        };
-        Ok(Done {
-            affected: applied.affected,
-            last_insert_id: 0,
-            info,
-        })
-    }
-
-    fn apply_error(&mut self, e: ApplyError) -> SqlError {
-        match e {
-            ApplyError::Duplicate {
-                table,
-                index,
-                value,
-            } => SqlError::duplicate(&value, &table, &index),
-            ApplyError::Conflict => {
-                // MySQL rolls the whole transaction back after a deadlock.
-                self.rollback();
-                SqlError::conflict()
-            }
-            ApplyError::NoTable(_) => SqlError::new(
-                1412,
-                b"HY000",
-                "Table definition has changed, please retry transaction",
-            ),
-            ApplyError::NoMemory => SqlError::new(
-                1041,
-                b"HY000",
-                "Out of memory; the server's memory limit (-m) holds no more keys",
-            ),
-            ApplyError::Other(e) => SqlError::internal(e),
-        }
-    }
-
-    /// COMMIT: the transaction's changes as one batch.
-    fn commit(&mut self) -> Result<(), SqlError> {
-        let changes = std::mem::take(&mut self.shared.state.lock().transaction);
-        self.in_transaction = false;
-        let result = if changes.is_empty() {
-            Ok(())
-        } else {
-            let catalog = self.shared.state.lock().catalog.clone();
-            match self.shared.tables.apply_changes(&catalog, &changes, true) {
-                Ok(applied) => {
-                    if let Some(lsn) = applied.lsn {
-                        let mut state = self.shared.state.lock();
-                        state.max_lsn = state.max_lsn.max(lsn);
-                    }
-                    Ok(())
-                }
-                Err(e) => Err(self.apply_error(e)),
-            }
-        };
-        self.rollback();
-        result
-    }
-
-    /// ROLLBACK: forgets the transaction's changes.
-    fn rollback(&mut self) {
-        let mut state = self.shared.state.lock();
-        state.transaction.clear();
-        state.transaction_affected = 0;
-        state.overlay.clear();
-        state.read_cas.clear();
-        drop(state);
-        self.in_transaction = false;
-    }
-
-    /// Ends an open transaction as MySQL does before DDL and `SET autocommit=1`.
-    fn implicit_commit(&mut self) -> Result<(), SqlError> {
-        if self.in_transaction {
-            self.commit()?;
-        }
-        Ok(())
-    }
-
-    /// Answers a statement SQLite does not run; None for one it does.
-    fn local(
-        &mut self,
-        statement: &Statement,
-        sql: &str,
-        catalog: &Catalog,
-    ) -> Result<Option<Output>, SqlError> {
-        let done = || Ok(Some(Output::Done(Done::default())));
-        match statement {
-            Statement::Query(_)
-            | Statement::Insert(_)
-            | Statement::Update(_)
-            | Statement::Delete(_) => Ok(None),
-            Statement::StartTransaction { .. } => {
-                self.implicit_commit()?;
-                self.in_transaction = true;
-                done()
-            }
-            Statement::Commit { .. } => {
-                self.commit()?;
-                done()
-            }
-            Statement::Rollback { .. } => {
-                self.rollback();
-                done()
-            }
-            Statement::Use(u) => {
-                let name = u.to_string();
-                let name = name
-                    .trim_start_matches("USE ")
-                    .trim_matches('`')
-                    .to_string();
-                self.use_database(&name)?;
-                done()
-            }
-            Statement::Set(set) => {
-                self.set(set)?;
-                done()
-            }
-            Statement::ShowDatabases { show_options, .. } => Ok(Some(Output::Rows(
-                show::databases(filter_of(show_options.filter_position.as_ref()).as_deref()),
-            ))),
-            Statement::ShowTables {
-                full, show_options, ..
-            } => Ok(Some(Output::Rows(show::tables(
-                catalog,
-                *full,
-                filter_of(show_options.filter_position.as_ref()).as_deref(),
-            )))),
-            Statement::ShowColumns {
-                full, show_options, ..
-            } => {
-                let name = show_options
-                    .show_in
-                    .as_ref()
-                    .and_then(|i| i.parent_name.as_ref())
-                    .map(last_part)
-                    .ok_or_else(|| SqlError::syntax("SHOW COLUMNS wants FROM table"))?;
-                let def = show::table(catalog, &name)?;
-                Ok(Some(Output::Rows(show::columns(
-                    def,
-                    *full,
-                    filter_of(show_options.filter_position.as_ref()).as_deref(),
-                ))))
-            }
-            Statement::ExplainTable { table_name, .. } => {
-                let def = show::table(catalog, &last_part(table_name))?;
-                Ok(Some(Output::Rows(show::columns(def, false, None))))
-            }
-            Statement::ShowCreate { obj_name, .. } => {
-                let def = show::table(catalog, &last_part(obj_name))?;
-                Ok(Some(Output::Rows(show::create_table(def))))
-            }
-            Statement::ShowVariables { filter, .. } => {
-                let mut vars = self.variables.clone();
-                vars.insert(
-                    "autocommit".into(),
-                    Literal::Text(if self.autocommit { "ON" } else { "OFF" }.into()),
-                );
-                Ok(Some(Output::Rows(show::variables(
-                    &vars,
-                    filter_text(filter.as_ref()).as_deref(),
-                ))))
-            }
-            Statement::ShowStatus { filter, .. } => {
-                let reads = self.shared.state.lock().reads;
-                Ok(Some(Output::Rows(show::status(
-                    reads,
-                    filter_text(filter.as_ref()).as_deref(),
-                ))))
-            }
-            Statement::Explain { statement, .. } => Ok(Some(self.explain(statement, sql)?)),
-            Statement::CreateTable(_) => {
-                self.implicit_commit()?;
-                match self.shared.tables.apply_schema(sql) {
-                    Ok(created) if created.is_empty() => {
-                        let name = sql
-                            .split_whitespace()
-                            .nth(2)
-                            .unwrap_or("")
-                            .trim_matches('`')
-                            .to_string();
-                        Err(SqlError::table_exists(&name))
-                    }
-                    Ok(_) => done(),
-                    Err(kura_tables::Error::Mismatch(m)) => Err(SqlError::table_exists(&m)),
-                    Err(e) => Err(SqlError::unsupported(e)),
-                }
-            }
-            _ => {
-                let text = statement.to_string();
-                let upper = text.to_ascii_uppercase();
-                if upper.starts_with("SHOW INDEX") || upper.starts_with("SHOW KEYS") {
-                    let words: Vec<&str> = text.split_whitespace().collect();
-                    let at = words.iter().position(|w| {
-                        w.eq_ignore_ascii_case("FROM") || w.eq_ignore_ascii_case("IN")
-                    });
-                    let name = at.and_then(|i| words.get(i + 1)).copied().unwrap_or("");
-                    let name = name.rsplit('.').next().unwrap_or(name).trim_matches('`');
-                    let def = show::table(catalog, name)?;
-                    return Ok(Some(Output::Rows(show::index(def))));
-                }
-                Err(SqlError::unsupported(text))
-            }
-        }
-    }
-
-    fn set(&mut self, set: &sqlparser::ast::Set) -> Result<(), SqlError> {
-        use sqlparser::ast::Set as S;
-        match set {
-            S::SingleAssignment {
-                variable, values, ..
-            } => self.assign(&last_part(variable), values.first()),
-            S::MultipleAssignments { assignments } => {
-                for a in assignments {
-                    self.assign(&last_part(&a.name), Some(&a.value))?;
-                }
-                Ok(())
-            }
-            // SET NAMES, SET TRANSACTION and the like: Kura speaks utf8mb4 and has one
-            // isolation level; accepted as MySQL accepts them.
-            _ => Ok(()),
-        }
-    }
-
-    fn assign(&mut self, name: &str, value: Option<&sqlparser::ast::Expr>) -> Result<(), SqlError> {
-        let name = name.trim_start_matches("@@").to_ascii_lowercase();
-        let name = name
-            .strip_prefix("session.")
-            .or_else(|| name.strip_prefix("global."))
-            .unwrap_or(&name)
-            .to_string();
-        if name.starts_with('@') {
-            // User variables are not kept.
-            return Err(SqlError::unsupported("user variables"));
-        }
-        let text = value
-            .map(|v| v.to_string())
-            .unwrap_or_default()
-            .trim_matches('\'')
-            .to_string();
-        if name == "autocommit" {
-            let on = matches!(text.to_ascii_uppercase().as_str(), "1" | "ON" | "TRUE");
-            if on && !self.autocommit {
-                self.implicit_commit()?;
-            }
-            self.autocommit = on;
-            return Ok(());
-        }
-        if !self.variables.contains_key(&name) {
-            return Err(SqlError::unknown_variable(&name));
-        }
-        let literal = if text.parse::<f64>().is_ok() {
-            Literal::Number(text)
-        } else {
-            Literal::Text(text)
-        };
-        self.variables.insert(name, literal);
-        Ok(())
-    }
-
-    /// EXPLAIN of a SELECT: MySQL's columns, from SQLite's query plan.
-    fn explain(&mut self, statement: &Statement, _sql: &str) -> Result<Output, SqlError> {
-        let inner = statement.to_string();
-        let translated = {
-            let vars = |n: &str| self.variable(n);
-            let catalog = self.shared.state.lock().catalog.clone();
-            translate(statement.clone(), &inner, &vars, &|t| defaults(&catalog, t))?
-        };
-        let mut stmt = self
-            .db
-            .prepare(&format!("EXPLAIN QUERY PLAN {}", translated.sql))
-            .map_err(sqlite_error)?;
-        let details: Vec<String> = stmt
-            .query_map([], |row| row.get::<_, String>(3))
-            .map_err(sqlite_error)?
-            .collect::<Result<_, _>>()
-            .map_err(sqlite_error)?;
-        let mut rows: Vec<Vec<Cell>> = Vec::new();
-        for detail in details {
-            if detail.starts_with("USE TEMP B-TREE") {
-                if let Some(last) = rows.last_mut() {
-                    last[11] = Cell::text("Using filesort");
-                }
-                continue;
-            }
-            let words: Vec<&str> = detail.split_whitespace().collect();
-            let table = words.get(1).copied().unwrap_or("").to_string();
-            let (access, key) = match detail.split_once("INDEX ") {
-                Some((_, plan)) => {
-                    let (num, rest) = plan.split_once(':').unwrap_or((plan, ""));
-                    let index = rest.split(':').next().unwrap_or("");
-                    let index = index.split_once('/').map_or(index, |(_, n)| n);
-                    match num {
-                        "1" | "2" if rest.ends_with(":in") => ("range", Some(index.to_string())),
-                        "1" | "2" => ("const", Some(index.to_string())),
-                        "3" => ("range", Some(index.to_string())),
-                        _ => ("ALL", None),
-                    }
-                }
-                None => ("ALL", None),
-            };
-            let key_cell = key.clone().map_or(Cell::Null, Cell::text);
-            rows.push(vec![
-                Cell::Int(1),
-                Cell::text("SIMPLE"),
-                Cell::text(table),
-                Cell::Null,
-                Cell::text(access),
-                key_cell.clone(),
-                key_cell,
-                Cell::Null,
-                Cell::Null,
-                Cell::Null,
-                Cell::Double(100.0),
-                if key.is_some() {
-                    Cell::text("Using where")
-                } else {
-                    Cell::Null
-                },
-            ]);
-        }
-        let mut result = ResultSet::text(
-            &[
-                "id",
-                "select_type",
-                "table",
-                "partitions",
-                "type",
-                "possible_keys",
-                "key",
-                "key_len",
-                "ref",
-                "rows",
-                "filtered",
-                "Extra",
-            ],
-            rows,
-        );
-        result.columns[0].kind = Kind::BigInt;
-        result.columns[9].kind = Kind::BigInt;
-        result.columns[10].kind = Kind::Double;
-        Ok(Output::Rows(result))
-    }
-}
-
-/// The columns of table `name` that have a DEFAULT, with it.
-fn defaults(catalog: &Catalog, name: &str) -> Vec<(String, Literal)> {
-    let Some(t) = catalog.table(name) else {
-        return Vec::new();
-    };
-    catalog.tables[t]
-        .table
-        .columns
-        .iter()
-        .filter_map(|c| {
-            let literal = match c.default.as_ref()? {
-                kura_tables::Value::Null => Literal::Null,
-                kura_tables::Value::Int(n) => Literal::Number(n.to_string()),
-                kura_tables::Value::UInt(n) => Literal::Number(n.to_string()),
-                kura_tables::Value::Double(f) => Literal::Number(format!("{f:e}")),
-                kura_tables::Value::Bytes(b) => {
-                    Literal::Text(String::from_utf8_lossy(b).into_owned())
-                }
-            };
-            Some((c.name.clone(), literal))
-        })
-        .collect()
 }
 
 /// Whether the session answers `statement` itself.
-fn is_local(statement: &Statement) -> bool {
+pub(crate) fn is_local(statement: &Statement) -> bool {
     !matches!(
         statement,
         Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
     )
-}
-
-fn last_part(name: &sqlparser::ast::ObjectName) -> String {
-    name.0
-        .last()
-        .map(|p| match p {
-            sqlparser::ast::ObjectNamePart::Identifier(i) => i.value.clone(),
-            other => other.to_string(),
-        })
-        .unwrap_or_default()
-}
-
-fn filter_text(filter: Option<&ShowStatementFilter>) -> Option<String> {
-    match filter? {
-        ShowStatementFilter::Like(s) | ShowStatementFilter::NoKeyword(s) => Some(s.clone()),
-        _ => None,
-    }
-}
-
-fn filter_of(position: Option<&ShowStatementFilterPosition>) -> Option<String> {
-    match position? {
-        ShowStatementFilterPosition::Infix(f) | ShowStatementFilterPosition::Suffix(f) => {
-            filter_text(Some(f))
-        }
-    }
-}
-
-/// Records a change of the open transaction in its overlay, so its reads see it.
-fn overlay(state: &mut State, catalog: &Catalog, change: &RowChange) {
-    let Some(def) = catalog.tables.iter().find(|d| d.number == change.table()) else {
-        return;
-    };
-    let primary = def.table.primary;
-    match change {
-        RowChange::Insert {
-            table,
-            values,
-            conflict,
-        } => {
-            let key = (*table, pk_key(&values[primary]));
-            if *conflict == OnConflict::Ignore
-                && state.overlay.get(&key).is_some_and(Option::is_some)
-            {
-                return;
-            }
-            state.overlay.insert(key, Some(values.clone()));
-        }
-        RowChange::Update {
-            table, pk, values, ..
-        } => {
-            let new = pk_key(&values[primary]);
-            let old = pk_key(pk);
-            if old != new {
-                state.overlay.insert((*table, old), None);
-            }
-            state.overlay.insert((*table, new), Some(values.clone()));
-        }
-        RowChange::Delete { table, pk, .. } => {
-            state.overlay.insert((*table, pk_key(pk)), None);
-        }
-    }
 }

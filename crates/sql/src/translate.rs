@@ -14,14 +14,15 @@
 
 use std::ops::ControlFlow;
 
-use kura_tables::OnConflict;
+use kura_tables::{Catalog, OnConflict};
 use sqlparser::ast::{
     visit_expressions_mut, visit_relations_mut, BinaryOperator, CastKind, DataType, Expr, Ident,
-    ObjectName, ObjectNamePart, SelectItem, SetExpr, Spanned, Statement, Value,
+    ObjectName, ObjectNamePart, OnInsert, SelectItem, SetExpr, Spanned, Statement, Value,
 };
 use sqlparser::tokenizer::Location;
 
 use crate::error::SqlError;
+use crate::upsert::Upsert;
 
 /// The one database's name.
 pub const DATABASE: &str = "kura";
@@ -42,15 +43,18 @@ pub struct Translated {
     pub conflict: OnConflict,
     /// Whether it writes rows (INSERT, REPLACE, UPDATE, DELETE).
     pub writes: bool,
+    /// Its ON DUPLICATE KEY UPDATE (its inserts' conflict is then
+    /// [`OnConflict::Update`], numbered by the session).
+    pub upsert: Option<Upsert>,
 }
 
-/// Translates `statement`, parsed from `original`. `variable` gives a system variable's
-/// value by its name in lower case.
+/// Translates `statement`, parsed from `original`, over the tables of `catalog`.
+/// `variable` gives a system variable's value by its name in lower case.
 pub fn translate(
     mut statement: Statement,
     original: &str,
     variable: &dyn Fn(&str) -> Option<Literal>,
-    defaults: &dyn Fn(&str) -> Vec<(String, Literal)>,
+    catalog: &Catalog,
 ) -> Result<Translated, SqlError> {
     name_columns(&mut statement, original);
     let mut failed: Option<SqlError> = None;
@@ -76,10 +80,22 @@ pub fn translate(
         return Err(e);
     }
     let mut conflict = OnConflict::Fail;
+    let mut upsert = None;
     let writes = match &mut statement {
         Statement::Insert(insert) => {
-            if insert.on.is_some() {
-                return Err(SqlError::unsupported("INSERT ... ON DUPLICATE KEY UPDATE"));
+            match insert.on.take() {
+                None => {}
+                Some(OnInsert::DuplicateKeyUpdate(assignments)) => {
+                    let table = insert_table(insert).unwrap_or_default();
+                    let def = catalog
+                        .table(&table)
+                        .map(|t| &catalog.tables[t])
+                        .ok_or_else(|| SqlError::no_table(DATABASE, &table))?;
+                    let alias = insert.insert_alias.take().map(|a| a.row_alias);
+                    upsert = Some(Upsert::plan(def, &assignments, alias.as_ref())?);
+                    conflict = OnConflict::Update(0);
+                }
+                Some(_) => return Err(SqlError::syntax("ON CONFLICT is not MySQL's")),
             }
             if insert.ignore {
                 insert.ignore = false;
@@ -89,7 +105,7 @@ pub fn translate(
             if insert.replace_into {
                 conflict = OnConflict::Replace;
             }
-            fill_defaults(insert, defaults);
+            fill_defaults(insert, catalog);
             true
         }
         Statement::Update(_) | Statement::Delete(_) => true,
@@ -99,22 +115,17 @@ pub fn translate(
         sql: statement.to_string(),
         conflict,
         writes,
+        upsert,
     })
 }
 
 /// Names the columns an INSERT's column list leaves out that have a DEFAULT, with that
 /// value in every row of its VALUES: SQLite gives a virtual table NULL for them.
-fn fill_defaults(
-    insert: &mut sqlparser::ast::Insert,
-    defaults: &dyn Fn(&str) -> Vec<(String, Literal)>,
-) {
+fn fill_defaults(insert: &mut sqlparser::ast::Insert, catalog: &Catalog) {
     if insert.columns.is_empty() {
         return;
     }
-    let sqlparser::ast::TableObject::TableName(name) = &insert.table else {
-        return;
-    };
-    let Some(table) = name.0.last().map(part) else {
+    let Some(table) = insert_table(insert) else {
         return;
     };
     let Some(source) = insert.source.as_mut() else {
@@ -123,7 +134,7 @@ fn fill_defaults(
     let SetExpr::Values(values) = source.body.as_mut() else {
         return;
     };
-    for (column, literal) in defaults(&table) {
+    for (column, literal) in defaults(catalog, &table) {
         let named = insert.columns.iter().any(|c| {
             c.0.last()
                 .is_some_and(|p| part(p).eq_ignore_ascii_case(&column))
@@ -145,6 +156,38 @@ fn fill_defaults(
             row.push(Expr::value(value.clone()));
         }
     }
+}
+
+/// The name of the table an INSERT writes.
+fn insert_table(insert: &sqlparser::ast::Insert) -> Option<String> {
+    match &insert.table {
+        sqlparser::ast::TableObject::TableName(name) => name.0.last().map(part),
+        _ => None,
+    }
+}
+
+/// The columns of table `name` that have a DEFAULT, with it.
+fn defaults(catalog: &Catalog, name: &str) -> Vec<(String, Literal)> {
+    let Some(t) = catalog.table(name) else {
+        return Vec::new();
+    };
+    catalog.tables[t]
+        .table
+        .columns
+        .iter()
+        .filter_map(|c| {
+            let literal = match c.default.as_ref()? {
+                kura_tables::Value::Null => Literal::Null,
+                kura_tables::Value::Int(n) => Literal::Number(n.to_string()),
+                kura_tables::Value::UInt(n) => Literal::Number(n.to_string()),
+                kura_tables::Value::Double(f) => Literal::Number(format!("{f:e}")),
+                kura_tables::Value::Bytes(b) => {
+                    Literal::Text(String::from_utf8_lossy(b).into_owned())
+                }
+            };
+            Some((c.name.clone(), literal))
+        })
+        .collect()
 }
 
 fn part(p: &ObjectNamePart) -> String {
@@ -332,7 +375,7 @@ mod tests {
             "autocommit" => Some(Literal::Number("1".into())),
             _ => None,
         };
-        match translate(statement, sql, &vars, &|_| Vec::new()) {
+        match translate(statement, sql, &vars, &Catalog::new()) {
             Ok(t) => t.sql,
             Err(e) => e.to_string(),
         }

@@ -346,3 +346,145 @@ fn session_statements_answer_as_mysql() {
         matches!(&rows(&mut s, "SELECT @@version")[0][0], Cell::Bytes(v) if v.starts_with(b"8.0"))
     );
 }
+
+#[test]
+fn insert_on_duplicate_key_update_updates_the_row_in_the_way() {
+    let (_, mut s) = loaded();
+    // A new row is inserted (1); a row in the way by its primary key is updated
+    // (2), with the proposed row's values through VALUES() and the old row's by name.
+    assert_eq!(
+        done(
+            &mut s,
+            "INSERT INTO players (id, name, email, level) VALUES (5, 'eve', 'eve@x.com', 1) \
+             ON DUPLICATE KEY UPDATE level = level + VALUES(level)"
+        ),
+        1
+    );
+    assert_eq!(
+        done(
+            &mut s,
+            "INSERT INTO players (id, name, email, level) VALUES (1, 'zed', 'z@x.com', 3) \
+             ON DUPLICATE KEY UPDATE level = level + VALUES(level), name = players.name"
+        ),
+        2
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT name, email, level FROM players WHERE id = 1"
+        ),
+        vec![vec![text("ann"), text("ann@x.com"), Cell::Int(8)]]
+    );
+    // In the way by a unique value: that row is the one updated.
+    assert_eq!(
+        done(
+            &mut s,
+            "INSERT INTO players (id, name, email, level) VALUES (9, 'x', 'bob@x.com', 1) \
+             ON DUPLICATE KEY UPDATE name = 'bobby'"
+        ),
+        2
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id, name FROM players WHERE email = 'bob@x.com'"
+        ),
+        vec![vec![Cell::Int(2), text("bobby")]]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT COUNT(*) FROM players WHERE id = 9"),
+        vec![vec![Cell::Int(0)]]
+    );
+    // Unchanged: 0 rows. Two rows of one statement with the same key: the second
+    // updates the first. The row alias of MySQL 8 reads the proposed row.
+    assert_eq!(
+        done(
+            &mut s,
+            "INSERT INTO players (id, name, level) VALUES (3, 'cy', 5) \
+             ON DUPLICATE KEY UPDATE level = level"
+        ),
+        0
+    );
+    assert_eq!(
+        done(
+            &mut s,
+            "INSERT INTO players (id, name, level) VALUES (7, 'g', 1), (7, 'g', 10) AS new \
+             ON DUPLICATE KEY UPDATE level = players.level + new.level"
+        ),
+        3
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT level FROM players WHERE id = 7"),
+        vec![vec![Cell::Int(11)]]
+    );
+    // An update that would take another row's unique value is MySQL's 1062, and the
+    // statement changes nothing.
+    let e = error(
+        &mut s,
+        "INSERT INTO players (id, name, level) VALUES (8, 'h', 1), (4, 'di', 9) \
+         ON DUPLICATE KEY UPDATE email = 'ann@x.com'",
+    );
+    assert_eq!(e.code, 1062, "{e}");
+    assert_eq!(
+        rows(&mut s, "SELECT COUNT(*) FROM players WHERE id = 8"),
+        vec![vec![Cell::Int(0)]]
+    );
+    // Strict mode holds for the assignments; unknown columns are 1054.
+    assert_eq!(
+        error(
+            &mut s,
+            "INSERT INTO players (id, name) VALUES (1, 'a') ON DUPLICATE KEY UPDATE name = NULL"
+        )
+        .code,
+        1048
+    );
+    assert_eq!(
+        error(
+            &mut s,
+            "INSERT INTO players (id, name) VALUES (1, 'a') ON DUPLICATE KEY UPDATE nope = 1"
+        )
+        .code,
+        1054
+    );
+}
+
+#[test]
+fn a_transaction_sees_its_own_upserts_and_replaces() {
+    let (tables, mut s) = loaded();
+    let mut other = Session::new(tables, 2, "root").expect("session");
+    done(&mut s, "BEGIN");
+    done(
+        &mut s,
+        "INSERT INTO players (id, name, level) VALUES (1, 'ann', 1) \
+         ON DUPLICATE KEY UPDATE level = level * 10",
+    );
+    done(
+        &mut s,
+        "REPLACE INTO players (id, name, email, level) VALUES (6, 'fay', 'bob@x.com', 2)",
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT id, level FROM players ORDER BY id"),
+        vec![
+            vec![Cell::Int(1), Cell::Int(50)],
+            vec![Cell::Int(3), Cell::Int(5)],
+            vec![Cell::Int(4), Cell::Int(9)],
+            vec![Cell::Int(6), Cell::Int(2)],
+        ]
+    );
+    assert_eq!(
+        rows(&mut other, "SELECT level FROM players WHERE id = 1"),
+        vec![vec![Cell::Int(5)]]
+    );
+    done(&mut s, "COMMIT");
+    assert_eq!(
+        rows(
+            &mut other,
+            "SELECT id FROM players WHERE email = 'bob@x.com'"
+        ),
+        vec![vec![Cell::Int(6)]]
+    );
+    assert_eq!(
+        rows(&mut other, "SELECT level FROM players WHERE id = 1"),
+        vec![vec![Cell::Int(50)]]
+    );
+}

@@ -41,7 +41,26 @@ pub enum OnConflict {
     Ignore,
     /// The rows in the way are deleted first (MySQL's `REPLACE`).
     Replace,
+    /// The first row in the way (by the primary key, then the unique indexes in order)
+    /// is updated instead, to the values the batch's [`Upsert`] gives for rule `n`
+    /// (MySQL's `INSERT ... ON DUPLICATE KEY UPDATE`).
+    Update(u32),
 }
+
+/// Computes an upsert's new row: given the rule, the row in the way and the row the
+/// insert proposed, the values the row in the way becomes. Called under the batch's
+/// locks, so it must not read or write tables; it may be called again for the same
+/// change when an attempt starts over.
+pub type Upsert<'u> = dyn FnMut(u32, &[Value], &[Value]) -> Result<Vec<Value>, ApplyError> + 'u;
+
+/// An upsert for batches that have none: refuses.
+pub fn no_upsert(_: u32, _: &[Value], _: &[Value]) -> Result<Vec<Value>, ApplyError> {
+    Err(ApplyError::Upsert)
+}
+
+/// A row as a checked batch leaves it: table number, encoded primary key, and its
+/// values (None: deleted). What a transaction's own reads see.
+pub type RowAfter = (u32, Vec<u8>, Option<Vec<Value>>);
 
 /// One change to one row of table `table` (its number).
 #[derive(Debug, Clone, PartialEq)]
@@ -105,6 +124,8 @@ pub enum ApplyError {
     NoTable(u32),
     /// No room for another key under the memory budget.
     NoMemory,
+    /// The batch's [`Upsert`] refused a row; it knows why.
+    Upsert,
     Other(Error),
 }
 
@@ -141,7 +162,7 @@ enum Staged {
 
 /// What deciding an attempt came to.
 enum Decided {
-    Done(Applied, Vec<OrderedChange>),
+    Done(Applied, Vec<OrderedChange>, Vec<RowAfter>),
     Refused(ApplyError),
     NeedKeys(Vec<BatchKey>),
 }
@@ -155,15 +176,38 @@ struct OrderedChange {
 }
 
 impl Tables {
-    /// Applies `changes` in order as one atomic batch (see the module's docs). With
-    /// `write` false, only checks them: decides under the locks and writes nothing (a
-    /// statement inside a transaction, checked before COMMIT applies it).
+    /// Applies `changes` in order as one atomic batch (see the module's docs).
+    /// `upsert` computes the rows of [`OnConflict::Update`] inserts.
     pub fn apply_changes(
         &self,
         catalog: &Catalog,
         changes: &[RowChange],
-        write: bool,
+        upsert: &mut Upsert<'_>,
     ) -> Result<Applied, ApplyError> {
+        self.batch(catalog, changes, upsert, true)
+            .map(|(applied, _)| applied)
+    }
+
+    /// Checks `changes` as [`Tables::apply_changes`] would apply them, deciding under
+    /// the locks and writing nothing: a transaction's statements, checked before COMMIT
+    /// applies them. Returns what it would do and every row it would change, as it
+    /// would leave them.
+    pub fn check_changes(
+        &self,
+        catalog: &Catalog,
+        changes: &[RowChange],
+        upsert: &mut Upsert<'_>,
+    ) -> Result<(Applied, Vec<RowAfter>), ApplyError> {
+        self.batch(catalog, changes, upsert, false)
+    }
+
+    fn batch(
+        &self,
+        catalog: &Catalog,
+        changes: &[RowChange],
+        upsert: &mut Upsert<'_>,
+        write: bool,
+    ) -> Result<(Applied, Vec<RowAfter>), ApplyError> {
         let def_of = |number: u32| {
             catalog
                 .tables
@@ -227,12 +271,12 @@ impl Tables {
             let decide = |current: &[Option<ItemRef<'_>>], _now: u32| {
                 let keep = || current.iter().map(|_| Change::Keep).collect::<Vec<_>>();
                 let mut run = Run::new(catalog, &keys, current);
-                match run.decide(changes) {
+                match run.decide(changes, &mut *upsert) {
                     Ok(Some(applied)) => match run.finish() {
                         Ok((engine_changes, ordered)) if write => {
-                            (engine_changes, Decided::Done(applied, ordered))
+                            (engine_changes, Decided::Done(applied, ordered, Vec::new()))
                         }
-                        Ok(_) => (keep(), Decided::Done(applied, Vec::new())),
+                        Ok(_) => (keep(), Decided::Done(applied, Vec::new(), run.after())),
                         Err(e) => (keep(), Decided::Refused(e)),
                     },
                     Ok(None) => (keep(), Decided::NeedKeys(run.missing)),
@@ -240,7 +284,7 @@ impl Tables {
                 }
             };
             let applied_then = |decided: &Decided, _: &[Option<kura_engine::Written>]| {
-                if let Decided::Done(_, ordered) = decided {
+                if let Decided::Done(_, ordered, _) = decided {
                     for change in ordered {
                         if let Ok(def) = def_of(change.table) {
                             self.ordered.apply(
@@ -257,9 +301,9 @@ impl Tables {
                 self.store
                     .update_batch_then(&engine_keys, decide, applied_then)?;
             match decided {
-                Decided::Done(mut applied, _) => {
+                Decided::Done(mut applied, _, after) => {
                     applied.lsn = written.iter().flatten().map(|w| w.lsn).max();
-                    return Ok(applied);
+                    return Ok((applied, after));
                 }
                 Decided::Refused(e) => {
                     if matches!(e, ApplyError::Duplicate { .. }) {
@@ -398,10 +442,14 @@ impl<'a, 'c> Run<'a, 'c> {
     }
 
     /// Decides every change in order. Ok(None): keys are missing.
-    fn decide(&mut self, changes: &[RowChange]) -> Result<Option<Applied>, ApplyError> {
+    fn decide(
+        &mut self,
+        changes: &[RowChange],
+        upsert: &mut Upsert<'_>,
+    ) -> Result<Option<Applied>, ApplyError> {
         let mut applied = Applied::default();
         for change in changes {
-            match self.one(change, &mut applied) {
+            match self.one(change, &mut applied, upsert) {
                 Ok(()) => {}
                 Err(Stop::Unlocked) => return Ok(None),
                 Err(Stop::Refused(e)) => return Err(e),
@@ -410,7 +458,12 @@ impl<'a, 'c> Run<'a, 'c> {
         Ok(Some(applied))
     }
 
-    fn one(&mut self, change: &RowChange, applied: &mut Applied) -> Result<(), Stop> {
+    fn one(
+        &mut self,
+        change: &RowChange,
+        applied: &mut Applied,
+        upsert: &mut Upsert<'_>,
+    ) -> Result<(), Stop> {
         let def = self.def(change.table())?;
         match change {
             RowChange::Insert {
@@ -444,6 +497,24 @@ impl<'a, 'c> Run<'a, 'c> {
                                 }
                             }
                         }
+                        OnConflict::Update(rule) => {
+                            let o = in_way[0].0;
+                            let Some((old, client_flags, exptime, _)) = self.row(def, o)? else {
+                                return Err(ApplyError::Conflict.into());
+                            };
+                            let new = upsert(*rule, &old, values)?;
+                            if new.len() != old.len() {
+                                return Err(
+                                    value_error!("an upsert's row has the wrong width").into()
+                                );
+                            }
+                            // MySQL counts an updated row twice, an unchanged one not at all.
+                            if new != old {
+                                self.change_row(def, o, old, (client_flags, exptime), new)?;
+                                applied.affected += 2;
+                            }
+                            return Ok(());
+                        }
                     }
                 }
                 self.put_row(def, at, &rk, values.clone(), (0, 0), None)?;
@@ -453,7 +524,6 @@ impl<'a, 'c> Run<'a, 'c> {
                 pk, cas, values, ..
             } => {
                 let old_rk = row_key(def, pk)?;
-                let new_rk = row_key(def, &values[def.table.primary])?;
                 let old_at = self.at(ROW_SPACE, &old_rk)?;
                 let Some((old, client_flags, exptime, now_cas)) = self.row(def, old_at)? else {
                     return Err(ApplyError::Conflict.into());
@@ -465,26 +535,7 @@ impl<'a, 'c> Run<'a, 'c> {
                 if old == *values {
                     return Ok(());
                 }
-                let new_at = self.at(ROW_SPACE, &new_rk)?;
-                if new_at != old_at && self.row(def, new_at)?.is_some() {
-                    return Err(duplicate(def, None, values).into());
-                }
-                for (index, ek) in unique_keys_of(def, values)? {
-                    let e = self.at(UNIQUE_SPACE, &ek)?;
-                    if self
-                        .entry(e)
-                        .is_some_and(|other| other != pk_bytes(&old_rk))
-                    {
-                        return Err(duplicate(def, Some(index), values).into());
-                    }
-                }
-                let kept = (client_flags, exptime);
-                if new_at != old_at {
-                    self.delete_row(def, old_at)?;
-                    self.put_row(def, new_at, &new_rk, values.clone(), kept, None)?;
-                } else {
-                    self.put_row(def, new_at, &new_rk, values.clone(), kept, Some(old))?;
-                }
+                self.change_row(def, old_at, old, (client_flags, exptime), values.clone())?;
                 applied.affected += 1;
             }
             RowChange::Delete { pk, cas, .. } => {
@@ -502,6 +553,54 @@ impl<'a, 'c> Run<'a, 'c> {
             }
         }
         Ok(())
+    }
+
+    /// Changes the row at position `old_at` (now `old`) to `values`, which may move it
+    /// to another primary key, keeping its flags and exptime: refused when the new
+    /// primary key or a new unique value is another row's.
+    fn change_row(
+        &mut self,
+        def: &TableDef,
+        old_at: usize,
+        old: Vec<Value>,
+        kept: (u32, u32),
+        values: Vec<Value>,
+    ) -> Result<(), Stop> {
+        let old_rk = self.keys[old_at].1.clone();
+        let new_rk = row_key(def, &values[def.table.primary])?;
+        let new_at = self.at(ROW_SPACE, &new_rk)?;
+        if new_at != old_at && self.row(def, new_at)?.is_some() {
+            return Err(duplicate(def, None, &values).into());
+        }
+        for (index, ek) in unique_keys_of(def, &values)? {
+            let e = self.at(UNIQUE_SPACE, &ek)?;
+            if self
+                .entry(e)
+                .is_some_and(|other| other != pk_bytes(&old_rk))
+            {
+                return Err(duplicate(def, Some(index), &values).into());
+            }
+        }
+        if new_at != old_at {
+            self.delete_row(def, old_at)?;
+            self.put_row(def, new_at, &new_rk, values, kept, None)
+        } else {
+            self.put_row(def, new_at, &new_rk, values, kept, Some(old))
+        }
+    }
+
+    /// Every row the attempt decided, as it left them.
+    fn after(&self) -> Vec<RowAfter> {
+        let mut rows = Vec::new();
+        for (i, table) in self.row_tables.iter().enumerate() {
+            let Some(table) = table else { continue };
+            let values = match &self.staged[i] {
+                Some(Staged::Row { values, .. }) => Some(values.clone()),
+                _ => None,
+            };
+            rows.push((*table, pk_bytes(&self.keys[i].1).to_vec(), values));
+        }
+        rows
     }
 
     /// Deletes the row at position `at` with the entries that point at it. Returns

@@ -21,7 +21,7 @@ pub mod schema;
 pub mod text;
 pub mod value;
 
-pub use batch::{Applied, ApplyError, OnConflict, RowChange};
+pub use batch::{no_upsert, Applied, ApplyError, OnConflict, RowAfter, RowChange, Upsert};
 pub use catalog::{Catalog, Container, TableDef, Via};
 pub use error::Error;
 pub use read::RowRead;

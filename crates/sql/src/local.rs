@@ -1,0 +1,304 @@
+//! Statements a session answers itself, without SQLite: transactions' BEGIN, COMMIT
+//! and ROLLBACK, USE, SET, the SHOW family and DESCRIBE, EXPLAIN (from SQLite's query
+//! plan, in MySQL's columns) and DDL.
+
+use kura_tables::Catalog;
+use sqlparser::ast::{ShowStatementFilter, ShowStatementFilterPosition, Statement};
+
+use crate::error::SqlError;
+use crate::result::{Cell, Done, Kind, Output, ResultSet};
+use crate::session::{sqlite_error, Session};
+use crate::show;
+use crate::translate::{translate, Literal};
+
+impl Session {
+    /// Answers a statement SQLite does not run; None for one it does.
+    pub(crate) fn local(
+        &mut self,
+        statement: &Statement,
+        sql: &str,
+        catalog: &Catalog,
+    ) -> Result<Option<Output>, SqlError> {
+        let done = || Ok(Some(Output::Done(Done::default())));
+        match statement {
+            Statement::Query(_)
+            | Statement::Insert(_)
+            | Statement::Update(_)
+            | Statement::Delete(_) => Ok(None),
+            Statement::StartTransaction { .. } => {
+                self.implicit_commit()?;
+                self.in_transaction = true;
+                done()
+            }
+            Statement::Commit { .. } => {
+                self.commit()?;
+                done()
+            }
+            Statement::Rollback { .. } => {
+                self.rollback();
+                done()
+            }
+            Statement::Use(u) => {
+                let name = u.to_string();
+                let name = name
+                    .trim_start_matches("USE ")
+                    .trim_matches('`')
+                    .to_string();
+                self.use_database(&name)?;
+                done()
+            }
+            Statement::Set(set) => {
+                self.set(set)?;
+                done()
+            }
+            Statement::ShowDatabases { show_options, .. } => Ok(Some(Output::Rows(
+                show::databases(filter_of(show_options.filter_position.as_ref()).as_deref()),
+            ))),
+            Statement::ShowTables {
+                full, show_options, ..
+            } => Ok(Some(Output::Rows(show::tables(
+                catalog,
+                *full,
+                filter_of(show_options.filter_position.as_ref()).as_deref(),
+            )))),
+            Statement::ShowColumns {
+                full, show_options, ..
+            } => {
+                let name = show_options
+                    .show_in
+                    .as_ref()
+                    .and_then(|i| i.parent_name.as_ref())
+                    .map(last_part)
+                    .ok_or_else(|| SqlError::syntax("SHOW COLUMNS wants FROM table"))?;
+                let def = show::table(catalog, &name)?;
+                Ok(Some(Output::Rows(show::columns(
+                    def,
+                    *full,
+                    filter_of(show_options.filter_position.as_ref()).as_deref(),
+                ))))
+            }
+            Statement::ExplainTable { table_name, .. } => {
+                let def = show::table(catalog, &last_part(table_name))?;
+                Ok(Some(Output::Rows(show::columns(def, false, None))))
+            }
+            Statement::ShowCreate { obj_name, .. } => {
+                let def = show::table(catalog, &last_part(obj_name))?;
+                Ok(Some(Output::Rows(show::create_table(def))))
+            }
+            Statement::ShowVariables { filter, .. } => {
+                let mut vars = self.variables.clone();
+                vars.insert(
+                    "autocommit".into(),
+                    Literal::Text(if self.autocommit { "ON" } else { "OFF" }.into()),
+                );
+                Ok(Some(Output::Rows(show::variables(
+                    &vars,
+                    filter_text(filter.as_ref()).as_deref(),
+                ))))
+            }
+            Statement::ShowStatus { filter, .. } => {
+                let reads = self.shared.state.lock().reads;
+                Ok(Some(Output::Rows(show::status(
+                    reads,
+                    filter_text(filter.as_ref()).as_deref(),
+                ))))
+            }
+            Statement::Explain { statement, .. } => Ok(Some(self.explain(statement, sql)?)),
+            Statement::CreateTable(_) => {
+                self.implicit_commit()?;
+                match self.shared.tables.apply_schema(sql) {
+                    Ok(created) if created.is_empty() => {
+                        let name = sql
+                            .split_whitespace()
+                            .nth(2)
+                            .unwrap_or("")
+                            .trim_matches('`')
+                            .to_string();
+                        Err(SqlError::table_exists(&name))
+                    }
+                    Ok(_) => done(),
+                    Err(kura_tables::Error::Mismatch(m)) => Err(SqlError::table_exists(&m)),
+                    Err(e) => Err(SqlError::unsupported(e)),
+                }
+            }
+            _ => {
+                let text = statement.to_string();
+                let upper = text.to_ascii_uppercase();
+                if upper.starts_with("SHOW INDEX") || upper.starts_with("SHOW KEYS") {
+                    let words: Vec<&str> = text.split_whitespace().collect();
+                    let at = words.iter().position(|w| {
+                        w.eq_ignore_ascii_case("FROM") || w.eq_ignore_ascii_case("IN")
+                    });
+                    let name = at.and_then(|i| words.get(i + 1)).copied().unwrap_or("");
+                    let name = name.rsplit('.').next().unwrap_or(name).trim_matches('`');
+                    let def = show::table(catalog, name)?;
+                    return Ok(Some(Output::Rows(show::index(def))));
+                }
+                Err(SqlError::unsupported(text))
+            }
+        }
+    }
+
+    fn set(&mut self, set: &sqlparser::ast::Set) -> Result<(), SqlError> {
+        use sqlparser::ast::Set as S;
+        match set {
+            S::SingleAssignment {
+                variable, values, ..
+            } => self.assign(&last_part(variable), values.first()),
+            S::MultipleAssignments { assignments } => {
+                for a in assignments {
+                    self.assign(&last_part(&a.name), Some(&a.value))?;
+                }
+                Ok(())
+            }
+            // SET NAMES, SET TRANSACTION and the like: Kura speaks utf8mb4 and has one
+            // isolation level; accepted as MySQL accepts them.
+            _ => Ok(()),
+        }
+    }
+
+    fn assign(&mut self, name: &str, value: Option<&sqlparser::ast::Expr>) -> Result<(), SqlError> {
+        let name = name.trim_start_matches("@@").to_ascii_lowercase();
+        let name = name
+            .strip_prefix("session.")
+            .or_else(|| name.strip_prefix("global."))
+            .unwrap_or(&name)
+            .to_string();
+        if name.starts_with('@') {
+            // User variables are not kept.
+            return Err(SqlError::unsupported("user variables"));
+        }
+        let text = value
+            .map(|v| v.to_string())
+            .unwrap_or_default()
+            .trim_matches('\'')
+            .to_string();
+        if name == "autocommit" {
+            let on = matches!(text.to_ascii_uppercase().as_str(), "1" | "ON" | "TRUE");
+            if on && !self.autocommit {
+                self.implicit_commit()?;
+            }
+            self.autocommit = on;
+            return Ok(());
+        }
+        if !self.variables.contains_key(&name) {
+            return Err(SqlError::unknown_variable(&name));
+        }
+        let literal = if text.parse::<f64>().is_ok() {
+            Literal::Number(text)
+        } else {
+            Literal::Text(text)
+        };
+        self.variables.insert(name, literal);
+        Ok(())
+    }
+
+    /// EXPLAIN of a SELECT: MySQL's columns, from SQLite's query plan.
+    fn explain(&mut self, statement: &Statement, _sql: &str) -> Result<Output, SqlError> {
+        let inner = statement.to_string();
+        let translated = {
+            let vars = |n: &str| self.variable(n);
+            let catalog = self.shared.state.lock().catalog.clone();
+            translate(statement.clone(), &inner, &vars, &catalog)?
+        };
+        let mut stmt = self
+            .db
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", translated.sql))
+            .map_err(sqlite_error)?;
+        let details: Vec<String> = stmt
+            .query_map([], |row| row.get::<_, String>(3))
+            .map_err(sqlite_error)?
+            .collect::<Result<_, _>>()
+            .map_err(sqlite_error)?;
+        let mut rows: Vec<Vec<Cell>> = Vec::new();
+        for detail in details {
+            if detail.starts_with("USE TEMP B-TREE") {
+                if let Some(last) = rows.last_mut() {
+                    last[11] = Cell::text("Using filesort");
+                }
+                continue;
+            }
+            let words: Vec<&str> = detail.split_whitespace().collect();
+            let table = words.get(1).copied().unwrap_or("").to_string();
+            let (access, key) = match detail.split_once("INDEX ") {
+                Some((_, plan)) => {
+                    let (num, rest) = plan.split_once(':').unwrap_or((plan, ""));
+                    let index = rest.split(':').next().unwrap_or("");
+                    let index = index.split_once('/').map_or(index, |(_, n)| n);
+                    match num {
+                        "1" | "2" if rest.ends_with(":in") => ("range", Some(index.to_string())),
+                        "1" | "2" => ("const", Some(index.to_string())),
+                        "3" => ("range", Some(index.to_string())),
+                        _ => ("ALL", None),
+                    }
+                }
+                None => ("ALL", None),
+            };
+            let key_cell = key.clone().map_or(Cell::Null, Cell::text);
+            rows.push(vec![
+                Cell::Int(1),
+                Cell::text("SIMPLE"),
+                Cell::text(table),
+                Cell::Null,
+                Cell::text(access),
+                key_cell.clone(),
+                key_cell,
+                Cell::Null,
+                Cell::Null,
+                Cell::Null,
+                Cell::Double(100.0),
+                if key.is_some() {
+                    Cell::text("Using where")
+                } else {
+                    Cell::Null
+                },
+            ]);
+        }
+        let mut result = ResultSet::text(
+            &[
+                "id",
+                "select_type",
+                "table",
+                "partitions",
+                "type",
+                "possible_keys",
+                "key",
+                "key_len",
+                "ref",
+                "rows",
+                "filtered",
+                "Extra",
+            ],
+            rows,
+        );
+        result.columns[0].kind = Kind::BigInt;
+        result.columns[9].kind = Kind::BigInt;
+        result.columns[10].kind = Kind::Double;
+        Ok(Output::Rows(result))
+    }
+}
+
+fn last_part(name: &sqlparser::ast::ObjectName) -> String {
+    name.0
+        .last()
+        .map(|p| match p {
+            sqlparser::ast::ObjectNamePart::Identifier(i) => i.value.clone(),
+            other => other.to_string(),
+        })
+        .unwrap_or_default()
+}
+
+fn filter_text(filter: Option<&ShowStatementFilter>) -> Option<String> {
+    match filter? {
+        ShowStatementFilter::Like(s) | ShowStatementFilter::NoKeyword(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn filter_of(position: Option<&ShowStatementFilterPosition>) -> Option<String> {
+    match position? {
+        ShowStatementFilterPosition::Infix(f) | ShowStatementFilterPosition::Suffix(f) => {
+            filter_text(Some(f))
+        }
+    }
+}

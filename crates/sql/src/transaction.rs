@@ -1,0 +1,167 @@
+//! A session's writes reaching the store: a statement's changes applied as one batch
+//! (autocommit) or checked and kept in the open transaction, whose own reads see them
+//! through the overlay; COMMIT and ROLLBACK.
+//!
+//! An open transaction's changes are checked again as a whole with each statement
+//! ([`Tables::check_changes`]), which says how every row it touches would end up: that
+//! is the overlay, exact for REPLACE, INSERT IGNORE and ON DUPLICATE KEY UPDATE too.
+
+use std::sync::Arc;
+
+use kura_tables::{ApplyError, RowChange, Tables, Value};
+
+use crate::error::SqlError;
+use crate::result::Done;
+use crate::session::Session;
+
+impl Session {
+    /// Applies a statement's changes (autocommit), or checks and keeps them (in a
+    /// transaction).
+    pub(crate) fn commit_statement(&mut self, changes: Vec<RowChange>) -> Result<Done, ApplyError> {
+        let catalog = self.shared.state.lock().catalog.clone();
+        let tables: Arc<Tables> = Arc::clone(&self.shared.tables);
+        let applied = if self.in_transaction {
+            let (mut all, before) = {
+                let state = self.shared.state.lock();
+                (state.transaction.clone(), state.transaction_affected)
+            };
+            all.extend(changes.iter().cloned());
+            let (mut applied, after) =
+                tables.check_changes(&catalog, &all, &mut |rule, old, new| {
+                    self.upsert(rule, old, new)
+                })?;
+            let mut state = self.shared.state.lock();
+            // This statement's rows: the transaction's so far came to `before`.
+            state.transaction_affected = applied.affected;
+            applied.affected -= before.min(applied.affected);
+            state.overlay = after
+                .into_iter()
+                .map(|(table, pk, values)| ((table, pk), values))
+                .collect();
+            state.transaction.extend(changes);
+            applied
+        } else {
+            let applied = tables.apply_changes(&catalog, &changes, &mut |rule, old, new| {
+                self.upsert(rule, old, new)
+            })?;
+            if let Some(lsn) = applied.lsn {
+                let mut state = self.shared.state.lock();
+                state.max_lsn = state.max_lsn.max(lsn);
+            }
+            applied
+        };
+        self.shared.state.lock().row_count = applied.affected as i64;
+        let info = if applied.matched > 0 {
+            format!(
+                "Rows matched: {}  Changed: {}  Warnings: 0",
+                applied.matched, applied.affected
+            )
+        } else {
+            String::new()
+        };
+        Ok(Done {
+            affected: applied.affected,
+            last_insert_id: 0,
+            info,
+        })
+    }
+
+    /// The new values of the row `old` an upsert insert found in its way (rule `rule`
+    /// of [`Session::upserts`]); a refusal's reason goes to the state's error.
+    fn upsert(&self, rule: u32, old: &[Value], new: &[Value]) -> Result<Vec<Value>, ApplyError> {
+        let catalog = self.shared.state.lock().catalog.clone();
+        let result = match self.upserts.get(rule as usize) {
+            Some(upsert) => match catalog.tables.iter().find(|d| d.number == upsert.table) {
+                Some(def) => upsert.evaluate(&self.db, def, old, new),
+                None => return Err(ApplyError::NoTable(upsert.table)),
+            },
+            None => Err(SqlError::internal(
+                "an upsert rule the session does not have",
+            )),
+        };
+        result.map_err(|e| {
+            self.shared.state.lock().error.get_or_insert(e);
+            ApplyError::Upsert
+        })
+    }
+
+    pub(crate) fn apply_error(&mut self, e: ApplyError) -> SqlError {
+        match e {
+            ApplyError::Duplicate {
+                table,
+                index,
+                value,
+            } => SqlError::duplicate(&value, &table, &index),
+            ApplyError::Conflict => {
+                // MySQL rolls the whole transaction back after a deadlock.
+                self.rollback();
+                SqlError::conflict()
+            }
+            ApplyError::NoTable(_) => SqlError::new(
+                1412,
+                b"HY000",
+                "Table definition has changed, please retry transaction",
+            ),
+            ApplyError::NoMemory => SqlError::new(
+                1041,
+                b"HY000",
+                "Out of memory; the server's memory limit (-m) holds no more keys",
+            ),
+            ApplyError::Upsert => self
+                .shared
+                .state
+                .lock()
+                .error
+                .take()
+                .unwrap_or_else(|| SqlError::internal("an upsert was refused")),
+            ApplyError::Other(e) => SqlError::internal(e),
+        }
+    }
+
+    /// COMMIT: the transaction's changes as one batch.
+    pub(crate) fn commit(&mut self) -> Result<(), SqlError> {
+        let changes = std::mem::take(&mut self.shared.state.lock().transaction);
+        self.in_transaction = false;
+        let result = if changes.is_empty() {
+            Ok(())
+        } else {
+            let catalog = self.shared.state.lock().catalog.clone();
+            let tables = Arc::clone(&self.shared.tables);
+            let applied = tables.apply_changes(&catalog, &changes, &mut |rule, old, new| {
+                self.upsert(rule, old, new)
+            });
+            match applied {
+                Ok(applied) => {
+                    if let Some(lsn) = applied.lsn {
+                        let mut state = self.shared.state.lock();
+                        state.max_lsn = state.max_lsn.max(lsn);
+                    }
+                    Ok(())
+                }
+                Err(e) => Err(self.apply_error(e)),
+            }
+        };
+        self.rollback();
+        result
+    }
+
+    /// ROLLBACK: forgets the transaction's changes.
+    pub(crate) fn rollback(&mut self) {
+        let mut state = self.shared.state.lock();
+        state.transaction.clear();
+        state.transaction_affected = 0;
+        state.overlay.clear();
+        state.read_cas.clear();
+        drop(state);
+        self.in_transaction = false;
+        self.upserts.clear();
+    }
+
+    /// Ends an open transaction as MySQL does before DDL and `SET autocommit=1`.
+    pub(crate) fn implicit_commit(&mut self) -> Result<(), SqlError> {
+        if self.in_transaction {
+            self.commit()?;
+        }
+        Ok(())
+    }
+}
