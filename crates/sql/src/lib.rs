@@ -13,6 +13,7 @@
 //! sockets; errors leave here as MySQL's codes ([`SqlError`]) for the server to send.
 
 pub mod convert;
+mod ddl;
 pub mod error;
 mod local;
 pub mod result;

@@ -20,6 +20,9 @@ impl Session {
         catalog: &Catalog,
     ) -> Result<Option<Output>, SqlError> {
         let done = || Ok(Some(Output::Done(Done::default())));
+        if let Some(result) = self.ddl(statement, sql) {
+            return result.map(Some);
+        }
         match statement {
             Statement::Query(_)
             | Statement::Insert(_)
@@ -104,23 +107,6 @@ impl Session {
                 ))))
             }
             Statement::Explain { statement, .. } => Ok(Some(self.explain(statement, sql)?)),
-            Statement::CreateTable(_) => {
-                self.implicit_commit()?;
-                match self.shared.tables.apply_schema(sql) {
-                    Ok(created) if created.is_empty() => {
-                        let name = sql
-                            .split_whitespace()
-                            .nth(2)
-                            .unwrap_or("")
-                            .trim_matches('`')
-                            .to_string();
-                        Err(SqlError::table_exists(&name))
-                    }
-                    Ok(_) => done(),
-                    Err(kura_tables::Error::Mismatch(m)) => Err(SqlError::table_exists(&m)),
-                    Err(e) => Err(SqlError::unsupported(e)),
-                }
-            }
             _ => {
                 let text = statement.to_string();
                 let upper = text.to_ascii_uppercase();

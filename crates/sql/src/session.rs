@@ -297,8 +297,21 @@ impl Session {
         let statement = Self::parse(sql)?;
         let id = self.next_statement;
         let prepared = if is_local(&statement) {
-            let columns = match self.local(&statement, sql, &catalog) {
-                Ok(Some(Output::Rows(rs))) => rs.columns,
+            // A statement that only shows something is run to learn its columns;
+            // one that changes something (SET, BEGIN, DDL) runs on execute alone.
+            let shows = matches!(
+                statement,
+                Statement::ShowDatabases { .. }
+                    | Statement::ShowTables { .. }
+                    | Statement::ShowColumns { .. }
+                    | Statement::ShowCreate { .. }
+                    | Statement::ShowVariables { .. }
+                    | Statement::ShowStatus { .. }
+                    | Statement::ExplainTable { .. }
+                    | Statement::Explain { .. }
+            );
+            let columns = match shows.then(|| self.local(&statement, sql, &catalog)) {
+                Some(Ok(Some(Output::Rows(rs)))) => rs.columns,
                 _ => Vec::new(),
             };
             Prepared {

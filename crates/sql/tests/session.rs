@@ -488,3 +488,85 @@ fn a_transaction_sees_its_own_upserts_and_replaces() {
         vec![vec![Cell::Int(50)]]
     );
 }
+
+#[test]
+fn ddl_changes_tables_that_have_rows() {
+    let (tables, mut s) = loaded();
+    let mut other = Session::new(Arc::clone(&tables), 2, "root").expect("session");
+    // A unique index over values two rows share is refused and leaves nothing.
+    let e = error(&mut s, "CREATE UNIQUE INDEX lv ON players (level)");
+    assert_eq!(e.code, 1062, "{e}");
+    assert!(e.message.contains("'5'"), "{e}");
+    let shown = rows(&mut s, "SHOW INDEX FROM players");
+    assert!(shown.iter().all(|r| r[2] != text("lv")), "{shown:?}");
+    // One over distinct values is filled from the rows and used at once.
+    done(&mut s, "CREATE UNIQUE INDEX nm ON players (name)");
+    assert_eq!(
+        rows(&mut other, "SELECT id FROM players WHERE name = 'di'"),
+        vec![vec![Cell::Int(4)]]
+    );
+    let plan = rows(
+        &mut other,
+        "EXPLAIN SELECT id FROM players WHERE name = 'di'",
+    );
+    assert_eq!(plan[0][5], text("nm"), "{plan:?}");
+    assert_eq!(
+        error(&mut s, "INSERT INTO players (id, name) VALUES (10, 'di')").code,
+        1062
+    );
+    assert_eq!(
+        error(&mut s, "CREATE INDEX nm ON players (level)").code,
+        1061
+    );
+    // An ordered index answers ranges in order.
+    done(&mut s, "ALTER TABLE players ADD INDEX nm2 (name)");
+    assert_eq!(
+        rows(
+            &mut other,
+            "SELECT name FROM players WHERE name >= 'bob' ORDER BY name LIMIT 2"
+        ),
+        vec![vec![text("bob")], vec![text("cy")]]
+    );
+    // A new column: old rows show its default; new rows store it.
+    done(
+        &mut s,
+        "ALTER TABLE players ADD COLUMN score INT NOT NULL DEFAULT 7",
+    );
+    assert_eq!(
+        rows(
+            &mut other,
+            "SELECT id, score FROM players WHERE id IN (1, 2)"
+        ),
+        vec![
+            vec![Cell::Int(1), Cell::Int(7)],
+            vec![Cell::Int(2), Cell::Int(7)]
+        ]
+    );
+    done(&mut other, "UPDATE players SET score = 9 WHERE id = 2");
+    assert_eq!(
+        rows(&mut s, "SELECT score FROM players WHERE id = 2"),
+        vec![vec![Cell::Int(9)]]
+    );
+    assert_eq!(
+        error(&mut s, "ALTER TABLE players ADD COLUMN score INT").code,
+        1060
+    );
+    assert_eq!(
+        error(&mut s, "ALTER TABLE players ADD COLUMN x INT NOT NULL").code,
+        1235
+    );
+    // DROP TABLE: gone for every session; a new table of that name starts empty.
+    assert_eq!(error(&mut s, "DROP TABLE players, nope").code, 1051);
+    done(&mut s, "DROP TABLE players");
+    assert_eq!(error(&mut other, "SELECT * FROM players").code, 1146);
+    done(&mut s, "DROP TABLE IF EXISTS players");
+    done(&mut s, SCHEMA);
+    assert_eq!(
+        rows(&mut other, "SELECT COUNT(*) FROM players"),
+        vec![vec![Cell::Int(0)]]
+    );
+    done(
+        &mut other,
+        "INSERT INTO players (id, name, email) VALUES (1, 'a', 'ann@x.com')",
+    );
+}

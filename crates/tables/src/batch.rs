@@ -208,6 +208,20 @@ impl Tables {
         upsert: &mut Upsert<'_>,
         write: bool,
     ) -> Result<(Applied, Vec<RowAfter>), ApplyError> {
+        // A table the caller planned against must be as the catalog in use has it,
+        // which the gate keeps so until the batch is written.
+        let _gate = self.gate.read();
+        let current = self.catalog();
+        let mut numbers: Vec<u32> = changes.iter().map(RowChange::table).collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        for number in numbers {
+            let planned = catalog.tables.iter().find(|d| d.number == number);
+            let now = current.tables.iter().find(|d| d.number == number);
+            if planned.is_none() || planned != now {
+                return Err(ApplyError::NoTable(number));
+            }
+        }
         let def_of = |number: u32| {
             catalog
                 .tables

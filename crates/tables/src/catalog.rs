@@ -7,16 +7,21 @@
 //!
 //! | size | field |
 //! |---|---|
-//! | 1 | catalog format version (1) |
+//! | 1 | catalog format version (2; 1 is still read) |
 //! | varint | the next table number |
 //! | varint | tables n, then n × table |
+//! | varint | dropped tables d, then d × varint number (format 2) |
 //!
 //! A table: varint number, varint indexes m, m × (varint index number, varint name
-//! length, name), varint DDL length, the DDL. The DDL is the table's canonical `CREATE
-//! TABLE` ([`Table::to_sql`]), read back with the same parser as a schema file, so the
-//! catalog needs no second description of a table.
+//! length, name), varint DDL length, the DDL; in format 2 then varint next index
+//! number and varint index being built (0: none, else its position + 1). The DDL is
+//! the table's canonical `CREATE TABLE` ([`Table::to_sql`]), read back with the same
+//! parser as a schema file, so the catalog needs no second description of a table.
 //!
-//! Numbers are never reused: a table's rows and index entries are keyed by them.
+//! Numbers are never reused: a table's rows and index entries are keyed by them. A
+//! dropped table's number stays listed until its rows and entries are purged; an index
+//! being built is listed with its number so that a build cut short by a crash is
+//! finished (or undone) at the next start ([`crate::ddl`]).
 //!
 //! Containers, as the InnoDB memcached plugin named them: table `t` is the container
 //! `t`, keyed by its primary key; index `i` of `t` is the container `t_by_i`, keyed by
@@ -26,7 +31,7 @@ use crate::error::{schema_error, Error};
 use crate::row::{put_varint, Reader};
 use crate::schema::{parse_schema, Table};
 
-const CATALOG_FORMAT: u8 = 1;
+const CATALOG_FORMAT: u8 = 2;
 
 /// Table numbers start here; the engine's key-space byte tells tables apart from
 /// plain keys, so the number only tells tables apart from one another.
@@ -39,6 +44,11 @@ pub struct TableDef {
     pub table: Table,
     /// The number of each of `table.indexes`, in the same order.
     pub index_numbers: Vec<u16>,
+    /// The number the next index created on the table takes.
+    pub next_index: u16,
+    /// The position of an index whose entries are being filled (in the stored catalog
+    /// only: the catalog in use lists an index once it is whole).
+    pub building: Option<usize>,
 }
 
 /// What a container name leads to.
@@ -62,6 +72,8 @@ pub struct Container {
 pub struct Catalog {
     pub tables: Vec<TableDef>,
     next_table_number: u32,
+    /// Tables dropped whose rows and entries are not all purged yet.
+    pub dropped: Vec<u32>,
 }
 
 impl Catalog {
@@ -69,6 +81,7 @@ impl Catalog {
         Catalog {
             tables: Vec::new(),
             next_table_number: FIRST_TABLE_NUMBER,
+            dropped: Vec::new(),
         }
     }
 
@@ -139,11 +152,14 @@ impl Catalog {
                     next.next_table_number = number
                         .checked_add(1)
                         .ok_or_else(|| schema_error!("out of table numbers"))?;
-                    let index_numbers = (1..=table.indexes.len() as u16).collect();
+                    let next_index = table.indexes.len() as u16 + 1;
+                    let index_numbers = (1..next_index).collect();
                     next.tables.push(TableDef {
                         number,
                         table,
                         index_numbers,
+                        next_index,
+                        building: None,
                     });
                 }
             }
@@ -185,6 +201,12 @@ impl Catalog {
             let sql = def.table.to_sql();
             put_varint(&mut out, sql.len() as u64);
             out.extend_from_slice(sql.as_bytes());
+            put_varint(&mut out, u64::from(def.next_index));
+            put_varint(&mut out, def.building.map_or(0, |b| b as u64 + 1));
+        }
+        put_varint(&mut out, self.dropped.len() as u64);
+        for number in &self.dropped {
+            put_varint(&mut out, u64::from(*number));
         }
         out
     }
@@ -193,7 +215,7 @@ impl Catalog {
         let bad = |why: String| Error::Format(format!("catalog: {why}"));
         let mut r = Reader { buf: bytes };
         let version = r.u8()?;
-        if version != CATALOG_FORMAT {
+        if version != CATALOG_FORMAT && version != 1 {
             return Err(bad(format!("format version {version}")));
         }
         let number = |v: u64| u32::try_from(v).map_err(|_| bad(format!("number {v}")));
@@ -228,14 +250,37 @@ impl Catalog {
                         .ok_or_else(|| bad(format!("no number for index {}", index.name)))
                 })
                 .collect::<Result<Vec<u16>, Error>>()?;
-            if named.len() != index_numbers.len() || table_number >= next_table_number {
+            let first_free = index_numbers.iter().max().map_or(1, |n| n + 1);
+            let (next_index, building) = if version == 1 {
+                (first_free, None)
+            } else {
+                let next = u16::try_from(r.varint()?).map_err(|_| bad("index number".into()))?;
+                let building = match r.varint()? {
+                    0 => None,
+                    b if b <= index_numbers.len() as u64 => Some(b as usize - 1),
+                    b => return Err(bad(format!("index {b} being built"))),
+                };
+                (next, building)
+            };
+            if named.len() != index_numbers.len()
+                || table_number >= next_table_number
+                || next_index < first_free
+            {
                 return Err(bad(format!("table {} numbers", table.name)));
             }
             tables.push(TableDef {
                 number: table_number,
                 table,
                 index_numbers,
+                next_index,
+                building,
             });
+        }
+        let mut dropped = Vec::new();
+        if version >= 2 {
+            for _ in 0..r.varint()? {
+                dropped.push(number(r.varint()?)?);
+            }
         }
         if !r.buf.is_empty() {
             return Err(bad("bytes after the last table".into()));
@@ -243,6 +288,7 @@ impl Catalog {
         let catalog = Catalog {
             tables,
             next_table_number,
+            dropped,
         };
         catalog.check_containers().map_err(|e| bad(e.to_string()))?;
         Ok(catalog)

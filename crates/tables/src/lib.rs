@@ -12,6 +12,7 @@ mod error;
 
 pub mod batch;
 pub mod catalog;
+pub mod ddl;
 pub mod keys;
 pub mod ordered;
 pub mod read;
@@ -23,6 +24,7 @@ pub mod value;
 
 pub use batch::{no_upsert, Applied, ApplyError, OnConflict, RowAfter, RowChange, Upsert};
 pub use catalog::{Catalog, Container, TableDef, Via};
+pub use ddl::DdlError;
 pub use error::Error;
 pub use read::RowRead;
 pub use rows::{CatalogCache, ChangeOutcome, RowItem, Tables, WriteMode, WriteOutcome};

@@ -189,6 +189,31 @@ impl Ordered {
         }
     }
 
+    /// Puts sets for every ordered index of `def`, filled from `rows` (values and
+    /// exptime), in place of the table's: a table that gained an index.
+    pub fn replace_table(&self, def: &TableDef, rows: &[(Vec<Value>, u32)]) {
+        let vias = ordered_vias(def);
+        if vias.is_empty() {
+            return;
+        }
+        let mut sets: Vec<(Via, Set)> = vias.into_iter().map(|v| (v, BTreeMap::new())).collect();
+        for (values, exptime) in rows {
+            for (via, set) in sets.iter_mut() {
+                if let Some(e) = entry(def, *via, values) {
+                    set.insert(e, *exptime);
+                }
+            }
+        }
+        self.tables
+            .write()
+            .insert(def.number, Mutex::new(TableSets { sets }));
+    }
+
+    /// Forgets the sets of table `number`: a dropped table.
+    pub fn remove_table(&self, number: u32) {
+        self.tables.write().remove(&number);
+    }
+
     /// Whether `def` keeps anything in order.
     pub fn has(&self, def: &TableDef) -> bool {
         self.tables.read().contains_key(&def.number)
@@ -331,6 +356,8 @@ mod tests {
             number: 1,
             index_numbers: vec![1, 2],
             table,
+            next_index: 3,
+            building: None,
         }
     }
 

@@ -45,7 +45,7 @@ pub const CATALOG_SPACE: Space = Space(1);
 pub const ROW_SPACE: Space = Space(2);
 pub const UNIQUE_SPACE: Space = Space(3);
 
-const CATALOG_KEY: &[u8] = b"catalog";
+pub(crate) const CATALOG_KEY: &[u8] = b"catalog";
 
 /// How many times a write or a read through an index starts again when another writer
 /// changed the row between its steps, before it reports the row as busy.
@@ -112,10 +112,12 @@ pub struct TableCounters {
 
 pub struct Tables {
     pub(crate) store: Arc<Store>,
-    catalog: RwLock<Arc<Catalog>>,
+    pub(crate) catalog: RwLock<Arc<Catalog>>,
     /// Counts the catalog's changes (from 1, under its lock): a connection keeps the
     /// catalog it last saw while this is unchanged.
-    generation: AtomicU64,
+    pub(crate) generation: AtomicU64,
+    /// Row writes hold it shared, a change of the catalog exclusively ([`crate::ddl`]).
+    pub(crate) gate: RwLock<()>,
     /// Ordered indexes (KEY, and USING BTREE), in memory beside the store.
     pub(crate) ordered: Ordered,
     pub counters: TableCounters,
@@ -329,9 +331,11 @@ impl Tables {
             store,
             catalog: RwLock::new(Arc::new(catalog)),
             generation: AtomicU64::new(1),
+            gate: RwLock::new(()),
             ordered: Ordered::default(),
             counters: TableCounters::default(),
         };
+        tables.finish_ddl()?;
         tables.rebuild_ordered()?;
         Ok(tables)
     }
@@ -409,19 +413,12 @@ impl Tables {
     /// Returns the names of the tables created.
     pub fn apply_schema(&self, sql: &str) -> Result<Vec<String>, Error> {
         let declared = parse_schema(sql)?;
-        let mut catalog = self.catalog.write();
+        let _gate = self.gate.write();
+        let catalog = self.catalog();
         let Some(next) = catalog.with_schema(declared)? else {
             return Ok(Vec::new());
         };
-        let bytes: Arc<[u8]> = next.encode().into();
-        let ((), written) = self.store.update(
-            Key::new(CATALOG_SPACE, CATALOG_KEY),
-            Access::NoAccess,
-            |_, _| (Change::Put(NewItem::new(bytes, 0)), ()),
-        )?;
-        if let Some(w) = written {
-            self.store.wait_acked(w.lsn)?;
-        }
+        self.store_catalog(&next)?;
         let created = next
             .tables
             .iter()
@@ -429,10 +426,26 @@ impl Tables {
             .map(|t| t.table.name.clone())
             .collect();
         // New tables have no rows: their ordered indexes start empty.
-        self.ordered.add_tables(&next);
-        *catalog = Arc::new(next);
-        self.generation.fetch_add(1, Ordering::Release);
+        self.install_catalog(next);
         Ok(created)
+    }
+
+    /// The table `container` names in `catalog` as the catalog in use has it (a DDL
+    /// statement may have changed it since the caller looked; with the gate held it
+    /// stays so): that catalog, and the table's position in it.
+    fn current(
+        &self,
+        catalog: &Catalog,
+        container: Container,
+    ) -> Result<(Arc<Catalog>, usize), Error> {
+        let old = &catalog.tables[container.table];
+        let current = self.catalog();
+        let t = current
+            .tables
+            .iter()
+            .position(|d| d.number == old.number)
+            .ok_or_else(|| value_error!("table {} was dropped", old.table.name))?;
+        Ok((current, t))
     }
 
     /// The container `name` leads to, and the catalog it is in.
@@ -652,7 +665,9 @@ impl Tables {
         mode: WriteMode,
         (client_flags, exptime): (u32, i64),
     ) -> Result<WriteOutcome, Error> {
-        let def = &catalog.tables[container.table];
+        let _gate = self.gate.read();
+        let (current, t) = self.current(catalog, container)?;
+        let def = &current.tables[t];
         let values = parse_row(def, container.via, key, value)?;
         let outcome = match container.via {
             Via::Primary => {
@@ -861,7 +876,9 @@ impl Tables {
         key: &[u8],
         cas: Option<u64>,
     ) -> Result<ChangeOutcome, Error> {
-        let def = &catalog.tables[container.table];
+        let _gate = self.gate.read();
+        let (current, t) = self.current(catalog, container)?;
+        let def = &current.tables[t];
         let result = self.on_located(def, container.via, key, RowOp::Delete { cas })?;
         Ok(match result {
             RowResult::Written(w) => ChangeOutcome::Done(Some(w)),
@@ -880,7 +897,9 @@ impl Tables {
         key: &[u8],
         exptime: i64,
     ) -> Result<Option<RowItem>, Error> {
-        let def = &catalog.tables[container.table];
+        let _gate = self.gate.read();
+        let (current, t) = self.current(catalog, container)?;
+        let def = &current.tables[t];
         let result = self.on_located(def, container.via, key, RowOp::Touch { exptime })?;
         Ok(match result {
             RowResult::Touched(values, item) => Some(RowItem {

@@ -1,0 +1,173 @@
+//! DDL a session runs: CREATE TABLE, DROP TABLE, CREATE [UNIQUE] INDEX, ALTER TABLE
+//! ... ADD COLUMN / ADD [UNIQUE] INDEX, each ending an open transaction first as
+//! MySQL's implicit commit does. The tables layer makes the change durable
+//! ([`kura_tables::ddl`]); this module turns MySQL's statements into its calls and its
+//! refusals into MySQL's errors.
+
+use kura_tables::DdlError;
+use sqlparser::ast::{AlterTableOperation, IndexType, ObjectName, ObjectType, Statement};
+
+use crate::error::SqlError;
+use crate::result::{Done, Output};
+use crate::session::Session;
+use crate::translate::DATABASE;
+
+impl Session {
+    /// Runs `statement` if it is DDL; None if it is not.
+    pub(crate) fn ddl(
+        &mut self,
+        statement: &Statement,
+        sql: &str,
+    ) -> Option<Result<Output, SqlError>> {
+        let run = match statement {
+            Statement::CreateTable(_) => self.create_table(sql),
+            Statement::Drop {
+                object_type: ObjectType::Table,
+                if_exists,
+                names,
+                ..
+            } => self.drop_tables(names, *if_exists),
+            Statement::CreateIndex(create) => {
+                let Some(name) = create.name.as_ref().map(name_of) else {
+                    return Some(Err(SqlError::syntax("CREATE INDEX names its index")));
+                };
+                let [column] = create.columns.as_slice() else {
+                    return Some(Err(SqlError::unsupported("an index of several columns")));
+                };
+                let index = format!(
+                    "{}KEY `{name}` ({}){}",
+                    if create.unique { "UNIQUE " } else { "" },
+                    column.column.expr,
+                    match create.using {
+                        Some(IndexType::BTree) if create.unique => " USING BTREE",
+                        _ => "",
+                    }
+                );
+                self.implicit_commit()
+                    .and_then(|()| self.create_index(&name_of(&create.table_name), &index))
+            }
+            Statement::AlterTable(alter) => {
+                let table = name_of(&alter.name);
+                match self.implicit_commit() {
+                    Ok(()) => alter
+                        .operations
+                        .iter()
+                        .try_for_each(|op| self.alter(&table, op)),
+                    Err(e) => Err(e),
+                }
+            }
+            _ => return None,
+        };
+        Some(run.map(|()| Output::Done(Done::default())))
+    }
+
+    fn create_table(&mut self, sql: &str) -> Result<(), SqlError> {
+        self.implicit_commit()?;
+        match self.shared.tables.apply_schema(sql) {
+            Ok(created) if created.is_empty() => {
+                let name = sql
+                    .split_whitespace()
+                    .nth(2)
+                    .unwrap_or("")
+                    .trim_matches('`')
+                    .to_string();
+                Err(SqlError::table_exists(&name))
+            }
+            Ok(_) => Ok(()),
+            Err(kura_tables::Error::Mismatch(m)) => Err(SqlError::table_exists(&m)),
+            Err(e) => Err(SqlError::unsupported(e)),
+        }
+    }
+
+    fn drop_tables(&mut self, names: &[ObjectName], if_exists: bool) -> Result<(), SqlError> {
+        self.implicit_commit()?;
+        let catalog = self.shared.tables.catalog();
+        // MySQL drops none when one is missing.
+        let missing: Vec<String> = names
+            .iter()
+            .map(name_of)
+            .filter(|n| catalog.table(n).is_none())
+            .collect();
+        if !missing.is_empty() && !if_exists {
+            let list: Vec<String> = missing.iter().map(|n| format!("{DATABASE}.{n}")).collect();
+            return Err(SqlError::new(
+                1051,
+                b"42S02",
+                format!("Unknown table '{}'", list.join(",")),
+            ));
+        }
+        for name in names.iter().map(name_of) {
+            match self.shared.tables.drop_table(&name) {
+                Ok(()) | Err(DdlError::NoTable(_)) => {}
+                Err(e) => return Err(ddl_error(&name, e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn create_index(&mut self, table: &str, index: &str) -> Result<(), SqlError> {
+        self.shared
+            .tables
+            .create_index(table, index)
+            .map_err(|e| ddl_error(table, e))
+    }
+
+    fn alter(&mut self, table: &str, op: &AlterTableOperation) -> Result<(), SqlError> {
+        match op {
+            AlterTableOperation::AddColumn {
+                column_def,
+                column_position: None,
+                if_not_exists,
+                ..
+            } => {
+                let catalog = self.shared.tables.catalog();
+                let exists = catalog.table(table).is_some_and(|t| {
+                    catalog.tables[t]
+                        .table
+                        .column_index(&column_def.name.value)
+                        .is_some()
+                });
+                match exists {
+                    true if *if_not_exists => Ok(()),
+                    true => Err(ddl_error(
+                        table,
+                        DdlError::ColumnExists(column_def.name.value.clone()),
+                    )),
+                    false => self
+                        .shared
+                        .tables
+                        .add_column(table, &column_def.to_string())
+                        .map_err(|e| ddl_error(table, e)),
+                }
+            }
+            AlterTableOperation::AddColumn { .. } => Err(SqlError::unsupported(
+                "ADD COLUMN ... FIRST or AFTER: a new column comes last",
+            )),
+            AlterTableOperation::AddConstraint { constraint, .. } => {
+                self.create_index(table, &constraint.to_string())
+            }
+            other => Err(SqlError::unsupported(format!("ALTER TABLE ... {other}"))),
+        }
+    }
+}
+
+/// The table layer's refusal as MySQL's error.
+fn ddl_error(table: &str, e: DdlError) -> SqlError {
+    match e {
+        DdlError::NoTable(name) => SqlError::no_table(DATABASE, &name),
+        DdlError::ColumnExists(name) => {
+            SqlError::new(1060, b"42S21", format!("Duplicate column name '{name}'"))
+        }
+        DdlError::IndexExists(name) => {
+            SqlError::new(1061, b"42000", format!("Duplicate key name '{name}'"))
+        }
+        DdlError::Duplicate { index, value } => SqlError::duplicate(&value, table, &index),
+        DdlError::Refused(why) => SqlError::unsupported(why),
+        DdlError::Failed(e) => SqlError::internal(e),
+    }
+}
+
+fn name_of(name: &ObjectName) -> String {
+    let last = name.0.last().map(|p| p.to_string()).unwrap_or_default();
+    last.trim_matches('`').to_string()
+}
