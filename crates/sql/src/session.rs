@@ -427,6 +427,11 @@ impl Session {
             match self.commit_statement(changes) {
                 Ok(done) => return Ok(Output::Done(done)),
                 Err(ApplyError::Conflict) if !self.in_transaction => continue,
+                // A DDL statement changed a table meanwhile: plan it again.
+                Err(ApplyError::NoTable(_)) if !self.in_transaction => {
+                    self.sync_catalog()?;
+                    continue;
+                }
                 Err(e) => return Err(self.apply_error(e)),
             }
         }
