@@ -20,7 +20,9 @@ impl Session {
         sql: &str,
     ) -> Option<Result<Output, SqlError>> {
         let run = match statement {
-            Statement::CreateTable(_) => self.create_table(sql),
+            Statement::CreateTable(create) => {
+                self.create_table(sql, &name_of(&create.name), create.if_not_exists)
+            }
             Statement::Drop {
                 object_type: ObjectType::Table,
                 if_exists,
@@ -61,20 +63,16 @@ impl Session {
         Some(run.map(|()| Output::Done(Done::default())))
     }
 
-    fn create_table(&mut self, sql: &str) -> Result<(), SqlError> {
+    fn create_table(&mut self, sql: &str, name: &str, if_not_exists: bool) -> Result<(), SqlError> {
         self.implicit_commit()?;
+        let exists = self.shared.tables.catalog().table(name).is_some();
+        if exists && if_not_exists {
+            return Ok(());
+        }
         match self.shared.tables.apply_schema(sql) {
-            Ok(created) if created.is_empty() => {
-                let name = sql
-                    .split_whitespace()
-                    .nth(2)
-                    .unwrap_or("")
-                    .trim_matches('`')
-                    .to_string();
-                Err(SqlError::table_exists(&name))
-            }
+            Ok(created) if created.is_empty() => Err(SqlError::table_exists(name)),
             Ok(_) => Ok(()),
-            Err(kura_tables::Error::Mismatch(m)) => Err(SqlError::table_exists(&m)),
+            Err(kura_tables::Error::Mismatch(_)) => Err(SqlError::table_exists(name)),
             Err(e) => Err(SqlError::unsupported(e)),
         }
     }
