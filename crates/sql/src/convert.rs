@@ -136,6 +136,9 @@ pub fn to_key(v: ValueRef<'_>, column: &Column) -> Option<Value> {
         (ValueRef::Text(t) | ValueRef::Blob(t), ty) if !ty.is_numeric() => {
             Some(Value::Bytes(t.to_vec()))
         }
+        // A number column compares numeric text as its number (SQLite's affinity, and
+        // MySQL's `id = '2'`).
+        (ValueRef::Text(t), _) => to_key(ValueRef::from(&numeric(t)?), column),
         // A text column compares a number with its text.
         (ValueRef::Integer(n), _) => Some(Value::Bytes(n.to_string().into_bytes())),
         (ValueRef::Real(f), _) => Some(Value::Bytes(shortest(f).into_bytes())),
@@ -161,6 +164,23 @@ pub fn to_bound(v: ValueRef<'_>, column: &Column, lower: bool) -> Option<Value> 
                 None
             }
         }
+        (ValueRef::Text(t), ty) if ty.is_numeric() => match numeric(t) {
+            Some(n) => to_bound(ValueRef::from(&n), column, lower),
+            None => to_key(v, column),
+        },
         _ => to_key(v, column),
     }
+}
+
+/// Text that reads as a number, as that number (SQLite's numeric affinity converts
+/// it so before comparing it with a number column).
+fn numeric(t: &[u8]) -> Option<rusqlite::types::Value> {
+    let s = std::str::from_utf8(t).ok()?.trim();
+    if let Ok(n) = s.parse::<i64>() {
+        return Some(rusqlite::types::Value::Integer(n));
+    }
+    s.parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite())
+        .map(rusqlite::types::Value::Real)
 }

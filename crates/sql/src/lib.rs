@@ -19,6 +19,7 @@ mod local;
 pub mod result;
 pub mod session;
 pub mod show;
+mod sum;
 mod transaction;
 pub mod translate;
 pub mod upsert;

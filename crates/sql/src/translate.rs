@@ -227,6 +227,31 @@ fn rewrite(expr: &mut Expr, variable: &dyn Fn(&str) -> Option<Literal>) -> Resul
                 v.value = Value::SingleQuotedString(s.clone());
             }
         }
+        // `_binary X'7a'`, `_utf8mb4 'x'`: the string (PyMySQL sends bytes so).
+        Expr::Prefixed { prefix, value } if prefix.value.starts_with('_') => {
+            let value = std::mem::replace(value.as_mut(), Expr::value(Value::Null));
+            *expr = value;
+        }
+        // MySQL's LIKE escapes with a backslash unless told otherwise; SQLite's
+        // escapes with nothing.
+        Expr::Like {
+            escape_char: escape @ None,
+            ..
+        } => {
+            *escape = Some(Box::new(Expr::value(Value::SingleQuotedString(
+                "\\".into(),
+            ))));
+        }
+        // `a <=> b`: equal, NULL matching NULL.
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Spaceship,
+            right,
+        } => {
+            let l = std::mem::replace(left.as_mut(), Expr::value(Value::Null));
+            let r = std::mem::replace(right.as_mut(), Expr::value(Value::Null));
+            *expr = Expr::IsNotDistinctFrom(Box::new(l), Box::new(r));
+        }
         Expr::BinaryOp { left, op, right } => match op {
             BinaryOperator::Divide => {
                 let l = std::mem::replace(left.as_mut(), Expr::value(Value::Null));
@@ -280,9 +305,13 @@ fn name_columns(statement: &mut Statement, original: &str) {
         }
         // sqlparser's spans of some expressions (a function's) end early: the text
         // runs from the span's start to the end of the select item.
-        let Some(start) = offset(original, expr.span().start) else {
+        let Some(mut start) = offset(original, expr.span().start) else {
             continue;
         };
+        // A unary operator's span starts at its operand: the text starts before it.
+        if matches!(expr, Expr::UnaryOp { .. }) {
+            start = before_unary(original, start);
+        }
         let text = item_text(&original[start..]);
         if text.is_empty() {
             continue;
@@ -338,6 +367,24 @@ fn item_text(rest: &str) -> &str {
         i += 1;
     }
     rest[..i.min(rest.len())].trim()
+}
+
+/// Where the unary operators (`-`, `+`, `~`, `!`, `NOT`) before `start` begin.
+fn before_unary(text: &str, mut start: usize) -> usize {
+    loop {
+        let head = text[..start].trim_end();
+        if let Some(rest) = head.strip_suffix(['-', '+', '~', '!']) {
+            start = rest.len();
+        } else if head.len() >= 3
+            && head.is_char_boundary(head.len() - 3)
+            && head[head.len() - 3..].eq_ignore_ascii_case("NOT")
+            && !head[..head.len() - 3].ends_with(|c: char| c.is_alphanumeric() || c == '_')
+        {
+            start = head.len() - 3;
+        } else {
+            return start;
+        }
+    }
 }
 
 /// The byte offset of a location (1-based line and column, counted in characters).
@@ -398,6 +445,14 @@ mod tests {
         assert_eq!(
             run("INSERT IGNORE INTO t (a) VALUES (1)"),
             "INSERT OR IGNORE INTO t (a) VALUES (1)"
+        );
+        assert_eq!(
+            run("SELECT -id, NOT a FROM t WHERE a <=> NULL AND y = _binary X'7a'"),
+            "SELECT -id AS `-id`, NOT a AS `NOT a` FROM t WHERE a IS NOT DISTINCT FROM NULL AND y = X'7a'"
+        );
+        assert_eq!(
+            run(r"SELECT a FROM t WHERE s LIKE 'p\\%' AND s NOT LIKE 'x|%' ESCAPE '|'"),
+            r"SELECT a FROM t WHERE s LIKE 'p\%' ESCAPE '\' AND s NOT LIKE 'x|%' ESCAPE '|'"
         );
         assert!(run("SELECT * FROM other.t").contains("1146"));
         assert!(run("SELECT @@nope").contains("1193"));

@@ -369,7 +369,9 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
                 binds.push((*i, bind));
             }
             let ordered = order.len() == 1 && order[0] == (column, false);
-            if binds.is_empty() && !ordered {
+            // An ordered index holds no NULLs: without a bound (which no NULL meets) it
+            // would lose a nullable column's NULL rows.
+            if binds.is_empty() && (!ordered || !table.columns[column].not_null) {
                 continue;
             }
             let cost = match (lower, upper) {

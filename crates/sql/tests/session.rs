@@ -570,3 +570,118 @@ fn ddl_changes_tables_that_have_rows() {
         "INSERT INTO players (id, name, email) VALUES (1, 'a', 'ann@x.com')",
     );
 }
+
+#[test]
+fn mysql_comparisons_that_sqlite_spells_otherwise() {
+    let (_, mut s) = loaded();
+    done(
+        &mut s,
+        "INSERT INTO players (id, name, level) VALUES (10, 'p%1', 0), (11, 'pa1', 0)",
+    );
+    // LIKE escapes with a backslash, as MySQL's does.
+    assert_eq!(
+        rows(&mut s, r"SELECT id FROM players WHERE name LIKE 'p\\%%'"),
+        vec![vec![Cell::Int(10)]]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT COUNT(*) FROM players WHERE name LIKE 'p%1'"),
+        vec![vec![Cell::Int(2)]]
+    );
+    // <=> matches NULL with NULL.
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id FROM players WHERE email <=> NULL ORDER BY id"
+        ),
+        vec![vec![Cell::Int(3)], vec![Cell::Int(10)], vec![Cell::Int(11)]]
+    );
+    // A quoted number finds a row by its numeric primary key; an introducer is its
+    // string.
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT name FROM players WHERE id = '2' OR id IN ('4')"
+        ),
+        vec![vec![text("bob")], vec![text("di")]]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM players WHERE name = _utf8mb4 'cy'"),
+        vec![vec![Cell::Int(3)]]
+    );
+    // An empty range reads nothing (and does not bring the server down).
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM players WHERE level BETWEEN 7 AND 5"),
+        Vec::<Vec<Cell>>::new()
+    );
+    // A negated column is named by its text, so ORDER BY the column means the column.
+    match s.query("SELECT -id FROM players WHERE id < 3 ORDER BY id") {
+        Ok(Output::Rows(rs)) => {
+            assert_eq!(rs.columns[0].name, "-id");
+            assert_eq!(rs.rows, vec![vec![Cell::Int(-1)], vec![Cell::Int(-2)]]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn order_by_a_nullable_indexed_column_keeps_its_null_rows() {
+    let tables = tables();
+    let mut s = Session::new(tables, 1, "root").expect("session");
+    done(
+        &mut s,
+        "CREATE TABLE t (id INT PRIMARY KEY, k INT, KEY k (k))",
+    );
+    done(&mut s, "INSERT INTO t VALUES (1, NULL), (2, NULL), (3, 5)");
+    assert_eq!(
+        rows(&mut s, "SELECT k FROM t ORDER BY k"),
+        vec![vec![Cell::Null], vec![Cell::Null], vec![Cell::Int(5)]]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT k, COUNT(*) FROM t GROUP BY k"),
+        vec![
+            vec![Cell::Null, Cell::Int(2)],
+            vec![Cell::Int(5), Cell::Int(1)]
+        ]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT DISTINCT k FROM t ORDER BY k"),
+        vec![vec![Cell::Null], vec![Cell::Int(5)]]
+    );
+}
+
+#[test]
+fn sum_goes_past_64_bits_as_mysql_does() {
+    let tables = tables();
+    let mut s = Session::new(tables, 1, "root").expect("session");
+    done(
+        &mut s,
+        "CREATE TABLE t (id INT PRIMARY KEY, b BIGINT, d DOUBLE)",
+    );
+    done(
+        &mut s,
+        "INSERT INTO t VALUES (1, 4611686018427387904, 0.1), (2, 4611686018427387904, 0.2), (3, NULL, NULL)",
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT SUM(b), SUM(id), SUM(d) FROM t"),
+        vec![vec![
+            Cell::Double(9223372036854775808.0),
+            Cell::Int(6),
+            Cell::Double(0.30000000000000004)
+        ]]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT SUM(b) FROM t WHERE id = 3"),
+        vec![vec![Cell::Null]]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id, SUM(id) OVER (ORDER BY id ROWS 1 PRECEDING) FROM t"
+        ),
+        vec![
+            vec![Cell::Int(1), Cell::Int(1)],
+            vec![Cell::Int(2), Cell::Int(3)],
+            vec![Cell::Int(3), Cell::Int(5)]
+        ]
+    );
+}

@@ -301,6 +301,17 @@ impl Ordered {
             lower.as_ref().map(|k| k.as_slice()),
             upper.as_ref().map(|k| k.as_slice()),
         );
+        // BTreeMap::range panics on a range that ends before it starts (`k BETWEEN 5
+        // AND 3`, `@>=5@<3`): such a range holds nothing.
+        let empty = match (&bounds.0, &bounds.1) {
+            (Bound::Included(a), Bound::Included(b)) => a > b,
+            (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
+            | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
+            _ => false,
+        };
+        if empty {
+            return Some(Vec::new());
+        }
         Some(
             set.range::<[u8], _>(bounds)
                 .filter(|(_, &exptime)| live(exptime))
@@ -408,6 +419,10 @@ mod tests {
         assert_eq!(by("@<=5", lvl), vec![2, 1, 3]);
         assert_eq!(by("@>3@<9", lvl), vec![1, 3]);
         assert_eq!(by("@>=5@<=5", lvl), vec![1, 3]);
+        // A range that ends before it starts holds nothing.
+        for empty in ["@>=5@<3", "@>5@<=5", "@>5@<5", "@>=5@<5", "@>9@<=3"] {
+            assert_eq!(by(empty, lvl), Vec::<i64>::new(), "{empty}");
+        }
         let name = Via::Index(1);
         assert_eq!(by("@>=a", name), vec![3, 5, 2, 4, 1]);
         assert_eq!(by("@>a@<c", name), vec![5, 2]);
