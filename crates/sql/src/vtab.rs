@@ -680,8 +680,9 @@ impl KuraCursor<'_> {
     }
 }
 
-unsafe impl VTabCursor for KuraCursor<'_> {
-    fn filter(
+impl KuraCursor<'_> {
+    /// Starts reading the rows of plan `plan` (see [`KuraTab::best_index`]).
+    fn start(
         &mut self,
         plan: c_int,
         idx_str: Option<&str>,
@@ -815,15 +816,40 @@ unsafe impl VTabCursor for KuraCursor<'_> {
                 self.rows = self.overlaid(rows).into();
             }
         }
-        self.next()
+        self.advance()
     }
 
-    fn next(&mut self) -> rusqlite::Result<()> {
+    fn advance(&mut self) -> rusqlite::Result<()> {
         if self.rows.is_empty() {
             self.read_range_row()?;
         }
         self.current = self.rows.pop_front();
         Ok(())
+    }
+}
+
+/// Runs a callback of SQLite's, making a panic (a bug) this statement's error: a
+/// panic cannot unwind through SQLite's C frames, and would abort the server.
+fn guarded<T>(what: &str, f: impl FnOnce() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        Err(rusqlite::Error::ModuleError(format!(
+            "an internal error while {what}"
+        )))
+    })
+}
+
+unsafe impl VTabCursor for KuraCursor<'_> {
+    fn filter(
+        &mut self,
+        plan: c_int,
+        idx_str: Option<&str>,
+        args: &Filters<'_>,
+    ) -> rusqlite::Result<()> {
+        guarded("reading rows", || self.start(plan, idx_str, args))
+    }
+
+    fn next(&mut self) -> rusqlite::Result<()> {
+        guarded("reading rows", || self.advance())
     }
 
     fn eof(&self) -> bool {
