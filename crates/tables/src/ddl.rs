@@ -101,10 +101,7 @@ impl Tables {
     pub fn drop_table(&self, name: &str) -> Result<(), DdlError> {
         let number = {
             let _gate = self.gate.write();
-            let mut next = (*self.catalog()).clone();
-            let t = next
-                .table(name)
-                .ok_or_else(|| DdlError::NoTable(name.to_string()))?;
+            let (mut next, t) = self.to_change(name)?;
             let number = next.tables.remove(t).number;
             next.dropped.push(number);
             self.store_catalog(&next)?;
@@ -154,13 +151,19 @@ impl Tables {
         Ok(())
     }
 
-    /// ALTER TABLE `table` ADD COLUMN, the column as SQL declares it (`name TYPE ...`).
-    pub fn add_column(&self, table: &str, column: &str) -> Result<(), DdlError> {
-        let _gate = self.gate.write();
-        let mut next = (*self.catalog()).clone();
+    /// A copy of the catalog in use to change, and the position of `table` in it.
+    fn to_change(&self, table: &str) -> Result<(Catalog, usize), DdlError> {
+        let next = (*self.catalog()).clone();
         let t = next
             .table(table)
             .ok_or_else(|| DdlError::NoTable(table.to_string()))?;
+        Ok((next, t))
+    }
+
+    /// ALTER TABLE `table` ADD COLUMN, the column as SQL declares it (`name TYPE ...`).
+    pub fn add_column(&self, table: &str, column: &str) -> Result<(), DdlError> {
+        let _gate = self.gate.write();
+        let (mut next, t) = self.to_change(table)?;
         let def = &next.tables[t];
         let mut changed = changed_table(&def.table, &format!(",\n  {column}"), ",\n  PRIMARY KEY")?;
         let added = changed.columns[changed.columns.len() - 1].clone();
@@ -191,10 +194,7 @@ impl Tables {
     /// KEY name (column) [USING BTREE]`).
     pub fn create_index(&self, table: &str, index: &str) -> Result<(), DdlError> {
         let _gate = self.gate.write();
-        let mut next = (*self.catalog()).clone();
-        let t = next
-            .table(table)
-            .ok_or_else(|| DdlError::NoTable(table.to_string()))?;
+        let (mut next, t) = self.to_change(table)?;
         let def = &next.tables[t];
         // The name after KEY or INDEX, if the index has one.
         let named = index
