@@ -5,8 +5,9 @@
 //! them under the same client on the same machine. A server given with `--server`
 //! is measured as it is and left alone. A started server is killed when its
 //! [`Backend`] is dropped. Kura announces readiness with one stdout line,
-//! `kura listening on <addr>`; its output is drained for as long as it runs so it
-//! can never block on a full pipe.
+//! `kura listening on <addr>`, after `kura sql listening on <addr>` when its SQL
+//! port is on; its output is drained for as long as it runs so it can never block
+//! on a full pipe.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -191,6 +192,15 @@ impl BackendKind {
     }
 }
 
+/// Whether a started Kura serves its MySQL-protocol port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KuraSql {
+    /// `--sql-port off`: the memcached port alone (every workload but `sql`).
+    Off,
+    /// `--sql-port 0`: a free port, read from Kura's `kura sql listening on` line.
+    AnyPort,
+}
+
 /// Where and how to start servers.
 #[derive(Clone, Debug)]
 pub struct LaunchConfig {
@@ -198,6 +208,8 @@ pub struct LaunchConfig {
     pub kura_bin: PathBuf,
     /// Extra arguments for every Kura started (`--kura-arg`).
     pub kura_args: Vec<String>,
+    /// Whether Kura serves SQL too.
+    pub kura_sql: KuraSql,
     /// Parent of the per-run data directories; must be a real disk, not tmpfs.
     pub data_root: PathBuf,
     /// Worker threads for each server (`-t`).
@@ -345,6 +357,9 @@ pub struct Backend {
     /// What was asked for, to start it anew.
     pub kind: BackendKind,
     pub addr: SocketAddr,
+    /// The MySQL-protocol address: MariaDB's `addr`, or Kura's SQL port when it
+    /// was started with one ([`KuraSql::AnyPort`]).
+    pub sql_addr: Option<SocketAddr>,
     /// The server processes kura-bench started (for their CPU use); empty for
     /// `--server`.
     pub pids: Vec<u32>,
@@ -402,6 +417,7 @@ impl Backend {
                     name: kind.name(),
                     kind: kind.clone(),
                     addr: resolved,
+                    sql_addr: None,
                     pids: Vec::new(),
                     launches: vec![Launch {
                         role: kind.name(),
@@ -596,6 +612,7 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
                         name: name.to_string(),
                     },
                     addr,
+                    sql_addr: None,
                     pids: vec![child.id()],
                     launches: vec![launch],
                     protocol: Protocol::Memcached,
@@ -652,7 +669,13 @@ fn start_kura(durability: Durability, layout: Layout, config: &LaunchConfig) -> 
         .arg(data_dir.path())
         .args(["--durability", durability.flag()])
         .args(["-t", &config.server_threads.to_string()])
-        .args(["--sql-port", "off"])
+        .args([
+            "--sql-port",
+            match config.kura_sql {
+                KuraSql::Off => "off",
+                KuraSql::AnyPort => "0",
+            },
+        ])
         .args(&config.kura_args);
     if layout == Layout::Table {
         // Beside the log in the data directory, which Kura leaves alone.
@@ -670,13 +693,17 @@ fn start_kura(durability: Durability, layout: Layout, config: &LaunchConfig) -> 
         .spawn()
         .with_context(|| format!("starting {}", config.kura_bin.display()))?;
     remember(&child, Some(data_dir.path()));
-    let (ready_tx, ready_rx) = mpsc::channel::<String>();
+    // (the SQL port's address if it printed one first, the memcached port's)
+    let (ready_tx, ready_rx) = mpsc::channel::<(Option<String>, String)>();
     if let Some(out) = child.stdout.take() {
         let mut ready_tx = Some(ready_tx);
+        let mut sql = None;
         drain(out, tail.clone(), move |line| {
-            if let Some(addr) = line.strip_prefix("kura listening on ") {
+            if let Some(addr) = line.strip_prefix("kura sql listening on ") {
+                sql = Some(addr.trim().to_string());
+            } else if let Some(addr) = line.strip_prefix("kura listening on ") {
                 if let Some(tx) = ready_tx.take() {
-                    let _ = tx.send(addr.trim().to_string());
+                    let _ = tx.send((sql.take(), addr.trim().to_string()));
                 }
             }
         });
@@ -685,9 +712,9 @@ fn start_kura(durability: Durability, layout: Layout, config: &LaunchConfig) -> 
         drain(err, tail.clone(), |_| {});
     }
     let deadline = Instant::now() + Duration::from_secs(60);
-    let addr = loop {
+    let (sql_addr, addr) = loop {
         match ready_rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(addr) => break addr,
+            Ok(addrs) => break addrs,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 let _ = child.kill();
@@ -714,13 +741,27 @@ fn start_kura(durability: Durability, layout: Layout, config: &LaunchConfig) -> 
             );
         }
     };
-    let addr: SocketAddr = addr
-        .parse()
-        .with_context(|| format!("kura printed an unparsable address {addr:?}"))?;
+    let parse = |addr: &str| -> Result<SocketAddr> {
+        addr.parse()
+            .with_context(|| format!("kura printed an unparsable address {addr:?}"))
+    };
+    let addr = parse(&addr)?;
+    let sql_addr = sql_addr.as_deref().map(parse).transpose()?;
+    if config.kura_sql == KuraSql::AnyPort && sql_addr.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        forget(child.id());
+        bail!(
+            "kura was started with --sql-port 0 but printed no `kura sql listening on` line \
+             before `kura listening on`: {}",
+            tail.text()
+        );
+    }
     Ok(Backend {
         name,
         kind,
         addr,
+        sql_addr,
         pids: vec![child.id()],
         launches: vec![launch],
         protocol,
@@ -805,6 +846,7 @@ fn start_redis(name: &str, fsync: RedisFsync, config: &LaunchConfig) -> Result<B
                     name: name.to_string(),
                     kind: BackendKind::Redis(fsync),
                     addr,
+                    sql_addr: None,
                     pids: vec![child.id()],
                     launches: vec![launch],
                     protocol: Protocol::Redis,
@@ -930,6 +972,7 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
                     name: "mariadb".to_string(),
                     kind: BackendKind::Mariadb,
                     addr,
+                    sql_addr: Some(addr),
                     pids: vec![child.id()],
                     launches: vec![launch],
                     protocol: Protocol::Mysql,
@@ -995,6 +1038,7 @@ mod tests {
             memcached_bin: PathBuf::from("/usr/bin/memcached"),
             kura_bin: PathBuf::from("target/release/kura"),
             kura_args: Vec::new(),
+            kura_sql: KuraSql::Off,
             data_root: std::env::temp_dir(),
             server_threads: 1,
             memcached_mem_mib: 16,

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use clap::Args;
 
-use crate::backend::{Backend, BackendKind, Protocol};
+use crate::backend::{Backend, BackendKind, LaunchConfig, Protocol};
 use crate::cgroup::{Hierarchy, MemoryCgroup};
 use crate::chart::{Chart, Kind};
 use crate::game::{self, GameResult, Plan, StoreRefused};
@@ -120,15 +120,15 @@ pub fn players_for(bytes: u64, row_size: usize) -> u64 {
 
 /// How a backend's memory limit is split between its caches, in MiB.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct MemoryPlan {
-    buffer_pool_mib: u64,
-    cache_mib: u64,
+pub(crate) struct MemoryPlan {
+    pub buffer_pool_mib: u64,
+    pub cache_mib: u64,
 }
 
 /// MariaDB alone gets half the limit as buffer pool; with memcached in front (both
 /// in one cgroup), each cache gets a quarter: the same half in caches either way,
 /// the rest for the servers' own memory and the page cache.
-fn memory_plan(kind: &BackendKind, limit_mib: u64) -> MemoryPlan {
+pub(crate) fn memory_plan(kind: &BackendKind, limit_mib: u64) -> MemoryPlan {
     match kind {
         BackendKind::MariadbMemcached => MemoryPlan {
             buffer_pool_mib: (limit_mib / 4).max(8),
@@ -247,7 +247,7 @@ fn storage_read_bytes(pids: &[u32]) -> Option<u64> {
 
 /// Samples `pids`' storage reads at `start` and at `end` on a thread of its own, so
 /// the figure covers the measured window only, not the warm-up.
-fn sample_storage_reads(
+pub(crate) fn sample_storage_reads(
     pids: Vec<u32>,
     start: Instant,
     end: Instant,
@@ -302,7 +302,7 @@ impl Subject {
 }
 
 /// A process's resident memory, from `/proc/<pid>/status`.
-fn rss_bytes(pid: u32) -> Option<u64> {
+pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kb: u64 = text
         .lines()
@@ -316,12 +316,12 @@ fn rss_bytes(pid: u32) -> Option<u64> {
 }
 
 /// `0.5`, `1`, `10`.
-fn ratio_label(ratio: f64) -> String {
+pub(crate) fn ratio_label(ratio: f64) -> String {
     let text = format!("{ratio:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-fn mib(bytes: Option<u64>) -> String {
+pub(crate) fn mib(bytes: Option<u64>) -> String {
     opt(bytes.map(|b| b as f64 / (1u64 << 20) as f64), 0)
 }
 
@@ -538,13 +538,24 @@ fn describe(cell: &Cell) -> String {
     }
 }
 
-/// Creates the backend's cgroup and starts its servers inside it.
-fn start_subject(
+/// A backend started inside a memory cgroup of its own. Field order is drop order:
+/// the servers stop before their cgroup is removed.
+pub(crate) struct Limited {
+    pub backend: Backend,
+    pub cgroup: MemoryCgroup,
+}
+
+/// Creates a memory cgroup of `limit_bytes` for `kind` and starts its servers inside
+/// it, from `config` with the caches sized from the limit: Kura's `-m` from
+/// [`kura_args`], MariaDB's buffer pool and memcached's `-m` from [`memory_plan`],
+/// MariaDB's unused caches cut ([`MARIADB_SMALL_CACHES`]). The `sql` workload's
+/// limited setting starts its servers this way too.
+pub(crate) fn start_limited(
     kind: &BackendKind,
-    args: &DatasizeArgs,
+    mut config: LaunchConfig,
     hierarchy: &Hierarchy,
     limit_bytes: u64,
-) -> Result<Subject> {
+) -> Result<Limited> {
     let name = kind.name();
     let cgroup_name = format!(
         "kura-bench-{}-{}",
@@ -554,9 +565,8 @@ fn start_subject(
     let cgroup = MemoryCgroup::create(hierarchy, &cgroup_name, limit_bytes)?;
     let limit_mib = limit_bytes >> 20;
     let plan = memory_plan(kind, limit_mib);
-    let mut config = args.common.launch_config();
     config.cgroup_procs = Some(cgroup.procs_file());
-    config.kura_args = kura_args(limit_mib, &args.common.kura_args);
+    config.kura_args = kura_args(limit_mib, &config.kura_args);
     config.mariadb_buffer_pool_mib = u32::try_from(plan.buffer_pool_mib)?;
     config.mariadb_args = MARIADB_SMALL_CACHES.map(String::from).to_vec();
     config.memcached_mem_mib = u32::try_from(plan.cache_mib.max(1))?;
@@ -571,6 +581,20 @@ fn start_subject(
             "{name}'s pid {pid} is not in its cgroup"
         );
     }
+    Ok(Limited { backend, cgroup })
+}
+
+/// Creates the backend's cgroup and starts its servers inside it.
+fn start_subject(
+    kind: &BackendKind,
+    args: &DatasizeArgs,
+    hierarchy: &Hierarchy,
+    limit_bytes: u64,
+) -> Result<Subject> {
+    let name = kind.name();
+    let limit_mib = limit_bytes >> 20;
+    let Limited { backend, cgroup } =
+        start_limited(kind, args.common.launch_config(), hierarchy, limit_bytes)?;
     if matches!(
         backend.protocol,
         Protocol::Mysql | Protocol::MysqlCacheAside { .. }

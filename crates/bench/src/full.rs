@@ -1,8 +1,9 @@
 //! `kura-bench full`: the whole comparison in one run, one report.
 //!
 //! Runs, in order, the in-memory game at connection counts 1 to 128, multi-get at
-//! 1 to 50 keys, store/fetch, throughput, compaction (Kura only), and the data-size workload up to ten
-//! times a memory limit, each with its own defaults unless told otherwise, against
+//! 1 to 50 keys, store/fetch, throughput, compaction (Kura only), the data-size workload up to ten
+//! times a memory limit, and SQL over the same rows (Kura's SQL port against MariaDB, in
+//! memory and at ten times a limit), each with its own defaults unless told otherwise, against
 //! every peer each workload supports. Missing peers are installed first with
 //! `scripts/install-peers.sh` (unless `--no-install`). Each workload writes its
 //! own CSV, charts and report as usual; `full-<unix time>.md` then gathers them
@@ -18,7 +19,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser};
 
 use crate::report::{write_report, Section};
-use crate::{compaction, datasize, game, multiget, store_fetch, throughput, Cli, Common, Workload};
+use crate::{
+    compaction, datasize, game, multiget, sql, store_fetch, throughput, Cli, Common, Workload,
+};
 
 #[derive(Args, Debug, Clone)]
 pub struct FullArgs {
@@ -31,7 +34,7 @@ pub struct FullArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "game,multiget,store-fetch,throughput,compaction,datasize"
+        default_value = "game,multiget,store-fetch,throughput,compaction,datasize,sql"
     )]
     pub workloads: Vec<String>,
     /// Connection counts for the game.
@@ -48,7 +51,8 @@ pub struct FullArgs {
         default_value = "kura-fsync,kura-interval,mariadb,mariadb+memcached"
     )]
     pub datasize_backends: Vec<String>,
-    /// The data-size workload's memory limit per backend, MiB.
+    /// The memory limit per backend of the data-size workload and of the SQL workload's
+    /// limit setting, MiB.
     #[arg(long, default_value_t = 256)]
     pub mem_limit_mib: u64,
     /// The data-size workload's sizes, as multiples of the limit.
@@ -60,6 +64,9 @@ pub struct FullArgs {
     /// with the table's slack) would take some 80% of the limit.
     #[arg(long, default_value_t = 1000)]
     pub datasize_row_size: usize,
+    /// Backends of the SQL workload (Kura modes get their SQL port).
+    #[arg(long, value_delimiter = ',', default_value = "kura-fsync,mariadb")]
+    pub sql_backends: Vec<String>,
     /// Do not install missing peers; fail instead.
     #[arg(long)]
     pub no_install: bool,
@@ -203,9 +210,15 @@ pub fn run(args: &FullArgs) -> Result<()> {
                 a.row_size = args.datasize_row_size;
                 datasize::run(&a)
             }
+            ("sql", Workload::Sql(mut a)) => {
+                common.backends = Some(args.sql_backends.clone());
+                a.common = common;
+                a.mem_limit_mib = args.mem_limit_mib;
+                sql::run(&a)
+            }
             (other, _) => bail!(
                 "unknown workload {other:?} for full: expected game, multiget, store-fetch, \
-                 throughput, compaction or datasize"
+                 throughput, compaction, datasize or sql"
             ),
         };
         let section = match outcome {

@@ -8,7 +8,8 @@
 //! writes a CSV, a chart (SVG and PNG) and a Markdown report recording the
 //! machine, every server's command line and version, and Kura's ratios to its
 //! peers. `datasize` puts each server in a memory cgroup and grows the data past
-//! it; `full` runs everything and writes one combined report. It never links the
+//! it; `sql` measures Kura's MySQL-protocol port against MariaDB over the same rows;
+//! `full` runs everything and writes one combined report. It never links the
 //! server's code: whatever it measures, it measures through a socket. See
 //! `docs/bench.md`.
 
@@ -29,6 +30,7 @@ mod mysql;
 mod progress;
 mod proto;
 mod report;
+mod sql;
 mod sql_kv;
 mod stats;
 mod store_fetch;
@@ -66,6 +68,9 @@ pub(crate) enum Workload {
     Datasize(datasize::DatasizeArgs),
     /// Latency while Kura compacts its log, and the write amplification.
     Compaction(compaction::CompactionArgs),
+    /// Kura's SQL port against MariaDB over the same rows: point selects, a range, an
+    /// update; in memory and at ten times a memory limit.
+    Sql(sql::SqlArgs),
     /// Everything above against every peer, one combined report (takes about an hour).
     Full(full::FullArgs),
 }
@@ -185,6 +190,7 @@ impl Common {
             memcached_bin: self.memcached_bin.clone(),
             kura_bin: self.kura_bin.clone(),
             kura_args: self.kura_args.clone(),
+            kura_sql: backend::KuraSql::Off,
             data_root: self.data_root.clone(),
             server_threads: self.server_threads,
             memcached_mem_mib: self.memcached_mem_mib,
@@ -206,6 +212,7 @@ fn main() -> Result<()> {
         Workload::Game(args) => game::run(&args).and_then(report::Section::finish),
         Workload::Datasize(args) => datasize::run(&args).and_then(report::Section::finish),
         Workload::Compaction(args) => compaction::run(&args).and_then(report::Section::finish),
+        Workload::Sql(args) => sql::run(&args).and_then(report::Section::finish),
         Workload::Full(args) => full::run(&args),
     };
     if result.is_err() && backend::interrupted() {

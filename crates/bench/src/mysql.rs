@@ -1,10 +1,11 @@
 //! A minimal blocking MySQL/MariaDB client: handshake, `COM_QUERY`, text result sets.
 //!
 //! Just enough of the client/server protocol to drive a private MariaDB that
-//! kura-bench started itself with `--skip-grant-tables`: no TLS, no password
-//! hashing (the server accepts any credentials), no prepared statements (queries
-//! are text with quoted literals, as seed 000's Perl client sent them). It avoids
-//! pulling a full driver and its TLS stack into the bench's build.
+//! kura-bench started itself with `--skip-grant-tables`, and Kura's SQL port with
+//! its passwordless `root`: no TLS, no password hashing (an empty auth response,
+//! which `mysql_native_password` takes as "no password"), no prepared statements
+//! (queries are text with quoted literals, as seed 000's Perl client sent them).
+//! It avoids pulling a full driver and its TLS stack into the bench's build.
 //!
 //! Wire format: every packet is a 3-byte little-endian length, a sequence number,
 //! then the payload. A query's reply is an OK packet (0x00), an ERR packet (0xFF),
@@ -24,6 +25,25 @@ const CLIENT_TRANSACTIONS: u32 = 0x2000;
 const CLIENT_SECURE_CONNECTION: u32 = 0x8000;
 const CLIENT_MULTI_RESULTS: u32 = 0x20000;
 const CLIENT_PLUGIN_AUTH: u32 = 0x80000;
+
+/// An ERR packet in reply to a query: the server refused the statement, and the
+/// connection is still usable. Other errors (I/O, framing) are plain `anyhow`
+/// errors; callers tell the two apart by downcasting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerError {
+    /// MySQL's error code, e.g. 1062 for a duplicate key.
+    pub code: u16,
+    /// The message, and the statement (abbreviated) it answered.
+    pub message: String,
+}
+
+impl std::fmt::Display for ServerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "query failed: error {}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for ServerError {}
 
 /// One row of a text result set; `None` is SQL NULL.
 pub type Row = Vec<Option<Vec<u8>>>;
@@ -109,11 +129,11 @@ impl Connection {
                 let (affected_rows, _) = lenenc_int(&self.packet[1..])?;
                 Ok(Outcome::Ok { affected_rows })
             }
-            Some(0xFF) => bail!(
-                "query failed: {}: {}",
-                error_text(&self.packet),
-                abbreviate(sql)
-            ),
+            Some(0xFF) => Err(ServerError {
+                code: error_code(&self.packet),
+                message: format!("{}: {}", error_message(&self.packet), abbreviate(sql)),
+            }
+            .into()),
             _ => {
                 let (columns, _) = lenenc_int(&self.packet)?;
                 for _ in 0..columns {
@@ -215,21 +235,25 @@ fn lenenc_int(buf: &[u8]) -> Result<(u64, usize)> {
     })
 }
 
-/// The message of an ERR packet: `[0xFF][code:2]['#'][state:5][message]`.
+/// The code and message of an ERR packet: `[0xFF][code:2]['#'][state:5][message]`.
 fn error_text(packet: &[u8]) -> String {
-    let code = packet
+    format!("error {}: {}", error_code(packet), error_message(packet))
+}
+
+fn error_code(packet: &[u8]) -> u16 {
+    packet
         .get(1..3)
         .map(|c| u16::from_le_bytes([c[0], c[1]]))
-        .unwrap_or(0);
+        .unwrap_or(0)
+}
+
+fn error_message(packet: &[u8]) -> String {
     let message = if packet.get(3) == Some(&b'#') {
         packet.get(9..)
     } else {
         packet.get(3..)
     };
-    format!(
-        "error {code}: {}",
-        String::from_utf8_lossy(message.unwrap_or_default())
-    )
+    String::from_utf8_lossy(message.unwrap_or_default()).into_owned()
 }
 
 fn abbreviate(sql: &str) -> String {
