@@ -39,6 +39,9 @@ use crate::vtab::{KuraTab, Shared, State};
 /// The virtual-table module: SQLite keeps a pointer to it for the connection's life.
 const KURA_MODULE: Module<'static, KuraTab> = Module::<KuraTab>::update_module();
 
+/// The longest statement text kept compiled in the session's cache.
+const KEEP_COMPILED_BYTES: usize = 4096;
+
 /// How many times an autocommit statement runs when rows it read change under it.
 pub const STATEMENT_ATTEMPTS: usize = 8;
 
@@ -460,7 +463,13 @@ impl Session {
         }
         let count = stmt.column_count();
         if count == 0 {
-            stmt.raw_execute().map_err(sqlite_error)?;
+            let executed = stmt.raw_execute().map_err(sqlite_error);
+            // A statement is kept compiled for the next of its text; a long one (a
+            // many-row INSERT) would hold megabytes outside `-m` for nothing.
+            if t.sql.len() > KEEP_COMPILED_BYTES {
+                stmt.discard();
+            }
+            executed?;
             return Ok(Output::Done(Done::default()));
         }
         let mut columns: Vec<ColumnInfo> = stmt
@@ -490,6 +499,9 @@ impl Session {
             raw.push(values);
         }
         drop(rows);
+        if t.sql.len() > KEEP_COMPILED_BYTES {
+            stmt.discard();
+        }
         // A column SQLite computed takes the type of its values.
         for (i, column) in columns.iter_mut().enumerate() {
             if declared[i].is_some() {
