@@ -237,6 +237,11 @@ impl Tables {
             return Ok(());
         };
         let index = &def.table.indexes[position];
+        // Of each row only the keyed columns are kept (the others as NULL): the table
+        // may be far larger than memory, its keys are not.
+        let keyed: Vec<bool> = (0..def.table.columns.len())
+            .map(|c| c == def.table.primary || def.table.indexes.iter().any(|i| i.column == c))
+            .collect();
         let mut rows: Vec<(Vec<u8>, Vec<Value>, u32)> = Vec::new();
         let mut failed = None;
         let prefix = def.number.to_be_bytes();
@@ -245,7 +250,14 @@ impl Tables {
                 return;
             }
             match row::decode(&item.value, &def.table) {
-                Ok(values) => rows.push((key.to_vec(), values, item.exptime)),
+                Ok(values) => {
+                    let values = values
+                        .into_iter()
+                        .zip(&keyed)
+                        .map(|(v, &k)| if k { v } else { Value::Null })
+                        .collect();
+                    rows.push((key.to_vec(), values, item.exptime));
+                }
                 Err(e) => {
                     failed.get_or_insert(e);
                 }
