@@ -16,7 +16,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kura_testkit::{assert_not_tmpfs, kill_under_load, kura_bin, Durability, KuraOptions};
+use kura_testkit::{
+    assert_not_tmpfs, crash_seed, kill_under_load, kura_bin, Durability, KuraOptions,
+};
 use rand::{Rng, SeedableRng};
 
 const CLIENTS: usize = 16;
@@ -166,11 +168,7 @@ fn acknowledged_writes_survive_sigkill_under_load_with_interval_fsync() {
 }
 
 fn crash_rounds(durability: Durability) {
-    let seed: u64 = std::env::var("KURA_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| rand::thread_rng().gen());
-    println!("crash seed: {seed} (replay with KURA_SEED={seed})");
+    let seed = crash_seed();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let base = tempfile::Builder::new()
         .prefix("crash-")

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use kura_testkit::{assert_not_tmpfs, kura_bin, Durability, KuraOptions, KuraServer};
+use kura_testkit::{assert_not_tmpfs, crash_seed, kura_bin, Durability, KuraOptions, KuraServer};
 use rand::{Rng, SeedableRng};
 
 const ROUNDS: usize = 5;
@@ -47,11 +47,7 @@ fn finished(what: &str, output: std::io::Result<Output>, server: &KuraServer) ->
 }
 
 fn crash_rounds(durability: Durability) {
-    let seed: u64 = std::env::var("KURA_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| rand::thread_rng().gen());
-    println!("crash seed: {seed} (replay with KURA_SEED={seed})");
+    let seed = crash_seed();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let base = tempfile::Builder::new()
         .prefix("sql-crash-")

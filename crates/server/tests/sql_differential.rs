@@ -29,16 +29,14 @@
 //!
 //! The seed is fixed; `KURA_SQL_SEED=n` runs another one.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::thread;
 use std::time::{Duration, Instant};
 
-use kura_testkit::{assert_not_tmpfs, kura_bin, Durability, KuraServer};
+use kura_testkit::{assert_not_tmpfs, drain, kura_bin, Durability, KuraServer, Log};
 
 const MARIADBD: &str = "/usr/sbin/mariadbd";
 const INSTALL_DB: &str = "/usr/bin/mariadb-install-db";
@@ -65,7 +63,7 @@ struct Mariadb {
 /// A running mariadbd and what it printed; killed and reaped on drop.
 struct Process {
     child: Child,
-    log: Arc<Mutex<String>>,
+    log: Log,
 }
 
 impl Drop for Process {
@@ -78,10 +76,7 @@ impl Drop for Process {
 
 impl Process {
     fn log(&self) -> String {
-        self.log
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.log.snapshot()
     }
 }
 
@@ -180,10 +175,10 @@ impl Mariadb {
                 Ok(child) => child,
                 Err(e) => panic!("cannot run {MARIADBD}: {e}; {INSTALL_HINT}"),
             };
-            let log = Arc::new(Mutex::new(String::new()));
+            let log = Log::default();
             let (lines_tx, lines_rx) = mpsc::channel();
             if let Some(stderr) = child.stderr.take() {
-                drain(stderr, log.clone(), lines_tx);
+                drain(stderr, log.clone(), "", Some(lines_tx));
             }
             let process = Process { child, log };
             // mariadbd says "ready for connections." once it accepts logins; one that
@@ -245,29 +240,6 @@ fn greeting(port: u16) -> std::io::Result<String> {
             "not a MySQL greeting: {payload:?}"
         ))),
     }
-}
-
-/// Reads `stream` line by line into `log` until EOF, offering each line to `lines`;
-/// the sender goes at EOF, which tells the receiver the process closed its output.
-fn drain(stream: impl Read + Send + 'static, log: Arc<Mutex<String>>, lines: mpsc::Sender<String>) {
-    thread::spawn(move || {
-        let mut reader = BufReader::new(stream);
-        let mut raw = Vec::new();
-        loop {
-            raw.clear();
-            match reader.read_until(b'\n', &mut raw) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let line = String::from_utf8_lossy(&raw);
-                    log.lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push_str(&line);
-                    // A receiver that stopped listening is fine.
-                    let _ = lines.send(line.trim_end().to_string());
-                }
-            }
-        }
-    });
 }
 
 #[test]

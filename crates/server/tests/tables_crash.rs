@@ -13,7 +13,8 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use kura_testkit::{
-    assert_not_tmpfs, kill_under_load, kura_bin, Client, Durability, KuraOptions, KuraServer,
+    assert_not_tmpfs, crash_seed, kill_under_load, kura_bin, Client, Durability, KuraOptions,
+    KuraServer,
 };
 use rand::{Rng, SeedableRng};
 
@@ -226,11 +227,7 @@ fn start(durability: Durability) -> (tempfile::TempDir, KuraServer) {
 }
 
 fn crash_rounds(durability: Durability) {
-    let seed: u64 = std::env::var("KURA_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| rand::thread_rng().gen());
-    println!("crash seed: {seed} (replay with KURA_SEED={seed})");
+    let seed = crash_seed();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let (_base, mut server) = start(durability);
     let ledgers: Vec<Arc<Mutex<Ledger>>> = (0..CLIENTS)

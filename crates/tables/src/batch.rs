@@ -212,9 +212,12 @@ impl Tables {
         // which the gate keeps so until the batch is written.
         let _gate = self.gate.read();
         let current = self.catalog();
-        let mut numbers: Vec<u32> = changes.iter().map(RowChange::table).collect();
-        numbers.sort_unstable();
-        numbers.dedup();
+        let mut numbers: Vec<u32> = Vec::new();
+        if !std::ptr::eq(catalog, &*current) {
+            numbers = changes.iter().map(RowChange::table).collect();
+            numbers.sort_unstable();
+            numbers.dedup();
+        }
         for number in numbers {
             let planned = catalog.tables.iter().find(|d| d.number == number);
             let now = current.tables.iter().find(|d| d.number == number);

@@ -286,6 +286,22 @@ fn signal(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// A crash test's seed: `KURA_SEED` if set, else a fresh one; printed with how to
+/// replay it.
+pub fn crash_seed() -> u64 {
+    let seed = std::env::var("KURA_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            now ^ u64::from(std::process::id()).rotate_left(32)
+        });
+    println!("crash seed: {seed} (replay with KURA_SEED={seed})");
+    seed
+}
+
 /// Panics if `dir` is on tmpfs, where fsync does nothing and a crash test proves
 /// nothing. Crash tests keep their data under Cargo's target directory, on a real disk.
 pub fn assert_not_tmpfs(dir: &Path) {

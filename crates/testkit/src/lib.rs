@@ -16,6 +16,9 @@ pub mod transcript;
 
 pub use client::{Client, Reply, ReplyEnd, REPLY_TIMEOUT};
 pub use escape::{escape, unescape};
-pub use kura::{assert_not_tmpfs, kill_under_load, kura_bin, Durability, KuraOptions, KuraServer};
+pub use kura::{
+    assert_not_tmpfs, crash_seed, kill_under_load, kura_bin, Durability, KuraOptions, KuraServer,
+};
 pub use memcached::{MemcachedServer, MEMCACHED_BIN};
+pub use output::{drain, Log};
 pub use transcript::Transcript;

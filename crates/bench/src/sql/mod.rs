@@ -337,6 +337,31 @@ impl std::fmt::Display for SetRefused {
 
 impl std::error::Error for SetRefused {}
 
+/// Runs `work` on `connections` threads at once, each given its share of `ids`.
+fn split(
+    ids: Range<u64>,
+    connections: u64,
+    work: impl Fn(Range<u64>) -> Result<()> + Sync,
+) -> Result<()> {
+    let connections = connections.max(1);
+    let per = (ids.end - ids.start).div_ceil(connections);
+    let work = &work;
+    thread::scope(|scope| {
+        let workers: Vec<_> = (0..connections)
+            .map(|c| {
+                let from = (ids.start + c * per).min(ids.end);
+                let range = from..(from + per).min(ids.end);
+                scope.spawn(move || work(range))
+            })
+            .collect();
+        for w in workers {
+            w.join()
+                .map_err(|_| anyhow::anyhow!("a load thread panicked"))??;
+        }
+        Ok(())
+    })
+}
+
 /// Stores rows `ids` in Kura's table through its memcached port at `addr`, over
 /// `connections` connections, each pipelining 100 sets at a time; counts rows on
 /// `progress`.
@@ -347,40 +372,26 @@ fn load_memcached(
     connections: u64,
     progress: &Progress,
 ) -> Result<()> {
-    let connections = connections.max(1);
-    let per = (ids.end - ids.start).div_ceil(connections);
-    thread::scope(|scope| {
-        let mut workers = Vec::new();
-        for c in 0..connections {
-            let from = (ids.start + c * per).min(ids.end);
-            let range = from..(from + per).min(ids.end);
-            workers.push(scope.spawn(move || -> Result<()> {
-                let mut client = Client::connect(addr, Wire::Memcached)?;
-                let ids: Vec<u64> = range.collect();
-                for batch in ids.chunks(SET_ROWS) {
-                    for &id in batch {
-                        let key = format!("@@players.{id}");
-                        client.push_set(key.as_bytes(), &shape.memcached_value(id));
-                    }
-                    client.flush()?;
-                    let mut refused = None;
-                    for &id in batch {
-                        match client.read_reply(Expect::Status)? {
-                            Reply::Ok => {}
-                            other => refused = Some(format!("set @@players.{id}: {other:?}")),
-                        }
-                    }
-                    if let Some(why) = refused {
-                        return Err(SetRefused(why).into());
-                    }
-                    progress.add(batch.len() as u64);
+    split(ids, connections, |range| {
+        let mut client = Client::connect(addr, Wire::Memcached)?;
+        let ids: Vec<u64> = range.collect();
+        for batch in ids.chunks(SET_ROWS) {
+            for &id in batch {
+                let key = format!("@@players.{id}");
+                client.push_set(key.as_bytes(), &shape.memcached_value(id));
+            }
+            client.flush()?;
+            let mut refused = None;
+            for &id in batch {
+                match client.read_reply(Expect::Status)? {
+                    Reply::Ok => {}
+                    other => refused = Some(format!("set @@players.{id}: {other:?}")),
                 }
-                Ok(())
-            }));
-        }
-        for w in workers {
-            w.join()
-                .map_err(|_| anyhow::anyhow!("a load thread panicked"))??;
+            }
+            if let Some(why) = refused {
+                return Err(SetRefused(why).into());
+            }
+            progress.add(batch.len() as u64);
         }
         Ok(())
     })
@@ -395,37 +406,23 @@ fn load(
     connections: u64,
     progress: &Progress,
 ) -> Result<()> {
-    let connections = connections.max(1);
-    let per = (ids.end - ids.start).div_ceil(connections);
-    thread::scope(|scope| {
-        let mut workers = Vec::new();
-        for c in 0..connections {
-            let from = (ids.start + c * per).min(ids.end);
-            let range = from..(from + per).min(ids.end);
-            workers.push(scope.spawn(move || -> Result<()> {
-                let mut conn = connect(addr)?;
-                let ids: Vec<u64> = range.collect();
-                for batch in ids.chunks(INSERT_ROWS) {
-                    let values: Vec<String> = batch.iter().map(|&id| shape.values(id)).collect();
-                    let outcome = conn.query(&format!(
-                        "INSERT INTO players (id,email,level,name,score,padding) VALUES {}",
-                        values.join(",")
-                    ))?;
-                    if outcome
-                        != (Outcome::Ok {
-                            affected_rows: batch.len() as u64,
-                        })
-                    {
-                        bail!("an INSERT of {} rows answered {outcome:?}", batch.len());
-                    }
-                    progress.add(batch.len() as u64);
-                }
-                Ok(())
-            }));
-        }
-        for w in workers {
-            w.join()
-                .map_err(|_| anyhow::anyhow!("a load thread panicked"))??;
+    split(ids, connections, |range| {
+        let mut conn = connect(addr)?;
+        let ids: Vec<u64> = range.collect();
+        for batch in ids.chunks(INSERT_ROWS) {
+            let values: Vec<String> = batch.iter().map(|&id| shape.values(id)).collect();
+            let outcome = conn.query(&format!(
+                "INSERT INTO players (id,email,level,name,score,padding) VALUES {}",
+                values.join(",")
+            ))?;
+            if outcome
+                != (Outcome::Ok {
+                    affected_rows: batch.len() as u64,
+                })
+            {
+                bail!("an INSERT of {} rows answered {outcome:?}", batch.len());
+            }
+            progress.add(batch.len() as u64);
         }
         Ok(())
     })
