@@ -30,6 +30,9 @@ use crate::server::Shared;
 /// The largest packet a client may send (MySQL's default max_allowed_packet).
 const PACKET_MAX_BYTES: usize = 64 << 20;
 
+/// The most bytes one read from a connection takes.
+const READ_BYTES: usize = 16 << 10;
+
 /// Who may log in, by user: the stored `mysql_native_password` hash (None: no
 /// password).
 #[derive(Debug, Clone, Default)]
@@ -145,6 +148,8 @@ struct Statement {
 struct Wire {
     stream: TcpStream,
     reader: PacketReader,
+    /// Where reads land before the packet reader takes them.
+    read_buf: Box<[u8]>,
     out: Vec<u8>,
     seq: u8,
     caps: CapabilityFlags,
@@ -159,12 +164,11 @@ impl Wire {
                 Ok(None) => {}
                 Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
             }
-            let mut buf = [0u8; 16 << 10];
-            let n = self.stream.read(&mut buf)?;
+            let n = self.stream.read(&mut self.read_buf)?;
             if n == 0 {
                 return Ok(None);
             }
-            self.reader.feed(&buf[..n]);
+            self.reader.feed(&self.read_buf[..n]);
         }
     }
 
@@ -282,6 +286,7 @@ impl<'a> Connection<'a> {
         let mut wire = Wire {
             stream,
             reader: PacketReader::new(PACKET_MAX_BYTES),
+            read_buf: vec![0; READ_BYTES].into_boxed_slice(),
             out: Vec::new(),
             seq: 0,
             caps: my::server_capabilities(),
@@ -352,7 +357,7 @@ impl<'a> Connection<'a> {
                 }
             }
             Command::Query(sql) => {
-                let sql = String::from_utf8_lossy(sql).into_owned();
+                let sql = String::from_utf8_lossy(sql);
                 let result = self.session.query(&sql);
                 self.reply(result, false)?;
             }

@@ -18,6 +18,7 @@ pub mod error;
 mod local;
 pub mod result;
 pub mod session;
+pub mod shape;
 pub mod show;
 mod sum;
 mod transaction;

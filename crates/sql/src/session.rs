@@ -31,6 +31,7 @@ use sqlparser::parser::Parser;
 
 use crate::error::SqlError;
 use crate::result::{Cell, ColumnInfo, Done, Kind, Output, ResultSet};
+use crate::shape::{shape, Shape, Shapes, SHAPES_KEPT};
 use crate::show::{self, default_variables};
 use crate::translate::{translate, Literal, Translated, DATABASE};
 use crate::upsert::Upsert;
@@ -40,7 +41,7 @@ use crate::vtab::{KuraTab, Shared, State};
 const KURA_MODULE: Module<'static, KuraTab> = Module::<KuraTab>::update_module();
 
 /// The longest statement text kept compiled in the session's cache.
-const KEEP_COMPILED_BYTES: usize = 4096;
+pub(crate) const KEEP_COMPILED_BYTES: usize = 4096;
 
 /// How many times an autocommit statement runs when rows it read change under it.
 pub const STATEMENT_ATTEMPTS: usize = 8;
@@ -87,6 +88,8 @@ pub struct Session {
     pub(crate) upserts: Vec<Upsert>,
     prepared: HashMap<u32, Prepared>,
     next_statement: u32,
+    /// The translations of the statements' shapes met so far.
+    shapes: Shapes,
 }
 
 pub(crate) fn sqlite_error(e: rusqlite::Error) -> SqlError {
@@ -131,7 +134,12 @@ impl Session {
             upserts: Vec::new(),
             prepared: HashMap::new(),
             next_statement: 1,
+            shapes: Shapes::default(),
         };
+        // Room for every kept shape's compiled statement, and the others'.
+        session
+            .db
+            .set_prepared_statement_cache_capacity(SHAPES_KEPT + 16);
         session.functions()?;
         Ok(session)
     }
@@ -252,6 +260,7 @@ impl Session {
                 .map_err(sqlite_error)?;
         }
         self.db.flush_prepared_statement_cache();
+        self.shapes.clear();
         self.declared = Some(Arc::clone(&catalog));
         Ok(catalog)
     }
@@ -279,9 +288,16 @@ impl Session {
         self.variables.get(name).cloned()
     }
 
-    /// Runs one statement of text (COM_QUERY).
+    /// Runs one statement of text (COM_QUERY). A statement whose shape was met before
+    /// ([`crate::shape`]) runs its kept translation with its values as parameters,
+    /// without being parsed.
     pub fn query(&mut self, sql: &str) -> Result<Output, SqlError> {
         let catalog = self.sync_catalog()?;
+        if let Some(shape) = shape(sql) {
+            if let Some(t) = self.shaped(&shape, &catalog) {
+                return self.run(&t, &shape.params);
+            }
+        }
         let statement = Self::parse(sql)?;
         match self.local(&statement, sql, &catalog)? {
             Some(output) => Ok(output),
@@ -293,6 +309,44 @@ impl Session {
                 self.run(&translated, &[])
             }
         }
+    }
+
+    /// The kept translation of a shape, made the first time the shape is met; None for
+    /// a shape that runs as written.
+    fn shaped(&mut self, shape: &Shape, catalog: &Catalog) -> Option<Arc<Translated>> {
+        if let Some(known) = self.shapes.get(&shape.text) {
+            return known;
+        }
+        let plan = self
+            .plan_shape(&shape.text, shape.params.len(), catalog)
+            .map(Arc::new);
+        self.shapes.insert(shape.text.clone(), plan.clone());
+        plan
+    }
+
+    /// Parses, translates and compiles a shape. None when any of that fails (the
+    /// statement as written then gives the error), for what the session answers
+    /// itself, and for an upsert (whose assignments are parameters of their own).
+    fn plan_shape(&mut self, text: &str, params: usize, catalog: &Catalog) -> Option<Translated> {
+        let statement = Self::parse(text).ok()?;
+        if is_local(&statement) {
+            return None;
+        }
+        let translated = {
+            let vars = |n: &str| self.variable(n);
+            translate(statement, text, &vars, catalog).ok()?
+        };
+        if translated.upsert.is_some() {
+            return None;
+        }
+        // Every value must still be there, as it was numbered.
+        let stmt = self.db.prepare_cached(&translated.sql).ok()?;
+        let whole = stmt.parameter_count() == params
+            && (1..=params).all(|n| {
+                stmt.parameter_index(&format!("?{n}"))
+                    .is_ok_and(|i| i == Some(n))
+            });
+        whole.then_some(translated)
     }
 
     /// COM_STMT_PREPARE.

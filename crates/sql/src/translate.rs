@@ -303,6 +303,15 @@ fn name_columns(statement: &mut Statement, original: &str) {
         {
             continue;
         }
+        // A string is named by its value, as MySQL names it.
+        if let Expr::Value(v) = expr {
+            if let Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) = &v.value {
+                let alias = Ident::with_quote('`', s.clone());
+                let expr = std::mem::replace(expr, Expr::value(Value::Null));
+                *item = SelectItem::ExprWithAlias { expr, alias };
+                continue;
+            }
+        }
         // sqlparser's spans of some expressions (a function's) end early: the text
         // runs from the span's start to the end of the select item.
         let Some(mut start) = offset(original, expr.span().start) else {
@@ -453,6 +462,10 @@ mod tests {
         assert_eq!(
             run(r"SELECT a FROM t WHERE s LIKE 'p\\%' AND s NOT LIKE 'x|%' ESCAPE '|'"),
             r"SELECT a FROM t WHERE s LIKE 'p\%' ESCAPE '\' AND s NOT LIKE 'x|%' ESCAPE '|'"
+        );
+        assert_eq!(
+            run("SELECT 'it''s', \"a`b\", 'x' AS y"),
+            "SELECT 'it''s' AS `it's`, 'a`b' AS `a``b`, 'x' AS y"
         );
         assert!(run("SELECT * FROM other.t").contains("1146"));
         assert!(run("SELECT @@nope").contains("1193"));

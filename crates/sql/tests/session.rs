@@ -685,3 +685,126 @@ fn sum_goes_past_64_bits_as_mysql_does() {
         ]
     );
 }
+
+fn column_names(session: &mut Session, sql: &str) -> Vec<String> {
+    match session.query(sql) {
+        Ok(Output::Rows(rs)) => rs.columns.into_iter().map(|c| c.name).collect(),
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
+/// Statements that differ only in their values share a kept plan (`kura_sql::shape`):
+/// each must still answer for its own values, and what is more than a value (a result
+/// column, an ORDER BY position) must not be shared.
+#[test]
+fn statements_of_one_shape_answer_for_their_own_values() {
+    let (_, mut s) = loaded();
+    for (id, name) in [(1, "ann"), (2, "bob"), (4, "di"), (1, "ann")] {
+        assert_eq!(
+            rows(&mut s, &format!("SELECT name FROM players WHERE id = {id}")),
+            vec![vec![text(name)]]
+        );
+    }
+    for (email, id) in [("bob@x.com", 2), ("it's", 0), ("di@x.com", 4)] {
+        let found = rows(
+            &mut s,
+            &format!(
+                "SELECT id FROM players WHERE email = '{}'",
+                email.replace('\'', "''")
+            ),
+        );
+        let want: Vec<Vec<Cell>> = if id == 0 {
+            vec![]
+        } else {
+            vec![vec![Cell::Int(id)]]
+        };
+        assert_eq!(found, want, "{email}");
+    }
+    // Result columns are named and valued by their text.
+    for n in [1, 2] {
+        let sql = format!("SELECT {n}, 'v{n}', id FROM players WHERE id = {n}");
+        assert_eq!(
+            column_names(&mut s, &sql),
+            vec![n.to_string(), format!("v{n}"), "id".to_string()]
+        );
+        assert_eq!(
+            rows(&mut s, &sql),
+            vec![vec![Cell::Int(n), text(&format!("v{n}")), Cell::Int(n)]]
+        );
+    }
+    // An ORDER BY position is a column, not a value.
+    assert_eq!(
+        rows(&mut s, "SELECT id, name FROM players ORDER BY 2 DESC LIMIT 1"),
+        vec![vec![Cell::Int(4), text("di")]]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT id, name FROM players ORDER BY 1 DESC LIMIT 2"),
+        vec![vec![Cell::Int(4), text("di")], vec![Cell::Int(3), text("cy")]]
+    );
+    // Writes of one shape, and a range whose bounds and LIMIT change.
+    for id in 10..14 {
+        assert_eq!(
+            done(
+                &mut s,
+                &format!("INSERT INTO players (id, name) VALUES ({id}, 'p{id}')")
+            ),
+            1
+        );
+        assert_eq!(
+            done(
+                &mut s,
+                &format!("UPDATE players SET level = level + {id} WHERE id = {id}")
+            ),
+            1
+        );
+    }
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id, level FROM players WHERE level BETWEEN 11 AND 12 ORDER BY level LIMIT 5"
+        ),
+        vec![vec![Cell::Int(10), Cell::Int(11)], vec![Cell::Int(11), Cell::Int(12)]]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id, level FROM players WHERE level BETWEEN 13 AND 14 ORDER BY level LIMIT 1"
+        ),
+        vec![vec![Cell::Int(12), Cell::Int(13)]]
+    );
+    // Upserts of one shape each update with their own values.
+    for n in [100, 200] {
+        assert_eq!(
+            done(
+                &mut s,
+                &format!(
+                    "INSERT INTO players (id, name) VALUES (10, 'x') \
+                     ON DUPLICATE KEY UPDATE level = {n}"
+                )
+            ),
+            2
+        );
+        assert_eq!(
+            rows(&mut s, "SELECT level FROM players WHERE id = 10"),
+            vec![vec![Cell::Int(n)]]
+        );
+    }
+    // A shape planned before a table changes is planned again after.
+    assert_eq!(
+        rows(&mut s, "SELECT * FROM players WHERE id = 1").first().map(Vec::len),
+        Some(4)
+    );
+    done(&mut s, "ALTER TABLE players ADD COLUMN note VARCHAR(8) DEFAULT 'n'");
+    assert_eq!(
+        rows(&mut s, "SELECT * FROM players WHERE id = 2")
+            .first()
+            .and_then(|r| r.last().cloned()),
+        Some(text("n"))
+    );
+    // A shape that fails fails each time with its own text.
+    for bad in ["SELECT id FROM players WHERE id = 1 AND", "SELECT id FROM nope WHERE id = 2"] {
+        let first = error(&mut s, bad);
+        let again = error(&mut s, bad);
+        assert_eq!((first.code, &first.message), (again.code, &again.message));
+    }
+}
