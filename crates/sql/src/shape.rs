@@ -43,17 +43,60 @@ pub struct Shape {
     pub params: Vec<Param>,
 }
 
+impl Shape {
+    /// The statement the shape stands for: its text with each value written back as a
+    /// literal (an integer in decimal, a string quoted with its quotes doubled).
+    pub fn statement(&self) -> String {
+        let bytes = self.text.as_bytes();
+        let mut out = String::with_capacity(self.text.len() + 16);
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'\'' | b'"' | b'`' => {
+                    let end = quoted_end(bytes, i).unwrap_or(bytes.len());
+                    out.push_str(&self.text[i..end]);
+                    i = end;
+                }
+                b'?' => {
+                    let start = i + 1;
+                    i = start;
+                    while i < bytes.len() && bytes[i].is_ascii_digit() {
+                        i += 1;
+                    }
+                    let n: usize = self.text[start..i].parse().unwrap_or(0);
+                    match n.checked_sub(1).and_then(|n| self.params.get(n)) {
+                        Some(Param::Int(v)) => out.push_str(&v.to_string()),
+                        Some(Param::Bytes(b)) => {
+                            out.push('\'');
+                            out.push_str(&String::from_utf8_lossy(b).replace('\'', "''"));
+                            out.push('\'');
+                        }
+                        _ => out.push_str(&self.text[start - 1..i]),
+                    }
+                }
+                _ => {
+                    let c = self.text[i..].chars().next().unwrap_or(' ');
+                    out.push(c);
+                    i += c.len_utf8();
+                }
+            }
+        }
+        out
+    }
+}
+
 /// Clause words that end a SELECT's result columns or an ORDER BY / GROUP BY list.
-const AFTER_BY: [&str; 7] = [
-    "LIMIT", "HAVING", "UNION", "WINDOW", "FOR", "LOCK", "INTO",
-];
+const AFTER_BY: [&str; 7] = ["LIMIT", "HAVING", "UNION", "WINDOW", "FOR", "LOCK", "INTO"];
 
 /// The shape of `sql`, or None when it has none (see the module's notes).
 pub fn shape(sql: &str) -> Option<Shape> {
     if sql.len() > KEEP_COMPILED_BYTES {
         return None;
     }
-    let first = sql.trim_start().split(|c: char| !c.is_ascii_alphabetic()).next()?;
+    let first = sql
+        .trim_start()
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .next()?;
     let select = first.eq_ignore_ascii_case("SELECT");
     if !select
         && !["INSERT", "REPLACE", "UPDATE", "DELETE"]
@@ -96,7 +139,10 @@ pub fn shape(sql: &str) -> Option<Shape> {
             b'\'' => {
                 let end = quoted_end(bytes, i)?;
                 let literal = &sql[i..end];
-                let after_name = i > 0 && is_name_byte(bytes[i - 1]);
+                // Touching a name or a number on either side: as written (`X'7a'`,
+                // and a marker must not run into the digits after it).
+                let after_name = (i > 0 && is_name_byte(bytes[i - 1]))
+                    || bytes.get(end).is_some_and(|&c| is_name_byte(c));
                 let introduced = last_word.starts_with('_');
                 if projection
                     || by_list.is_some()
@@ -125,9 +171,7 @@ pub fn shape(sql: &str) -> Option<Shape> {
                     i += 1;
                 }
                 let after_dot = start > 0 && bytes[start - 1] == b'.';
-                let more = bytes
-                    .get(i)
-                    .is_some_and(|&c| c == b'.' || is_name_byte(c));
+                let more = bytes.get(i).is_some_and(|&c| c == b'.' || is_name_byte(c));
                 if more || after_dot {
                     // A decimal, an exponent, a name that starts with digits (`1e5`,
                     // `0x1F`, `2col`): as written.
@@ -284,9 +328,23 @@ mod tests {
             Some("insert into t (a, b) values (?1, ?2)")
         );
         assert_eq!(
-            text("SELECT * FROM t WHERE level BETWEEN 3 AND 4 ORDER BY level LIMIT 10")
-                .as_deref(),
+            text("SELECT * FROM t WHERE level BETWEEN 3 AND 4 ORDER BY level LIMIT 10").as_deref(),
             Some("SELECT * FROM t WHERE level BETWEEN ?1 AND ?2 ORDER BY level LIMIT ?3")
+        );
+    }
+
+    #[test]
+    fn a_shape_writes_its_statement_back() {
+        for sql in [
+            "UPDATE t SET a = 'it''s ?1', b=b+1 WHERE id IN (3, -4) AND c = \"?2\"",
+            "SELECT 'x', 5 FROM t WHERE a = 007 ORDER BY 1 LIMIT 3",
+        ] {
+            let s = shape(sql).unwrap_or_else(|| panic!("{sql}"));
+            assert_eq!(shape(&s.statement()), Some(s.clone()), "{sql}");
+        }
+        assert_eq!(
+            shape("SELECT a FROM t WHERE b = 007 AND c = 'x'").map(|s| s.statement()),
+            Some("SELECT a FROM t WHERE b = 7 AND c = 'x'".to_string())
         );
     }
 
@@ -319,6 +377,10 @@ mod tests {
             Some("DELETE FROM t WHERE a = 9223372036854775808 AND \"s\" = `c`")
         );
         assert_eq!(
+            text("SELECT a FROM t WHERE b = 'x'2 OR c = 'y'z").as_deref(),
+            Some("SELECT a FROM t WHERE b = 'x'?1 OR c = 'y'z")
+        );
+        assert_eq!(
             text("SELECT naïve FROM t WHERE é = 'ü'").as_deref(),
             Some("SELECT naïve FROM t WHERE é = ?1")
         );
@@ -339,7 +401,10 @@ mod tests {
         ] {
             assert_eq!(shape(sql), None, "{sql}");
         }
-        assert_eq!(shape(&format!("SELECT '{}'", "x".repeat(KEEP_COMPILED_BYTES))), None);
+        assert_eq!(
+            shape(&format!("SELECT '{}'", "x".repeat(KEEP_COMPILED_BYTES))),
+            None
+        );
         // A question mark or an at sign inside a string is the string's.
         assert!(shape("SELECT a FROM t WHERE b = 'who? me@here'").is_some());
     }

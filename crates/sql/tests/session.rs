@@ -734,12 +734,21 @@ fn statements_of_one_shape_answer_for_their_own_values() {
     }
     // An ORDER BY position is a column, not a value.
     assert_eq!(
-        rows(&mut s, "SELECT id, name FROM players ORDER BY 2 DESC LIMIT 1"),
+        rows(
+            &mut s,
+            "SELECT id, name FROM players ORDER BY 2 DESC LIMIT 1"
+        ),
         vec![vec![Cell::Int(4), text("di")]]
     );
     assert_eq!(
-        rows(&mut s, "SELECT id, name FROM players ORDER BY 1 DESC LIMIT 2"),
-        vec![vec![Cell::Int(4), text("di")], vec![Cell::Int(3), text("cy")]]
+        rows(
+            &mut s,
+            "SELECT id, name FROM players ORDER BY 1 DESC LIMIT 2"
+        ),
+        vec![
+            vec![Cell::Int(4), text("di")],
+            vec![Cell::Int(3), text("cy")]
+        ]
     );
     // Writes of one shape, and a range whose bounds and LIMIT change.
     for id in 10..14 {
@@ -763,7 +772,10 @@ fn statements_of_one_shape_answer_for_their_own_values() {
             &mut s,
             "SELECT id, level FROM players WHERE level BETWEEN 11 AND 12 ORDER BY level LIMIT 5"
         ),
-        vec![vec![Cell::Int(10), Cell::Int(11)], vec![Cell::Int(11), Cell::Int(12)]]
+        vec![
+            vec![Cell::Int(10), Cell::Int(11)],
+            vec![Cell::Int(11), Cell::Int(12)]
+        ]
     );
     assert_eq!(
         rows(
@@ -791,10 +803,15 @@ fn statements_of_one_shape_answer_for_their_own_values() {
     }
     // A shape planned before a table changes is planned again after.
     assert_eq!(
-        rows(&mut s, "SELECT * FROM players WHERE id = 1").first().map(Vec::len),
+        rows(&mut s, "SELECT * FROM players WHERE id = 1")
+            .first()
+            .map(Vec::len),
         Some(4)
     );
-    done(&mut s, "ALTER TABLE players ADD COLUMN note VARCHAR(8) DEFAULT 'n'");
+    done(
+        &mut s,
+        "ALTER TABLE players ADD COLUMN note VARCHAR(8) DEFAULT 'n'",
+    );
     assert_eq!(
         rows(&mut s, "SELECT * FROM players WHERE id = 2")
             .first()
@@ -802,7 +819,10 @@ fn statements_of_one_shape_answer_for_their_own_values() {
         Some(text("n"))
     );
     // A shape that fails fails each time with its own text.
-    for bad in ["SELECT id FROM players WHERE id = 1 AND", "SELECT id FROM nope WHERE id = 2"] {
+    for bad in [
+        "SELECT id FROM players WHERE id = 1 AND",
+        "SELECT id FROM nope WHERE id = 2",
+    ] {
         let first = error(&mut s, bad);
         let again = error(&mut s, bad);
         assert_eq!((first.code, &first.message), (again.code, &again.message));
