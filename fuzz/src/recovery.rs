@@ -42,7 +42,7 @@ pub fn check_recovery(data: &[u8]) {
     let Some((&op_count, rest)) = data.split_first() else { return };
     let mut input = rest.iter().copied();
     // Build the log: a header, then records, remembering where each one ends.
-    let mut log = record::segment_header(1).to_vec();
+    let mut log = record::segment_header(1, 0).to_vec();
     // Each change (a record, or a batch of them) with where it ends.
     let mut ends: Vec<(usize, Vec<(u8, Option<Vec<u8>>)>)> = Vec::new();
     let mut cas = 0u64;

@@ -136,7 +136,7 @@ impl Store {
             log::Window::new(file, segment_usage.bytes)
         };
         let header = data.at(0, record::SEGMENT_HEADER_BYTES)?;
-        if !matches!(record::parse_segment_header(header), Header::Valid { sequence } if sequence == segment)
+        if !matches!(record::parse_segment_header(header), Header::Valid { sequence, .. } if sequence == segment)
         {
             return Err(Error::Format(format!("segment {segment} lost its header")));
         }

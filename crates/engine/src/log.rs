@@ -259,8 +259,8 @@ pub(crate) enum Holds {
 
 struct Tail {
     buf: Vec<u8>,
-    /// Positions in `buf` where a new segment starts, with its sequence number.
-    rolls: Vec<(usize, u64)>,
+    /// Where in `buf` new segments start.
+    rolls: Vec<Roll>,
     /// Bytes in the newest segment, counting what is still in `buf`.
     segment_bytes: u64,
     next_sequence: u64,
@@ -656,7 +656,11 @@ impl Log {
             if sequence - oldest >= SEGMENT_WINDOW {
                 return Err(Error::LogFull);
             }
-            tail.rolls.push((at, sequence));
+            tail.rolls.push(Roll {
+                at,
+                sequence,
+                start_lsn: self.shared.appended_lsn.load(Ordering::Relaxed),
+            });
             tail.next_sequence += 1;
             self.shared
                 .active_sequence
@@ -1086,6 +1090,16 @@ fn write_then_sync_aside(
     Ok(())
 }
 
+/// Where the tail's bytes go on to a new segment.
+#[derive(Debug, Clone, Copy)]
+struct Roll {
+    /// The offset in the tail's buffer of the new segment's first byte.
+    at: usize,
+    sequence: u64,
+    /// The LSN the log had reached there, which the new segment's header records.
+    start_lsn: u64,
+}
+
 /// Writes one batch, starting new segments where the appender marked them. The segment
 /// being left is sealed (cut to its records, synced) before the new one is created;
 /// the new one has `segment_bytes` reserved.
@@ -1093,15 +1107,16 @@ fn write_batch(
     disk: &dyn Disk,
     active: &mut Box<dyn DiskFile>,
     buf: &[u8],
-    rolls: &[(usize, u64)],
+    rolls: &[Roll],
     segment_bytes: u64,
 ) -> std::io::Result<()> {
     let mut from = 0;
-    for &(at, sequence) in rolls {
+    for roll in rolls {
+        let at = roll.at;
         active.append(&buf[from..at])?;
         active.seal()?;
-        let mut next = disk.create(&segment_name(sequence))?;
-        next.append(&record::segment_header(sequence))?;
+        let mut next = disk.create(&segment_name(roll.sequence))?;
+        next.append(&record::segment_header(roll.sequence, roll.start_lsn))?;
         next.sync()?;
         // After the header is durable: a segment never begins with reserved zeros.
         next.reserve(segment_bytes)?;

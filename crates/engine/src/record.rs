@@ -1,19 +1,23 @@
-//! The log's on-disk format, version 2: a segment header, then records back to back.
+//! The log's on-disk format, version 3: a segment header, then records back to back.
 //! `docs/format.md` documents the same layout; change both together and bump
-//! [`FORMAT_VERSION`]. Version 1 logs are read as they are: version 2 gave meaning to
-//! a byte that version 1 always wrote as zero (the key space) and added the batch
-//! record, which version 1 never wrote.
+//! [`FORMAT_VERSION`]. Older logs are read as they are: version 2 gave meaning to a
+//! byte that version 1 always wrote as zero (the key space) and added the batch
+//! record, which version 1 never wrote; version 3 records in each segment's header the
+//! LSN the log had reached where the segment starts, so that LSNs survive the removal
+//! of old segments. Records did not change in version 3.
 //!
-//! Segment header, 32 bytes:
+//! Segment header, 32 bytes (version 3):
 //!
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `KURALOG\n` |
-//! | 8 | 4 | format version, u32 LE (2; 1 is read too) |
-//! | 12 | 4 | zero |
+//! | 8 | 4 | format version, u32 LE (3) |
+//! | 12 | 4 | CRC-32C of bytes 0..12 and 16..32 |
 //! | 16 | 8 | segment sequence number, u64 LE |
-//! | 24 | 4 | CRC-32C of bytes 0..24 |
-//! | 28 | 4 | zero |
+//! | 24 | 8 | start LSN, u64 LE: the LSN of the record before the segment's first |
+//!
+//! Versions 1 and 2: the version at 8, zero at 12, the sequence at 16, the CRC-32C of
+//! bytes 0..24 at 24, zero at 28; no start LSN.
 //!
 //! Record: an 8-byte frame, then a body of `len` bytes. All integers little-endian.
 //!
@@ -45,7 +49,7 @@
 use crate::key::{Key, Space, KEY_MAX_BYTES};
 
 pub const MAGIC: &[u8; 8] = b"KURALOG\n";
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format version this build reads.
 pub const OLDEST_READABLE_VERSION: u32 = 1;
 pub const SEGMENT_HEADER_BYTES: usize = 32;
@@ -297,15 +301,22 @@ pub fn decode(buf: &[u8]) -> Decoded<'_> {
     Decoded::Record(record, total)
 }
 
-/// The header that starts every segment file.
-pub fn segment_header(sequence: u64) -> [u8; SEGMENT_HEADER_BYTES] {
+/// The header that starts every segment file: its sequence number, and the LSN the
+/// log has reached where it starts.
+pub fn segment_header(sequence: u64, start_lsn: u64) -> [u8; SEGMENT_HEADER_BYTES] {
     let mut h = [0u8; SEGMENT_HEADER_BYTES];
     h[0..8].copy_from_slice(MAGIC);
     h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
     h[16..24].copy_from_slice(&sequence.to_le_bytes());
-    let crc = crc32c::crc32c(&h[0..24]);
-    h[24..28].copy_from_slice(&crc.to_le_bytes());
+    h[24..32].copy_from_slice(&start_lsn.to_le_bytes());
+    let crc = header_crc(&h);
+    h[12..16].copy_from_slice(&crc.to_le_bytes());
     h
+}
+
+/// The CRC of a version 3 header: every byte but the CRC's own.
+fn header_crc(h: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(&h[0..12]), &h[16..SEGMENT_HEADER_BYTES])
 }
 
 /// What the start of a segment file says.
@@ -313,6 +324,9 @@ pub fn segment_header(sequence: u64) -> [u8; SEGMENT_HEADER_BYTES] {
 pub enum Header {
     Valid {
         sequence: u64,
+        /// The LSN where the segment starts; None in a segment of version 1 or 2,
+        /// which did not record it.
+        start_lsn: Option<u64>,
     },
     /// Shorter than a header: a segment whose creation was torn.
     Truncated,
@@ -327,10 +341,15 @@ pub fn parse_segment_header(buf: &[u8]) -> Header {
     if &buf[0..8] != MAGIC {
         return Header::Invalid("bad magic".to_string());
     }
-    if crc32c::crc32c(&buf[0..24]) != get_u32(buf, 24) {
+    let version = get_u32(buf, 8);
+    let (whole, start_lsn) = if version >= 3 {
+        (header_crc(buf) == get_u32(buf, 12), Some(get_u64(buf, 24)))
+    } else {
+        (crc32c::crc32c(&buf[0..24]) == get_u32(buf, 24), None)
+    };
+    if !whole {
         return Header::Invalid("header checksum mismatch".to_string());
     }
-    let version = get_u32(buf, 8);
     if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version) {
         return Header::Invalid(format!(
             "format version {version}, this build reads {OLDEST_READABLE_VERSION} to {FORMAT_VERSION}"
@@ -338,6 +357,7 @@ pub fn parse_segment_header(buf: &[u8]) -> Header {
     }
     Header::Valid {
         sequence: get_u64(buf, 16),
+        start_lsn,
     }
 }
 
@@ -453,25 +473,47 @@ mod tests {
     }
 
     #[test]
-    fn version_1_segments_are_read() {
-        let mut h = segment_header(9);
-        h[8..12].copy_from_slice(&1u32.to_le_bytes());
-        let crc = crc32c::crc32c(&h[0..24]);
-        h[24..28].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(parse_segment_header(&h), Header::Valid { sequence: 9 });
-        h[8..12].copy_from_slice(&3u32.to_le_bytes());
-        let crc = crc32c::crc32c(&h[0..24]);
-        h[24..28].copy_from_slice(&crc.to_le_bytes());
+    fn older_segments_are_read() {
+        for version in [1u32, 2] {
+            let mut h = [0u8; SEGMENT_HEADER_BYTES];
+            h[0..8].copy_from_slice(MAGIC);
+            h[8..12].copy_from_slice(&version.to_le_bytes());
+            h[16..24].copy_from_slice(&9u64.to_le_bytes());
+            let crc = crc32c::crc32c(&h[0..24]);
+            h[24..28].copy_from_slice(&crc.to_le_bytes());
+            assert_eq!(
+                parse_segment_header(&h),
+                Header::Valid {
+                    sequence: 9,
+                    start_lsn: None
+                }
+            );
+        }
+        let mut h = segment_header(9, 0);
+        h[8..12].copy_from_slice(&4u32.to_le_bytes());
+        let crc = header_crc(&h);
+        h[12..16].copy_from_slice(&crc.to_le_bytes());
         assert!(matches!(parse_segment_header(&h), Header::Invalid(_)));
     }
 
     #[test]
     fn segment_header_round_trips() {
-        let h = segment_header(42);
-        assert_eq!(parse_segment_header(&h), Header::Valid { sequence: 42 });
+        let h = segment_header(42, 1 << 40);
+        assert_eq!(
+            parse_segment_header(&h),
+            Header::Valid {
+                sequence: 42,
+                start_lsn: Some(1 << 40)
+            }
+        );
         assert_eq!(parse_segment_header(&h[..10]), Header::Truncated);
-        let mut bad = h;
-        bad[17] ^= 1;
-        assert!(matches!(parse_segment_header(&bad), Header::Invalid(_)));
+        for i in 0..SEGMENT_HEADER_BYTES {
+            let mut bad = h;
+            bad[i] ^= 1;
+            assert!(
+                matches!(parse_segment_header(&bad), Header::Invalid(_)),
+                "byte {i}"
+            );
+        }
     }
 }

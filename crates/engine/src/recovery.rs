@@ -376,7 +376,7 @@ fn resume_at(
         None => {
             let sequence = sequences.first().copied().unwrap_or(1).max(1);
             let mut active = disk.create(&log::segment_name(sequence))?;
-            active.append(&record::segment_header(sequence))?;
+            active.append(&record::segment_header(sequence, lsn))?;
             active.sync()?;
             disk.sync_dir()?;
             let header = record::SEGMENT_HEADER_BYTES as u64;
@@ -486,8 +486,24 @@ impl Store {
             let is_last = i + 1 == sequences.len();
             let header = data.at(0, record::SEGMENT_HEADER_BYTES)?;
             match record::parse_segment_header(header) {
-                Header::Valid { sequence: s } if s == sequence => {}
-                Header::Valid { sequence: s } => {
+                Header::Valid {
+                    sequence: s,
+                    start_lsn,
+                } if s == sequence => {
+                    // The LSN where the segment starts is its header's (version 3):
+                    // the log's first surviving segment says where LSNs go on from
+                    // after older ones were compacted away. Where the checkpoint
+                    // resumes, its own LSN is the one for its offset.
+                    if let Some(start_lsn) = start_lsn.filter(|_| sequence != start.0) {
+                        if lsn != 0 && lsn != start_lsn {
+                            eprintln!(
+                                "kura: {name} says it starts at LSN {start_lsn}, the log before it ends at {lsn}"
+                            );
+                        }
+                        lsn = lsn.max(start_lsn);
+                    }
+                }
+                Header::Valid { sequence: s, .. } => {
                     return Err(Error::Format(format!("{name} says it is segment {s}")));
                 }
                 Header::Truncated if is_last => {
