@@ -66,7 +66,8 @@ impl Drop for Flag<'_> {
 impl Store {
     /// Compacts the oldest sealed segment: copies the versions the index still points at
     /// to the head of the log, drops everything else in it, syncs the copies, and removes
-    /// the segment. Returns None when there is no sealed segment.
+    /// the segment. Returns None when there is no sealed segment, or when a cursor
+    /// ([`Store::follow_log`]) stands in the oldest.
     ///
     /// Only the oldest segment is ever compacted, so nothing older can hold a key it
     /// mentions: its deletes, touches and immediate flushes can simply go, and a deleted
@@ -98,6 +99,10 @@ impl Store {
             return Ok(None);
         }
         let (segment, segment_usage) = usage[0];
+        if self.log.is_pinned(segment) {
+            // A cursor (a replica catching up) still reads it.
+            return Ok(None);
+        }
         let floor = self.next_cas.load(Ordering::Acquire).saturating_sub(1);
         self.log
             .append(&Record::CasFloor { cas: floor }, Holds::Nothing, None)?;
@@ -280,7 +285,14 @@ impl Store {
             self.log.append(&flush, Holds::Nothing, None)?;
         }
         self.log.force_sync()?;
-        self.log.remove_segment(report.segment)?;
+        if !self.log.remove_segment(report.segment)? {
+            // A cursor came to stand in it meanwhile: it stays, all garbage now, for a
+            // later compaction to remove.
+            return Ok(Compaction {
+                segment_bytes: 0,
+                ..report
+            });
+        }
         self.compactions.fetch_add(1, Ordering::Relaxed);
         self.compaction_copied_bytes
             .fetch_add(report.copied_bytes, Ordering::Relaxed);

@@ -42,4 +42,5 @@ pub use error::Error;
 pub use expiry::exptime_to_absolute;
 pub use item::{Access, Change, Item, ItemOf, ItemRef, NewCas, NewItem, Written};
 pub use key::{Class, Key, Space, KEY_MAX_BYTES};
+pub use log::Cursor;
 pub use store::{Ack, Durability, Options, Stats, Store};

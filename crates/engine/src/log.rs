@@ -42,8 +42,10 @@ use crate::record::{self, Record, SEGMENT_HEADER_BYTES};
 use crate::store::{Ack, Durability};
 use crate::Error;
 
+mod cursor;
 mod read;
 
+pub use cursor::Cursor;
 use read::FIRST_RECORD_GUESS_BYTES;
 pub(crate) use read::{in_one_read, read_record_from, Window};
 
@@ -144,6 +146,13 @@ struct Tail {
     sync_soon: bool,
     /// Every segment on disk or being written, oldest first.
     usage: BTreeMap<u64, SegmentUsage>,
+    /// The LSN where each segment starts, where it is known (not in a segment of
+    /// format 1 or 2 that replay did not read).
+    starts: BTreeMap<u64, u64>,
+    /// The segments cursors stand in, by cursor: compaction leaves them and every later
+    /// one on disk ([`Log::remove_segment`]).
+    pins: BTreeMap<u64, u64>,
+    next_pin: u64,
 }
 
 impl Tail {
@@ -346,6 +355,8 @@ pub(crate) struct Resume {
     pub lsn: u64,
     /// Every segment's size and live bytes as replay found them, the active one too.
     pub usage: BTreeMap<u64, SegmentUsage>,
+    /// The LSN where each segment starts, where replay knows it.
+    pub starts: BTreeMap<u64, u64>,
 }
 
 /// One record of a batch to append: see [`Log::append`].
@@ -407,6 +418,9 @@ impl Log {
                 write_wanted: false,
                 sync_soon: false,
                 usage: resume.usage,
+                starts: resume.starts,
+                pins: BTreeMap::new(),
+                next_pin: 0,
             }),
             writer: Mutex::new(Writer {
                 disk,
@@ -537,6 +551,8 @@ impl Log {
                 .active_sequence
                 .store(sequence, Ordering::Release);
             tail.segment_bytes = SEGMENT_HEADER_BYTES as u64;
+            tail.starts
+                .insert(sequence, self.shared.appended_lsn.load(Ordering::Relaxed));
             tail.usage.insert(
                 sequence,
                 SegmentUsage {
@@ -616,13 +632,28 @@ impl Log {
         self.shared.oldest_sequence.load(Ordering::Acquire)
     }
 
-    /// Removes a segment whose live records have all been copied forward and synced.
-    pub fn remove_segment(&self, sequence: u64) -> Result<(), Error> {
-        let active = self.shared.tail.lock().next_sequence - 1;
-        assert!(
-            sequence < active,
-            "removing segment {sequence}, active is {active}"
-        );
+    /// Whether a cursor stands in segment `sequence` or before it.
+    pub fn is_pinned(&self, sequence: u64) -> bool {
+        let tail = self.shared.tail.lock();
+        tail.pins.values().any(|&pinned| pinned <= sequence)
+    }
+
+    /// Removes a segment whose live records have all been copied forward and synced,
+    /// unless a cursor stands in it or before it: returns whether it went.
+    pub fn remove_segment(&self, sequence: u64) -> Result<bool, Error> {
+        {
+            let mut tail = self.shared.tail.lock();
+            let active = tail.next_sequence - 1;
+            assert!(
+                sequence < active,
+                "removing segment {sequence}, active is {active}"
+            );
+            if tail.pins.values().any(|&pinned| pinned <= sequence) {
+                return Ok(false);
+            }
+            // No cursor can start in it from here on.
+            tail.starts.remove(&sequence);
+        }
         self.shared.disk.remove(&segment_name(sequence))?;
         self.shared.disk.sync_dir()?;
         {
@@ -636,7 +667,7 @@ impl Log {
         // file's pages, which must not hold up readers of other segments.
         let handle = self.readers.write().remove(&sequence);
         drop(handle);
-        Ok(())
+        Ok(true)
     }
 
     /// Writes and fsyncs everything appended so far, whatever the durability mode:

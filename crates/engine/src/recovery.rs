@@ -364,6 +364,7 @@ fn resume_at(
     sequences: &[u64],
     lsn: u64,
     usage: std::collections::BTreeMap<u64, SegmentUsage>,
+    mut starts: std::collections::BTreeMap<u64, u64>,
 ) -> Result<Resume, Error> {
     Ok(match resume {
         Some((sequence, bytes)) => Resume {
@@ -372,6 +373,7 @@ fn resume_at(
             active_bytes: bytes,
             lsn,
             usage,
+            starts,
         },
         None => {
             let sequence = sequences.first().copied().unwrap_or(1).max(1);
@@ -380,11 +382,13 @@ fn resume_at(
             active.sync()?;
             disk.sync_dir()?;
             let header = record::SEGMENT_HEADER_BYTES as u64;
+            starts.insert(sequence, lsn);
             Resume {
                 active,
                 active_sequence: sequence,
                 active_bytes: header,
                 lsn,
+                starts,
                 usage: [(
                     sequence,
                     SegmentUsage {
@@ -471,6 +475,19 @@ impl Store {
         }
         let mut cut_bytes = 0u64;
         let mut resume: Option<(u64, u64)> = None; // (sequence, length) of the active segment
+                                                   // Where each segment starts: counted back from the checkpoint over the sizes of
+                                                   // the segments it covers (sealed segments hold their records and nothing more),
+                                                   // and forward through the ones replayed.
+        let mut starts = std::collections::BTreeMap::new();
+        if start.0 != 0 {
+            let mut at = lsn - (start.1 - record::SEGMENT_HEADER_BYTES) as u64;
+            starts.insert(start.0, at);
+            for &sequence in sequences.iter().rev().filter(|&&s| s < start.0) {
+                let size = disk.open_read(&log::segment_name(sequence))?.size()?;
+                at = at.saturating_sub(size.saturating_sub(record::SEGMENT_HEADER_BYTES as u64));
+                starts.insert(sequence, at);
+            }
+        }
         for (i, &sequence) in sequences.iter().enumerate() {
             if sequence < start.0 {
                 // Covered by the checkpoint: not even read.
@@ -501,6 +518,9 @@ impl Store {
                             );
                         }
                         lsn = lsn.max(start_lsn);
+                    }
+                    if sequence != start.0 {
+                        starts.insert(sequence, lsn);
                     }
                 }
                 Header::Valid { sequence: s, .. } => {
@@ -602,7 +622,7 @@ impl Store {
         // when met, or when compaction reaches them.
         let flushed = replay.sweep(now);
         let usage = std::mem::take(&mut replay.usage);
-        let resume = resume_at(&*disk, resume, &sequences, lsn, usage)?;
+        let resume = resume_at(&*disk, resume, &sequences, lsn, usage, starts)?;
         let log = Log::start(
             Arc::clone(&disk),
             resume,

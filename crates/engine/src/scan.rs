@@ -1,5 +1,5 @@
-//! Reading every live version of one key space: the log read segment by segment, each
-//! put of that space kept if the index still points at it and it is live now. For
+//! Reading every live version of one key space: the log read from its oldest record
+//! (a [`crate::log::Cursor`]), each put of that space kept if the index still points at it and it is live now. For
 //! state kept beside the index that must be rebuilt at start (the tables' ordered
 //! indexes), and for reading a table whole.
 //!
@@ -18,8 +18,7 @@ use crate::expiry::{liveness, Liveness};
 use crate::index;
 use crate::item::Item;
 use crate::key::Space;
-use crate::log::{self, Location};
-use crate::record::{self, Decoded, Record, ITEM_BINARY_KEY, ITEM_STALE};
+use crate::record::{Record, ITEM_BINARY_KEY, ITEM_STALE};
 use crate::{Error, Store};
 
 impl Store {
@@ -33,72 +32,64 @@ impl Store {
         let _no_compaction = self.compaction.lock();
         // The tail's records go to the segment files first, so reading those is enough.
         self.log.force_sync()?;
+        let until = self.log.synced_lsn();
+        let Some(mut cursor) = self.log.follow_oldest() else {
+            return Ok(0);
+        };
         let mut visited = 0;
-        for (segment, usage) in self.log.usage() {
-            let file = self.log.reader(segment)?;
-            let mut data = log::Window::new(file, usage.bytes);
-            let mut pos = record::SEGMENT_HEADER_BYTES;
-            while (pos as u64) < usage.bytes {
-                let Decoded::Record(rec, len) = data.record(pos)? else {
-                    return Err(Error::Format(format!(
-                        "segment {segment} is damaged at {pos}"
-                    )));
-                };
-                if let Record::Put {
-                    key,
-                    value,
-                    client_flags,
-                    exptime,
-                    time,
-                    cas,
-                    item_flags,
-                } = rec
-                {
-                    if key.space == space {
-                        let here = Location {
-                            segment,
-                            offset: u32::try_from(pos).unwrap_or(u32::MAX),
-                            len: u32::try_from(len).unwrap_or(u32::MAX),
-                        };
-                        let raw = index::raw_address(segment, here.offset);
-                        let h = self.index.hash(key);
-                        let found = {
-                            let shard = self.index.shard(h).read();
-                            match shard.find_location(h, raw, here) {
-                                None => None,
-                                // In memory, its metadata is what counts.
-                                Some((_, Some(idx))) => {
-                                    let e = shard.entry(idx);
-                                    Some((e.client_flags, e.exptime, e.time, e.cas, e.lsn))
-                                }
-                                Some((_, None)) => Some((client_flags, exptime, time, cas, 0)),
-                            }
-                        };
-                        let now = self.now_secs();
-                        let deadline = self.flush_deadline.load(Ordering::Acquire);
-                        if let Some((client_flags, exptime, time, cas, lsn)) = found {
-                            if liveness(space, exptime, time, now, deadline) == Liveness::Live {
-                                let item = Item {
-                                    value: Arc::from(value),
-                                    client_flags,
-                                    exptime,
-                                    cas,
-                                    lsn,
-                                    stale: item_flags & ITEM_STALE != 0,
-                                    binary_key: item_flags & ITEM_BINARY_KEY != 0,
-                                    fetched: false,
-                                    last_access: time,
-                                    win_sent: false,
-                                };
-                                visit(key.bytes, item);
-                                visited += 1;
-                            }
-                        }
-                    }
-                }
-                pos += len;
+        cursor.read(&self.log, until, u64::MAX, |here, rec, _, _| {
+            let Record::Put {
+                key,
+                value,
+                client_flags,
+                exptime,
+                time,
+                cas,
+                item_flags,
+            } = *rec
+            else {
+                return;
+            };
+            if key.space != space {
+                return;
             }
-        }
+            let raw = index::raw_address(here.segment, here.offset);
+            let h = self.index.hash(key);
+            let found = {
+                let shard = self.index.shard(h).read();
+                match shard.find_location(h, raw, here) {
+                    None => None,
+                    // In memory, its metadata is what counts.
+                    Some((_, Some(idx))) => {
+                        let e = shard.entry(idx);
+                        Some((e.client_flags, e.exptime, e.time, e.cas, e.lsn))
+                    }
+                    Some((_, None)) => Some((client_flags, exptime, time, cas, 0)),
+                }
+            };
+            let now = self.now_secs();
+            let deadline = self.flush_deadline.load(Ordering::Acquire);
+            let Some((client_flags, exptime, time, cas, lsn)) = found else {
+                return;
+            };
+            if liveness(space, exptime, time, now, deadline) != Liveness::Live {
+                return;
+            }
+            let item = Item {
+                value: Arc::from(value),
+                client_flags,
+                exptime,
+                cas,
+                lsn,
+                stale: item_flags & ITEM_STALE != 0,
+                binary_key: item_flags & ITEM_BINARY_KEY != 0,
+                fetched: false,
+                last_access: time,
+                win_sent: false,
+            };
+            visit(key.bytes, item);
+            visited += 1;
+        })?;
         Ok(visited)
     }
 }

@@ -532,6 +532,35 @@ impl Store {
         self.log.write_now()
     }
 
+    /// The highest LSN on this node's disk whatever the durability mode: what a
+    /// replica may be sent.
+    pub fn synced_lsn(&self) -> u64 {
+        self.log.synced_lsn()
+    }
+
+    /// A cursor at `lsn` (where a record ends), or None when the log no longer holds
+    /// that position (compaction removed it) or does not hold it yet. While the cursor
+    /// lives, compaction leaves the segment it stands in, and every later one, on disk.
+    pub fn follow_log(&self, lsn: u64) -> Option<crate::log::Cursor> {
+        self.log.follow(lsn)
+    }
+
+    /// Reads the records after `cursor` up to LSN `until` (a watermark: synced,
+    /// acknowledged, appended), about `max_bytes` of them and never part of a batch,
+    /// and moves it past them. `visit` gets each record's bytes as the log holds them
+    /// (`record::decode` reads them) and the LSN at its end. Returns the bytes read.
+    pub fn read_log(
+        &self,
+        cursor: &mut crate::log::Cursor,
+        until: u64,
+        max_bytes: u64,
+        mut visit: impl FnMut(&[u8], u64),
+    ) -> Result<u64, Error> {
+        cursor.read(&self.log, until, max_bytes, |_, _, bytes, lsn| {
+            visit(bytes, lsn);
+        })
+    }
+
     /// Blocks until `lsn` is acknowledged (or the store is poisoned).
     pub fn wait_acked(&self, lsn: u64) -> Result<(), Error> {
         self.log.wait_acked(lsn)
