@@ -27,6 +27,7 @@ use crate::checkpoint::{self, Checkpoint};
 use crate::cold::decode_version;
 use crate::disk::{Disk, OsDisk, ReadFile};
 use crate::expiry::{entry_liveness, Liveness};
+use crate::history::History;
 use crate::index::{
     self, Entry, Found, Hashed, Index, Loaded, Shard, Version, SEGMENT_WINDOW, SHARDS,
 };
@@ -647,6 +648,7 @@ impl Store {
             .fold((0, 0), |(m, t), (sm, st)| (m + sm, t + st));
         let values_out = replay.index.shards().iter().any(|s| s.read().has_cold());
         let touched = std::mem::take(&mut replay.touched);
+        let history = History::load_or_create(&*disk)?;
         let store = Store {
             index: replay.index,
             log,
@@ -673,6 +675,7 @@ impl Store {
             value_reads: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             values_out: std::sync::atomic::AtomicBool::new(values_out),
+            history: parking_lot::Mutex::new(history),
         };
         // A touch record's expiry becomes a whole version, so the version can leave
         // memory like any other.

@@ -23,6 +23,7 @@ use crate::clock::Clock;
 use crate::cold::{version_item, MAX_ROUNDS};
 use crate::disk::Disk;
 use crate::expiry::{entry_liveness, exptime_to_absolute, liveness, Liveness};
+use crate::history::{Epoch, History};
 use crate::index::{self, Entry, Found, Hashed, Index, Loaded};
 use crate::item::{Access, Change, Item, ItemRef, Written};
 use crate::key::{Key, KEY_MAX_BYTES};
@@ -135,6 +136,8 @@ type Small<T> = smallvec::SmallVec<[T; 4]>;
 
 pub struct Store {
     pub(crate) index: Index,
+    /// Which log this is and its epochs (`history.rs`).
+    pub(crate) history: parking_lot::Mutex<History>,
     pub(crate) log: Log,
     pub(crate) disk: Arc<dyn Disk>,
     /// Keys the index was restored with from a checkpoint at open (0: none).
@@ -559,6 +562,31 @@ impl Store {
         cursor.read(&self.log, until, max_bytes, |_, _, bytes, lsn| {
             visit(bytes, lsn);
         })
+    }
+
+    /// Which log this is, and its epochs.
+    pub fn history(&self) -> History {
+        self.history.lock().clone()
+    }
+
+    /// Begins a new epoch (a promotion): at the LSN the log has reached, once all of
+    /// it is on disk, so that no crash can cut the log below where the epoch begins.
+    pub fn begin_epoch(&self) -> Result<Epoch, Error> {
+        self.log.force_sync()?;
+        let mut history = self.history.lock();
+        let mut next = history.clone();
+        let epoch = next.begin(self.log.synced_lsn());
+        next.store(&*self.disk)?;
+        *history = next;
+        Ok(epoch)
+    }
+
+    /// Takes `history` for this log's (a replica takes its primary's), durably.
+    pub fn set_history(&self, history: History) -> Result<(), Error> {
+        let mut current = self.history.lock();
+        history.store(&*self.disk)?;
+        *current = history;
+        Ok(())
     }
 
     /// Blocks until `lsn` is acknowledged (or the store is poisoned).

@@ -1,0 +1,224 @@
+//! The log's history: which log this is, and its epochs. A replication position is a
+//! history's id, an epoch and an LSN: the id is drawn at random when a log is created
+//! (a replica takes its primary's), and an epoch begins each time a node becomes the
+//! primary of that history (promotion), at the LSN its log had reached. Two nodes of one
+//! history share their logs up to where the first epoch they do not share begins, so a
+//! node that comes back knows what to keep and what to cut: [`History::shared_until`].
+//!
+//! Kept in the data directory as `history` (`docs/format.md`), replaced whole: written
+//! to `history.tmp`, synced, renamed over it, the directory synced.
+//!
+//! What it is not for: the log's records (`record.rs`), or choosing a primary (the
+//! operator's `replicaof` does).
+
+use std::hash::BuildHasher;
+
+use crate::disk::Disk;
+use crate::Error;
+
+pub(crate) const FILE: &str = "history";
+const TEMP_FILE: &str = "history.tmp";
+const MAGIC: &[u8; 8] = b"KURAHIST";
+const VERSION: u32 = 1;
+
+/// One epoch: its number, and the LSN where it begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Epoch {
+    pub number: u64,
+    pub start_lsn: u64,
+}
+
+/// Which log this is, and its epochs; see the module's notes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct History {
+    /// Drawn at random when the log was created.
+    pub id: u128,
+    /// Every epoch, oldest first, numbers and starts rising: the first begins at LSN 0.
+    pub epochs: Vec<Epoch>,
+}
+
+impl History {
+    /// A new log's history: a random id, epoch 1 from LSN 0.
+    pub fn new() -> History {
+        // The standard library's hasher keys are drawn from the operating system's
+        // random source: two of them make the id.
+        let random = std::collections::hash_map::RandomState::new();
+        let id = (u128::from(random.hash_one(1u8)) << 64) | u128::from(random.hash_one(2u8));
+        History {
+            id,
+            epochs: vec![Epoch {
+                number: 1,
+                start_lsn: 0,
+            }],
+        }
+    }
+
+    /// The epoch being written.
+    pub fn current(&self) -> Epoch {
+        self.epochs.last().copied().unwrap_or(Epoch {
+            number: 1,
+            start_lsn: 0,
+        })
+    }
+
+    /// How far a log that reached `lsn` in `epoch` shares this history: up to `lsn`,
+    /// or up to where this history's next epoch began, whichever is lower. A node of
+    /// this history keeps its log to there, cuts the rest, and goes on from there. None
+    /// when `epoch` is not one of this history's (or `lsn` is before it began): that
+    /// log has nothing known in common with this one.
+    pub fn shared_until(&self, epoch: u64, lsn: u64) -> Option<u64> {
+        let i = self.epochs.iter().position(|e| e.number == epoch)?;
+        if lsn < self.epochs[i].start_lsn {
+            return None;
+        }
+        Some(match self.epochs.get(i + 1) {
+            Some(next) => lsn.min(next.start_lsn),
+            None => lsn,
+        })
+    }
+
+    /// Begins the next epoch at `lsn` (not before the current one began).
+    pub fn begin(&mut self, lsn: u64) -> Epoch {
+        let current = self.current();
+        let epoch = Epoch {
+            number: current.number + 1,
+            start_lsn: lsn.max(current.start_lsn),
+        };
+        self.epochs.push(epoch);
+        epoch
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(36 + self.epochs.len() * 16);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&(self.epochs.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.id.to_le_bytes());
+        for e in &self.epochs {
+            out.extend_from_slice(&e.number.to_le_bytes());
+            out.extend_from_slice(&e.start_lsn.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<History, String> {
+        let fixed = 8 + 4 + 4 + 16;
+        if bytes.len() < fixed + 4 || &bytes[..8] != MAGIC {
+            return Err("not a Kura history".into());
+        }
+        let (body, crc) = bytes.split_at(bytes.len() - 4);
+        if crc32c::crc32c(body).to_le_bytes() != crc {
+            return Err("checksum mismatch".into());
+        }
+        let u32_at =
+            |at: usize| u32::from_le_bytes([body[at], body[at + 1], body[at + 2], body[at + 3]]);
+        let u64_at = |at: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&body[at..at + 8]);
+            u64::from_le_bytes(b)
+        };
+        let version = u32_at(8);
+        if version != VERSION {
+            return Err(format!("version {version}, this Kura reads {VERSION}"));
+        }
+        let count = u32_at(12) as usize;
+        if body.len() != fixed + count * 16 || count == 0 {
+            return Err("length does not match its epochs".into());
+        }
+        let mut id = [0u8; 16];
+        id.copy_from_slice(&body[16..32]);
+        let epochs: Vec<Epoch> = (0..count)
+            .map(|i| Epoch {
+                number: u64_at(fixed + i * 16),
+                start_lsn: u64_at(fixed + i * 16 + 8),
+            })
+            .collect();
+        let rising = epochs
+            .windows(2)
+            .all(|w| w[0].number < w[1].number && w[0].start_lsn <= w[1].start_lsn);
+        if !rising {
+            return Err("epochs out of order".into());
+        }
+        Ok(History {
+            id: u128::from_le_bytes(id),
+            epochs,
+        })
+    }
+
+    /// The history in `disk`'s directory; a new one, written there, when there is none
+    /// (a new log, or one from before histories were kept).
+    pub(crate) fn load_or_create(disk: &dyn Disk) -> Result<History, Error> {
+        match disk.read(FILE) {
+            Ok(bytes) => {
+                History::decode(&bytes).map_err(|why| Error::Format(format!("{FILE}: {why}")))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let history = History::new();
+                history.store(disk)?;
+                Ok(history)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Replaces the stored history with this one, durably.
+    pub(crate) fn store(&self, disk: &dyn Disk) -> Result<(), Error> {
+        let mut file = disk.create(TEMP_FILE)?;
+        file.append(&self.encode())?;
+        file.sync()?;
+        disk.rename(TEMP_FILE, FILE)?;
+        disk.sync_dir()?;
+        Ok(())
+    }
+}
+
+impl Default for History {
+    fn default() -> History {
+        History::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_history_round_trips_and_damage_is_found() {
+        let mut h = History::new();
+        h.begin(500);
+        h.begin(900);
+        let bytes = h.encode();
+        assert_eq!(History::decode(&bytes), Ok(h.clone()));
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x10;
+            assert!(History::decode(&bad).is_err(), "byte {i}");
+        }
+        assert!(History::decode(&bytes[..bytes.len() - 1]).is_err());
+        assert_ne!(History::new().id, History::new().id);
+    }
+
+    #[test]
+    fn nodes_share_a_history_up_to_the_first_epoch_they_do_not_share() {
+        let mut h = History::new();
+        assert_eq!(
+            h.begin(1000),
+            Epoch {
+                number: 2,
+                start_lsn: 1000
+            }
+        );
+        h.begin(1500);
+        // A node still in epoch 1 at 1200 wrote 200 bytes the others never had.
+        assert_eq!(h.shared_until(1, 1200), Some(1000));
+        assert_eq!(h.shared_until(1, 800), Some(800));
+        assert_eq!(h.shared_until(2, 1700), Some(1500));
+        assert_eq!(h.shared_until(3, 1700), Some(1700));
+        assert_eq!(h.shared_until(4, 1700), None);
+        assert_eq!(h.shared_until(3, 1400), None);
+        // An epoch never begins before the one it follows.
+        assert_eq!(h.begin(10).start_lsn, 1500);
+    }
+}
