@@ -27,6 +27,10 @@ pub struct Cursor {
     lsn: u64,
     /// The window over `segment`, and how far it reads.
     window: Option<(Window, u64)>,
+    /// Where the records of `segment` ended when last asked, and whether it was
+    /// sealed then: asked again only on reaching it, so that a long read does not take
+    /// the log's tail lock for every record.
+    known_end: (u64, bool),
 }
 
 impl std::fmt::Debug for Cursor {
@@ -67,6 +71,7 @@ impl Log {
             offset,
             lsn,
             window: None,
+            known_end: (0, false),
         })
     }
 
@@ -103,15 +108,17 @@ impl Cursor {
         // Records of a batch still to read before stopping is allowed.
         let mut in_batch = 0u32;
         while self.lsn < until && (read < max_bytes || in_batch > 0) {
-            let (end, sealed) = self.segment_end()?;
-            let end = end.min(self.offset + (until - self.lsn));
-            if self.offset >= end {
-                if !sealed {
-                    break;
+            if self.offset >= self.known_end.0 {
+                self.known_end = self.segment_end()?;
+                if self.offset >= self.known_end.0 {
+                    if !self.known_end.1 {
+                        break;
+                    }
+                    self.next_segment()?;
+                    continue;
                 }
-                self.next_segment()?;
-                continue;
             }
+            let end = self.known_end.0.min(self.offset + (until - self.lsn));
             if self.window.as_ref().is_none_or(|(_, size)| *size < end) {
                 self.window = Some((Window::new(log.reader(self.segment)?, end), end));
             }
@@ -175,6 +182,7 @@ impl Cursor {
         self.segment = next;
         self.offset = SEGMENT_HEADER_BYTES as u64;
         self.window = None;
+        self.known_end = (0, false);
         Ok(())
     }
 }
