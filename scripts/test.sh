@@ -10,14 +10,15 @@ cd "$(dirname "$0")/.."
 bash scripts/install-test-deps.sh
 bash scripts/install-peers.sh
 
-echo "== format and lints"
+echo "== format and lints (at ${SECONDS} s)"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 
-echo "== fuzz smoke"
+echo "== fuzz smoke (at ${SECONDS} s)"
 FUZZ_SECONDS="${FUZZ_SECONDS:-15}" bash scripts/fuzz-smoke.sh
 
-echo "== tests"
+echo "== tests (at ${SECONDS} s)"
 # The benches' tiny runs and the transcripts start real servers: keep test binaries
 # from fighting over two cores.
 cargo test --workspace -- --test-threads=2
+echo "== done (at ${SECONDS} s)"
