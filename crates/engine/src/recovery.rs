@@ -475,13 +475,15 @@ impl Store {
             start = (c.segment, c.offset as usize);
         }
         let mut cut_bytes = 0u64;
-        let mut resume: Option<(u64, u64)> = None; // (sequence, length) of the active segment
-                                                   // Where each segment starts: counted back from the checkpoint over the sizes of
-                                                   // the segments it covers (sealed segments hold their records and nothing more),
-                                                   // and forward through the ones replayed.
+        // The sequence and length of the segment the log resumes in.
+        let mut resume: Option<(u64, u64)> = None;
+        // Where each segment starts: counted back from the checkpoint over the sizes of
+        // the segments it covers (sealed segments hold their records and nothing more),
+        // and forward through the ones replayed.
         let mut starts = std::collections::BTreeMap::new();
         if start.0 != 0 {
-            let mut at = lsn - (start.1 - record::SEGMENT_HEADER_BYTES) as u64;
+            let mut at =
+                lsn.saturating_sub(start.1.saturating_sub(record::SEGMENT_HEADER_BYTES) as u64);
             starts.insert(start.0, at);
             for &sequence in sequences.iter().rev().filter(|&&s| s < start.0) {
                 let size = disk.open_read(&log::segment_name(sequence))?.size()?;
