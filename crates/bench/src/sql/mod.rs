@@ -9,10 +9,8 @@
 //! and padding that makes its values `--row-size` bytes as text ([`Shape`]). MariaDB
 //! is loaded by multi-row `INSERT`s; Kura by `set @@players.<id>` through its
 //! memcached port (`--kura-load memcached`, the default: the same table write, index
-//! entries and all) or by the same `INSERT`s (`sql`). The default because a Kura SQL
-//! session keeps its last statements prepared, and large INSERTs kept there hold tens
-//! of MiB per loading connection beyond `-m`: at the memory limit the kernel kills Kura
-//! while it loads that way (`docs/bench.md` has the figures).
+//! entries and all) or by the same `INSERT`s (`sql`). The default because it loads
+//! Kura fastest and holds nothing beyond `-m` while it does (`docs/bench.md`).
 //!
 //! Five phases, each measured on its own for a window of `--duration` seconds after
 //! `--warmup`, with `--connections` connections of one blocking thread each (the
