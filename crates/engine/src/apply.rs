@@ -31,10 +31,18 @@ pub(crate) fn new_cas(store: &Store, change: &Change, at: At, shard: &Shard) -> 
     match change {
         Change::Put(new) => match new.cas {
             NewCas::Generate => store.next_cas.fetch_add(1, Ordering::Relaxed),
-            NewCas::Explicit(cas) => cas,
+            NewCas::Explicit(cas) | NewCas::Copied { cas, .. } => cas,
         },
         _ => at.map_or(0, |idx| shard.entry(idx).cas),
     }
+}
+
+/// Whether a new version's CAS was chosen by a client.
+fn explicit_cas(cas: NewCas) -> bool {
+    matches!(
+        cas,
+        NewCas::Explicit(_) | NewCas::Copied { explicit: true, .. }
+    )
 }
 
 /// The record `change` writes for `key`, whose live version is `at` in `shard`; None
@@ -80,9 +88,10 @@ pub(crate) fn record_for<'a>(
             frees: Some(shard.entry(idx).location),
         }),
         (Change::Put(new), at) => {
-            let explicit = match new.cas {
-                NewCas::Generate => 0,
-                NewCas::Explicit(_) => ITEM_EXPLICIT_CAS,
+            let explicit = if explicit_cas(new.cas) {
+                ITEM_EXPLICIT_CAS
+            } else {
+                0
             };
             let item_flags = explicit
                 | if new.stale { ITEM_STALE } else { 0 }
@@ -172,7 +181,7 @@ impl Store {
                 };
                 let lsn = appended.lsn;
                 *shard.data_bytes_mut(class) += data_len(key.bytes, &new.value);
-                let explicit = matches!(new.cas, NewCas::Explicit(_));
+                let explicit = explicit_cas(new.cas);
                 let fill = |entry: &mut Entry| {
                     entry.client_flags = new.client_flags;
                     entry.exptime = new.exptime;

@@ -89,6 +89,10 @@ impl Store {
     /// says (tests run both ways).
     pub fn compact_oldest_finding(&self, how: FindLive) -> Result<Option<Compaction>, Error> {
         let _one_at_a_time = self.compaction.lock();
+        if self.is_read_only() {
+            // A replica's segments go when its primary's do (`Store::trim_log`).
+            return Ok(None);
+        }
         self.compacting.store(true, Ordering::Relaxed);
         let _running = Flag(&self.compacting);
         // Write out the tail first: records of a segment that was just left may still

@@ -94,6 +94,9 @@ impl Store {
         let class = key.space.class();
         match state {
             Liveness::Live => return false,
+            // A replica's primary writes the delete; the replica's copy of it finds
+            // the key gone.
+            Liveness::Flushed if self.is_read_only() => self.log.free(location, class),
             Liveness::Flushed => {
                 let delete = Record::Delete { key };
                 if self

@@ -90,6 +90,9 @@ pub enum NewCas {
     Generate,
     /// Chosen by the client (the meta protocol's `E` flag).
     Explicit(u64),
+    /// A replica's copy of its primary's version: that version's CAS, and whether the
+    /// client chose it.
+    Copied { cas: u64, explicit: bool },
 }
 
 #[derive(Debug, Clone)]

@@ -25,6 +25,7 @@ mod compaction;
 pub mod disk;
 mod error;
 mod expiry;
+mod follow;
 mod history;
 mod index;
 mod item;

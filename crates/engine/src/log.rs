@@ -42,9 +42,11 @@ use crate::record::{self, Record, SEGMENT_HEADER_BYTES};
 use crate::store::{Ack, Durability};
 use crate::Error;
 
+mod copy;
 mod cursor;
 mod read;
 
+pub(crate) use copy::Copied;
 pub use cursor::Cursor;
 use read::FIRST_RECORD_GUESS_BYTES;
 pub(crate) use read::{in_one_read, read_record_from, Window};
@@ -185,6 +187,10 @@ struct Shared {
     write_requested: AtomicBool,
     ack_lock: Mutex<()>,
     ack_cond: Condvar,
+    /// Held by whoever syncs the active segment through a second handle, from taking
+    /// the handle until the synced LSN is raised, so that [`Log::restart_at`] never
+    /// sees an old segment's sync land after it.
+    sync_aside: Mutex<()>,
     durability: Durability,
     fsync_interval: Duration,
     segment_size_bytes: u64,
@@ -325,10 +331,25 @@ fn push_record(
     frees: Option<Location>,
     lsn: u64,
 ) -> Appended {
-    let offset = u32::try_from(tail.segment_bytes).unwrap_or(u32::MAX);
     record::encode(record, &mut tail.buf);
-    tail.segment_bytes += len;
     let class = record.key().map_or(Class::Memcached, |k| k.space.class());
+    account(tail, segment, len, holds, frees, class, lsn)
+}
+
+/// Settles the account of a record of `len` bytes (a key of `class`) that was just put
+/// at the end of the tail, in `segment`: where it sits, the segment's size and live
+/// bytes, and the live bytes of the version it frees.
+fn account(
+    tail: &mut Tail,
+    segment: u64,
+    len: u64,
+    holds: Holds,
+    frees: Option<Location>,
+    class: Class,
+    lsn: u64,
+) -> Appended {
+    let offset = u32::try_from(tail.segment_bytes).unwrap_or(u32::MAX);
+    tail.segment_bytes += len;
     let usage = tail.usage.entry(segment).or_default();
     usage.bytes += len;
     if holds == Holds::Version {
@@ -435,6 +456,7 @@ impl Log {
             write_requested: AtomicBool::new(false),
             ack_lock: Mutex::new(()),
             ack_cond: Condvar::new(),
+            sync_aside: Mutex::new(()),
             durability: config.durability,
             fsync_interval: config.fsync_interval,
             segment_size_bytes,
@@ -677,6 +699,7 @@ impl Log {
             return Err(Error::Poisoned);
         }
         let result = (|| {
+            let _sync_aside = self.shared.sync_aside.lock();
             let (end, mut handle) = {
                 let mut writer = self.shared.writer.lock();
                 let end = self.shared.write_tail(&mut writer, true)?;
@@ -753,6 +776,27 @@ impl Log {
                 return Err(Error::Poisoned);
             }
             self.shared.ack_cond.wait(&mut guard);
+        }
+    }
+
+    /// Blocks until `lsn` is on disk (synced, whatever the durability mode), the log
+    /// is poisoned, or `timeout` passes. Returns whether it is on disk.
+    pub fn wait_synced(&self, lsn: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut guard = self.shared.ack_lock.lock();
+        loop {
+            if self.synced_lsn() >= lsn {
+                return true;
+            }
+            if self.is_poisoned()
+                || self
+                    .shared
+                    .ack_cond
+                    .wait_until(&mut guard, deadline)
+                    .timed_out()
+            {
+                return self.synced_lsn() >= lsn;
+            }
         }
     }
 
@@ -853,6 +897,7 @@ fn write_then_sync_aside(
     // Decided once: were it asked again after the write, the interval could come up
     // in between, and the clock be reset below without a sync.
     let due = now || last_sync.elapsed() >= shared.fsync_interval;
+    let _sync_aside = shared.sync_aside.lock();
     let (end, handle) = {
         let mut writer = shared.writer.lock();
         let end = shared.write_tail(&mut writer, true)?;

@@ -638,9 +638,14 @@ impl Store {
         )?;
         // Dropping a version hidden by a delayed flush is a deletion and goes in the log
         // (see `drop_dead`); a delete appended before a crash may not have reached it.
+        // A replica writes nothing of its own: its primary's log says the same.
         for (key, location) in &flushed {
-            let delete = Record::Delete { key: key.as_key() };
-            log.append(&delete, Holds::Nothing, Some(*location))?;
+            if options.read_only {
+                log.free(*location, key.space.class());
+            } else {
+                let delete = Record::Delete { key: key.as_key() };
+                log.append(&delete, Holds::Nothing, Some(*location))?;
+            }
         }
         let (items, table_items) = replay
             .index
@@ -678,11 +683,14 @@ impl Store {
             evictions: AtomicU64::new(0),
             values_out: std::sync::atomic::AtomicBool::new(values_out),
             history: parking_lot::Mutex::new(history),
+            read_only: std::sync::atomic::AtomicBool::new(options.read_only),
         };
         // A touch record's expiry becomes a whole version, so the version can leave
         // memory like any other.
-        for key in touched {
-            store.rewrite_in_memory(key.as_key())?;
+        if !options.read_only {
+            for key in touched {
+                store.rewrite_in_memory(key.as_key())?;
+            }
         }
         // Replay kept versions while each shard had room; the index's share is known
         // only now.

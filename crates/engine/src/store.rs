@@ -63,6 +63,9 @@ pub struct Options {
     /// The memory budget for the index and the values held in memory; 0 = none (every
     /// value stays in memory). See [`Store::set_memory_limit`].
     pub memory_limit_bytes: u64,
+    /// Open as a replica's store ([`Store::set_read_only`]): from the start, nothing is
+    /// written but copies of the primary's log.
+    pub read_only: bool,
     /// For tests only: every key in one index shard with a one-bit fingerprint, so
     /// that keys share fingerprints all the time and every path that tells them apart
     /// by reading their records runs. Slow.
@@ -79,6 +82,7 @@ impl Options {
             clock,
             on_ack: None,
             memory_limit_bytes: 0,
+            read_only: false,
             crowded_index: false,
         }
     }
@@ -132,12 +136,27 @@ pub struct Stats {
 }
 
 /// Per-key bookkeeping of a batch: a table row's batch has a key or two.
-type Small<T> = smallvec::SmallVec<[T; 4]>;
+pub(crate) type Small<T> = smallvec::SmallVec<[T; 4]>;
+
+/// The shards of a batch's keys, write-locked, and each key's live version: see
+/// [`Store::lock_live`].
+pub(crate) struct Locked<'s> {
+    pub now: u32,
+    pub hashes: Small<Hashed>,
+    /// Which of `guards` each key's shard is.
+    pub guard_of: Small<usize>,
+    pub guards: Small<parking_lot::RwLockWriteGuard<'s, index::Shard>>,
+    /// Each key's live version in memory, if any.
+    pub ats: Small<apply::At>,
+}
 
 pub struct Store {
     pub(crate) index: Index,
     /// Which log this is and its epochs (`history.rs`).
     pub(crate) history: parking_lot::Mutex<History>,
+    /// A replica's store: clients' changes are refused and the store writes nothing of
+    /// its own; only copies of its primary's log come in (`follow.rs`).
+    pub(crate) read_only: std::sync::atomic::AtomicBool,
     pub(crate) log: Log,
     pub(crate) disk: Arc<dyn Disk>,
     /// Keys the index was restored with from a checkpoint at open (0: none).
@@ -325,7 +344,10 @@ impl Store {
         let (change, result) = decide(current.as_ref(), now);
         let cas = apply::new_cas(self, &change, at, &shard);
         let appended = match apply::record_for(key, &change, at, &shard, now, cas) {
-            Some(a) => Some(self.log.append(&a.record, a.holds, a.frees)?),
+            Some(a) => {
+                self.check_writable()?;
+                Some(self.log.append(&a.record, a.holds, a.frees)?)
+            }
             None => None,
         };
         let written =
@@ -366,6 +388,72 @@ impl Store {
         if self.log.is_poisoned() {
             return Err(Error::Poisoned);
         }
+        let Locked {
+            now,
+            hashes,
+            guard_of,
+            mut guards,
+            ats,
+        } = self.lock_live(keys)?;
+        let current: Small<Option<ItemRef<'_>>> = ats
+            .iter()
+            .enumerate()
+            .map(|(i, at)| at.map(|idx| ItemRef::of(guards[guard_of[i]].entry(idx))))
+            .collect();
+        let (changes, result) = decide(&current, now);
+        drop(current);
+        assert_eq!(
+            changes.len(),
+            keys.len(),
+            "one change for every key of a batch"
+        );
+        let cases: Small<u64> = (0..keys.len())
+            .map(|i| apply::new_cas(self, &changes[i], ats[i], &guards[guard_of[i]]))
+            .collect();
+        let mut appended: Small<Option<Appended>> = smallvec::smallvec![None; keys.len()];
+        {
+            let mut appends: Small<_> = Small::new();
+            let mut whose: Small<usize> = Small::new();
+            for i in 0..keys.len() {
+                let shard = &guards[guard_of[i]];
+                if let Some(a) =
+                    apply::record_for(keys[i], &changes[i], ats[i], shard, now, cases[i])
+                {
+                    appends.push(a);
+                    whose.push(i);
+                }
+            }
+            if !appends.is_empty() {
+                self.check_writable()?;
+                for (i, a) in whose.into_iter().zip(self.log.append_batch(&appends)?) {
+                    appended[i] = Some(a);
+                }
+            }
+        }
+        let mut written = Vec::with_capacity(keys.len());
+        for (i, change) in changes.into_iter().enumerate() {
+            let shard = &mut guards[guard_of[i]];
+            written.push(self.apply_change(
+                shard,
+                hashes[i],
+                keys[i],
+                change,
+                ats[i],
+                appended[i],
+                (cases[i], now, Access::NoAccess),
+            ));
+        }
+        applied(&result, &written);
+        for shard in guards.iter_mut() {
+            self.enforce_budget(shard);
+        }
+        Ok((result, written))
+    }
+
+    /// Locks the shards of `keys` (in shard order, so two batches cannot deadlock) and
+    /// finds each key's live version, reading the records of keys only in the log
+    /// first; dead versions met are dropped.
+    pub(crate) fn lock_live(&self, keys: &[Key<'_>]) -> Result<Locked<'_>, Error> {
         let hashes: Small<Hashed> = keys.iter().map(|&k| self.index.hash(k)).collect();
         let mut shard_numbers: Small<usize> = hashes.iter().map(Hashed::shard_number).collect();
         shard_numbers.sort_unstable();
@@ -377,7 +465,7 @@ impl Store {
             .collect();
         let mut loaded: Small<Loaded> = keys.iter().map(|_| Loaded::new()).collect();
         let mut rounds = 0;
-        let (now, mut guards, ats) = 'locked: loop {
+        let (now, guards, ats) = 'locked: loop {
             let now = self.now_secs();
             let deadline = self.flush_deadline.load(Ordering::Acquire);
             let mut guards: Small<_> = shard_numbers
@@ -423,58 +511,13 @@ impl Store {
                 self.load(hashes[i], records, &mut loaded[i])?;
             }
         };
-        let current: Small<Option<ItemRef<'_>>> = ats
-            .iter()
-            .enumerate()
-            .map(|(i, at)| at.map(|idx| ItemRef::of(guards[guard_of[i]].entry(idx))))
-            .collect();
-        let (changes, result) = decide(&current, now);
-        drop(current);
-        assert_eq!(
-            changes.len(),
-            keys.len(),
-            "one change for every key of a batch"
-        );
-        let cases: Small<u64> = (0..keys.len())
-            .map(|i| apply::new_cas(self, &changes[i], ats[i], &guards[guard_of[i]]))
-            .collect();
-        let mut appended: Small<Option<Appended>> = smallvec::smallvec![None; keys.len()];
-        {
-            let mut appends: Small<_> = Small::new();
-            let mut whose: Small<usize> = Small::new();
-            for i in 0..keys.len() {
-                let shard = &guards[guard_of[i]];
-                if let Some(a) =
-                    apply::record_for(keys[i], &changes[i], ats[i], shard, now, cases[i])
-                {
-                    appends.push(a);
-                    whose.push(i);
-                }
-            }
-            if !appends.is_empty() {
-                for (i, a) in whose.into_iter().zip(self.log.append_batch(&appends)?) {
-                    appended[i] = Some(a);
-                }
-            }
-        }
-        let mut written = Vec::with_capacity(keys.len());
-        for (i, change) in changes.into_iter().enumerate() {
-            let shard = &mut guards[guard_of[i]];
-            written.push(self.apply_change(
-                shard,
-                hashes[i],
-                keys[i],
-                change,
-                ats[i],
-                appended[i],
-                (cases[i], now, Access::NoAccess),
-            ));
-        }
-        applied(&result, &written);
-        for shard in guards.iter_mut() {
-            self.enforce_budget(shard);
-        }
-        Ok((result, written))
+        Ok(Locked {
+            now,
+            hashes,
+            guard_of,
+            guards,
+            ats,
+        })
     }
 
     /// memcached's flush_all, on memcached's keys only: with no delay every item goes now; with a delay (relative
@@ -489,6 +532,7 @@ impl Store {
             // An absolute time already past counts as "now": everything goes.
             exptime_to_absolute(delay, now).saturating_sub(1)
         };
+        self.check_writable()?;
         // Hold every shard: no write may land between the record and the clearing, or
         // the live index and a replay of the log would disagree.
         let mut guards: Vec<_> = self.index.shards().iter().map(|s| s.write()).collect();
@@ -550,17 +594,18 @@ impl Store {
 
     /// Reads the records after `cursor` up to LSN `until` (a watermark: synced,
     /// acknowledged, appended), about `max_bytes` of them and never part of a batch,
-    /// and moves it past them. `visit` gets each record's bytes as the log holds them
-    /// (`record::decode` reads them) and the LSN at its end. Returns the bytes read.
+    /// and moves it past them. `visit` gets each record's segment, its bytes as the log
+    /// holds them (`record::decode` reads them) and the LSN at its end. Returns the
+    /// bytes read.
     pub fn read_log(
         &self,
         cursor: &mut crate::log::Cursor,
         until: u64,
         max_bytes: u64,
-        mut visit: impl FnMut(&[u8], u64),
+        mut visit: impl FnMut(u64, &[u8], u64),
     ) -> Result<u64, Error> {
-        cursor.read(&self.log, until, max_bytes, |_, _, bytes, lsn| {
-            visit(bytes, lsn);
+        cursor.read(&self.log, until, max_bytes, |place, _, bytes, lsn| {
+            visit(place.segment, bytes, lsn);
         })
     }
 
@@ -587,6 +632,13 @@ impl Store {
         history.store(&*self.disk)?;
         *current = history;
         Ok(())
+    }
+
+    /// Blocks until `lsn` is on this node's disk whatever the durability mode, the
+    /// store is poisoned, or `timeout` passes; returns whether it is on disk. (What a
+    /// replica confirms to its primary.)
+    pub fn wait_synced(&self, lsn: u64, timeout: Duration) -> bool {
+        self.log.wait_synced(lsn, timeout)
     }
 
     /// Blocks until `lsn` is acknowledged (or the store is poisoned).

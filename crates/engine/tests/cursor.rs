@@ -53,9 +53,14 @@ fn read_all(store: &Store, lsn: u64, max_bytes: u64) -> Vec<(String, u64)> {
     let mut seen = Vec::new();
     loop {
         let read = store
-            .read_log(&mut cursor, store.synced_lsn(), max_bytes, |bytes, lsn| {
-                seen.push((describe(bytes), lsn));
-            })
+            .read_log(
+                &mut cursor,
+                store.synced_lsn(),
+                max_bytes,
+                |_, bytes, lsn| {
+                    seen.push((describe(bytes), lsn));
+                },
+            )
             .expect("read");
         if read == 0 {
             break;
@@ -128,7 +133,7 @@ fn a_cursor_reads_every_record_after_its_position() {
     let (before_batch, _) = acked[9];
     let mut cursor = store.follow_log(before_batch).expect("held");
     store
-        .read_log(&mut cursor, store.synced_lsn(), 1, |_, _| {})
+        .read_log(&mut cursor, store.synced_lsn(), 1, |_, _, _| {})
         .expect("read");
     assert_eq!(cursor.lsn(), acked[10].0);
     // Not yet written: no cursor.
@@ -154,7 +159,7 @@ fn compaction_leaves_what_a_cursor_needs_and_positions_outlast_a_restart() {
     assert_eq!(store.stats().log_segments, segments);
     // Once it has read to the end it holds only the segment it stands in.
     while store
-        .read_log(&mut cursor, store.synced_lsn(), 4096, |_, _| {})
+        .read_log(&mut cursor, store.synced_lsn(), 4096, |_, _, _| {})
         .expect("read")
         > 0
     {}
