@@ -18,8 +18,8 @@ pub enum Error {
     /// The log spans as many segments as the index can address; compaction must
     /// remove the oldest before more can be written.
     LogFull,
-    /// A change sent to a replica: only its primary takes changes.
-    ReadOnly,
+    /// A change sent to a replica: only its primary (named) takes changes.
+    ReadOnly { primary: String },
     /// A key longer than a log record can hold (255 bytes).
     KeyTooLong { len: usize },
 }
@@ -31,7 +31,12 @@ impl fmt::Display for Error {
             Error::Poisoned => write!(f, "store refuses writes after a failed write or fsync"),
             Error::Format(why) => write!(f, "unreadable data directory: {why}"),
             Error::Locked => write!(f, "data directory is locked by another process"),
-            Error::ReadOnly => write!(f, "a replica takes no changes; its primary does"),
+            Error::ReadOnly { primary } => {
+                write!(
+                    f,
+                    "this server is a replica of {primary}; send changes there"
+                )
+            }
             Error::LogFull => write!(f, "the log spans the most segments the index addresses"),
             Error::KeyTooLong { len } => {
                 write!(

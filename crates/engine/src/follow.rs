@@ -74,17 +74,22 @@ impl Store {
         self.read_only.load(Ordering::Acquire)
     }
 
-    /// Makes this a replica's store (`true`): clients' changes get [`Error::ReadOnly`]
-    /// and the store writes nothing of its own; or a primary's again (`false`). Waits
-    /// for a compaction in progress to finish first.
-    pub fn set_read_only(&self, read_only: bool) {
+    /// Makes this the store of a replica of `primary` (a name for error messages):
+    /// clients' changes get [`Error::ReadOnly`] and the store writes nothing of its
+    /// own; with None, a primary's again. Waits for a compaction in progress to finish
+    /// first.
+    pub fn set_read_only(&self, primary: Option<String>) {
         let _no_compaction = self.compaction.lock();
+        let read_only = primary.is_some();
+        *self.primary.lock() = primary.unwrap_or_default();
         self.read_only.store(read_only, Ordering::Release);
     }
 
     pub(crate) fn check_writable(&self) -> Result<(), Error> {
         if self.is_read_only() {
-            return Err(Error::ReadOnly);
+            return Err(Error::ReadOnly {
+                primary: self.primary.lock().clone(),
+            });
         }
         Ok(())
     }

@@ -640,7 +640,7 @@ impl Store {
         // (see `drop_dead`); a delete appended before a crash may not have reached it.
         // A replica writes nothing of its own: its primary's log says the same.
         for (key, location) in &flushed {
-            if options.read_only {
+            if options.read_only.is_some() {
                 log.free(*location, key.space.class());
             } else {
                 let delete = Record::Delete { key: key.as_key() };
@@ -683,11 +683,12 @@ impl Store {
             evictions: AtomicU64::new(0),
             values_out: std::sync::atomic::AtomicBool::new(values_out),
             history: parking_lot::Mutex::new(history),
-            read_only: std::sync::atomic::AtomicBool::new(options.read_only),
+            read_only: std::sync::atomic::AtomicBool::new(options.read_only.is_some()),
+            primary: parking_lot::Mutex::new(options.read_only.clone().unwrap_or_default()),
         };
         // A touch record's expiry becomes a whole version, so the version can leave
         // memory like any other.
-        if !options.read_only {
+        if options.read_only.is_none() {
             for key in touched {
                 store.rewrite_in_memory(key.as_key())?;
             }

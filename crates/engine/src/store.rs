@@ -63,9 +63,9 @@ pub struct Options {
     /// The memory budget for the index and the values held in memory; 0 = none (every
     /// value stays in memory). See [`Store::set_memory_limit`].
     pub memory_limit_bytes: u64,
-    /// Open as a replica's store ([`Store::set_read_only`]): from the start, nothing is
-    /// written but copies of the primary's log.
-    pub read_only: bool,
+    /// Open as the store of a replica of this primary ([`Store::set_read_only`]): from
+    /// the start, nothing is written but copies of the primary's log.
+    pub read_only: Option<String>,
     /// For tests only: every key in one index shard with a one-bit fingerprint, so
     /// that keys share fingerprints all the time and every path that tells them apart
     /// by reading their records runs. Slow.
@@ -82,7 +82,7 @@ impl Options {
             clock,
             on_ack: None,
             memory_limit_bytes: 0,
-            read_only: false,
+            read_only: None,
             crowded_index: false,
         }
     }
@@ -157,6 +157,8 @@ pub struct Store {
     /// A replica's store: clients' changes are refused and the store writes nothing of
     /// its own; only copies of its primary's log come in (`follow.rs`).
     pub(crate) read_only: std::sync::atomic::AtomicBool,
+    /// The primary a read-only store follows, as its refusals name it.
+    pub(crate) primary: parking_lot::Mutex<String>,
     pub(crate) log: Log,
     pub(crate) disk: Arc<dyn Disk>,
     /// Keys the index was restored with from a checkpoint at open (0: none).

@@ -21,7 +21,7 @@ fn open(disk: &SimDisk, read_only: bool) -> Store {
     let mut options = Options::new(Durability::Fsync, Arc::new(ManualClock::new(NOW)));
     options.segment_size_bytes = 1024; // small: many segments
     options.fsync_interval = Duration::from_millis(1);
-    options.read_only = read_only;
+    options.read_only = read_only.then(|| "the primary".to_string());
     Store::open(Arc::new(disk.clone()), options).expect("open")
 }
 
@@ -219,12 +219,15 @@ fn a_replica_refuses_changes_and_writes_nothing_of_its_own() {
     let refused = replica.update(mc("k"), Access::NoAccess, |_, _| {
         (Change::Put(NewItem::new(b"v".as_slice().into(), 0)), ())
     });
-    assert!(matches!(refused, Err(Error::ReadOnly)), "{refused:?}");
+    assert!(
+        matches!(refused, Err(Error::ReadOnly { .. })),
+        "{refused:?}"
+    );
     let refused = replica.update_batch(&[mc("a"), mc("b")], |_, _| {
         (vec![Change::Delete, Change::Delete], ())
     });
     assert!(refused.is_ok(), "deleting what is not there writes nothing");
-    assert!(matches!(replica.flush_all(0), Err(Error::ReadOnly)));
+    assert!(matches!(replica.flush_all(0), Err(Error::ReadOnly { .. })));
     assert_eq!(
         replica
             .compact_oldest()

@@ -23,6 +23,7 @@ pub mod base64;
 mod error;
 pub mod number;
 mod parse;
+pub mod replication;
 mod request;
 pub mod response;
 

@@ -284,6 +284,12 @@ impl<'a> Command<'a, '_> {
                     }
                 }
                 b"flush_all" => self.flush_all(),
+                b"replicaof" => self.ok(Request::ReplicaOf {
+                    arguments: self.line.tokens_after(0),
+                }),
+                b"replicate" => self.ok(Request::Replicate {
+                    arguments: self.line.tokens_after(0),
+                }),
                 b"version" => self.ok(Request::Version),
                 b"quit" => self.ok(Request::Quit),
                 b"verbosity" => self.verbosity(),

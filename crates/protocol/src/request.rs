@@ -383,6 +383,13 @@ pub enum Request<'a> {
     /// `stats [arguments…]`, arguments raw (`reset`, `settings`, `items`,
     /// `slabs`, `detail on`, `cachedump 1 1`, …): the server decides.
     Stats { arguments: Tokens<'a> },
+    /// `replicaof <host> <port>` or `replicaof no one` (Redis's words): Kura's own, to
+    /// follow a primary or stop following; arguments raw, the server decides.
+    ReplicaOf { arguments: Tokens<'a> },
+    /// `replicate <history> <epoch> <lsn>`: Kura's own, a replica asking for the log
+    /// from its position; the connection then carries the log (see the server's
+    /// `replication` module). Arguments raw.
+    Replicate { arguments: Tokens<'a> },
     /// `quit`: close the connection after flushing earlier replies.
     Quit,
     /// `shutdown [graceful]`
@@ -515,6 +522,17 @@ impl Request<'_> {
             }
             Request::Stats { arguments } => {
                 out.extend_from_slice(b"stats");
+                for argument in *arguments {
+                    out.push(b' ');
+                    out.extend_from_slice(argument);
+                }
+                out.extend_from_slice(b"\r\n");
+            }
+            Request::ReplicaOf { arguments } | Request::Replicate { arguments } => {
+                out.extend_from_slice(match self {
+                    Request::ReplicaOf { .. } => b"replicaof",
+                    _ => b"replicate",
+                });
                 for argument in *arguments {
                     out.push(b' ');
                     out.extend_from_slice(argument);

@@ -77,6 +77,11 @@ pub struct Config {
     /// free one (printed on stdout); `off` serves no SQL.
     #[arg(long = "sql-port", default_value = "3306", value_parser = parse_sql_port)]
     pub sql_port: SqlPort,
+    /// Start as a replica of the primary at HOST:PORT (its memcached port): follow its
+    /// log and serve reads; changes get `SERVER_ERROR` naming the primary. Remembered
+    /// in the data directory until `replicaof no one`.
+    #[arg(long = "replica-of", value_name = "HOST:PORT")]
+    pub replica_of: Option<String>,
     /// A file of `user:password` lines: who may log in on the SQL port. Without it,
     /// `root` with no password, allowed only while `-l` is a loopback address.
     #[arg(long = "sql-users")]

@@ -32,6 +32,8 @@ pub enum Flow {
     Continue,
     /// Send what is pending, then close (quit, or a request memcached closes on).
     Close,
+    /// Send what is pending, then hand the connection to a replica's stream.
+    Replicate(crate::replication::primary::Request),
 }
 
 /// What one request produced besides its reply bytes.
@@ -271,6 +273,29 @@ pub fn execute(
         Request::Stats { arguments } => {
             crate::stats_reply::write(shared, arguments, out);
             Outcome::done()
+        }
+        Request::ReplicaOf { arguments } => {
+            crate::replication::replicaof(shared, arguments, out);
+            Outcome::done()
+        }
+        Request::Replicate { arguments } => {
+            if let Some(primary) = shared.replication.primary() {
+                out.extend_from_slice(
+                    format!("SERVER_ERROR this server is a replica; replicate from its primary {primary}\r\n")
+                        .as_bytes(),
+                );
+                return Outcome::done();
+            }
+            match crate::replication::primary::Request::parse(arguments) {
+                Some(request) => Outcome {
+                    flow: Flow::Replicate(request),
+                    lsn: None,
+                },
+                None => {
+                    out.extend_from_slice(b"CLIENT_ERROR bad command line format\r\n");
+                    Outcome::done()
+                }
+            }
         }
         Request::Quit => Outcome {
             flow: Flow::Close,

@@ -4,6 +4,7 @@ mod config;
 mod dispatch;
 mod memory;
 mod reader;
+mod replication;
 mod semantics;
 mod server;
 mod sql;
@@ -45,12 +46,25 @@ fn main() -> anyhow::Result<()> {
     options.on_ack = Some(Arc::new(move |ack| {
         ack_tx.send_replace(ack);
     }));
+    // A replica stays one across restarts: a second primary of one history would
+    // take changes the first never sees.
+    let replica_of = match &config.replica_of {
+        Some(primary) => Some(primary.clone()),
+        None => replication::Replication::remembered_primary(&config.data_dir)
+            .with_context(|| format!("reading {}", config.data_dir.display()))?,
+    };
+    options.read_only = replica_of.clone();
     let opened = Instant::now();
     let store = Store::open_dir(&config.data_dir, options)
         .with_context(|| format!("opening data directory {}", config.data_dir.display()))?;
     let store = Arc::new(store);
     let tables = Tables::open(Arc::clone(&store)).context("reading the tables' catalog")?;
-    if let Some(path) = &config.schema {
+    if let (Some(path), Some(primary)) = (&config.schema, &replica_of) {
+        eprintln!(
+            "kura: not applying {}: a replica takes its tables from its primary {primary}",
+            path.display()
+        );
+    } else if let Some(path) = &config.schema {
         let sql = std::fs::read_to_string(path)
             .with_context(|| format!("reading schema {}", path.display()))?;
         let created = tables
@@ -76,7 +90,7 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    runtime.block_on(run(config, store, tables, ack_rx))
+    runtime.block_on(run(config, store, tables, ack_rx, replica_of))
 }
 
 async fn run(
@@ -84,6 +98,7 @@ async fn run(
     store: Arc<Store>,
     tables: Tables,
     ack: watch::Receiver<Ack>,
+    replica_of: Option<String>,
 ) -> anyhow::Result<()> {
     let sql_listener = match config.sql_port.0 {
         Some(port) => {
@@ -128,8 +143,17 @@ async fn run(
         reader: reader::ValueReader::start(config.read_threads).context("starting readers")?,
         stopping: AtomicBool::new(false),
         listen_addr,
+        replication: replication::Replication::new(&config.data_dir),
         config,
     });
+    shared.replication.bind(&shared);
+    if let Some(primary) = replica_of {
+        shared
+            .replication
+            .follow(primary.clone())
+            .with_context(|| format!("following {primary}"))?;
+        eprintln!("kura: a replica of {primary}");
+    }
     if let Some((listener, users)) = sql_listener {
         let addr = listener.local_addr()?;
         sql::serve(listener, Arc::clone(&shared), Arc::new(users))?;
@@ -158,6 +182,7 @@ async fn run(
     // Every connection has finished or been cut off: stop maintenance, make the log
     // durable and stop.
     shared.stopping.store(true, Ordering::Release);
+    shared.replication.shutdown();
     maintenance.thread().unpark();
     let _ = tokio::task::spawn_blocking(move || maintenance.join()).await;
     // The next start reads this instead of the whole log.

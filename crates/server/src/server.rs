@@ -42,6 +42,8 @@ pub struct Shared {
     /// Set once shutdown begins; the maintenance thread watches it.
     pub stopping: std::sync::atomic::AtomicBool,
     pub listen_addr: SocketAddr,
+    /// Whom this node follows, and who follows it.
+    pub replication: crate::replication::Replication,
 }
 
 impl Shared {
@@ -337,7 +339,7 @@ async fn connection(
                     }
                 }
             }
-            if flow == Flow::Close {
+            if flow != Flow::Continue {
                 break;
             }
             if conn.out.len() > 256 * 1024 {
@@ -348,6 +350,28 @@ async fn connection(
         }
         if !flush(&mut stream, &mut conn, &shared, &mut ack).await || flow == Flow::Close {
             break 'serve;
+        }
+        if let Flow::Replicate(request) = flow {
+            // The connection leaves this event loop for a thread of its own.
+            shared.connections.unregister(id);
+            shared
+                .counters
+                .local()
+                .curr_connections
+                .fetch_sub(1, Ordering::Relaxed);
+            let handed = stream
+                .into_std()
+                .and_then(|s| s.set_nonblocking(false).map(|()| s));
+            match handed {
+                Ok(stream) => crate::replication::primary::serve(
+                    Arc::clone(&shared),
+                    stream,
+                    peer.to_string(),
+                    request,
+                ),
+                Err(e) => eprintln!("kura: a replica's connection: {e}"),
+            }
+            return;
         }
         // Keep the input buffer from holding on to a huge pipeline's memory.
         if input.is_empty() && input.capacity() > 1 << 20 {

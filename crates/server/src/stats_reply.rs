@@ -38,6 +38,10 @@ pub fn write(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
         None => general(shared, out),
         Some(b"settings") => settings(shared, out),
         Some(b"conns") => conns(shared, out),
+        Some(b"replication") => {
+            crate::replication::write_stats(shared, out);
+            return;
+        }
         Some(b"reset") => {
             shared.counters.reset();
             shared.prefixes.clear();

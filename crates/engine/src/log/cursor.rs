@@ -92,6 +92,11 @@ impl Cursor {
         self.lsn
     }
 
+    /// The segment the cursor stands in.
+    pub fn segment(&self) -> u64 {
+        self.segment
+    }
+
     /// Reads records from the cursor's position up to LSN `until` (which must be where a
     /// record ends: a watermark of the log), about `max_bytes` of them, and moves past
     /// them. A batch is read whole once its first record is, so that the reader can

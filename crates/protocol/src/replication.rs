@@ -1,0 +1,320 @@
+//! What travels between a primary and a replica once the replica's `replicate` command
+//! has been accepted: length-prefixed frames, in both directions, on the same TCP
+//! connection. `docs/format.md` describes them; this is the one place that writes and
+//! reads them. No I/O; never panics on input (fuzzed: `replication_frames`).
+//!
+//! A frame is a kind byte, the payload's length (u32, little-endian) and the payload;
+//! numbers in payloads are little-endian.
+
+/// The most a frame's payload may hold: a run of records is cut at about 256 KiB, but
+/// one batch (a SQL statement's rows) is never split, so the bound is generous.
+pub const FRAME_MAX_BYTES: usize = 256 << 20;
+
+const HEADER_BYTES: usize = 5;
+
+/// Where the primary's stream starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// From the replica's own position: the replica keeps its log and goes on.
+    Partial { lsn: u64 },
+    /// A full copy: the replica empties its log and copies the primary's from segment
+    /// `segment`, which starts at `start_lsn`; it holds a consistent copy once it has
+    /// reached `consistent_lsn` (the primary's log end when the copy began).
+    Full {
+        segment: u64,
+        start_lsn: u64,
+        consistent_lsn: u64,
+    },
+}
+
+/// One frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// Primary → replica, first: the primary's history (its id and every epoch's
+    /// number and start LSN) and where the stream starts.
+    Hello {
+        history_id: u128,
+        epochs: Vec<(u64, u64)>,
+        start: Start,
+    },
+    /// Primary → replica: records of segment `segment` from LSN `start_lsn`, whole
+    /// records and whole batches as the primary's log holds them.
+    Records {
+        segment: u64,
+        start_lsn: u64,
+        bytes: &'a [u8],
+    },
+    /// Primary → replica: the primary removed its segments before `oldest`; the
+    /// replica removes its own once it has applied up to `after_lsn`.
+    Trim { oldest: u64, after_lsn: u64 },
+    /// Primary → replica, at least once a second: how far the primary's log goes.
+    Progress { appended_lsn: u64, synced_lsn: u64 },
+    /// Replica → primary: everything up to `synced_lsn` is on the replica's disk.
+    Ack { synced_lsn: u64 },
+    /// Either way, last: why the sender ends the stream.
+    Bye { reason: &'a str },
+}
+
+/// Bytes that are not a frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireError(pub String);
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "replication stream: {}", self.0)
+    }
+}
+
+impl std::error::Error for WireError {}
+
+fn put_u64(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(&n.to_le_bytes());
+}
+
+/// Appends `frame` to `out`.
+pub fn encode(frame: &Frame<'_>, out: &mut Vec<u8>) {
+    let at = out.len();
+    out.extend_from_slice(&[0; HEADER_BYTES]);
+    let kind = match frame {
+        Frame::Hello {
+            history_id,
+            epochs,
+            start,
+        } => {
+            out.extend_from_slice(&history_id.to_le_bytes());
+            out.extend_from_slice(&u32::try_from(epochs.len()).unwrap_or(0).to_le_bytes());
+            for &(number, start_lsn) in epochs {
+                put_u64(out, number);
+                put_u64(out, start_lsn);
+            }
+            match *start {
+                Start::Partial { lsn } => {
+                    out.push(b'p');
+                    put_u64(out, lsn);
+                }
+                Start::Full {
+                    segment,
+                    start_lsn,
+                    consistent_lsn,
+                } => {
+                    out.push(b'f');
+                    put_u64(out, segment);
+                    put_u64(out, start_lsn);
+                    put_u64(out, consistent_lsn);
+                }
+            }
+            b'H'
+        }
+        Frame::Records {
+            segment,
+            start_lsn,
+            bytes,
+        } => {
+            put_u64(out, *segment);
+            put_u64(out, *start_lsn);
+            out.extend_from_slice(bytes);
+            b'R'
+        }
+        Frame::Trim { oldest, after_lsn } => {
+            put_u64(out, *oldest);
+            put_u64(out, *after_lsn);
+            b'T'
+        }
+        Frame::Progress {
+            appended_lsn,
+            synced_lsn,
+        } => {
+            put_u64(out, *appended_lsn);
+            put_u64(out, *synced_lsn);
+            b'P'
+        }
+        Frame::Ack { synced_lsn } => {
+            put_u64(out, *synced_lsn);
+            b'A'
+        }
+        Frame::Bye { reason } => {
+            out.extend_from_slice(reason.as_bytes());
+            b'B'
+        }
+    };
+    let len = u32::try_from(out.len() - at - HEADER_BYTES).unwrap_or(u32::MAX);
+    out[at] = kind;
+    out[at + 1..at + HEADER_BYTES].copy_from_slice(&len.to_le_bytes());
+}
+
+/// Reads a payload's fields in order.
+struct Fields<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Fields<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
+        if self.rest.len() < n {
+            return Err(WireError("a frame is shorter than its fields".to_string()));
+        }
+        let (taken, rest) = self.rest.split_at(n);
+        self.rest = rest;
+        Ok(taken)
+    }
+
+    fn u64(&mut self) -> Result<u64, WireError> {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn end(self) -> Result<(), WireError> {
+        if self.rest.is_empty() {
+            Ok(())
+        } else {
+            Err(WireError("a frame is longer than its fields".to_string()))
+        }
+    }
+}
+
+/// The first frame in `buf` and its length, or None until `buf` holds all of it.
+pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, WireError> {
+    let Some(header) = buf.get(..HEADER_BYTES) else {
+        return Ok(None);
+    };
+    let mut len = [0u8; 4];
+    len.copy_from_slice(&header[1..]);
+    let len = u32::from_le_bytes(len) as usize;
+    if len > FRAME_MAX_BYTES {
+        return Err(WireError(format!("a frame of {len} bytes")));
+    }
+    let Some(payload) = buf.get(HEADER_BYTES..HEADER_BYTES + len) else {
+        return Ok(None);
+    };
+    let mut f = Fields { rest: payload };
+    let frame = match header[0] {
+        b'H' => {
+            let mut id = [0u8; 16];
+            id.copy_from_slice(f.take(16)?);
+            let mut count = [0u8; 4];
+            count.copy_from_slice(f.take(4)?);
+            let count = u32::from_le_bytes(count) as usize;
+            if count > f.rest.len() / 16 {
+                return Err(WireError("a hello with more epochs than bytes".to_string()));
+            }
+            let mut epochs = Vec::with_capacity(count);
+            for _ in 0..count {
+                epochs.push((f.u64()?, f.u64()?));
+            }
+            let start = match f.take(1)?[0] {
+                b'p' => Start::Partial { lsn: f.u64()? },
+                b'f' => Start::Full {
+                    segment: f.u64()?,
+                    start_lsn: f.u64()?,
+                    consistent_lsn: f.u64()?,
+                },
+                other => return Err(WireError(format!("a hello starting with {other:#x}"))),
+            };
+            f.end()?;
+            Frame::Hello {
+                history_id: u128::from_le_bytes(id),
+                epochs,
+                start,
+            }
+        }
+        b'R' => {
+            let segment = f.u64()?;
+            let start_lsn = f.u64()?;
+            Frame::Records {
+                segment,
+                start_lsn,
+                bytes: f.rest,
+            }
+        }
+        b'T' => {
+            let frame = Frame::Trim {
+                oldest: f.u64()?,
+                after_lsn: f.u64()?,
+            };
+            f.end()?;
+            frame
+        }
+        b'P' => {
+            let frame = Frame::Progress {
+                appended_lsn: f.u64()?,
+                synced_lsn: f.u64()?,
+            };
+            f.end()?;
+            frame
+        }
+        b'A' => {
+            let frame = Frame::Ack {
+                synced_lsn: f.u64()?,
+            };
+            f.end()?;
+            frame
+        }
+        b'B' => Frame::Bye {
+            reason: std::str::from_utf8(payload)
+                .map_err(|_| WireError("a goodbye that is not UTF-8".to_string()))?,
+        },
+        other => return Err(WireError(format!("a frame of kind {other:#x}"))),
+    };
+    Ok(Some((frame, HEADER_BYTES + len)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_frame_reads_back_as_written_and_not_before_it_is_whole() {
+        let frames = [
+            Frame::Hello {
+                history_id: 0x0123_4567_89ab_cdef_0011_2233_4455_6677,
+                epochs: vec![(1, 0), (2, 4096)],
+                start: Start::Full {
+                    segment: 3,
+                    start_lsn: 77,
+                    consistent_lsn: 9000,
+                },
+            },
+            Frame::Hello {
+                history_id: 1,
+                epochs: vec![(1, 0)],
+                start: Start::Partial { lsn: 12 },
+            },
+            Frame::Records {
+                segment: 4,
+                start_lsn: 100,
+                bytes: b"record bytes",
+            },
+            Frame::Trim {
+                oldest: 2,
+                after_lsn: 99,
+            },
+            Frame::Progress {
+                appended_lsn: 5,
+                synced_lsn: 4,
+            },
+            Frame::Ack { synced_lsn: 42 },
+            Frame::Bye { reason: "because" },
+        ];
+        for frame in &frames {
+            let mut out = Vec::new();
+            encode(frame, &mut out);
+            for cut in 0..out.len() {
+                assert_eq!(decode(&out[..cut]), Ok(None), "{frame:?} cut at {cut}");
+            }
+            out.extend_from_slice(b"next");
+            assert_eq!(decode(&out), Ok(Some((frame.clone(), out.len() - 4))));
+        }
+    }
+
+    #[test]
+    fn what_is_not_a_frame_is_refused() {
+        assert!(decode(b"Z\0\0\0\0").is_err());
+        assert!(
+            decode(b"A\x04\0\0\0abcd").is_err(),
+            "too short for its field"
+        );
+        assert!(decode(b"A\x09\0\0\0abcdefghi").is_err(), "too long");
+        assert!(decode(&[b'R', 0xff, 0xff, 0xff, 0xff]).is_err(), "too big");
+        assert!(decode(b"H\x14\0\0\0aaaaaaaaaaaaaaaa\xff\xff\xff\xff").is_err());
+    }
+}

@@ -1,0 +1,244 @@
+//! Replication: a replica follows its primary's log over a TCP connection to the
+//! primary's memcached port. The replica sends `replicate <history> <epoch> <lsn>`;
+//! the primary answers with a hello that says where the stream starts (the replica's
+//! own position, or a full copy from its oldest segment) and then streams its log's
+//! records, never past what is on its own disk, while the replica confirms what is on
+//! its disk. The frames are `kura_protocol::replication`'s; what the replica does with
+//! the records is the engine's (`Store::apply_copied`): its log is the primary's, byte
+//! for byte, so positions mean the same on every node.
+//!
+//! `primary.rs` serves one replica (a thread per replica, reading the log from disk,
+//! so a slow replica costs the primary no memory); `replica.rs` is the follower (a
+//! thread that connects, applies and reconnects). This file holds the node's role,
+//! `replicaof`, and `stats replication`.
+//!
+//! What it is not for: deciding what a record does (the engine), or when a change is
+//! acknowledged to a client (`server.rs`).
+
+pub mod primary;
+pub mod replica;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use kura_protocol::Tokens;
+use parking_lot::Mutex;
+
+use crate::server::Shared;
+
+/// The file in the data directory that remembers whom a replica follows, so that a
+/// restart without `--replica-of` does not turn it into a second primary.
+const ROLE_FILE: &str = "replica-of";
+
+/// The node's side of replication: whom it follows, and who follows it.
+pub struct Replication {
+    data_dir: PathBuf,
+    /// What every connection shares, for the threads replication starts
+    /// ([`Replication::bind`]).
+    shared: std::sync::OnceLock<std::sync::Weak<Shared>>,
+    /// The primary this node follows, and the thread that follows it.
+    following: Mutex<Option<replica::Follower>>,
+    /// The replicas streaming from this node, by link number.
+    links: Mutex<BTreeMap<u64, Arc<primary::Link>>>,
+    next_link: AtomicU64,
+    /// Streams this node began for replicas, from their position or from its oldest
+    /// segment.
+    pub partial_syncs: AtomicU64,
+    pub full_syncs: AtomicU64,
+}
+
+impl Replication {
+    pub fn new(data_dir: &Path) -> Replication {
+        Replication {
+            data_dir: data_dir.to_path_buf(),
+            shared: std::sync::OnceLock::new(),
+            following: Mutex::new(None),
+            links: Mutex::new(BTreeMap::new()),
+            next_link: AtomicU64::new(1),
+            partial_syncs: AtomicU64::new(0),
+            full_syncs: AtomicU64::new(0),
+        }
+    }
+
+    /// Gives replication what every connection shares, once it exists.
+    pub fn bind(&self, shared: &Arc<Shared>) {
+        let _ = self.shared.set(Arc::downgrade(shared));
+    }
+
+    /// Whom the node followed when it stopped, if it was a replica.
+    pub fn remembered_primary(data_dir: &Path) -> std::io::Result<Option<String>> {
+        match std::fs::read_to_string(data_dir.join(ROLE_FILE)) {
+            Ok(text) => Ok(Some(text.trim().to_string()).filter(|p| !p.is_empty())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes (or, with None, removes) the role file, durably.
+    fn remember(&self, primary: Option<&str>) -> std::io::Result<()> {
+        let path = self.data_dir.join(ROLE_FILE);
+        match primary {
+            Some(primary) => {
+                let temp = self.data_dir.join(format!("{ROLE_FILE}.tmp"));
+                let mut file = std::fs::File::create(&temp)?;
+                std::io::Write::write_all(&mut file, format!("{primary}\n").as_bytes())?;
+                file.sync_all()?;
+                std::fs::rename(&temp, &path)?;
+            }
+            None => match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            },
+        }
+        std::fs::File::open(&self.data_dir)?.sync_all()
+    }
+
+    /// The primary this node follows, if it is a replica.
+    pub fn primary(&self) -> Option<String> {
+        self.following.lock().as_ref().map(|f| f.primary.clone())
+    }
+
+    /// Starts following `primary` (`host:port`); the store must already be read-only.
+    pub fn follow(&self, primary: String) -> std::io::Result<()> {
+        let shared = self
+            .shared
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .ok_or_else(|| std::io::Error::other("the server is stopping"))?;
+        self.remember(Some(&primary))?;
+        let follower = replica::Follower::start(shared, primary)?;
+        *self.following.lock() = Some(follower);
+        Ok(())
+    }
+
+    /// Stops following, waiting for the follower's thread: no copy is applied after
+    /// this returns.
+    fn stop_following(&self) {
+        let follower = self.following.lock().take();
+        if let Some(follower) = follower {
+            follower.stop();
+        }
+    }
+
+    pub(crate) fn add_link(&self, link: Arc<primary::Link>) -> u64 {
+        let n = self.next_link.fetch_add(1, Ordering::Relaxed);
+        self.links.lock().insert(n, link);
+        n
+    }
+
+    pub(crate) fn remove_link(&self, n: u64) {
+        self.links.lock().remove(&n);
+    }
+
+    /// Stops the follower, at shutdown.
+    pub fn shutdown(&self) {
+        self.stop_following();
+    }
+}
+
+/// `replicaof <host> <port>` or `replicaof no one`.
+pub fn replicaof(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
+    let (Some(first), Some(second), None) = (arguments.next(), arguments.next(), arguments.next())
+    else {
+        out.extend_from_slice(
+            b"CLIENT_ERROR usage: replicaof <host> <port> | replicaof no one\r\n",
+        );
+        return;
+    };
+    let replication = &shared.replication;
+    if first.eq_ignore_ascii_case(b"no") && second.eq_ignore_ascii_case(b"one") {
+        if replication.primary().is_none() {
+            out.extend_from_slice(b"OK\r\n");
+            return;
+        }
+        replication.stop_following();
+        // A new epoch: the other replicas of the old primary follow this node from
+        // their positions, and the old primary, coming back, finds it is behind.
+        let promoted = shared
+            .store
+            .begin_epoch()
+            .map_err(|e| e.to_string())
+            .and_then(|_| replication.remember(None).map_err(|e| e.to_string()));
+        match promoted {
+            Ok(()) => {
+                shared.store.set_read_only(None);
+                eprintln!(
+                    "kura: now a primary (epoch {})",
+                    shared.store.history().current().number
+                );
+                out.extend_from_slice(b"OK\r\n");
+            }
+            Err(e) => {
+                out.extend_from_slice(format!("SERVER_ERROR promotion failed: {e}\r\n").as_bytes());
+            }
+        }
+        return;
+    }
+    let port = std::str::from_utf8(second)
+        .ok()
+        .and_then(|p| p.parse::<u16>().ok());
+    let (Ok(host), Some(port)) = (std::str::from_utf8(first), port) else {
+        out.extend_from_slice(b"CLIENT_ERROR bad host or port\r\n");
+        return;
+    };
+    let primary = format!("{host}:{port}");
+    if replication.primary().as_deref() == Some(primary.as_str()) {
+        out.extend_from_slice(b"OK\r\n");
+        return;
+    }
+    replication.stop_following();
+    shared.store.set_read_only(Some(primary.clone()));
+    match replication.follow(primary) {
+        Ok(()) => out.extend_from_slice(b"OK\r\n"),
+        Err(e) => out.extend_from_slice(format!("SERVER_ERROR {e}\r\n").as_bytes()),
+    }
+}
+
+/// `stats replication`: the node's role and position, and each link's.
+pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
+    let store = &shared.store;
+    let stat = |out: &mut Vec<u8>, name: &str, value: &dyn std::fmt::Display| {
+        out.extend_from_slice(format!("STAT {name} {value}\r\n").as_bytes());
+    };
+    let replication = &shared.replication;
+    let history = store.history();
+    let following = replication.following.lock();
+    stat(
+        out,
+        "role",
+        &if following.is_some() {
+            "replica"
+        } else {
+            "primary"
+        },
+    );
+    stat(out, "history_id", &format!("{:032x}", history.id));
+    stat(out, "epoch", &history.current().number);
+    stat(out, "log_lsn", &store.appended_lsn());
+    stat(out, "synced_lsn", &store.synced_lsn());
+    if let Some(follower) = following.as_ref() {
+        follower.write_stats(store, out);
+    }
+    drop(following);
+    let links = replication.links.lock();
+    stat(out, "connected_replicas", &links.len());
+    let synced = store.synced_lsn();
+    for (i, link) in links.values().enumerate() {
+        stat(out, &format!("replica{i}"), &link.describe(synced));
+    }
+    drop(links);
+    stat(
+        out,
+        "partial_syncs_served",
+        &replication.partial_syncs.load(Ordering::Relaxed),
+    );
+    stat(
+        out,
+        "full_syncs_served",
+        &replication.full_syncs.load(Ordering::Relaxed),
+    );
+    out.extend_from_slice(b"END\r\n");
+}

@@ -1,0 +1,296 @@
+//! The primary's side: one replica's stream. The connection that sent `replicate`
+//! leaves its worker's event loop and gets a thread of its own, which reads the log
+//! from disk through a cursor (so a replica that falls behind holds segments on disk,
+//! never memory) and writes frames; a second thread reads the replica's
+//! acknowledgements.
+//!
+//! Where the stream starts: from the replica's position when the replica's log is a
+//! prefix of this one (same history, an epoch this log shares up to that position)
+//! and the log still holds it; otherwise a full copy from the oldest segment, which
+//! holds every live version (compaction copies them forward before it removes one).
+//!
+//! Invariants: only records on this node's disk are sent (`Store::synced_lsn`), so no
+//! replica holds a record a crash of the primary could take back; a trim is sent
+//! with the LSN by which the replica holds the copies that made it possible.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kura_protocol::replication::{decode, encode, Frame, Start};
+
+use crate::server::Shared;
+
+/// About how many bytes of records one read of the log sends.
+const READ_BYTES: u64 = 256 << 10;
+
+/// How often a stream with nothing to send says where the log is.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// A replica gone quiet this long (no acknowledgement) is cut off; it reconnects.
+const SILENT_LIMIT: Duration = Duration::from_secs(10);
+
+/// What a replica asked for: its log's history, epoch and end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub history_id: u128,
+    pub epoch: u64,
+    pub lsn: u64,
+}
+
+impl Request {
+    /// `replicate <history> <epoch> <lsn>`'s arguments.
+    pub fn parse(mut arguments: kura_protocol::Tokens<'_>) -> Option<Request> {
+        let text = |t: &[u8]| std::str::from_utf8(t).ok().map(str::to_string);
+        let id = text(arguments.next()?)?;
+        let epoch = text(arguments.next()?)?.parse().ok()?;
+        let lsn = text(arguments.next()?)?.parse().ok()?;
+        if arguments.next().is_some() || id.len() != 32 {
+            return None;
+        }
+        Some(Request {
+            history_id: u128::from_str_radix(&id, 16).ok()?,
+            epoch,
+            lsn,
+        })
+    }
+}
+
+/// One replica's stream, as `stats replication` shows it.
+pub struct Link {
+    pub addr: String,
+    /// Whether the stream is a full copy not yet past the log's end when it began.
+    pub copying: AtomicBool,
+    pub consistent_lsn: AtomicU64,
+    /// What the replica confirmed is on its disk.
+    pub acked_lsn: AtomicU64,
+    /// How far the stream has sent.
+    pub sent_lsn: AtomicU64,
+    closed: AtomicBool,
+}
+
+impl Link {
+    pub fn describe(&self, synced: u64) -> String {
+        let acked = self.acked_lsn.load(Ordering::Relaxed);
+        let sent = self.sent_lsn.load(Ordering::Relaxed);
+        let copying = self.copying.load(Ordering::Relaxed)
+            && acked < self.consistent_lsn.load(Ordering::Relaxed);
+        format!(
+            "addr={},state={},acked_lsn={acked},sent_lsn={sent},lag_bytes={}",
+            self.addr,
+            if copying { "full_sync" } else { "streaming" },
+            synced.saturating_sub(acked)
+        )
+    }
+}
+
+/// Serves the replica on `stream` (the connection that sent `request`) on a thread of
+/// its own.
+pub fn serve(shared: Arc<Shared>, stream: TcpStream, peer: String, request: Request) {
+    let link = Arc::new(Link {
+        addr: peer,
+        copying: AtomicBool::new(false),
+        consistent_lsn: AtomicU64::new(0),
+        acked_lsn: AtomicU64::new(request.lsn),
+        sent_lsn: AtomicU64::new(request.lsn),
+        closed: AtomicBool::new(false),
+    });
+    let spawned = std::thread::Builder::new()
+        .name("kura-replica-out".to_string())
+        .spawn(move || {
+            let n = shared.replication.add_link(Arc::clone(&link));
+            if let Err(e) = stream_log(&shared, stream, request, &link) {
+                if shared.verbosity.load(Ordering::Relaxed) > 0 {
+                    eprintln!("kura: replica {}: {e}", link.addr);
+                }
+            }
+            link.closed.store(true, Ordering::Release);
+            shared.replication.remove_link(n);
+        });
+    if let Err(e) = spawned {
+        eprintln!("kura: could not start a replica's stream: {e}");
+    }
+}
+
+fn stream_log(
+    shared: &Arc<Shared>,
+    mut stream: TcpStream,
+    request: Request,
+    link: &Arc<Link>,
+) -> std::io::Result<()> {
+    let store = &shared.store;
+    let history = store.history();
+    // The replica's log is a prefix of this one when they share the history to its
+    // end; then it goes on from there, if this log still holds that position.
+    let partial = (request.history_id == history.id)
+        .then(|| history.shared_until(request.epoch, request.lsn))
+        .flatten()
+        .filter(|&shared_lsn| shared_lsn == request.lsn && request.lsn <= store.synced_lsn())
+        .and_then(|lsn| store.follow_log(lsn));
+    let (mut cursor, start) = match partial {
+        Some(cursor) => {
+            let lsn = cursor.lsn();
+            shared
+                .replication
+                .partial_syncs
+                .fetch_add(1, Ordering::Relaxed);
+            (cursor, Start::Partial { lsn })
+        }
+        None => {
+            let cursor = store.follow_log_from_oldest().ok_or_else(|| {
+                std::io::Error::other("the log's oldest segment has no known start")
+            })?;
+            let consistent_lsn = store.appended_lsn();
+            link.copying.store(true, Ordering::Relaxed);
+            link.consistent_lsn.store(consistent_lsn, Ordering::Relaxed);
+            link.acked_lsn.store(cursor.lsn(), Ordering::Relaxed);
+            shared
+                .replication
+                .full_syncs
+                .fetch_add(1, Ordering::Relaxed);
+            let start = Start::Full {
+                segment: cursor.segment(),
+                start_lsn: cursor.lsn(),
+                consistent_lsn,
+            };
+            (cursor, start)
+        }
+    };
+    if shared.verbosity.load(Ordering::Relaxed) > 0 {
+        eprintln!("kura: replica {} follows from {start:?}", link.addr);
+    }
+    let mut out = Vec::with_capacity(READ_BYTES as usize + 4096);
+    encode(
+        &Frame::Hello {
+            history_id: history.id,
+            epochs: history
+                .epochs
+                .iter()
+                .map(|e| (e.number, e.start_lsn))
+                .collect(),
+            start,
+        },
+        &mut out,
+    );
+    stream.set_nodelay(true)?;
+    stream.write_all(&out)?;
+    let reader = stream.try_clone()?;
+    let acks = Arc::clone(link);
+    std::thread::Builder::new()
+        .name("kura-replica-in".to_string())
+        .spawn(move || read_acks(reader, &acks))?;
+    // The replica may hold segments this log removed while it was away.
+    let mut trimmed = 0;
+    let mut last_progress = Instant::now();
+    loop {
+        if link.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let stopping = shared.stopping.load(Ordering::Acquire);
+        if stopping || store.is_read_only() {
+            out.clear();
+            let reason = if stopping {
+                "the primary is shutting down"
+            } else {
+                "the primary became a replica"
+            };
+            encode(&Frame::Bye { reason }, &mut out);
+            let _ = stream.write_all(&out);
+            return Ok(());
+        }
+        // The oldest segment before the watermark: its removal was synced after the
+        // copies that made it possible, so they are below `until`.
+        let oldest = store.oldest_segment();
+        let until = store.synced_lsn();
+        out.clear();
+        let mut run: Option<(u64, u64, Vec<u8>)> = None;
+        let mut runs = Vec::new();
+        let read = store
+            .read_log(
+                &mut cursor,
+                until,
+                READ_BYTES,
+                |segment, bytes, lsn| match run.as_mut() {
+                    Some((s, _, bytes_so_far)) if *s == segment => {
+                        bytes_so_far.extend_from_slice(bytes);
+                    }
+                    _ => {
+                        runs.extend(run.take());
+                        run = Some((segment, lsn - bytes.len() as u64, bytes.to_vec()));
+                    }
+                },
+            )
+            .map_err(std::io::Error::other)?;
+        runs.extend(run.take());
+        for (segment, start_lsn, bytes) in &runs {
+            encode(
+                &Frame::Records {
+                    segment: *segment,
+                    start_lsn: *start_lsn,
+                    bytes,
+                },
+                &mut out,
+            );
+        }
+        if oldest > trimmed {
+            encode(
+                &Frame::Trim {
+                    oldest,
+                    after_lsn: until,
+                },
+                &mut out,
+            );
+            trimmed = oldest;
+        }
+        if last_progress.elapsed() >= PROGRESS_EVERY {
+            encode(
+                &Frame::Progress {
+                    appended_lsn: store.appended_lsn(),
+                    synced_lsn: until,
+                },
+                &mut out,
+            );
+            last_progress = Instant::now();
+        }
+        if !out.is_empty() {
+            stream.write_all(&out)?;
+        }
+        link.sent_lsn.store(cursor.lsn(), Ordering::Relaxed);
+        if read == 0 {
+            store.wait_synced(cursor.lsn() + 1, Duration::from_millis(200));
+        }
+    }
+}
+
+/// Reads the replica's acknowledgements until the stream ends.
+fn read_acks(mut stream: TcpStream, link: &Link) {
+    let _ = stream.set_read_timeout(Some(SILENT_LIMIT));
+    let mut buf = Vec::with_capacity(256);
+    let mut chunk = [0u8; 256];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        loop {
+            match decode(&buf) {
+                Ok(Some((frame, len))) => {
+                    if let Frame::Ack { synced_lsn } = frame {
+                        link.acked_lsn.fetch_max(synced_lsn, Ordering::Relaxed);
+                    }
+                    buf.drain(..len);
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    link.closed.store(true, Ordering::Release);
+                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                    return;
+                }
+            }
+        }
+    }
+    link.closed.store(true, Ordering::Release);
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}

@@ -1,0 +1,378 @@
+//! The replica's side: a thread that connects to the primary, asks for the log from
+//! this node's position, applies what comes (`Store::apply_copied`), and reconnects
+//! after anything (a cut link, a restarted primary) with a short backoff. A second
+//! thread per connection tells the primary what is on this node's disk.
+//!
+//! Invariants: the store is read-only for as long as a follower exists, so the log
+//! grows only by copies; stopping the follower waits for its thread, so nothing is
+//! applied after `replicaof no one` has promoted the node.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use kura_engine::{Epoch, History, Store};
+use kura_protocol::replication::{decode, encode, Frame, Start};
+use parking_lot::Mutex;
+
+use crate::server::Shared;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The primary says where its log is at least once a second; this long without a
+/// word, the link is taken for dead.
+const SILENT_LIMIT: Duration = Duration::from_secs(5);
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// How often the replica confirms its position when nothing new reached its disk.
+const ACK_EVERY: Duration = Duration::from_secs(1);
+
+const LINK_CONNECTING: u8 = 0;
+const LINK_COPYING: u8 = 1;
+const LINK_STREAMING: u8 = 2;
+
+/// What `stats replication` shows of the link.
+#[derive(Default)]
+pub struct LinkState {
+    link: AtomicU8,
+    /// The primary's log end and synced position, as it last said.
+    primary_lsn: AtomicU64,
+    primary_synced_lsn: AtomicU64,
+    /// A full copy is consistent from here on.
+    consistent_lsn: AtomicU64,
+    partial_syncs: AtomicU64,
+    full_syncs: AtomicU64,
+    /// When the primary was last heard from.
+    last_heard: Mutex<Option<Instant>>,
+    last_error: Mutex<String>,
+}
+
+/// The thread following a primary.
+pub struct Follower {
+    pub primary: String,
+    stop: Arc<AtomicBool>,
+    /// The connection in use, so that stopping can cut it at once.
+    socket: Arc<Mutex<Option<TcpStream>>>,
+    state: Arc<LinkState>,
+    thread: JoinHandle<()>,
+}
+
+impl Follower {
+    pub fn start(shared: Arc<Shared>, primary: String) -> std::io::Result<Follower> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let socket = Arc::new(Mutex::new(None));
+        let state = Arc::new(LinkState::default());
+        let thread = {
+            let (stop, socket, state) =
+                (Arc::clone(&stop), Arc::clone(&socket), Arc::clone(&state));
+            let primary = primary.clone();
+            std::thread::Builder::new()
+                .name("kura-follower".to_string())
+                .spawn(move || follow(&shared, &primary, &stop, &socket, &state))?
+        };
+        Ok(Follower {
+            primary,
+            stop,
+            socket,
+            state,
+            thread,
+        })
+    }
+
+    /// Stops following and waits for the thread.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(socket) = self.socket.lock().as_ref() {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+        }
+        let _ = self.thread.join();
+    }
+
+    pub fn write_stats(&self, store: &Store, out: &mut Vec<u8>) {
+        let s = &self.state;
+        let mut stat = |name: &str, value: String| {
+            out.extend_from_slice(format!("STAT {name} {value}\r\n").as_bytes());
+        };
+        stat("primary", self.primary.clone());
+        let link = s.link.load(Ordering::Relaxed);
+        let applied = store.appended_lsn();
+        let copying = link == LINK_COPYING && applied < s.consistent_lsn.load(Ordering::Relaxed);
+        stat(
+            "primary_link",
+            match link {
+                LINK_CONNECTING => "down",
+                _ if copying => "full_sync",
+                _ => "up",
+            }
+            .to_string(),
+        );
+        let heard = s
+            .last_heard
+            .lock()
+            .map_or(-1, |t| t.elapsed().as_secs() as i64);
+        stat("primary_last_heard_secs", heard.to_string());
+        stat(
+            "primary_lsn",
+            s.primary_lsn.load(Ordering::Relaxed).to_string(),
+        );
+        stat("applied_lsn", applied.to_string());
+        stat(
+            "lag_bytes",
+            s.primary_synced_lsn
+                .load(Ordering::Relaxed)
+                .saturating_sub(applied)
+                .to_string(),
+        );
+        stat(
+            "partial_syncs",
+            s.partial_syncs.load(Ordering::Relaxed).to_string(),
+        );
+        stat(
+            "full_syncs",
+            s.full_syncs.load(Ordering::Relaxed).to_string(),
+        );
+        let error = s.last_error.lock().clone();
+        if !error.is_empty() {
+            stat("primary_last_error", error.replace([' ', '\r', '\n'], "_"));
+        }
+    }
+}
+
+/// Follows `primary` until told to stop: connects, streams, and after any failure
+/// waits a little longer each time (up to [`BACKOFF_MAX`]) before connecting again.
+fn follow(
+    shared: &Arc<Shared>,
+    primary: &str,
+    stop: &AtomicBool,
+    socket: &Mutex<Option<TcpStream>>,
+    state: &LinkState,
+) {
+    let mut backoff = BACKOFF_MIN;
+    while !stop.load(Ordering::Acquire) {
+        state.link.store(LINK_CONNECTING, Ordering::Relaxed);
+        let started = Instant::now();
+        if let Err(e) = session(shared, primary, stop, socket, state) {
+            if !stop.load(Ordering::Acquire) {
+                if shared.verbosity.load(Ordering::Relaxed) > 0 {
+                    eprintln!("kura: following {primary}: {e}");
+                }
+                *state.last_error.lock() = e;
+            }
+        }
+        *socket.lock() = None;
+        state.link.store(LINK_CONNECTING, Ordering::Relaxed);
+        if started.elapsed() > BACKOFF_MAX * 4 {
+            backoff = BACKOFF_MIN;
+        }
+        let until = Instant::now() + backoff;
+        while !stop.load(Ordering::Acquire) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+fn resolve(primary: &str) -> Result<SocketAddr, String> {
+    primary
+        .to_socket_addrs()
+        .map_err(|e| format!("{primary}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{primary}: no address"))
+}
+
+/// One connection to the primary, until it fails or the follower stops.
+fn session(
+    shared: &Arc<Shared>,
+    primary: &str,
+    stop: &AtomicBool,
+    socket: &Mutex<Option<TcpStream>>,
+    state: &LinkState,
+) -> Result<(), String> {
+    let store = &shared.store;
+    let io = |e: std::io::Error| e.to_string();
+    let mut stream = TcpStream::connect_timeout(&resolve(primary)?, CONNECT_TIMEOUT).map_err(io)?;
+    stream.set_nodelay(true).map_err(io)?;
+    stream.set_read_timeout(Some(SILENT_LIMIT)).map_err(io)?;
+    *socket.lock() = Some(stream.try_clone().map_err(io)?);
+    if stop.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let history = store.history();
+    let request = format!(
+        "replicate {:032x} {} {}\r\n",
+        history.id,
+        history.current().number,
+        store.appended_lsn()
+    );
+    stream.write_all(request.as_bytes()).map_err(io)?;
+    let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
+    let mut chunk = vec![0u8; 256 << 10];
+    let mut pending_trims: Vec<(u64, u64)> = Vec::new();
+    let mut greeted = false;
+    let session_over = Arc::new(AtomicBool::new(false));
+    let _end_acks = EndOnDrop(Arc::clone(&session_over));
+    loop {
+        let n = stream.read(&mut chunk).map_err(io)?;
+        if n == 0 {
+            return Err("the primary closed the connection".to_string());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        *state.last_heard.lock() = Some(Instant::now());
+        if !greeted && !buf.is_empty() && buf[0] != b'H' {
+            // A text reply: the primary refused (or is not Kura).
+            if let Some(end) = buf.windows(2).position(|w| w == b"\r\n") {
+                return Err(String::from_utf8_lossy(&buf[..end]).into_owned());
+            }
+            if buf.len() > 4096 {
+                return Err("the primary answered something else".to_string());
+            }
+            continue;
+        }
+        let mut used = 0;
+        loop {
+            let frame = match decode(&buf[used..]) {
+                Ok(Some((frame, len))) => {
+                    used += len;
+                    frame
+                }
+                Ok(None) => break,
+                Err(e) => return Err(e.to_string()),
+            };
+            match frame {
+                Frame::Hello {
+                    history_id,
+                    epochs,
+                    start,
+                } => {
+                    let history = History {
+                        id: history_id,
+                        epochs: epochs
+                            .iter()
+                            .map(|&(number, start_lsn)| Epoch { number, start_lsn })
+                            .collect(),
+                    };
+                    begin(store, state, history, start)?;
+                    greeted = true;
+                    let acks = stream.try_clone().map_err(io)?;
+                    let (store, over) = (Arc::clone(&shared.store), Arc::clone(&session_over));
+                    std::thread::Builder::new()
+                        .name("kura-follower-ack".to_string())
+                        .spawn(move || send_acks(acks, &store, &over))
+                        .map_err(io)?;
+                }
+                _ if !greeted => return Err("the primary did not say hello".to_string()),
+                Frame::Records {
+                    segment,
+                    start_lsn,
+                    bytes,
+                } => {
+                    if segment != store.active_segment() {
+                        store
+                            .start_segment(segment, start_lsn)
+                            .map_err(|e| e.to_string())?;
+                    }
+                    store
+                        .apply_copied(bytes, start_lsn)
+                        .map_err(|e| e.to_string())?;
+                }
+                Frame::Trim { oldest, after_lsn } => pending_trims.push((oldest, after_lsn)),
+                Frame::Progress {
+                    appended_lsn,
+                    synced_lsn,
+                } => {
+                    state.primary_lsn.store(appended_lsn, Ordering::Relaxed);
+                    state
+                        .primary_synced_lsn
+                        .store(synced_lsn, Ordering::Relaxed);
+                }
+                Frame::Bye { reason } => return Err(format!("the primary ended: {reason}")),
+                Frame::Ack { .. } => return Err("the primary sent an acknowledgement".to_string()),
+            }
+        }
+        buf.drain(..used);
+        // Segments the primary removed go once this log holds the copies that made
+        // their removal possible.
+        let applied = store.appended_lsn();
+        if let Some(oldest) = pending_trims
+            .iter()
+            .filter(|&&(_, after)| after <= applied)
+            .map(|&(oldest, _)| oldest)
+            .max()
+        {
+            store.trim_log(oldest).map_err(|e| e.to_string())?;
+            pending_trims.retain(|&(_, after)| after > applied);
+        }
+        if stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+    }
+}
+
+/// Sets the follower up for the stream the hello describes.
+fn begin(store: &Store, state: &LinkState, history: History, start: Start) -> Result<(), String> {
+    match start {
+        Start::Full {
+            segment,
+            start_lsn,
+            consistent_lsn,
+        } => {
+            store
+                .restart_log(segment, start_lsn, history)
+                .map_err(|e| e.to_string())?;
+            state
+                .consistent_lsn
+                .store(consistent_lsn, Ordering::Relaxed);
+            state
+                .primary_lsn
+                .fetch_max(consistent_lsn, Ordering::Relaxed);
+            state.full_syncs.fetch_add(1, Ordering::Relaxed);
+            state.link.store(LINK_COPYING, Ordering::Relaxed);
+        }
+        Start::Partial { lsn } => {
+            if lsn != store.appended_lsn() {
+                return Err(format!(
+                    "the primary goes on from LSN {lsn}, this log ends at {}",
+                    store.appended_lsn()
+                ));
+            }
+            if store.history() != history {
+                store.set_history(history).map_err(|e| e.to_string())?;
+            }
+            state.partial_syncs.fetch_add(1, Ordering::Relaxed);
+            state.link.store(LINK_STREAMING, Ordering::Relaxed);
+        }
+    }
+    Ok(())
+}
+
+/// Sets its flag when dropped: the session's acknowledging thread stops.
+struct EndOnDrop(Arc<AtomicBool>);
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// Tells the primary what is on this node's disk: as soon as more is, and at least
+/// every [`ACK_EVERY`].
+fn send_acks(mut stream: TcpStream, store: &Store, over: &AtomicBool) {
+    let mut sent = u64::MAX;
+    let mut last = Instant::now();
+    let mut out = Vec::with_capacity(16);
+    while !over.load(Ordering::Acquire) {
+        let synced = store.synced_lsn();
+        if synced != sent || last.elapsed() >= ACK_EVERY {
+            out.clear();
+            encode(&Frame::Ack { synced_lsn: synced }, &mut out);
+            if stream.write_all(&out).is_err() {
+                return;
+            }
+            sent = synced;
+            last = Instant::now();
+        }
+        store.wait_synced(synced.saturating_add(1), Duration::from_millis(100));
+    }
+}
