@@ -114,6 +114,17 @@ impl Session {
                 .error
                 .take()
                 .unwrap_or_else(|| SqlError::internal("an upsert was refused")),
+            // MySQL's answer on a replica started with --read-only.
+            ApplyError::Other(kura_tables::Error::Engine(kura_engine::Error::ReadOnly {
+                primary,
+            })) => SqlError::new(
+                1290,
+                b"HY000",
+                format!(
+                    "The MySQL server is running with the --read-only option so it cannot \
+                     execute this statement (a replica of {primary}; send changes there)"
+                ),
+            ),
             ApplyError::Other(e) => SqlError::internal(e),
         }
     }
