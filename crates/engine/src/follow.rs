@@ -138,14 +138,7 @@ impl Store {
             Record::FlushAll { deadline, cas, .. } => {
                 let mut guards: Vec<_> = self.index.shards().iter().map(|s| s.write()).collect();
                 self.log.append_copied(unit, &[part], end_lsn)?;
-                if deadline == 0 {
-                    self.log.free_memcached();
-                    for shard in guards.iter_mut() {
-                        shard.clear_memcached();
-                    }
-                    self.curr_items.store(0, Ordering::Relaxed);
-                }
-                self.flush_deadline.store(deadline, Ordering::Release);
+                self.flushed(&mut guards, deadline);
                 self.next_cas.fetch_max(cas + 1, Ordering::AcqRel);
             }
             Record::CasFloor { cas } => {

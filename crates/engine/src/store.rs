@@ -550,9 +550,19 @@ impl Store {
             cas,
         };
         let lsn = self.log.append(&flush, Holds::Nothing, None)?.lsn;
-        // A delayed flush replaces the pending deadline, as memcached's `oldest_live`
-        // is one setting; an immediate one removes memcached's keys for good. Neither
-        // touches the tables' keys.
+        self.flushed(&mut guards, deadline);
+        Ok(lsn)
+    }
+
+    /// What a flush_all record with `deadline` does once it is in the log; `guards`
+    /// hold every shard. A delayed flush replaces the pending deadline, as memcached's
+    /// `oldest_live` is one setting; an immediate one removes memcached's keys for
+    /// good. Neither touches the tables' keys.
+    pub(crate) fn flushed(
+        &self,
+        guards: &mut [parking_lot::RwLockWriteGuard<'_, index::Shard>],
+        deadline: u32,
+    ) {
         if deadline == 0 {
             self.log.free_memcached();
             for shard in guards.iter_mut() {
@@ -561,7 +571,6 @@ impl Store {
             self.curr_items.store(0, Ordering::Relaxed);
         }
         self.flush_deadline.store(deadline, Ordering::Release);
-        Ok(lsn)
     }
 
     /// The LSN of the newest record appended.

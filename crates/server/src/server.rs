@@ -353,12 +353,7 @@ async fn connection(
         }
         if let Flow::Replicate(request) = flow {
             // The connection leaves this event loop for a thread of its own.
-            shared.connections.unregister(id);
-            shared
-                .counters
-                .local()
-                .curr_connections
-                .fetch_sub(1, Ordering::Relaxed);
+            leave(&shared, id);
             let handed = stream
                 .into_std()
                 .and_then(|s| s.set_nonblocking(false).map(|()| s));
@@ -379,6 +374,11 @@ async fn connection(
         }
     }
     let _ = stream.shutdown().await;
+    leave(&shared, id);
+}
+
+/// Forgets connection `id`: it closed, or left for a replica's stream.
+fn leave(shared: &Shared, id: u64) {
     shared.connections.unregister(id);
     shared
         .counters
