@@ -175,6 +175,9 @@ fn stream_log(
         &mut out,
     );
     stream.set_nodelay(true)?;
+    // A replica that stops reading is cut off, rather than holding this thread and
+    // its cursor's segments for ever.
+    stream.set_write_timeout(Some(SILENT_LIMIT))?;
     stream.write_all(&out)?;
     let reader = stream.try_clone()?;
     let acks = Arc::clone(link);
