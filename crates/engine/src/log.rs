@@ -695,11 +695,24 @@ impl Log {
     /// Writes and fsyncs everything appended so far, whatever the durability mode:
     /// compaction must know its copies are on disk before it removes the originals.
     pub fn force_sync(&self) -> Result<(), Error> {
+        self.sync_through(u64::MAX)
+    }
+
+    /// Makes sure every record up to `lsn` is on disk, whatever the durability mode:
+    /// writes and fsyncs now unless it already is (or a sync this call waited behind
+    /// covered it). `u64::MAX` syncs everything appended.
+    pub fn sync_through(&self, lsn: u64) -> Result<(), Error> {
         if self.is_poisoned() {
             return Err(Error::Poisoned);
         }
+        if self.synced_lsn() >= lsn {
+            return Ok(());
+        }
         let result = (|| {
             let _sync_aside = self.shared.sync_aside.lock();
+            if self.synced_lsn() >= lsn {
+                return Ok(());
+            }
             let (end, mut handle) = {
                 let mut writer = self.shared.writer.lock();
                 let end = self.shared.write_tail(&mut writer, true)?;

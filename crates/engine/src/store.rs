@@ -652,6 +652,13 @@ impl Store {
         self.log.wait_synced(lsn, timeout)
     }
 
+    /// Blocks until `lsn` is on this node's disk whatever the durability mode, syncing
+    /// now if the mode would sync later: for a change that asks for more than the
+    /// mode gives.
+    pub fn sync_through(&self, lsn: u64) -> Result<(), Error> {
+        self.log.sync_through(lsn)
+    }
+
     /// Blocks until `lsn` is acknowledged (or the store is poisoned).
     pub fn wait_acked(&self, lsn: u64) -> Result<(), Error> {
         self.log.wait_acked(lsn)

@@ -686,6 +686,11 @@ impl<'a> Command<'a, '_> {
                     None => bad(Some(ProtocolError::InvalidDeltaValue)),
                 },
                 b'I' => flags.invalidate = true,
+                // Kura's own: how durable the change must be before the reply.
+                b'Y' => match durability_level(value) {
+                    Some(level) => flags.durability = Some(level),
+                    None => bad(Some(ProtocolError::BadToken)),
+                },
                 _ => return Err(ProtocolError::InvalidFlag),
             }
             flags.order.push(letter);
@@ -812,6 +817,17 @@ fn data_block_bytes(length: i32) -> Option<usize> {
         return None;
     }
     usize::try_from(length).ok().map(|length| length + 2)
+}
+
+/// `Y`'s token: empty (this node's disk) or a count of replicas, 0 to 255.
+fn durability_level(token: &[u8]) -> Option<u8> {
+    if token.is_empty() {
+        return Some(0);
+    }
+    if token.len() > 3 || !token.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(token).ok()?.parse().ok()
 }
 
 fn opaque_too_long(flags: &MetaFlags<'_>) -> bool {
@@ -1693,6 +1709,33 @@ mod tests {
         assert!(flags.return_last_access && flags.return_size && flags.return_ttl);
         assert!(!flags.return_value && flags.opaque.is_none() && flags.mode.is_none());
         assert_eq!(flags.order.as_slice(), b"lstPL");
+    }
+
+    #[test]
+    fn durability_flag_takes_a_replica_count() {
+        assert_eq!(meta_get_flags(b"mg foo v Y\r\n").durability, Some(0));
+        assert_eq!(meta_get_flags(b"mg foo Y2 v\r\n").durability, Some(2));
+        assert_eq!(meta_get_flags(b"mg foo Y255\r\n").durability, Some(255));
+        assert_eq!(meta_get_flags(b"mg foo v\r\n").durability, None);
+        for bad in [
+            &b"mg foo Y256\r\n"[..],
+            b"mg foo Y-1\r\n",
+            b"mg foo Yx\r\n",
+            b"mg foo Y0001\r\n",
+        ] {
+            let parsed = parse(bad, &Limits::default());
+            assert!(
+                matches!(
+                    parsed,
+                    Parsed::Error {
+                        error: ProtocolError::BadToken,
+                        ..
+                    }
+                ),
+                "{}",
+                render(bad, &parsed)
+            );
+        }
     }
 
     #[test]

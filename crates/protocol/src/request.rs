@@ -257,6 +257,10 @@ pub struct MetaFlags<'a> {
     pub delta: Option<u64>,
     /// `J<initial>`: ma's initial value on vivify (default 0).
     pub initial: Option<u64>,
+    /// `Y` or `Y<n>` (Kura's own, not memcached's): the reply waits until what it
+    /// reports is on this node's disk (`Y`, `Y0`) and on `n` replicas' disks, never
+    /// less than the server's default.
+    pub durability: Option<u8>,
     /// Every flag letter in request order, including the ones above and the
     /// accepted-but-ignored proxy flags `P` and `L`.
     pub order: FlagOrder,

@@ -82,6 +82,17 @@ pub struct Config {
     /// in the data directory until `replicaof no one`.
     #[arg(long = "replica-of", value_name = "HOST:PORT")]
     pub replica_of: Option<String>,
+    /// Acknowledge a change only once this many replicas have it on their disk (and
+    /// this node has it on its own). With fewer replicas connected a change is refused
+    /// before it is made; past `--sync-timeout-ms` the client gets `SERVER_ERROR`, never
+    /// a false `STORED`. 0 = replicas follow asynchronously.
+    #[arg(long = "min-sync-replicas", default_value_t = 0)]
+    pub min_sync_replicas: u8,
+    /// How long a change waits for `--min-sync-replicas` (or a meta `Y<n>` flag)
+    /// before its client gets `SERVER_ERROR`, in milliseconds.
+    #[arg(long = "sync-timeout-ms", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub sync_timeout_ms: u64,
     /// A file of `user:password` lines: who may log in on the SQL port. Without it,
     /// `root` with no password, allowed only while `-l` is a loopback address.
     #[arg(long = "sql-users")]

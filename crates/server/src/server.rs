@@ -22,6 +22,7 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::dispatch::{self, Flow};
+use crate::replication::sync;
 use crate::stats::{add, bump, ConnInfo, Connections, CounterSet, PrefixStats};
 
 /// What every connection shares.
@@ -226,6 +227,9 @@ struct Conn {
     out: Vec<u8>,
     /// Replies in `out` that report changes not yet acknowledged: (start offset, LSN).
     marks: Vec<(usize, u64)>,
+    /// Replies in `out` that wait for more than the mode's acknowledgement: a meta `Y`
+    /// flag or `--min-sync-replicas`.
+    waits: Vec<crate::replication::sync::Wait>,
     /// Bytes still to discard from the stream (the data block of a refused store).
     swallow_bytes: usize,
     /// What the connection chose with `get @@<container>`.
@@ -254,6 +258,7 @@ async fn connection(
     let mut conn = Conn {
         out: Vec::with_capacity(16 * 1024),
         marks: Vec::new(),
+        waits: Vec::new(),
         swallow_bytes: 0,
         session: crate::tables::Session::default(),
     };
@@ -299,6 +304,12 @@ async fn connection(
                     break;
                 }
                 Parsed::Request { request, consumed } => {
+                    let wanted = sync::wanted(&shared, &request);
+                    if let Some(refusal) = wanted.and_then(|w| sync::refusal(&shared, w)) {
+                        conn.out.extend_from_slice(&refusal);
+                        input.advance(consumed);
+                        continue;
+                    }
                     crate::reader::load_values(&shared, &mut conn.session, &request).await;
                     let start = conn.out.len();
                     let outcome =
@@ -306,6 +317,14 @@ async fn connection(
                     if let Some(lsn) = outcome.lsn {
                         if lsn > shared.store.acked_lsn() {
                             conn.marks.push((start, lsn));
+                        }
+                        if let Some(wanted) = wanted {
+                            conn.waits.push(sync::Wait {
+                                start,
+                                end: conn.out.len(),
+                                lsn,
+                                wanted,
+                            });
                         }
                     }
                     input.advance(consumed);
@@ -387,6 +406,8 @@ fn leave(shared: &Shared, id: u64) {
         .fetch_sub(1, Ordering::Relaxed);
 }
 
+const LOG_FAILED_REPLY: &[u8] = b"SERVER_ERROR log write failed; change not stored\r\n";
+
 /// Waits until every reply in `conn.out` may be sent, then sends them. If the log has
 /// failed, sends only the replies whose changes were acknowledged, then an error, and
 /// returns false so the connection closes: no client is told a lost write was stored.
@@ -430,12 +451,16 @@ async fn flush(
                 .map(|&(start, _)| start)
                 .unwrap_or(conn.out.len());
             conn.out.truncate(cut);
-            conn.out
-                .extend_from_slice(b"SERVER_ERROR log write failed; change not stored\r\n");
+            conn.out.extend_from_slice(LOG_FAILED_REPLY);
             healthy = false;
+            conn.waits.retain(|w| w.end <= cut);
         }
     }
     conn.marks.clear();
+    if !conn.waits.is_empty() {
+        healthy &= sync::settle(shared, &mut conn.out, &conn.waits, LOG_FAILED_REPLY).await;
+        conn.waits.clear();
+    }
     let written = stream.write_all(&conn.out).await.is_ok();
     add(
         &shared.counters.local().bytes_written,

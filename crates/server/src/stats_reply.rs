@@ -201,6 +201,8 @@ fn settings(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "durability", durability_name(config.durability));
     stat(out, "fsync_interval_ms", config.fsync_interval_ms);
     stat(out, "segment_size_mib", config.segment_size_mib);
+    stat(out, "min_sync_replicas", config.min_sync_replicas);
+    stat(out, "sync_timeout_ms", config.sync_timeout_ms);
 }
 
 fn conns(shared: &Shared, out: &mut Vec<u8>) {

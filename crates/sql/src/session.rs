@@ -210,6 +210,11 @@ impl Session {
         std::mem::take(&mut self.shared.state.lock().max_lsn)
     }
 
+    /// The LSN of the newest change the last statement applied (0: none).
+    pub fn take_written_lsn(&self) -> u64 {
+        std::mem::take(&mut self.shared.state.lock().written_lsn)
+    }
+
     /// The user the session runs as.
     pub fn user(&self) -> String {
         self.shared.state.lock().user.clone()

@@ -47,6 +47,7 @@ impl Session {
             if let Some(lsn) = applied.lsn {
                 let mut state = self.shared.state.lock();
                 state.max_lsn = state.max_lsn.max(lsn);
+                state.written_lsn = state.written_lsn.max(lsn);
             }
             applied
         };
@@ -146,6 +147,7 @@ impl Session {
                     if let Some(lsn) = applied.lsn {
                         let mut state = self.shared.state.lock();
                         state.max_lsn = state.max_lsn.max(lsn);
+                        state.written_lsn = state.written_lsn.max(lsn);
                     }
                     Ok(())
                 }

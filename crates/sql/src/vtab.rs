@@ -86,6 +86,9 @@ pub struct State {
     pub reads: ReadCounters,
     /// The highest LSN of a row read: a reply showing it waits until that is durable.
     pub max_lsn: u64,
+    /// The LSN of the last change this session applied: a reply reporting it waits
+    /// for the replicas `--min-sync-replicas` asks for.
+    pub written_lsn: u64,
     /// The session's current database (None: none selected).
     pub database: Option<String>,
     pub last_insert_id: u64,
@@ -108,6 +111,7 @@ impl State {
             error: None,
             reads: ReadCounters::default(),
             max_lsn: 0,
+            written_lsn: 0,
             database: None,
             last_insert_id: 0,
             row_count: -1,

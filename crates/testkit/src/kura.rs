@@ -184,6 +184,27 @@ impl KuraServer {
         child.wait()
     }
 
+    /// Stops the process (SIGSTOP) without killing it: its sockets stay open and
+    /// silent, as a hung machine's would, until [`KuraServer::resume`].
+    pub fn pause(&self) -> io::Result<()> {
+        self.send_signal(libc::SIGSTOP)
+    }
+
+    /// Lets a paused process run again (SIGCONT).
+    pub fn resume(&self) -> io::Result<()> {
+        self.send_signal(libc::SIGCONT)
+    }
+
+    fn send_signal(&self, sig: libc::c_int) -> io::Result<()> {
+        let Some(child) = self.child.as_ref() else {
+            return Err(io::Error::other("kura is not running"));
+        };
+        signal(
+            libc::pid_t::try_from(child.id()).map_err(io::Error::other)?,
+            sig,
+        )
+    }
+
     /// Starts kura again on the same data directory and options; kills the running
     /// process first if there is one. The address usually changes.
     pub fn restart(&mut self) -> io::Result<()> {

@@ -17,6 +17,7 @@
 
 pub mod primary;
 pub mod replica;
+pub mod sync;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -47,6 +48,11 @@ pub struct Replication {
     /// segment.
     pub partial_syncs: AtomicU64,
     pub full_syncs: AtomicU64,
+    /// What the replicas confirmed, for changes that wait for them.
+    pub confirmations: sync::Confirmations,
+    /// Changes refused for want of replicas, and replies that timed out waiting.
+    pub sync_refusals: AtomicU64,
+    pub sync_timeouts: AtomicU64,
 }
 
 impl Replication {
@@ -59,6 +65,9 @@ impl Replication {
             next_link: AtomicU64::new(1),
             partial_syncs: AtomicU64::new(0),
             full_syncs: AtomicU64::new(0),
+            confirmations: sync::Confirmations::default(),
+            sync_refusals: AtomicU64::new(0),
+            sync_timeouts: AtomicU64::new(0),
         }
     }
 
@@ -126,11 +135,25 @@ impl Replication {
     pub(crate) fn add_link(&self, link: Arc<primary::Link>) -> u64 {
         let n = self.next_link.fetch_add(1, Ordering::Relaxed);
         self.links.lock().insert(n, link);
+        self.confirm();
         n
     }
 
     pub(crate) fn remove_link(&self, n: u64) {
         self.links.lock().remove(&n);
+        self.confirm();
+    }
+
+    /// Publishes what the connected replicas confirmed, after a link came, went, or
+    /// acknowledged more.
+    pub(crate) fn confirm(&self) {
+        let links = self.links.lock();
+        let held = links
+            .values()
+            .map(|link| link.acked_lsn.load(Ordering::Acquire))
+            .collect();
+        // Under the links' lock, so two publishers cannot overtake each other.
+        self.confirmations.publish(held);
     }
 
     /// Stops the follower, at shutdown.
@@ -239,6 +262,17 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
         out,
         "full_syncs_served",
         &replication.full_syncs.load(Ordering::Relaxed),
+    );
+    stat(out, "min_sync_replicas", &shared.config.min_sync_replicas);
+    stat(
+        out,
+        "sync_refusals",
+        &replication.sync_refusals.load(Ordering::Relaxed),
+    );
+    stat(
+        out,
+        "sync_timeouts",
+        &replication.sync_timeouts.load(Ordering::Relaxed),
     );
     out.extend_from_slice(b"END\r\n");
 }

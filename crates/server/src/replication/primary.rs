@@ -93,7 +93,9 @@ pub fn serve(shared: Arc<Shared>, stream: TcpStream, peer: String, request: Requ
         addr: peer,
         copying: AtomicBool::new(false),
         consistent_lsn: AtomicU64::new(0),
-        acked_lsn: AtomicU64::new(request.lsn),
+        // Nothing confirmed until the replica says what is on its disk: the position
+        // it asked from may not be synced there yet (its first ack comes at once).
+        acked_lsn: AtomicU64::new(0),
         sent_lsn: AtomicU64::new(request.lsn),
         closed: AtomicBool::new(false),
     });
@@ -145,7 +147,7 @@ fn stream_log(
             let consistent_lsn = store.appended_lsn();
             link.copying.store(true, Ordering::Relaxed);
             link.consistent_lsn.store(consistent_lsn, Ordering::Relaxed);
-            link.acked_lsn.store(cursor.lsn(), Ordering::Relaxed);
+            link.acked_lsn.store(cursor.lsn(), Ordering::Release);
             shared
                 .replication
                 .full_syncs
@@ -158,6 +160,7 @@ fn stream_log(
             (cursor, start)
         }
     };
+    shared.replication.confirm();
     if shared.verbosity.load(Ordering::Relaxed) > 0 {
         eprintln!("kura: replica {} follows from {start:?}", link.addr);
     }
@@ -183,7 +186,10 @@ fn stream_log(
     let acks = Arc::clone(link);
     std::thread::Builder::new()
         .name("kura-replica-in".to_string())
-        .spawn(move || read_acks(reader, &acks))?;
+        .spawn({
+            let shared = Arc::clone(shared);
+            move || read_acks(reader, &acks, &shared)
+        })?;
     // The replica may hold segments this log removed while it was away.
     let mut trimmed = 0;
     let mut last_progress = Instant::now();
@@ -268,7 +274,7 @@ fn stream_log(
 }
 
 /// Reads the replica's acknowledgements until the stream ends.
-fn read_acks(mut stream: TcpStream, link: &Link) {
+fn read_acks(mut stream: TcpStream, link: &Link, shared: &Shared) {
     let _ = stream.set_read_timeout(Some(SILENT_LIMIT));
     let mut buf = Vec::with_capacity(256);
     let mut chunk = [0u8; 256];
@@ -281,7 +287,10 @@ fn read_acks(mut stream: TcpStream, link: &Link) {
             match decode(&buf) {
                 Ok(Some((frame, len))) => {
                     if let Frame::Ack { synced_lsn } = frame {
-                        link.acked_lsn.fetch_max(synced_lsn, Ordering::Relaxed);
+                        let before = link.acked_lsn.fetch_max(synced_lsn, Ordering::AcqRel);
+                        if synced_lsn > before {
+                            shared.replication.confirm();
+                        }
                     }
                     buf.drain(..len);
                 }

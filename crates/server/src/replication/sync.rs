@@ -1,0 +1,292 @@
+//! Changes that wait for replicas: `--min-sync-replicas N` for every change, and the
+//! meta flag `Y<n>` for one request. A reply that asks for replicas leaves only once
+//! this node has the change on its disk and `n` replicas have confirmed theirs hold it
+//! (a replica confirms what its own log has synced, and its log is the primary's byte
+//! for byte, so "holds LSN x" means it holds every record up to x).
+//!
+//! Two ways to fail, and what each leaves behind:
+//! - fewer replicas connected than asked for: the request is refused before it runs,
+//!   nothing changes ([`refusal`]);
+//! - the replicas do not confirm within `--sync-timeout-ms`: the change is made and
+//!   durable here, and may or may not reach them; the client gets [`TIMED_OUT_REPLY`]
+//!   instead of its reply.
+//!
+//! Invariant: no reply that asked for `n` replicas is sent as a success unless `n`
+//! replicas confirmed its LSN.
+
+use std::time::Duration;
+
+use kura_protocol::Request;
+use parking_lot::{Condvar, Mutex};
+use tokio::sync::watch;
+
+use crate::server::Shared;
+
+/// The reply that replaces one whose replicas did not confirm in time.
+pub const TIMED_OUT_REPLY: &[u8] =
+    b"SERVER_ERROR replicas did not confirm in time; the change is made here and may be lost if this server fails\r\n";
+
+/// What each connected replica confirmed is on its disk.
+pub struct Confirmations {
+    /// The confirmed LSN of every connected replica, highest first.
+    held: watch::Sender<Vec<u64>>,
+    /// Wakes the threads that wait without a runtime (SQL connections).
+    lock: Mutex<()>,
+    cond: Condvar,
+}
+
+impl Default for Confirmations {
+    fn default() -> Confirmations {
+        Confirmations {
+            held: watch::Sender::new(Vec::new()),
+            lock: Mutex::new(()),
+            cond: Condvar::new(),
+        }
+    }
+}
+
+/// Whether `n` replicas of `held` (highest first) hold `lsn`.
+fn holds(held: &[u64], n: u8, lsn: u64) -> bool {
+    n == 0 || held.get(usize::from(n) - 1).is_some_and(|&l| l >= lsn)
+}
+
+impl Confirmations {
+    /// Replaces what the replicas confirmed (one LSN per connected replica).
+    pub fn publish(&self, mut held: Vec<u64>) {
+        held.sort_unstable_by(|a, b| b.cmp(a));
+        self.held.send_if_modified(|current| {
+            let changed = *current != held;
+            *current = held;
+            changed
+        });
+        let _guard = self.lock.lock();
+        self.cond.notify_all();
+    }
+
+    pub fn connected(&self) -> usize {
+        self.held.borrow().len()
+    }
+
+    /// Waits until every `(lsn, n)` is held by `n` replicas, one of them can no longer
+    /// be (fewer than `n` connected), or `timeout` passes. Returns what the replicas
+    /// held at the end.
+    pub async fn wait(&self, waits: &[(u64, u8)], timeout: Duration) -> Vec<u64> {
+        let settled = |held: &Vec<u64>| {
+            waits.iter().all(|&(lsn, n)| holds(held, n, lsn))
+                || waits.iter().any(|&(_, n)| held.len() < usize::from(n))
+        };
+        let mut rx = self.held.subscribe();
+        let _ = tokio::time::timeout(timeout, rx.wait_for(settled)).await;
+        let held = rx.borrow().clone();
+        held
+    }
+
+    /// [`Confirmations::wait`] for one LSN, blocking the calling thread.
+    pub fn wait_blocking(&self, lsn: u64, n: u8, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut guard = self.lock.lock();
+        loop {
+            {
+                let held = self.held.borrow();
+                if holds(&held, n, lsn) {
+                    return true;
+                }
+                if held.len() < usize::from(n) {
+                    return false;
+                }
+            }
+            if self.cond.wait_until(&mut guard, deadline).timed_out() {
+                return holds(&self.held.borrow(), n, lsn);
+            }
+        }
+    }
+}
+
+/// How durable a reply must be before it leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wanted {
+    /// Replicas that must hold the change (this node's disk comes first in any case).
+    pub replicas: u8,
+}
+
+/// What `request` asks for beyond the durability mode: its meta `Y` flag, or
+/// `--min-sync-replicas` if it changes anything. None: the mode's acknowledgement.
+pub fn wanted(shared: &Shared, request: &Request<'_>) -> Option<Wanted> {
+    let default = shared.config.min_sync_replicas;
+    let (flag, changes) = match request {
+        Request::Storage { .. }
+        | Request::Delete { .. }
+        | Request::Arithmetic { .. }
+        | Request::Touch { .. }
+        | Request::FlushAll { .. } => (None, true),
+        Request::Retrieval { command, .. } => (None, command.touches()),
+        Request::MetaGet(r) => (
+            r.flags.durability,
+            r.flags.ttl.is_some() || r.flags.vivify_ttl.is_some(),
+        ),
+        Request::MetaSet { request: r, .. }
+        | Request::MetaDelete(r)
+        | Request::MetaArithmetic(r) => (r.flags.durability, true),
+        _ => (None, false),
+    };
+    let floor = if changes { default } else { 0 };
+    match flag {
+        Some(n) => Some(Wanted {
+            replicas: n.max(floor),
+        }),
+        None if floor > 0 => Some(Wanted { replicas: floor }),
+        None => None,
+    }
+}
+
+/// The reply that refuses a request wanting more replicas than are connected, or
+/// None if it may run. A replica's own refusal (read-only) comes from the store.
+pub fn refusal(shared: &Shared, wanted: Wanted) -> Option<Vec<u8>> {
+    let connected = shared.replication.confirmations.connected();
+    if wanted.replicas == 0
+        || connected >= usize::from(wanted.replicas)
+        || shared.store.is_read_only()
+    {
+        return None;
+    }
+    shared
+        .replication
+        .sync_refusals
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Some(
+        format!(
+            "SERVER_ERROR not enough replicas: {connected} connected, {} needed; nothing changed\r\n",
+            wanted.replicas
+        )
+        .into_bytes(),
+    )
+}
+
+/// A reply in a connection's output that waits for more than the mode's
+/// acknowledgement: the bytes `start..end`, reporting LSN `lsn`.
+#[derive(Debug, Clone, Copy)]
+pub struct Wait {
+    pub start: usize,
+    pub end: usize,
+    pub lsn: u64,
+    pub wanted: Wanted,
+}
+
+/// Holds the replies of `waits` (in output order) until what each asked for is done:
+/// syncs this node's disk if the mode has not, then waits for the replicas. A reply
+/// whose replicas did not confirm is replaced by [`TIMED_OUT_REPLY`]. Returns false if
+/// the log failed (the replies are then replaced by `log_failed`, and the connection
+/// should close).
+pub async fn settle(shared: &Shared, out: &mut Vec<u8>, waits: &[Wait], log_failed: &[u8]) -> bool {
+    let Some(highest) = waits.iter().map(|w| w.lsn).max() else {
+        return true;
+    };
+    if shared.store.synced_lsn() < highest {
+        let store = std::sync::Arc::clone(&shared.store);
+        let synced = tokio::task::spawn_blocking(move || store.sync_through(highest)).await;
+        if !matches!(synced, Ok(Ok(()))) {
+            let synced_lsn = shared.store.synced_lsn();
+            replace(out, waits, |w| w.lsn > synced_lsn, log_failed);
+            return false;
+        }
+    }
+    let asked: Vec<(u64, u8)> = waits
+        .iter()
+        .filter(|w| w.wanted.replicas > 0)
+        .map(|w| (w.lsn, w.wanted.replicas))
+        .collect();
+    if asked.is_empty() {
+        return true;
+    }
+    let timeout = Duration::from_millis(shared.config.sync_timeout_ms);
+    let held = shared.replication.confirmations.wait(&asked, timeout).await;
+    if !asked.iter().all(|&(lsn, n)| holds(&held, n, lsn)) {
+        shared
+            .replication
+            .sync_timeouts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        replace(
+            out,
+            waits,
+            |w| !holds(&held, w.wanted.replicas, w.lsn),
+            TIMED_OUT_REPLY,
+        );
+    }
+    true
+}
+
+/// Replaces the reply of every wait that `failed` picks with `message`.
+fn replace(out: &mut Vec<u8>, waits: &[Wait], failed: impl Fn(&Wait) -> bool, message: &[u8]) {
+    let mut rebuilt = Vec::with_capacity(out.len());
+    let mut at = 0;
+    for wait in waits.iter().filter(|w| failed(w)) {
+        rebuilt.extend_from_slice(&out[at..wait.start]);
+        rebuilt.extend_from_slice(message);
+        at = wait.end;
+    }
+    rebuilt.extend_from_slice(&out[at..]);
+    *out = rebuilt;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_of_replicas_holds_what_the_nth_highest_confirmed() {
+        let held = [30, 20, 10];
+        assert!(holds(&held, 0, 99));
+        assert!(holds(&held, 1, 30) && !holds(&held, 1, 31));
+        assert!(holds(&held, 3, 10) && !holds(&held, 3, 11));
+        assert!(!holds(&held, 4, 1));
+    }
+
+    #[test]
+    fn failed_replies_are_replaced_in_place() {
+        let mut out = b"STORED\r\nEND\r\nSTORED\r\n".to_vec();
+        let wanted = Wanted { replicas: 1 };
+        let waits = [
+            Wait {
+                start: 0,
+                end: 8,
+                lsn: 5,
+                wanted,
+            },
+            Wait {
+                start: 13,
+                end: 21,
+                lsn: 9,
+                wanted,
+            },
+            // A quiet meta set: no reply of its own, but its failure must be told.
+            Wait {
+                start: 21,
+                end: 21,
+                lsn: 12,
+                wanted,
+            },
+        ];
+        replace(&mut out, &waits, |w| w.lsn > 5, b"ERR\r\n");
+        assert_eq!(out, b"STORED\r\nEND\r\nERR\r\nERR\r\n");
+    }
+
+    #[test]
+    fn a_blocking_wait_ends_when_replicas_confirm_or_leave() {
+        let c = std::sync::Arc::new(Confirmations::default());
+        c.publish(vec![5, 7]);
+        assert!(c.wait_blocking(7, 1, Duration::from_millis(1)));
+        assert!(!c.wait_blocking(8, 1, Duration::from_millis(1)));
+        let publisher = std::sync::Arc::clone(&c);
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            publisher.publish(vec![9, 8]);
+        });
+        assert!(c.wait_blocking(8, 2, Duration::from_secs(10)));
+        thread
+            .join()
+            .map_err(|_| "publisher panicked")
+            .unwrap_or(());
+        c.publish(vec![9]);
+        assert!(!c.wait_blocking(9, 2, Duration::from_secs(10)));
+    }
+}
