@@ -13,6 +13,7 @@ mod error;
 pub mod batch;
 pub mod catalog;
 pub mod ddl;
+mod follow;
 pub mod keys;
 pub mod ordered;
 pub mod read;

@@ -209,6 +209,12 @@ impl Ordered {
             .insert(def.number, Mutex::new(TableSets { sets }));
     }
 
+    /// Takes every set `other` holds in place of this one's (a rebuild, swapped in
+    /// whole so that no range sees it half done).
+    pub fn replace_all(&self, other: Ordered) {
+        *self.tables.write() = other.tables.into_inner();
+    }
+
     /// Forgets the sets of table `number`: a dropped table.
     pub fn remove_table(&self, number: u32) {
         self.tables.write().remove(&number);

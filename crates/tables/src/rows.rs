@@ -335,19 +335,24 @@ impl Tables {
             ordered: Ordered::default(),
             counters: TableCounters::default(),
         };
-        tables.finish_ddl()?;
-        tables.rebuild_ordered()?;
+        // A replica's catalog is its primary's: a change left half done there is
+        // finished there (or here, on promotion).
+        if !tables.store.is_read_only() {
+            tables.finish_ddl()?;
+        }
+        tables.rebuild_ordered(&tables.ordered)?;
         Ok(tables)
     }
 
-    /// Fills the ordered indexes from the rows in the log. Returns how many rows it read.
-    fn rebuild_ordered(&self) -> Result<u64, Error> {
+    /// Fills `ordered` (the tables' own, or one to swap in) from the rows in the log.
+    /// Returns how many rows it read.
+    pub(crate) fn rebuild_ordered(&self, ordered: &Ordered) -> Result<u64, Error> {
         let catalog = self.catalog();
-        self.ordered.add_tables(&catalog);
+        ordered.add_tables(&catalog);
         let by_number: std::collections::HashMap<u32, &TableDef> = catalog
             .tables
             .iter()
-            .filter(|def| self.ordered.has(def))
+            .filter(|def| ordered.has(def))
             .map(|def| (def.number, def))
             .collect();
         if by_number.is_empty() {
@@ -365,7 +370,7 @@ impl Tables {
                 return;
             };
             match row::decode(&item.value, &def.table) {
-                Ok(values) => self.ordered.apply(def, None, Some(&values), item.exptime),
+                Ok(values) => ordered.apply(def, None, Some(&values), item.exptime),
                 Err(e) => {
                     failed.get_or_insert(e);
                 }

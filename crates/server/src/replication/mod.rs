@@ -188,6 +188,9 @@ pub fn replicaof(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) 
         match promoted {
             Ok(()) => {
                 shared.store.set_read_only(None);
+                if let Err(e) = shared.tables.promoted() {
+                    eprintln!("kura: finishing a table change after promotion: {e}");
+                }
                 eprintln!(
                     "kura: now a primary (epoch {})",
                     shared.store.history().current().number

@@ -253,7 +253,7 @@ fn session(
                             .map(|&(number, start_lsn)| Epoch { number, start_lsn })
                             .collect(),
                     };
-                    begin(store, state, history, start)?;
+                    begin(&shared.tables, state, history, start)?;
                     greeted = true;
                     let acks = stream.try_clone().map_err(io)?;
                     let (store, over) = (Arc::clone(&shared.store), Arc::clone(&session_over));
@@ -273,7 +273,8 @@ fn session(
                             .start_segment(segment, start_lsn)
                             .map_err(|e| e.to_string())?;
                     }
-                    store
+                    shared
+                        .tables
                         .apply_copied(bytes, start_lsn)
                         .map_err(|e| e.to_string())?;
                 }
@@ -311,15 +312,21 @@ fn session(
 }
 
 /// Sets the follower up for the stream the hello describes.
-fn begin(store: &Store, state: &LinkState, history: History, start: Start) -> Result<(), String> {
+fn begin(
+    tables: &kura_tables::Tables,
+    state: &LinkState,
+    history: History,
+    start: Start,
+) -> Result<(), String> {
+    let store = tables.store();
     match start {
         Start::Full {
             segment,
             start_lsn,
             consistent_lsn,
         } => {
-            store
-                .restart_log(segment, start_lsn, history)
+            tables
+                .restart_copy(segment, start_lsn, history)
                 .map_err(|e| e.to_string())?;
             state
                 .consistent_lsn
