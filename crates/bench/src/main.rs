@@ -29,6 +29,7 @@ mod multiget;
 mod mysql;
 mod progress;
 mod proto;
+mod replication;
 mod report;
 mod sql;
 mod sql_kv;
@@ -71,6 +72,9 @@ pub(crate) enum Workload {
     /// Kura's SQL port against MariaDB over the same rows: point selects, a range, an
     /// update; in memory and at ten times a memory limit.
     Sql(sql::SqlArgs),
+    /// What a replica costs its primary (none, async, sync), its lag, and the time a
+    /// full synchronisation takes.
+    Replication(replication::ReplicationArgs),
     /// Everything above against every peer, one combined report (takes about an hour).
     Full(full::FullArgs),
 }
@@ -213,6 +217,7 @@ fn main() -> Result<()> {
         Workload::Datasize(args) => datasize::run(&args).and_then(report::Section::finish),
         Workload::Compaction(args) => compaction::run(&args).and_then(report::Section::finish),
         Workload::Sql(args) => sql::run(&args).and_then(report::Section::finish),
+        Workload::Replication(args) => replication::run(&args).and_then(report::Section::finish),
         Workload::Full(args) => full::run(&args),
     };
     if result.is_err() && backend::interrupted() {

@@ -226,6 +226,33 @@ fn tiny_compaction_measures_every_kura_backend() {
 }
 
 #[test]
+fn tiny_replication_measures_kura_with_and_without_a_replica() {
+    let Some(kura) = kura_bin() else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "NOTE: no Kura binary: the replication workload has nothing to measure."
+        );
+        return;
+    };
+    let (stdout, csv) = run_tiny_on("replication", "kura-fsync", Some(&kura), &[]);
+    assert!(
+        stdout.contains("Full synchronisation") || stdout.contains("log bytes"),
+        "{stdout}"
+    );
+    let rows = rows(&csv);
+    for workload in ["set", "game"] {
+        for setup in ["no replica", "async replica", "sync replica"] {
+            let row = rows
+                .iter()
+                .find(|r| r["workload"] == workload && r["setup"] == setup)
+                .unwrap_or_else(|| panic!("no {workload} row for {setup} in:\n{csv}"));
+            assert!(number(row, "rate_per_sec") > 0.0, "{csv}");
+            assert_eq!(number(row, "errors"), 0.0, "{csv}");
+        }
+    }
+}
+
+#[test]
 fn tiny_store_fetch_measures_every_backend() {
     let (stdout, csv, names) = run_tiny("store-fetch", &[], sql_backends(Sql::Plain));
     assert!(stdout.contains("store/fetch"), "{stdout}");
