@@ -1717,6 +1717,9 @@ mod tests {
         assert_eq!(meta_get_flags(b"mg foo Y2 v\r\n").durability, Some(2));
         assert_eq!(meta_get_flags(b"mg foo Y255\r\n").durability, Some(255));
         assert_eq!(meta_get_flags(b"mg foo v\r\n").durability, None);
+        // A request written back carries its count (the fuzz targets' round trip).
+        check(b"ma k R7 Y5\r\n", r"ma k R7 Y5\r\n +all");
+        check(b"ms k 1 Y\r\nx\r\n", r"ms k 1 Y0\r\nx\r\n +all");
         for bad in [
             &b"mg foo Y256\r\n"[..],
             b"mg foo Y-1\r\n",

@@ -609,6 +609,7 @@ fn write_meta(
             b'M' => out.push(flags.mode.unwrap_or(b'S')),
             b'D' => write_u64(out, flags.delta.unwrap_or(1)),
             b'J' => write_u64(out, flags.initial.unwrap_or_default()),
+            b'Y' => write_u64(out, u64::from(flags.durability.unwrap_or_default())),
             _ => {}
         }
     }
