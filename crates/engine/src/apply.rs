@@ -39,10 +39,11 @@ pub(crate) fn new_cas(store: &Store, change: &Change, at: At, shard: &Shard) -> 
 
 /// Whether a new version's CAS was chosen by a client.
 fn explicit_cas(cas: NewCas) -> bool {
-    matches!(
-        cas,
-        NewCas::Explicit(_) | NewCas::Copied { explicit: true, .. }
-    )
+    match cas {
+        NewCas::Explicit(_) => true,
+        NewCas::Copied { explicit, .. } => explicit,
+        NewCas::Generate => false,
+    }
 }
 
 /// The record `change` writes for `key`, whose live version is `at` in `shard`; None

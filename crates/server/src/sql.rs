@@ -500,26 +500,19 @@ impl<'a> Connection<'a> {
         let written = self.session.take_written_lsn();
         let replicas = self.shared.config.min_sync_replicas;
         if written > 0 && replicas > 0 && result.is_ok() {
-            if let Err(e) = self.shared.store.sync_through(written) {
-                return self.error(&SqlError::internal(e));
-            }
-            let timeout = std::time::Duration::from_millis(self.shared.config.sync_timeout_ms);
-            let replication = &self.shared.replication;
-            if !replication
-                .confirmations
-                .wait_blocking(written, replicas, timeout)
-            {
-                replication
-                    .sync_timeouts
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            match crate::replication::sync::settle_blocking(self.shared, written, replicas) {
+                Ok(true) => {}
                 // MySQL's ER_ERROR_DURING_COMMIT: the change stands here, unconfirmed.
-                return self.error(&SqlError::new(
-                    1180,
-                    b"HY000",
-                    format!(
-                        "Got error during COMMIT: {replicas} replica(s) did not confirm in time; the change is made on this server and may be lost if it fails"
-                    ),
-                ));
+                Ok(false) => {
+                    return self.error(&SqlError::new(
+                        1180,
+                        b"HY000",
+                        format!(
+                            "Got error during COMMIT: {replicas} replica(s) did not confirm in time; the change is made on this server and may be lost if it fails"
+                        ),
+                    ))
+                }
+                Err(e) => return self.error(&SqlError::internal(e)),
             }
         }
         let status = self.status();

@@ -215,6 +215,28 @@ pub async fn settle(shared: &Shared, out: &mut Vec<u8>, waits: &[Wait], log_fail
     true
 }
 
+/// [`settle`] for one change on a thread of its own (an SQL connection): syncs this
+/// node's disk if the mode has not, then waits for `replicas` to hold `lsn`. Ok(false)
+/// when they did not in time (counted in `sync_timeouts`).
+pub fn settle_blocking(
+    shared: &Shared,
+    lsn: u64,
+    replicas: u8,
+) -> Result<bool, kura_engine::Error> {
+    shared.store.sync_through(lsn)?;
+    let timeout = Duration::from_millis(shared.config.sync_timeout_ms);
+    let replication = &shared.replication;
+    let held = replication
+        .confirmations
+        .wait_blocking(lsn, replicas, timeout);
+    if !held {
+        replication
+            .sync_timeouts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    Ok(held)
+}
+
 /// Replaces the reply of every wait that `failed` picks with `message`.
 fn replace(out: &mut Vec<u8>, waits: &[Wait], failed: impl Fn(&Wait) -> bool, message: &[u8]) {
     let mut rebuilt = Vec::with_capacity(out.len());
