@@ -270,12 +270,16 @@ impl Store {
 
     /// Empties the store and its log, to copy a primary's log from segment `sequence`,
     /// which starts at LSN `start_lsn`, and takes the primary's `history` (a full
-    /// synchronisation). Refused unless the store is read-only.
+    /// synchronisation). `rewind_floor` is the lowest LSN the new log may be rewound to
+    /// (`rewind.rs`): for a full copy, the primary's log end when the copy began, since
+    /// the segments it removed before were made redundant by records up to there.
+    /// Refused unless the store is read-only.
     pub fn restart_log(
         &self,
         sequence: u64,
         start_lsn: u64,
         history: History,
+        rewind_floor: u64,
     ) -> Result<(), Error> {
         if !self.is_read_only() {
             return Err(Error::Format(
@@ -290,7 +294,11 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e.into()),
         }
+        // Whichever log a crash leaves, its floor is not below its own.
+        let floor = self.log.rewind_floor();
+        self.log.set_rewind_floor(floor.max(rewind_floor))?;
         self.log.restart_at(sequence, start_lsn)?;
+        self.log.set_rewind_floor(rewind_floor)?;
         for shard in guards.iter_mut() {
             shard.clear();
         }

@@ -61,6 +61,17 @@ impl History {
         })
     }
 
+    /// The epoch a log of this history that ends at `lsn` is in: the newest that began
+    /// at or before it. A replica names it when it asks to go on from `lsn`.
+    pub fn epoch_at(&self, lsn: u64) -> Epoch {
+        self.epochs
+            .iter()
+            .rev()
+            .find(|e| e.start_lsn <= lsn)
+            .copied()
+            .unwrap_or_else(|| self.current())
+    }
+
     /// How far a log that reached `lsn` in `epoch` shares this history: up to `lsn`,
     /// or up to where this history's next epoch began, whichever is lower. A node of
     /// this history keeps its log to there, cuts the rest, and goes on from there. None
@@ -218,6 +229,10 @@ mod tests {
         assert_eq!(h.shared_until(3, 1700), Some(1700));
         assert_eq!(h.shared_until(4, 1700), None);
         assert_eq!(h.shared_until(3, 1400), None);
+        assert_eq!(h.epoch_at(1700).number, 3);
+        assert_eq!(h.epoch_at(1200).number, 2);
+        assert_eq!(h.epoch_at(1000).number, 2);
+        assert_eq!(h.epoch_at(999).number, 1);
         // An epoch never begins before the one it follows.
         assert_eq!(h.begin(10).start_lsn, 1500);
     }

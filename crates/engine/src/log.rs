@@ -199,6 +199,9 @@ struct Shared {
     oldest_sequence: AtomicU64,
     /// The segment being written; those before it are sealed.
     active_sequence: AtomicU64,
+    /// The lowest LSN the log may be rewound to (`rewind.rs`): its end when a segment
+    /// was last removed.
+    rewind_floor: AtomicU64,
     on_ack: Option<Arc<dyn Fn(Ack) + Send + Sync>>,
 }
 
@@ -428,6 +431,7 @@ impl Log {
             .next()
             .copied()
             .unwrap_or(resume.active_sequence);
+        let rewind_floor = crate::rewind::load_floor(&*disk)?;
         let shared = Arc::new(Shared {
             disk: Arc::clone(&disk),
             tail: Mutex::new(Tail {
@@ -462,6 +466,7 @@ impl Log {
             segment_size_bytes,
             oldest_sequence: AtomicU64::new(oldest),
             active_sequence: AtomicU64::new(resume.active_sequence),
+            rewind_floor: AtomicU64::new(rewind_floor),
             on_ack: config.on_ack,
         });
         let flusher_shared = Arc::clone(&shared);
@@ -663,6 +668,9 @@ impl Log {
     /// Removes a segment whose live records have all been copied forward and synced,
     /// unless a cursor stands in it or before it: returns whether it went.
     pub fn remove_segment(&self, sequence: u64) -> Result<bool, Error> {
+        // Its live records were copied forward, before the log's end: a rewind must
+        // not cut them (`rewind.rs`).
+        self.set_rewind_floor(self.shared.appended_lsn.load(Ordering::Acquire))?;
         {
             let mut tail = self.shared.tail.lock();
             let active = tail.next_sequence - 1;
@@ -690,6 +698,20 @@ impl Log {
         let handle = self.readers.write().remove(&sequence);
         drop(handle);
         Ok(true)
+    }
+
+    /// The lowest LSN the log may be rewound to.
+    pub fn rewind_floor(&self) -> u64 {
+        self.shared.rewind_floor.load(Ordering::Acquire)
+    }
+
+    /// Records `lsn` as the lowest LSN the log may be rewound to, durably.
+    pub fn set_rewind_floor(&self, lsn: u64) -> Result<(), Error> {
+        if self.shared.rewind_floor.load(Ordering::Acquire) != lsn {
+            crate::rewind::store_floor(&*self.shared.disk, lsn)?;
+            self.shared.rewind_floor.store(lsn, Ordering::Release);
+        }
+        Ok(())
     }
 
     /// Writes and fsyncs everything appended so far, whatever the durability mode:

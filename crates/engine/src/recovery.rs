@@ -414,6 +414,7 @@ impl Store {
     /// valid record, and starts the log writer.
     pub fn open(disk: Arc<dyn Disk>, options: Options) -> Result<Store, Error> {
         let now = options.clock.now_secs();
+        crate::rewind::remove_leftovers(&*disk)?;
         let mut sequences: Vec<u64> = disk
             .list()?
             .iter()

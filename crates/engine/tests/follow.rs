@@ -125,7 +125,7 @@ fn full_copy(primary: &Store, replica: &Store) -> Cursor {
     let oldest = primary.oldest_segment();
     let start = primary.segment_start(oldest).expect("its start is known");
     replica
-        .restart_log(oldest, start, primary.history())
+        .restart_log(oldest, start, primary.history(), primary.appended_lsn())
         .expect("restart");
     ship(primary, &mut cursor, replica);
     cursor
@@ -303,4 +303,93 @@ fn a_replica_past_compaction_gets_a_full_copy_and_a_restarted_one_goes_on() {
     let counter = replica.get(mc("counter")).expect("get").expect("there");
     let expected: String = (0..8).chain(9..13).map(|r| format!("{r},")).collect();
     assert_eq!(String::from_utf8_lossy(&counter.value), expected);
+}
+
+#[test]
+fn an_old_primary_rewinds_to_where_the_new_one_began_and_follows_it() {
+    let (pdisk, rdisk) = (SimDisk::new(), SimDisk::new());
+    let mut old = open(&pdisk, false);
+    let new = open(&rdisk, true);
+    let mut cursor = full_copy(&old, &new);
+    for round in 0..3 {
+        write_mix(&old, round);
+    }
+    compact_all(&old);
+    ship(&old, &mut cursor, &new);
+    drop(cursor);
+    // The replica is promoted; the old primary, cut off, goes on writing.
+    new.set_read_only(None);
+    new.begin_epoch().expect("epoch");
+    for round in 3..6 {
+        write_mix(&old, round);
+        delete(&old, "k1");
+    }
+    for round in 10..12 {
+        write_mix(&new, round);
+    }
+    // It comes back as a replica of the new primary and cuts what that never had.
+    old.set_read_only(Some("the new primary".to_string()));
+    let ended = old.appended_lsn();
+    let epoch = old.history().epoch_at(ended).number;
+    let cut = new
+        .history()
+        .shared_until(epoch, ended)
+        .expect("one history");
+    assert!(cut < ended, "the old primary wrote past the fork");
+    assert!(cut >= old.rewind_floor(), "no removal since the fork");
+    old.rewind_log(cut, new.history(), |bytes, start| {
+        old.apply_copied(bytes, start).map(drop)
+    })
+    .expect("rewind");
+    assert_eq!(old.appended_lsn(), cut);
+    let mut cursor = new.follow_log(cut).expect("held");
+    ship(&new, &mut cursor, &old);
+    assert_eq!(contents(&old), contents(&new));
+    let counter = old.get(mc("counter")).expect("get").expect("there");
+    assert_eq!(String::from_utf8_lossy(&counter.value), "0,1,2,10,11,");
+    assert!(
+        old.get(mc("k1")).expect("get").is_some(),
+        "its delete is cut"
+    );
+    // Restarted after a power loss, it holds the same, and no set-aside file.
+    drop(cursor);
+    pdisk.power_loss(kura_engine::sim::Tear::DropUnsynced);
+    drop(old);
+    pdisk.revive();
+    old = open(&pdisk, true);
+    assert_eq!(contents(&old), contents(&new));
+    assert_eq!(old.history(), new.history());
+    let names = kura_engine::disk::Disk::list(&pdisk).expect("list");
+    assert!(!names.iter().any(|n| n.starts_with("rewind.")), "{names:?}");
+}
+
+#[test]
+fn a_log_compacted_past_the_fork_is_not_rewound() {
+    let (pdisk, rdisk) = (SimDisk::new(), SimDisk::new());
+    let old = open(&pdisk, false);
+    let new = open(&rdisk, true);
+    let mut cursor = full_copy(&old, &new);
+    write_mix(&old, 0);
+    ship(&old, &mut cursor, &new);
+    drop(cursor);
+    new.set_read_only(None);
+    new.begin_epoch().expect("epoch");
+    for round in 1..4 {
+        write_mix(&old, round);
+    }
+    // Compaction removes segments whose live records it copied past the fork.
+    compact_all(&old);
+    old.set_read_only(Some("the new primary".to_string()));
+    let cut = new
+        .history()
+        .shared_until(1, old.appended_lsn())
+        .expect("one history");
+    assert!(old.rewind_floor() > cut);
+    let refused = old.set_aside_log(cut);
+    assert!(refused.is_err(), "a rewind would lose live records");
+    // Refused before anything moved: the log is whole.
+    let before = contents(&old);
+    drop(old);
+    let old = open(&pdisk, true);
+    assert_eq!(contents(&old), before);
 }
