@@ -290,6 +290,9 @@ impl<'a> Command<'a, '_> {
                 b"replicate" => self.ok(Request::Replicate {
                     arguments: self.line.tokens_after(0),
                 }),
+                b"fence" => self.ok(Request::Fence {
+                    arguments: self.line.tokens_after(0),
+                }),
                 b"version" => self.ok(Request::Version),
                 b"quit" => self.ok(Request::Quit),
                 b"verbosity" => self.verbosity(),

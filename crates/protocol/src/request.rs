@@ -394,6 +394,10 @@ pub enum Request<'a> {
     /// from its position; the connection then carries the log (see the server's
     /// `replication` module). Arguments raw.
     Replicate { arguments: Tokens<'a> },
+    /// `fence <history> <epoch> <port>`: Kura's own, sent by a node that became the
+    /// primary of a newer epoch to the primary it followed, which then follows it
+    /// (see the server's `replication` module). Arguments raw.
+    Fence { arguments: Tokens<'a> },
     /// `quit`: close the connection after flushing earlier replies.
     Quit,
     /// `shutdown [graceful]`
@@ -532,9 +536,12 @@ impl Request<'_> {
                 }
                 out.extend_from_slice(b"\r\n");
             }
-            Request::ReplicaOf { arguments } | Request::Replicate { arguments } => {
+            Request::ReplicaOf { arguments }
+            | Request::Replicate { arguments }
+            | Request::Fence { arguments } => {
                 out.extend_from_slice(match self {
                     Request::ReplicaOf { .. } => b"replicaof",
+                    Request::Fence { .. } => b"fence",
                     _ => b"replicate",
                 });
                 for argument in *arguments {

@@ -18,7 +18,12 @@ pub enum DurabilityFlag {
 
 /// Kura: a persistent key-value server that speaks the memcached protocol.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "kura", version, disable_help_flag = true)]
+#[command(
+    name = "kura",
+    version,
+    disable_help_flag = true,
+    args_override_self = true
+)]
 pub struct Config {
     /// Print help.
     #[arg(long = "help", action = ArgAction::Help)]

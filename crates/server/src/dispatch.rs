@@ -278,6 +278,10 @@ pub fn execute(
             crate::replication::replicaof(shared, arguments, out);
             Outcome::done()
         }
+        Request::Fence { arguments } => {
+            crate::replication::fence::fence(shared, arguments, out);
+            Outcome::done()
+        }
         Request::Replicate { arguments } => {
             if let Some(primary) = shared.replication.primary() {
                 out.extend_from_slice(

@@ -153,6 +153,13 @@ async fn run(
             .follow(primary.clone())
             .with_context(|| format!("following {primary}"))?;
         eprintln!("kura: a replica of {primary}");
+    } else if let Some(old_primary) = replication::fence::remembered(&shared.config.data_dir)
+        .with_context(|| format!("reading {}", shared.config.data_dir.display()))?
+    {
+        shared
+            .replication
+            .start_fencing(old_primary.clone())
+            .with_context(|| format!("fencing {old_primary}"))?;
     }
     if let Some((listener, users)) = sql_listener {
         let addr = listener.local_addr()?;

@@ -81,8 +81,21 @@ impl Tables {
         sequence: u64,
         start_lsn: u64,
         history: History,
+        rewind_floor: u64,
     ) -> Result<(), Error> {
-        self.store.restart_log(sequence, start_lsn, history)?;
+        self.store
+            .restart_log(sequence, start_lsn, history, rewind_floor)?;
+        self.follow_catalog()
+    }
+
+    /// Cuts this replica's log to `lsn`, the records its new primary never had, and
+    /// takes the new primary's `history` (`Store::rewind_log`); the tables are read
+    /// again from what stays.
+    pub fn rewind(&self, lsn: u64, history: History) -> Result<(), Error> {
+        let store = &self.store;
+        store.rewind_log(lsn, history, |bytes, start_lsn| {
+            store.apply_copied(bytes, start_lsn).map(drop)
+        })?;
         self.follow_catalog()
     }
 

@@ -54,6 +54,10 @@ pub struct KuraOptions {
     pub bin: PathBuf,
     pub durability: Durability,
     pub extra_args: Vec<OsString>,
+    /// The interface to listen on (`-l`); 127.0.0.1 unless set.
+    pub listen: String,
+    /// A command kura runs under, with its arguments (`ip netns exec <ns>`).
+    pub wrapper: Vec<OsString>,
 }
 
 impl KuraOptions {
@@ -62,7 +66,22 @@ impl KuraOptions {
             bin: bin.into(),
             durability,
             extra_args: Vec::new(),
+            listen: "127.0.0.1".to_string(),
+            wrapper: Vec::new(),
         }
+    }
+
+    /// Listens on `ip` rather than 127.0.0.1.
+    pub fn listen(mut self, ip: &str) -> KuraOptions {
+        self.listen = ip.to_string();
+        self
+    }
+
+    /// Runs kura under `command` (the first word) and its arguments: for example
+    /// `ip netns exec <ns>`, which puts it in a network namespace.
+    pub fn wrapped_in(mut self, command: &[&str]) -> KuraOptions {
+        self.wrapper = command.iter().map(OsString::from).collect();
+        self
     }
 
     pub fn arg(mut self, arg: impl Into<OsString>) -> KuraOptions {
@@ -215,9 +234,16 @@ impl KuraServer {
 
     fn spawn(&mut self) -> io::Result<()> {
         let options = &self.options;
-        let mut command = Command::new(&options.bin);
+        let mut command = match options.wrapper.split_first() {
+            Some((program, arguments)) => {
+                let mut command = Command::new(program);
+                command.args(arguments).arg(&options.bin);
+                command
+            }
+            None => Command::new(&options.bin),
+        };
         command
-            .args(["-p", "0", "-l", "127.0.0.1", "--data-dir"])
+            .args(["-p", "0", "-l", &options.listen, "--data-dir"])
             .arg(&self.data_dir)
             .args(["--durability", options.durability.flag()])
             .args(["--sql-port", "0"])

@@ -10,6 +10,7 @@ mod client;
 mod escape;
 mod kura;
 mod memcached;
+mod netns;
 mod output;
 pub mod runner;
 pub mod transcript;
@@ -20,5 +21,6 @@ pub use kura::{
     assert_not_tmpfs, crash_seed, kill_under_load, kura_bin, Durability, KuraOptions, KuraServer,
 };
 pub use memcached::{MemcachedServer, MEMCACHED_BIN};
+pub use netns::NetNamespace;
 pub use output::{drain, Log};
 pub use transcript::Transcript;

@@ -9,12 +9,15 @@
 //!
 //! `primary.rs` serves one replica (a thread per replica, reading the log from disk,
 //! so a slow replica costs the primary no memory); `replica.rs` is the follower (a
-//! thread that connects, applies and reconnects). This file holds the node's role,
-//! `replicaof`, and `stats replication`.
+//! thread that connects, applies and reconnects); `fence.rs` tells an old primary
+//! that a newer epoch exists, so that it follows; `sync.rs` holds replies until
+//! replicas confirm. This file holds the node's role, `replicaof`, and
+//! `stats replication`.
 //!
 //! What it is not for: deciding what a record does (the engine), or when a change is
 //! acknowledged to a client (`server.rs`).
 
+pub mod fence;
 pub mod primary;
 pub mod replica;
 pub mod sync;
@@ -41,6 +44,8 @@ pub struct Replication {
     shared: std::sync::OnceLock<std::sync::Weak<Shared>>,
     /// The primary this node follows, and the thread that follows it.
     following: Mutex<Option<replica::Follower>>,
+    /// The old primary this node, promoted, is telling about its epoch.
+    fencer: Mutex<Option<fence::Fencer>>,
     /// The replicas streaming from this node, by link number.
     links: Mutex<BTreeMap<u64, Arc<primary::Link>>>,
     next_link: AtomicU64,
@@ -61,6 +66,7 @@ impl Replication {
             data_dir: data_dir.to_path_buf(),
             shared: std::sync::OnceLock::new(),
             following: Mutex::new(None),
+            fencer: Mutex::new(None),
             links: Mutex::new(BTreeMap::new()),
             next_link: AtomicU64::new(1),
             partial_syncs: AtomicU64::new(0),
@@ -87,12 +93,18 @@ impl Replication {
 
     /// Writes (or, with None, removes) the role file, durably.
     fn remember(&self, primary: Option<&str>) -> std::io::Result<()> {
-        let path = self.data_dir.join(ROLE_FILE);
-        match primary {
-            Some(primary) => {
-                let temp = self.data_dir.join(format!("{ROLE_FILE}.tmp"));
+        self.write_file(ROLE_FILE, primary)
+    }
+
+    /// Writes `address` to the data directory's file `name` (or, with None, removes
+    /// it), durably.
+    fn write_file(&self, name: &str, address: Option<&str>) -> std::io::Result<()> {
+        let path = self.data_dir.join(name);
+        match address {
+            Some(address) => {
+                let temp = self.data_dir.join(format!("{name}.tmp"));
                 let mut file = std::fs::File::create(&temp)?;
-                std::io::Write::write_all(&mut file, format!("{primary}\n").as_bytes())?;
+                std::io::Write::write_all(&mut file, format!("{address}\n").as_bytes())?;
                 file.sync_all()?;
                 std::fs::rename(&temp, &path)?;
             }
@@ -121,6 +133,43 @@ impl Replication {
         let follower = replica::Follower::start(shared, primary)?;
         *self.following.lock() = Some(follower);
         Ok(())
+    }
+
+    /// Makes this node a replica of `primary`: it stops following anyone else and
+    /// fencing anyone, refuses changes, and follows.
+    pub fn become_replica(&self, shared: &Shared, primary: String) -> std::io::Result<()> {
+        self.stop_following();
+        self.stop_fencing();
+        self.forget_fencing()?;
+        shared.store.set_read_only(Some(primary.clone()));
+        self.follow(primary)
+    }
+
+    /// Starts telling `old_primary` about this node's epoch (`fence.rs`), and
+    /// remembers to go on after a restart.
+    pub fn start_fencing(&self, old_primary: String) -> std::io::Result<()> {
+        let shared = self
+            .shared
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .ok_or_else(|| std::io::Error::other("the server is stopping"))?;
+        self.stop_fencing();
+        self.write_file(fence::FILE, Some(&old_primary))?;
+        *self.fencer.lock() = Some(fence::Fencer::start(shared, old_primary)?);
+        Ok(())
+    }
+
+    fn stop_fencing(&self) {
+        let fencer = self.fencer.lock().take();
+        if let Some(fencer) = fencer {
+            fencer.stop();
+        }
+    }
+
+    /// Forgets the old primary being fenced: it answered, or this node follows
+    /// another.
+    pub(crate) fn forget_fencing(&self) -> std::io::Result<()> {
+        self.write_file(fence::FILE, None)
     }
 
     /// Stops following, waiting for the follower's thread: no copy is applied after
@@ -156,9 +205,10 @@ impl Replication {
         self.confirmations.publish(held);
     }
 
-    /// Stops the follower, at shutdown.
+    /// Stops the follower and the fencer, at shutdown.
     pub fn shutdown(&self) {
         self.stop_following();
+        self.stop_fencing();
     }
 }
 
@@ -173,10 +223,10 @@ pub fn replicaof(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) 
     };
     let replication = &shared.replication;
     if first.eq_ignore_ascii_case(b"no") && second.eq_ignore_ascii_case(b"one") {
-        if replication.primary().is_none() {
+        let Some(old_primary) = replication.primary() else {
             out.extend_from_slice(b"OK\r\n");
             return;
-        }
+        };
         replication.stop_following();
         // A new epoch: the other replicas of the old primary follow this node from
         // their positions, and the old primary, coming back, finds it is behind.
@@ -195,6 +245,11 @@ pub fn replicaof(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) 
                     "kura: now a primary (epoch {})",
                     shared.store.history().current().number
                 );
+                // The old primary, wherever it is, learns of the new epoch once it
+                // can be reached, and follows.
+                if let Err(e) = replication.start_fencing(old_primary.clone()) {
+                    eprintln!("kura: cannot fence {old_primary}: {e}");
+                }
                 out.extend_from_slice(b"OK\r\n");
             }
             Err(e) => {
@@ -215,9 +270,7 @@ pub fn replicaof(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) 
         out.extend_from_slice(b"OK\r\n");
         return;
     }
-    replication.stop_following();
-    shared.store.set_read_only(Some(primary.clone()));
-    match replication.follow(primary) {
+    match replication.become_replica(shared, primary) {
         Ok(()) => out.extend_from_slice(b"OK\r\n"),
         Err(e) => out.extend_from_slice(format!("SERVER_ERROR {e}\r\n").as_bytes()),
     }
@@ -249,6 +302,11 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
         follower.write_stats(store, out);
     }
     drop(following);
+    if let Some(fencer) = replication.fencer.lock().as_ref() {
+        if !fencer.is_done() {
+            stat(out, "fencing", &fencer.target);
+        }
+    }
     let links = replication.links.lock();
     stat(out, "connected_replicas", &links.len());
     let synced = store.synced_lsn();

@@ -32,21 +32,28 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// A replica gone quiet this long (no acknowledgement) is cut off; it reconnects.
 const SILENT_LIMIT: Duration = Duration::from_secs(10);
 
-/// What a replica asked for: its log's history, epoch and end.
+/// What a replica asked for: its log's history, the epoch its log's end is in, that
+/// end, and how far back its log can be cut (its rewind floor).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
     pub history_id: u128,
     pub epoch: u64,
     pub lsn: u64,
+    pub floor: u64,
 }
 
 impl Request {
-    /// `replicate <history> <epoch> <lsn>`'s arguments.
+    /// `replicate <history> <epoch> <lsn> [<floor>]`'s arguments. Without a floor, the
+    /// replica's log cannot be cut: it goes on from its end or gets a full copy.
     pub fn parse(mut arguments: kura_protocol::Tokens<'_>) -> Option<Request> {
         let text = |t: &[u8]| std::str::from_utf8(t).ok().map(str::to_string);
         let id = text(arguments.next()?)?;
         let epoch = text(arguments.next()?)?.parse().ok()?;
-        let lsn = text(arguments.next()?)?.parse().ok()?;
+        let lsn: u64 = text(arguments.next()?)?.parse().ok()?;
+        let floor = match arguments.next() {
+            Some(floor) => text(floor)?.parse().ok()?,
+            None => lsn,
+        };
         if arguments.next().is_some() || id.len() != 32 {
             return None;
         }
@@ -54,6 +61,7 @@ impl Request {
             history_id: u128::from_str_radix(&id, 16).ok()?,
             epoch,
             lsn,
+            floor,
         })
     }
 }
@@ -124,12 +132,27 @@ fn stream_log(
 ) -> std::io::Result<()> {
     let store = &shared.store;
     let history = store.history();
-    // The replica's log is a prefix of this one when they share the history to its
-    // end; then it goes on from there, if this log still holds that position.
+    if request.history_id == history.id && request.epoch > history.current().number {
+        // The replica has seen a newer epoch of this history: this node is an old
+        // primary, and a full copy from it would destroy the newer history's records.
+        let refusal = format!(
+            "SERVER_ERROR this node is in epoch {} of its history, the replica in a newer one ({}); follow the newer primary\r\n",
+            history.current().number,
+            request.epoch
+        );
+        return stream.write_all(refusal.as_bytes());
+    }
+    // The replica's log shares this one's history up to `shared_lsn`: all of it (a
+    // prefix), or up to where this history's next epoch began, past which the replica
+    // holds records this log never had and cuts them (if its floor allows). It goes
+    // on from there, if this log still holds that position.
     let partial = (request.history_id == history.id)
         .then(|| history.shared_until(request.epoch, request.lsn))
         .flatten()
-        .filter(|&shared_lsn| shared_lsn == request.lsn && request.lsn <= store.synced_lsn())
+        .filter(|&shared_lsn| {
+            (shared_lsn == request.lsn || shared_lsn >= request.floor)
+                && shared_lsn <= store.synced_lsn()
+        })
         .and_then(|lsn| store.follow_log(lsn));
     let (mut cursor, start) = match partial {
         Some(cursor) => {

@@ -44,6 +44,10 @@ pub struct LinkState {
     consistent_lsn: AtomicU64,
     partial_syncs: AtomicU64,
     full_syncs: AtomicU64,
+    /// Partial copies that first cut records the primary never had, and how many
+    /// bytes of log they cut.
+    rewinds: AtomicU64,
+    rewound_bytes: AtomicU64,
     /// When the primary was last heard from.
     last_heard: Mutex<Option<Instant>>,
     last_error: Mutex<String>,
@@ -133,6 +137,11 @@ impl Follower {
             "full_syncs",
             s.full_syncs.load(Ordering::Relaxed).to_string(),
         );
+        stat("rewinds", s.rewinds.load(Ordering::Relaxed).to_string());
+        stat(
+            "rewound_bytes",
+            s.rewound_bytes.load(Ordering::Relaxed).to_string(),
+        );
         let error = s.last_error.lock().clone();
         if !error.is_empty() {
             stat("primary_last_error", error.replace([' ', '\r', '\n'], "_"));
@@ -199,12 +208,16 @@ fn session(
     if stop.load(Ordering::Acquire) {
         return Ok(());
     }
+    // The position: the epoch this log's end is in (a rewind or a partial copy may
+    // have taken a history whose newest epoch begins later), its end, and how far
+    // back the log could be cut if the primary's history parted from it earlier.
     let history = store.history();
+    let end = store.appended_lsn();
     let request = format!(
-        "replicate {:032x} {} {}\r\n",
+        "replicate {:032x} {} {end} {}\r\n",
         history.id,
-        history.current().number,
-        store.appended_lsn()
+        history.epoch_at(end).number,
+        store.rewind_floor()
     );
     stream.write_all(request.as_bytes()).map_err(io)?;
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
@@ -326,7 +339,7 @@ fn begin(
             consistent_lsn,
         } => {
             tables
-                .restart_copy(segment, start_lsn, history)
+                .restart_copy(segment, start_lsn, history, consistent_lsn)
                 .map_err(|e| e.to_string())?;
             state
                 .consistent_lsn
@@ -338,13 +351,18 @@ fn begin(
             state.link.store(LINK_COPYING, Ordering::Relaxed);
         }
         Start::Partial { lsn } => {
-            if lsn != store.appended_lsn() {
+            let end = store.appended_lsn();
+            if lsn < end {
+                // This log holds records the primary's history never had: they go.
+                eprintln!("kura: cutting this log from LSN {end} back to {lsn}, where the primary's history parted from it");
+                tables.rewind(lsn, history).map_err(|e| e.to_string())?;
+                state.rewinds.fetch_add(1, Ordering::Relaxed);
+                state.rewound_bytes.fetch_add(end - lsn, Ordering::Relaxed);
+            } else if lsn != end {
                 return Err(format!(
-                    "the primary goes on from LSN {lsn}, this log ends at {}",
-                    store.appended_lsn()
+                    "the primary goes on from LSN {lsn}, this log ends at {end}"
                 ));
-            }
-            if store.history() != history {
+            } else if store.history() != history {
                 store.set_history(history).map_err(|e| e.to_string())?;
             }
             state.partial_syncs.fetch_add(1, Ordering::Relaxed);
