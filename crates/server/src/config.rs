@@ -98,6 +98,13 @@ pub struct Config {
     #[arg(long = "sync-timeout-ms", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub sync_timeout_ms: u64,
+    /// How far (MiB of log) a replica streaming from this node may fall behind it.
+    /// A replica further behind holds segments compaction would remove, so its stream
+    /// is ended, and it gets a full copy when it comes back; this bounds the disk a
+    /// slow replica costs its primary. A full copy in progress is not held to it.
+    #[arg(long = "replica-backlog-mib", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub replica_backlog_mib: u64,
     /// A file of `user:password` lines: who may log in on the SQL port. Without it,
     /// `root` with no password, allowed only while `-l` is a loopback address.
     #[arg(long = "sql-users")]

@@ -203,6 +203,7 @@ fn settings(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "segment_size_mib", config.segment_size_mib);
     stat(out, "min_sync_replicas", config.min_sync_replicas);
     stat(out, "sync_timeout_ms", config.sync_timeout_ms);
+    stat(out, "replica_backlog_mib", config.replica_backlog_mib);
 }
 
 fn conns(shared: &Shared, out: &mut Vec<u8>) {

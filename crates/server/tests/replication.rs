@@ -178,3 +178,58 @@ fn a_replica_goes_on_from_its_position_after_its_primary_is_killed_and_restarted
     );
     assert!(stat(&replica, "partial_syncs") >= 1);
 }
+
+#[test]
+fn a_replica_further_behind_than_the_backlog_is_cut_off_and_gets_a_full_copy() {
+    let (pdir, rdir) = (data_dir("backlog-primary-"), data_dir("backlog-replica-"));
+    let primary = options()
+        .arg("--replica-backlog-mib")
+        .arg("1")
+        .start_on(pdir.path())
+        .unwrap_or_else(|e| panic!("start: {e}"));
+    // A slow link: each 64 KiB it carries is held 50 ms (about 1.3 MB/s).
+    let proxy = Proxy::start_with_delay(primary.addr(), Duration::from_millis(50));
+    let replica = replica_of(&proxy, rdir.path());
+    let mut c = client(&primary);
+    start_writing(&mut c);
+    caught_up(&primary, &replica);
+    assert_eq!(stat(&replica, "full_syncs"), 1);
+    let mut keys = Vec::new();
+    let value = "b".repeat(16 << 10);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Writes faster than the link carries, until the primary ends the stream.
+    for n in 0.. {
+        if stat(&primary, "backlog_drops") > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica was never cut off: {:?}",
+            replication_stats(&primary)
+        );
+        for i in 0..50 {
+            let key = format!("big{}", (n * 50 + i) % 400);
+            request(
+                &mut c,
+                format!("set {key} {n} 0 {}\r\n{value}\r\n", value.len()).as_bytes(),
+                b"STORED\r\n",
+            );
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+    }
+    // It comes back further behind than the backlog: a full copy, not a partial one.
+    caught_up(&primary, &replica);
+    assert_eq!(digest(&replica, &keys), digest(&primary, &keys));
+    assert!(
+        stat(&replica, "full_syncs") >= 2,
+        "{:?}",
+        replication_stats(&replica)
+    );
+    let settings = request(&mut c, b"stats settings\r\n", b"END\r\n");
+    assert!(
+        settings.contains("STAT replica_backlog_mib 1\r\n"),
+        "{settings}"
+    );
+}

@@ -133,6 +133,9 @@ fn a_change_waits_for_its_replica_and_is_refused_or_fails_without_it() {
         format!("{TIMED_OUT}MN\r\n")
     );
     assert_eq!(get(&primary, "c"), "VALUE c 0 1\r\n2\r\nEND\r\n");
+    // The two changes are the replica's lag, counted from the log.
+    let link = &replication_stats(&primary)["replica0"];
+    assert!(link.ends_with(",lag_records=2"), "{link}");
     replica.resume().expect("SIGCONT the replica");
     caught_up(&primary, &replica);
     assert_eq!(get(&replica, "c"), "VALUE c 0 1\r\n2\r\nEND\r\n");

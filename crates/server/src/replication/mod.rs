@@ -58,6 +58,9 @@ pub struct Replication {
     /// Changes refused for want of replicas, and replies that timed out waiting.
     pub sync_refusals: AtomicU64,
     pub sync_timeouts: AtomicU64,
+    /// Streams ended because their replica fell more than `--replica-backlog-mib`
+    /// behind.
+    pub backlog_drops: AtomicU64,
 }
 
 impl Replication {
@@ -74,6 +77,7 @@ impl Replication {
             confirmations: sync::Confirmations::default(),
             sync_refusals: AtomicU64::new(0),
             sync_timeouts: AtomicU64::new(0),
+            backlog_drops: AtomicU64::new(0),
         }
     }
 
@@ -307,13 +311,12 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
             stat(out, "fencing", &fencer.target);
         }
     }
-    let links = replication.links.lock();
+    // Counting a link's lag reads the log: not under the lock changes wait on.
+    let links: Vec<Arc<primary::Link>> = replication.links.lock().values().cloned().collect();
     stat(out, "connected_replicas", &links.len());
-    let synced = store.synced_lsn();
-    for (i, link) in links.values().enumerate() {
-        stat(out, &format!("replica{i}"), &link.describe(synced));
+    for (i, link) in links.iter().enumerate() {
+        stat(out, &format!("replica{i}"), &link.describe(store));
     }
-    drop(links);
     stat(
         out,
         "partial_syncs_served",
@@ -334,6 +337,16 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
         out,
         "sync_timeouts",
         &replication.sync_timeouts.load(Ordering::Relaxed),
+    );
+    stat(
+        out,
+        "replica_backlog_mib",
+        &shared.config.replica_backlog_mib,
+    );
+    stat(
+        out,
+        "backlog_drops",
+        &replication.backlog_drops.load(Ordering::Relaxed),
     );
     out.extend_from_slice(b"END\r\n");
 }

@@ -80,18 +80,68 @@ pub struct Link {
 }
 
 impl Link {
-    pub fn describe(&self, synced: u64) -> String {
+    /// Whether the replica is in a full copy it has not yet confirmed to its end.
+    fn is_copying(&self) -> bool {
+        self.copying.load(Ordering::Relaxed)
+            && self.acked_lsn.load(Ordering::Relaxed) < self.consistent_lsn.load(Ordering::Relaxed)
+    }
+
+    /// The link as `stats replication` shows it: the replica's confirmed position,
+    /// how far the stream has sent, and the lag behind this node's synced LSN in bytes
+    /// and in changes (a record, or a batch of them), counted from the log.
+    pub fn describe(&self, store: &kura_engine::Store) -> String {
+        let synced = store.synced_lsn();
         let acked = self.acked_lsn.load(Ordering::Relaxed);
         let sent = self.sent_lsn.load(Ordering::Relaxed);
-        let copying = self.copying.load(Ordering::Relaxed)
-            && acked < self.consistent_lsn.load(Ordering::Relaxed);
+        let copying = self.is_copying();
+        let records = match (copying, changes_between(store, acked, synced)) {
+            (false, Some((n, true))) => n.to_string(),
+            (false, Some((n, false))) => format!(">{n}"),
+            (true, _) | (_, None) => "-".to_string(),
+        };
         format!(
-            "addr={},state={},acked_lsn={acked},sent_lsn={sent},lag_bytes={}",
+            "addr={},state={},acked_lsn={acked},sent_lsn={sent},lag_bytes={},lag_records={records}",
             self.addr,
             if copying { "full_sync" } else { "streaming" },
             synced.saturating_sub(acked)
         )
     }
+}
+
+/// How much of the log [`changes_between`] reads for one stat line.
+const LAG_COUNT_BYTES: u64 = 64 << 20;
+
+/// The changes (a record, or a batch as one) in the log between LSNs `from` and
+/// `until`, and whether that is all of them: past [`LAG_COUNT_BYTES`] the count
+/// stops. None when the log no longer holds `from`.
+fn changes_between(store: &kura_engine::Store, from: u64, until: u64) -> Option<(u64, bool)> {
+    if from >= until {
+        return Some((0, true));
+    }
+    let mut cursor = store.follow_log(from)?;
+    let (mut changes, mut in_batch) = (0u64, 0u32);
+    store
+        .read_log(&mut cursor, until, LAG_COUNT_BYTES, |_, bytes, _| {
+            if in_batch > 0 {
+                in_batch -= 1;
+                return;
+            }
+            changes += 1;
+            if let kura_engine::record::Decoded::Record(
+                kura_engine::record::Record::Batch { count, .. },
+                _,
+            ) = kura_engine::record::decode_unverified(bytes)
+            {
+                in_batch = count;
+            }
+        })
+        .ok()?;
+    Some((changes, cursor.lsn() >= until))
+}
+
+/// `--replica-backlog-mib` in bytes.
+fn backlog_bytes(shared: &Shared) -> u64 {
+    shared.config.replica_backlog_mib.saturating_mul(1 << 20)
 }
 
 /// Serves the replica on `stream` (the connection that sent `request`) on a thread of
@@ -146,12 +196,17 @@ fn stream_log(
     // prefix), or up to where this history's next epoch began, past which the replica
     // holds records this log never had and cuts them (if its floor allows). It goes
     // on from there, if this log still holds that position.
+    // A replica further behind than the backlog allows gets a full copy, as if
+    // its position were compacted away.
+    let backlog = backlog_bytes(shared);
     let partial = (request.history_id == history.id)
         .then(|| history.shared_until(request.epoch, request.lsn))
         .flatten()
         .filter(|&shared_lsn| {
+            let synced = store.synced_lsn();
             (shared_lsn == request.lsn || shared_lsn >= request.floor)
-                && shared_lsn <= store.synced_lsn()
+                && shared_lsn <= synced
+                && synced - shared_lsn <= backlog
         })
         .and_then(|lsn| store.follow_log(lsn));
     let (mut cursor, start) = match partial {
@@ -236,6 +291,22 @@ fn stream_log(
         // copies that made it possible, so they are below `until`.
         let oldest = store.oldest_segment();
         let until = store.synced_lsn();
+        // A replica too far behind holds segments compaction would remove: its stream
+        // ends (a full copy in progress is let be).
+        if until.saturating_sub(cursor.lsn()) > backlog && !link.is_copying() {
+            shared
+                .replication
+                .backlog_drops
+                .fetch_add(1, Ordering::Relaxed);
+            out.clear();
+            let reason = format!(
+                "the replica fell more than --replica-backlog-mib {} behind",
+                shared.config.replica_backlog_mib
+            );
+            encode(&Frame::Bye { reason: &reason }, &mut out);
+            let _ = stream.write_all(&out);
+            return Ok(());
+        }
         out.clear();
         let mut run: Option<(u64, u64, Vec<u8>)> = None;
         let mut runs = Vec::new();
