@@ -64,6 +64,19 @@ fn tagged_write(c: &mut Client, tag: &str) -> bool {
     appended == "STORED\r\n" && set == "STORED\r\n"
 }
 
+/// The history both nodes share: five rounds of writes on the primary, which the
+/// replica has. Returns the keys written.
+fn shared_rounds(primary: &KuraServer, replica: &KuraServer) -> Vec<String> {
+    let mut c = client(primary);
+    start_writing(&mut c);
+    let mut keys = Vec::new();
+    for round in 0..5 {
+        write_round(&mut c, round, &mut keys);
+    }
+    caught_up(primary, replica);
+    keys
+}
+
 /// After the old primary rejoined: it cut its log rather than take a full copy, holds
 /// what the new primary holds, and none of what only it had.
 fn rejoined(old: &KuraServer, new: &KuraServer, keys: &[String], only_old: &[String]) {
@@ -108,13 +121,7 @@ fn an_old_primary_restarted_after_a_promotion_cuts_its_log_and_follows() {
         .expect("start the primary");
     let link = Proxy::start(old.addr());
     let new = replicas::replica_of(&link, new_dir.path());
-    let mut c = client(&old);
-    start_writing(&mut c);
-    let mut keys = Vec::new();
-    for round in 0..5 {
-        write_round(&mut c, round, &mut keys);
-    }
-    caught_up(&old, &new);
+    let mut keys = shared_rounds(&old, &new);
     // Writers keep going on the old primary while its replica is cut off and
     // promoted: what they write after the cut is the new history's loss.
     link.point_at("127.0.0.1:1".parse().expect("addr"));
@@ -188,14 +195,7 @@ fn an_old_primary_cut_off_by_a_partition_is_fenced_when_it_heals() {
         .arg(old.addr().to_string())
         .start_on(new_dir.path())
         .expect("start the replica");
-    let mut c = client(&old);
-    start_writing(&mut c);
-    let mut keys = Vec::new();
-    for round in 0..5 {
-        write_round(&mut c, round, &mut keys);
-    }
-    caught_up(&old, &new);
-    drop(c);
+    let mut keys = shared_rounds(&old, &new);
     ns.link_up(false);
     // A client on the old primary's side of the partition goes on writing there.
     let addr = old.addr();
