@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages kura-bench and the compatibility tests run against:
-# the peers Kura is measured beside, the tools that drive them, and a TrueType font
-# for kura-bench's PNG charts.
+# the peers Kura is measured beside, the tools that drive them, a TrueType font for
+# kura-bench's PNG charts, and iproute2's `ip` for the tests' network namespaces.
 #
 # Idempotent: packages already installed are left alone, and `apt-get update` runs
 # only when something is missing. Noninteractive, reads no stdin; must run as root
 # (or through sudo).
 #
-#   scripts/install-peers.sh            # memcached, libmemcached-tools, mariadb, redis, fonts
+#   scripts/install-peers.sh            # memcached, libmemcached-tools, mariadb, redis, fonts, iproute2
 #   scripts/install-peers.sh pkg ...    # exactly these packages
 set -euo pipefail
 
-packages=(memcached libmemcached-tools mariadb-server mariadb-client redis-server fonts-dejavu-core)
+packages=(memcached libmemcached-tools mariadb-server mariadb-client redis-server fonts-dejavu-core iproute2)
 if [[ $# -gt 0 && "$1" != "--all" ]]; then
     packages=("$@")
 fi
