@@ -281,6 +281,19 @@ impl Store {
         history: History,
         rewind_floor: u64,
     ) -> Result<(), Error> {
+        self.restart_log_keeping(sequence, start_lsn, history, rewind_floor, &[])
+    }
+
+    /// [`Store::restart_log`], setting the segments `set_aside` aside for a rewind
+    /// (`rewind.rs`) rather than removing them.
+    pub(crate) fn restart_log_keeping(
+        &self,
+        sequence: u64,
+        start_lsn: u64,
+        history: History,
+        rewind_floor: u64,
+        set_aside: &[u64],
+    ) -> Result<(), Error> {
         if !self.is_read_only() {
             return Err(Error::Format(
                 "only a replica's store starts its log again".to_string(),
@@ -297,7 +310,7 @@ impl Store {
         // Whichever log a crash leaves, its floor is not below its own.
         let floor = self.log.rewind_floor();
         self.log.set_rewind_floor(floor.max(rewind_floor))?;
-        self.log.restart_at(sequence, start_lsn)?;
+        self.log.restart_at(sequence, start_lsn, set_aside)?;
         self.log.set_rewind_floor(rewind_floor)?;
         for shard in guards.iter_mut() {
             shard.clear();

@@ -47,5 +47,4 @@ pub use history::{Epoch, History};
 pub use item::{Access, Change, Item, ItemOf, ItemRef, NewCas, NewItem, Written};
 pub use key::{Class, Key, Space, KEY_MAX_BYTES};
 pub use log::Cursor;
-pub use rewind::SetAside;
 pub use store::{Ack, Durability, Options, Stats, Store};

@@ -3,9 +3,10 @@
 //! point where the new primary's epoch began; to follow the new primary it keeps its
 //! log up to that point and drops the rest. The index has no way back to the versions
 //! the dropped records replaced, so the kept records are applied again, as a full copy
-//! would apply them, but read from this node's own disk: the segments are set aside
-//! under other names, the log starts again empty, and the set-aside records up to the
-//! cut are copied back in ([`SetAside::read_runs`]) before the new primary's stream.
+//! would apply them, but read from this node's own disk: as the log starts again
+//! empty, the segments it keeps are set aside under other names
+//! (`Log::restart_at`), and their records up to the cut are copied back in
+//! ([`SetAside::read_runs`]) before the new primary's stream.
 //!
 //! The rewind floor: a segment removed by compaction (or by a primary's trim) was
 //! made redundant by copies written later, and a rewind that cuts those copies loses
@@ -16,8 +17,8 @@
 //! Invariants (crash safety): every step leaves the log a prefix of the log before the
 //! rewind, or of the one after it, which are both prefixes of the new primary's; a
 //! replica goes on from any such prefix. Segments past the cut are removed newest
-//! first, then the kept ones renamed newest first; set-aside files left by a crash are
-//! removed when the store opens.
+//! first, then the kept ones renamed newest first, only once no cursor follows the
+//! log; set-aside files left by a crash are removed when the store opens.
 //!
 //! What it is not for: deciding where to cut (`history.rs`, the primary), or the
 //! stream that follows (`follow.rs`).
@@ -39,7 +40,7 @@ const ASIDE_PREFIX: &str = "rewind.";
 /// About how many bytes of records one run of [`SetAside::read_runs`] holds.
 const RUN_BYTES: usize = 256 << 10;
 
-fn aside_name(sequence: u64) -> String {
+pub(crate) fn aside_name(sequence: u64) -> String {
     format!("{ASIDE_PREFIX}{}", segment_name(sequence))
 }
 
@@ -100,9 +101,9 @@ pub(crate) fn remove_leftovers(disk: &dyn Disk) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A log set aside by [`Store::set_aside_log`]: its segments up to the cut, under
-/// other names, to be copied back into the emptied log.
-pub struct SetAside {
+/// What a rewind keeps of the log: its segments up to the cut, set aside under other
+/// names when the log starts again, to be copied back in.
+struct SetAside {
     disk: Arc<dyn Disk>,
     /// Each set-aside segment and the LSN it starts at, oldest first.
     segments: Vec<(u64, u64)>,
@@ -112,18 +113,13 @@ pub struct SetAside {
 
 impl SetAside {
     /// The oldest set-aside segment and its starting LSN: where the log starts again.
-    pub fn first(&self) -> (u64, u64) {
+    fn first(&self) -> (u64, u64) {
         self.segments[0]
-    }
-
-    /// Where the log is cut.
-    pub fn until(&self) -> u64 {
-        self.until
     }
 
     /// Calls `visit(segment, start_lsn, bytes)` with the set-aside records up to the
     /// cut, in order, in runs of whole records and whole batches.
-    pub fn read_runs(
+    fn read_runs(
         &self,
         mut visit: impl FnMut(u64, u64, &[u8]) -> Result<(), Error>,
     ) -> Result<(), Error> {
@@ -181,7 +177,7 @@ impl SetAside {
     }
 
     /// Removes the set-aside segments, once their records are back in the log.
-    pub fn finish(self) -> Result<(), Error> {
+    fn finish(self) -> Result<(), Error> {
         for &(sequence, _) in &self.segments {
             match self.disk.remove(&aside_name(sequence)) {
                 Ok(()) => {}
@@ -202,11 +198,10 @@ impl Store {
         self.log.rewind_floor().max(oldest + 1)
     }
 
-    /// Sets aside this replica's log up to `lsn` and drops the rest, for
-    /// [`Store::restart_log`] and [`SetAside::read_runs`] to copy back in (see the
-    /// module's notes). `lsn` must be a record's end, not below [`Store::rewind_floor`].
-    /// Until the records are back, reads miss what is not in memory.
-    pub fn set_aside_log(&self, lsn: u64) -> Result<SetAside, Error> {
+    /// What a rewind of this replica's log to `lsn` keeps (see the module's notes),
+    /// with everything appended on disk. `lsn` must be a record's end, not below
+    /// [`Store::rewind_floor`].
+    fn plan_rewind(&self, lsn: u64) -> Result<SetAside, Error> {
         if !self.is_read_only() {
             return Err(Error::Format(
                 "only a replica's store rewinds its log".to_string(),
@@ -226,41 +221,36 @@ impl Store {
             .usage()
             .iter()
             .filter_map(|&(sequence, _)| Some((sequence, self.segment_start(sequence)?)))
-            .collect();
-        let disk = &*self.disk;
-        // Newest first, so that a crash leaves a prefix of the log.
-        for &(sequence, _) in segments.iter().rev().filter(|&&(_, start)| start >= lsn) {
-            disk.remove(&segment_name(sequence))?;
-        }
-        disk.sync_dir()?;
-        let kept: Vec<(u64, u64)> = segments
-            .into_iter()
             .filter(|&(_, start)| start < lsn)
             .collect();
-        for &(sequence, _) in kept.iter().rev() {
-            disk.rename(&segment_name(sequence), &aside_name(sequence))?;
+        if segments.is_empty() {
+            return Err(Error::Format(format!(
+                "the log holds nothing before LSN {lsn} to keep"
+            )));
         }
-        disk.sync_dir()?;
         Ok(SetAside {
             disk: Arc::clone(&self.disk),
-            segments: kept,
+            segments,
             until: lsn,
         })
     }
 
-    /// Rewinds this replica's log to `lsn` and takes `history`: the log is set aside,
-    /// started again, and its records up to `lsn` applied again through `apply` (the
-    /// caller's [`Store::apply_copied`], or one that keeps more in step with it).
+    /// Rewinds this replica's log to `lsn` (a record's end, not below
+    /// [`Store::rewind_floor`]) and takes `history`: the log is started again and its
+    /// records up to `lsn` applied again through `apply` (the caller's
+    /// [`Store::apply_copied`], or one that keeps more in step with it). Until they
+    /// are back, reads miss what is not in memory.
     pub fn rewind_log(
         &self,
         lsn: u64,
         history: History,
         mut apply: impl FnMut(&[u8], u64) -> Result<(), Error>,
     ) -> Result<(), Error> {
-        let aside = self.set_aside_log(lsn)?;
+        let aside = self.plan_rewind(lsn)?;
         let (sequence, start_lsn) = aside.first();
         let floor = self.log.rewind_floor();
-        self.restart_log(sequence, start_lsn, history, floor)?;
+        let kept: Vec<u64> = aside.segments.iter().map(|&(s, _)| s).collect();
+        self.restart_log_keeping(sequence, start_lsn, history, floor, &kept)?;
         aside.read_runs(|segment, start_lsn, bytes| {
             if segment != self.active_segment() {
                 self.start_segment(segment, start_lsn)?;

@@ -337,6 +337,17 @@ fn an_old_primary_rewinds_to_where_the_new_one_began_and_follows_it() {
         .expect("one history");
     assert!(cut < ended, "the old primary wrote past the fork");
     assert!(cut >= old.rewind_floor(), "no removal since the fork");
+    // Not while a cursor follows the log (a stream to a replica of its own that has
+    // not ended yet): refused before a file is touched.
+    let before = contents(&old);
+    let follower = old.follow_log(old.appended_lsn()).expect("held");
+    let refused = old.rewind_log(cut, new.history(), |bytes, start| {
+        old.apply_copied(bytes, start).map(drop)
+    });
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(contents(&old), before);
+    assert_eq!(old.appended_lsn(), ended);
+    drop(follower);
     old.rewind_log(cut, new.history(), |bytes, start| {
         old.apply_copied(bytes, start).map(drop)
     })
@@ -385,7 +396,7 @@ fn a_log_compacted_past_the_fork_is_not_rewound() {
         .shared_until(1, old.appended_lsn())
         .expect("one history");
     assert!(old.rewind_floor() > cut);
-    let refused = old.set_aside_log(cut);
+    let refused = old.rewind_log(cut, new.history(), |_, _| Ok(()));
     assert!(refused.is_err(), "a rewind would lose live records");
     // Refused before anything moved: the log is whole.
     let before = contents(&old);

@@ -114,9 +114,17 @@ impl Log {
     }
 
     /// Empties the log and starts it again with segment `sequence` at LSN `start_lsn`:
-    /// a replica about to copy its primary's log from there. Every segment file goes;
-    /// the watermarks start at `start_lsn`. Refused while a cursor follows this log.
-    pub fn restart_at(&self, sequence: u64, start_lsn: u64) -> Result<(), Error> {
+    /// a replica about to copy its primary's log from there. Every segment file goes,
+    /// newest first (a crash leaves a prefix of the log), except those in `set_aside`,
+    /// which a rewind renames to copy them back (`rewind.rs`); the watermarks start at
+    /// `start_lsn`. Refused, before any file is touched, while a cursor follows this
+    /// log.
+    pub fn restart_at(
+        &self,
+        sequence: u64,
+        start_lsn: u64,
+        set_aside: &[u64],
+    ) -> Result<(), Error> {
         if self.is_poisoned() {
             return Err(Error::Poisoned);
         }
@@ -133,11 +141,20 @@ impl Log {
         }
         let result = (|| {
             let disk = &self.shared.disk;
-            for name in disk.list()? {
-                if super::parse_segment_name(&name).is_some() {
-                    disk.remove(&name)?;
+            let mut sequences: Vec<u64> = disk
+                .list()?
+                .iter()
+                .filter_map(|name| super::parse_segment_name(name))
+                .collect();
+            sequences.sort_unstable_by(|a, b| b.cmp(a));
+            for old in sequences {
+                if set_aside.contains(&old) {
+                    disk.rename(&segment_name(old), &crate::rewind::aside_name(old))?;
+                } else {
+                    disk.remove(&segment_name(old))?;
                 }
             }
+            disk.sync_dir()?;
             let mut next = disk.create(&segment_name(sequence))?;
             next.append(&record::segment_header(sequence, start_lsn))?;
             next.sync()?;
