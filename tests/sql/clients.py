@@ -61,7 +61,8 @@ cur.execute("SELECT name, score FROM drivers WHERE id = 7")
 check(cur.fetchall(), (("gus", 7.0),), "SQL reads a row memcached wrote")
 cur.execute("SELECT _flags, _exptime FROM drivers WHERE id = 7")
 check(cur.fetchall(), ((0, 0),), "SQL reads the item's flags and exptime")
-mc.delete("@@drivers.7")
+# pymemcache sends noreply by default: wait for the reply, or the SELECT may race it.
+check(mc.delete("@@drivers.7", noreply=False), True, "memcached delete")
 cur.execute("SELECT COUNT(*) FROM drivers WHERE id = 7")
 check(cur.fetchall(), ((0,),), "SQL no longer sees a row memcached deleted")
 # A query of more than 16 MiB spans several protocol frames; the reply follows the last.
