@@ -99,6 +99,12 @@ impl Store {
     /// and applies them to the index, one record or one batch at a time. Returns the
     /// LSN at the run's end.
     pub fn apply_copied(&self, run: &[u8], start_lsn: u64) -> Result<u64, Error> {
+        let applied = self.apply_units(run, start_lsn);
+        self.log.copies_appended();
+        applied
+    }
+
+    fn apply_units(&self, run: &[u8], start_lsn: u64) -> Result<u64, Error> {
         let mut pos = 0;
         let mut lsn = start_lsn;
         while pos < run.len() {

@@ -499,7 +499,7 @@ impl Log {
         let (segment, before) = self.make_room(&mut tail, len)?;
         let lsn = self.shared.appended_lsn.load(Ordering::Relaxed) + len;
         let appended = push_record(&mut tail, segment, record, len, holds, frees, lsn);
-        self.appended(tail, before, lsn);
+        self.appended(tail, before, lsn, false);
         Ok(appended)
     }
 
@@ -548,7 +548,7 @@ impl Log {
                 )
             })
             .collect();
-        self.appended(tail, before, lsn);
+        self.appended(tail, before, lsn, false);
         Ok(appended)
     }
 
@@ -592,13 +592,21 @@ impl Log {
     }
 
     /// Publishes what was appended up to `lsn` and wakes the flusher if it is wanted.
-    fn appended(&self, mut tail: parking_lot::MutexGuard<'_, Tail>, before: u64, lsn: u64) {
+    /// `copy`: a record copied from a primary, whose follower wakes the flusher once
+    /// for its whole run ([`Log::copies_appended`]) rather than for every record.
+    fn appended(
+        &self,
+        mut tail: parking_lot::MutexGuard<'_, Tail>,
+        before: u64,
+        lsn: u64,
+        copy: bool,
+    ) {
         self.shared.appended_lsn.store(lsn, Ordering::Release);
         // In interval mode the request thread writes for itself; waking the flusher
         // for every record would cost two context switches a write. With no
         // durability nobody waits for the write: the flusher writes in batches.
         let wake = match self.shared.durability {
-            Durability::Fsync => true,
+            Durability::Fsync => !copy,
             Durability::Interval => {
                 let size = self.shared.segment_size_bytes;
                 let near_end = size - size / EARLY_SYNC_FRACTION;

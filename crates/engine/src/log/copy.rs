@@ -70,8 +70,16 @@ impl Log {
                 )
             })
             .collect();
-        self.appended(tail, before, end_lsn);
+        self.appended(tail, before, end_lsn, true);
         Ok(placed)
+    }
+
+    /// A run of copies has been appended: in fsync mode, the flusher writes and syncs
+    /// it now, once for the run (the acknowledgement to the primary follows the sync).
+    pub fn copies_appended(&self) {
+        if self.shared.durability == super::Durability::Fsync {
+            self.shared.flusher_wake.notify_one();
+        }
     }
 
     /// Starts segment `sequence` at LSN `start_lsn`, where the primary started it: the

@@ -33,6 +33,11 @@ pub struct Confirmations {
     /// Wakes the threads that wait without a runtime (SQL connections).
     lock: Mutex<()>,
     cond: Condvar,
+    /// How many requests are waiting for replicas now; the streams to the replicas
+    /// [`Confirmations::linger`] only while none is.
+    waiting: Mutex<usize>,
+    /// Ends a stream's lingering when a request begins to wait.
+    nudge: Condvar,
 }
 
 impl Default for Confirmations {
@@ -41,6 +46,8 @@ impl Default for Confirmations {
             held: watch::Sender::new(Vec::new()),
             lock: Mutex::new(()),
             cond: Condvar::new(),
+            waiting: Mutex::new(0),
+            nudge: Condvar::new(),
         }
     }
 }
@@ -63,6 +70,25 @@ impl Confirmations {
         self.cond.notify_all();
     }
 
+    /// Waits up to `most` for more of the log to gather before a stream sends it, so
+    /// that a busy primary wakes its streams, and its replicas sync and acknowledge,
+    /// once a `most` rather than once per group commit. Returns at once, or as soon
+    /// as one does, while a request waits for replicas.
+    pub fn linger(&self, most: Duration) {
+        let mut waiting = self.waiting.lock();
+        if *waiting == 0 {
+            let _ = self.nudge.wait_for(&mut waiting, most);
+        }
+    }
+
+    /// Counts a request as waiting for replicas until the guard drops, and ends any
+    /// stream's [`Confirmations::linger`].
+    fn waiter(&self) -> Waiter<'_> {
+        *self.waiting.lock() += 1;
+        self.nudge.notify_all();
+        Waiter(self)
+    }
+
     pub fn connected(&self) -> usize {
         self.held.borrow().len()
     }
@@ -75,6 +101,7 @@ impl Confirmations {
             waits.iter().all(|&(lsn, n)| holds(held, n, lsn))
                 || waits.iter().any(|&(_, n)| held.len() < usize::from(n))
         };
+        let _waiter = self.waiter();
         let mut rx = self.held.subscribe();
         let _ = tokio::time::timeout(timeout, rx.wait_for(settled)).await;
         let held = rx.borrow().clone();
@@ -84,6 +111,7 @@ impl Confirmations {
     /// [`Confirmations::wait`] for one LSN, blocking the calling thread.
     pub fn wait_blocking(&self, lsn: u64, n: u8, timeout: Duration) -> bool {
         let deadline = std::time::Instant::now() + timeout;
+        let _waiter = self.waiter();
         let mut guard = self.lock.lock();
         loop {
             {
@@ -99,6 +127,15 @@ impl Confirmations {
                 return holds(&self.held.borrow(), n, lsn);
             }
         }
+    }
+}
+
+/// A request waiting for replicas; see [`Confirmations::waiter`].
+struct Waiter<'a>(&'a Confirmations);
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        *self.0.waiting.lock() -= 1;
     }
 }
 
