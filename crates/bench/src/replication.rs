@@ -1,16 +1,21 @@
 //! The replication workload: what a replica costs its primary, and how far behind it
-//! falls. Three setups of Kura (fsync mode) run side by side: a primary alone, a
-//! primary with one asynchronous replica, and a primary with one replica and
+//! falls. Four setups of Kura (fsync mode) run side by side: a primary alone; with
+//! one asynchronous replica; with one asynchronous replica under `SCHED_IDLE`, which
+//! runs only on CPU time the primary and the client leave; and with one replica and
 //! `--min-sync-replicas 1`. Each measures sets and the game's transactions; while
 //! they run, the primary's `stats replication` is sampled for the replica's lag in
-//! bytes. Then a full synchronisation: a fresh replica of a primary holding
-//! `--full-sync-keys` keys, timed until it has all of the primary's log.
+//! bytes, and the primary's and the replica's CPU time is read from `/proc`. Then a
+//! full synchronisation: a fresh replica of a primary holding `--full-sync-keys`
+//! keys, timed until it has all of the primary's log.
 //!
 //! Reported: the median ops/s (sets) and TPS (game) of each setup over repetitions,
-//! each as a ratio to the primary alone; the lag's median and maximum; the full
-//! synchronisation's seconds and rate. All servers are on this machine, so a replica
-//! competes with its primary for the same two cores and disk: the cost measured here
-//! is an upper bound for a replica on a machine of its own.
+//! each as a ratio to the primary alone; the primary's CPU time per operation, as a
+//! ratio to the primary alone's; the replica's CPU use; the lag's median and maximum;
+//! the full synchronisation's seconds and rate. All servers are on this machine, so a
+//! replica competes with its primary for the same cores and disk: the plain async
+//! setup's ratio is an upper bound for a replica on a machine of its own; the
+//! primary's CPU per operation, and the idle replica's ratio, are what its own
+//! machine would leave.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -29,7 +34,7 @@ use crate::load::{self, Deal, LoadSpec, OpMix};
 use crate::progress::Progress;
 use crate::proto::Wire;
 use crate::report::{Csv, Section, Table};
-use crate::stats::median;
+use crate::stats::{self, median};
 use crate::Common;
 
 #[derive(Args, Debug, Clone)]
@@ -80,7 +85,7 @@ impl Setup {
     fn start(name: &'static str, config: &LaunchConfig) -> Result<Setup> {
         let (replicas, sync) = match name {
             "no replica" => (false, false),
-            "async replica" => (true, false),
+            "async replica" | IDLE_REPLICA => (true, false),
             _ => (true, true),
         };
         let sync_args: Vec<String> = if sync {
@@ -92,6 +97,11 @@ impl Setup {
         primary.name = format!("kura ({name})");
         let replica = if replicas {
             let replica = kura(config, &[format!("--replica-of={}", primary.addr)])?;
+            if name == IDLE_REPLICA {
+                for pid in &replica.pids {
+                    idle_priority(*pid)?;
+                }
+            }
             wait_connected(primary.addr, 1)?;
             Some(replica)
         } else {
@@ -103,6 +113,26 @@ impl Setup {
             replica,
         })
     }
+}
+
+/// The setups, in the order reported.
+const SETUPS: [&str; 4] = ["no replica", "async replica", IDLE_REPLICA, "sync replica"];
+
+/// An asynchronous replica that runs only on CPU time nobody else wants
+/// (`SCHED_IDLE`): what the primary's own side of a stream costs, as if the replica
+/// had a machine of its own.
+const IDLE_REPLICA: &str = "async, idle replica";
+
+/// Puts every thread of `pid`, and those it starts later, under `SCHED_IDLE`.
+fn idle_priority(pid: u32) -> Result<()> {
+    let status = std::process::Command::new("chrt")
+        .args(["--idle", "--all-tasks", "--pid", "0", &pid.to_string()])
+        .status()
+        .context("running chrt (util-linux)")?;
+    if !status.success() {
+        bail!("chrt --idle --pid 0 {pid}: {status}");
+    }
+    Ok(())
 }
 
 /// `stats replication` of the server at `addr`, as (name, value) pairs.
@@ -167,6 +197,10 @@ struct Measured {
     p99_us: u64,
     lag: Vec<u64>,
     errors: u64,
+    /// The primary's CPU time per operation (or transaction) in the window, µs.
+    primary_us_per_op: Option<f64>,
+    /// The replica's CPU use over warm-up and window, percent of one core.
+    replica_cpu: Option<f64>,
 }
 
 pub fn run(args: &ReplicationArgs) -> Result<Section> {
@@ -186,7 +220,7 @@ pub fn run(args: &ReplicationArgs) -> Result<Section> {
     section.parameters = format!("{args:#?}");
     let config = args.common.launch_config();
     let mut setups = Vec::new();
-    for name in ["no replica", "async replica", "sync replica"] {
+    for name in SETUPS {
         let setup = Setup::start(name, &config)?;
         eprintln!("started {} on {}", setup.primary.name, setup.primary.addr);
         let progress = Progress::new(
@@ -233,7 +267,8 @@ pub fn run(args: &ReplicationArgs) -> Result<Section> {
     for rep in 0..args.reps {
         for workload in ["set", "game"] {
             for i in 0..setups.len() {
-                let setup = &mut setups[(i + rep) % 3];
+                let n = setups.len();
+                let setup = &mut setups[(i + rep) % n];
                 setup.primary.check_alive()?;
                 let stop = Arc::new(AtomicBool::new(false));
                 let lag = Arc::new(Mutex::new(Vec::new()));
@@ -243,7 +278,10 @@ pub fn run(args: &ReplicationArgs) -> Result<Section> {
                     std::thread::spawn(move || sample_lag(addr, stop, lag))
                 });
                 let seed = args.common.seed.wrapping_add(rep as u64);
-                let (rate, p99_us, errors) = match workload {
+                let replica_pids = setup.replica.as_ref().map(|r| r.pids.clone());
+                let replica_before = replica_pids.as_deref().and_then(stats::servers_cpu_secs);
+                let began = Instant::now();
+                let (rate, p99_us, errors, primary_cpu) = match workload {
                     "set" => {
                         let spec = LoadSpec {
                             addr: setup.primary.addr,
@@ -264,6 +302,7 @@ pub fn run(args: &ReplicationArgs) -> Result<Section> {
                             r.ops_per_sec(),
                             r.histogram.value_at_quantile(0.99),
                             r.errors,
+                            r.cpu.server,
                         )
                     }
                     _ => {
@@ -289,18 +328,28 @@ pub fn run(args: &ReplicationArgs) -> Result<Section> {
                             r.transactions as f64 / r.window.as_secs_f64(),
                             r.transaction.value_at_quantile(0.99),
                             r.failures,
+                            r.cpu.server,
                         )
                     }
                 };
+                let replica_after = replica_pids.as_deref().and_then(stats::servers_cpu_secs);
+                let replica_cpu =
+                    stats::cpu_percent(replica_before, replica_after, began.elapsed());
+                // Percent of a core over operations a second: CPU µs per operation.
+                let primary_us_per_op = primary_cpu
+                    .filter(|_| rate > 0.0)
+                    .map(|pct| pct * 10_000.0 / rate);
                 stop.store(true, Ordering::Relaxed);
                 if let Some(sampler) = sampler {
                     let _ = sampler.join();
                 }
                 let lag = std::mem::take(&mut *lag.lock().unwrap_or_else(|e| e.into_inner()));
                 progress.println(&format!(
-                    "rep {} {workload:<4} {:<14} {rate:>9.0}/s  p99 {p99_us} us  lag max {} bytes{}",
+                    "rep {} {workload:<4} {:<14} {rate:>9.0}/s  p99 {p99_us} us  primary {:.1} cpu us/op  replica cpu {:.0}%  lag max {} bytes{}",
                     rep + 1,
                     setup.name,
+                    primary_us_per_op.unwrap_or(0.0),
+                    replica_cpu.unwrap_or(0.0),
                     lag.iter().max().copied().unwrap_or(0),
                     if errors > 0 { format!("  errors {errors}") } else { String::new() }
                 ));
@@ -312,6 +361,8 @@ pub fn run(args: &ReplicationArgs) -> Result<Section> {
                     p99_us,
                     lag,
                     errors,
+                    primary_us_per_op,
+                    replica_cpu,
                 });
             }
         }
@@ -385,6 +436,9 @@ fn report(
         "median /s",
         "to no replica",
         "p99 us",
+        "primary cpu us/op",
+        "cpu/op to no replica",
+        "replica cpu %",
         "lag median bytes",
         "lag max bytes",
         "errors",
@@ -394,6 +448,8 @@ fn report(
         "setup",
         "rate_per_sec",
         "p99_us",
+        "primary_cpu_us_per_op",
+        "replica_cpu_percent",
         "lag_median_bytes",
         "lag_max_bytes",
         "errors",
@@ -404,6 +460,8 @@ fn report(
             m.setup.to_string(),
             format!("{:.0}", m.rate),
             m.p99_us.to_string(),
+            opt(m.primary_us_per_op, 2),
+            opt(m.replica_cpu, 0),
             median_u64(&m.lag).to_string(),
             m.lag.iter().max().copied().unwrap_or(0).to_string(),
             m.errors.to_string(),
@@ -417,9 +475,17 @@ fn report(
             .collect();
         median(&rates).unwrap_or(0.0)
     };
+    let median_of = |workload: &str, setup: &str, f: &dyn Fn(&Measured) -> Option<f64>| {
+        let values: Vec<f64> = measured
+            .iter()
+            .filter(|m| m.workload == workload && m.setup == setup)
+            .filter_map(f)
+            .collect();
+        median(&values)
+    };
     for workload in ["set", "game"] {
         let alone = rate(workload, "no replica");
-        for setup in ["no replica", "async replica", "sync replica"] {
+        for setup in SETUPS {
             let of: Vec<&Measured> = measured
                 .iter()
                 .filter(|m| m.workload == workload && m.setup == setup)
@@ -427,6 +493,8 @@ fn report(
             let lags: Vec<u64> = of.iter().flat_map(|m| m.lag.iter().copied()).collect();
             let p99: Vec<f64> = of.iter().map(|m| m.p99_us as f64).collect();
             let r = rate(workload, setup);
+            let cpu_alone = median_of(workload, "no replica", &|m| m.primary_us_per_op);
+            let cpu = median_of(workload, setup, &|m| m.primary_us_per_op);
             table.push(vec![
                 workload.to_string(),
                 setup.to_string(),
@@ -437,6 +505,12 @@ fn report(
                     "-".into()
                 },
                 format!("{:.0}", median(&p99).unwrap_or(0.0)),
+                opt(cpu, 2),
+                match (cpu, cpu_alone) {
+                    (Some(c), Some(a)) if a > 0.0 => format!("{:.2}", c / a),
+                    _ => "-".into(),
+                },
+                opt(median_of(workload, setup, &|m| m.replica_cpu), 0),
                 if setup == "no replica" {
                     "-".into()
                 } else {
@@ -474,14 +548,13 @@ fn report(
     }
     section.summary = "What one replica on the same machine costs its primary, and its lag".into();
     let path = csv.write(&args.common.out_dir, "replication")?;
-    let setups = ["no replica", "async replica", "sync replica"];
     let chart = Chart {
         title: "The primary's throughput with a replica, as a ratio to none".to_string(),
         x_label: "workload".to_string(),
         y_label: "ratio to no replica".to_string(),
         kind: Kind::Bars,
         categories: vec!["set".to_string(), "game".to_string()],
-        series: setups
+        series: SETUPS
             .iter()
             .map(|setup| {
                 let ratios = ["set", "game"]
@@ -500,6 +573,10 @@ fn report(
     section.charts.push(files);
     section.csv = path;
     Ok(())
+}
+
+fn opt(value: Option<f64>, decimals: usize) -> String {
+    value.map_or_else(|| "-".into(), |v| format!("{v:.decimals$}"))
 }
 
 fn median_u64(values: &[u64]) -> u64 {
