@@ -4,6 +4,9 @@
 //! primary of that history (promotion), at the LSN its log had reached. Two nodes of one
 //! history share their logs up to where the first epoch they do not share begins, so a
 //! node that comes back knows what to keep and what to cut: [`History::shared_until`].
+//! Each epoch also draws a random tag: two nodes promoted from the same epoch (an
+//! operator's mistake, or a partition) both begin the next number, and the tags tell
+//! their epochs apart.
 //!
 //! Kept in the data directory as `history` (`docs/format.md`), replaced whole: written
 //! to `history.tmp`, synced, renamed over it, the directory synced.
@@ -19,13 +22,22 @@ use crate::Error;
 pub(crate) const FILE: &str = "history";
 const TEMP_FILE: &str = "history.tmp";
 const MAGIC: &[u8; 8] = b"KURAHIST";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
-/// One epoch: its number, and the LSN where it begins.
+/// One epoch: its number, the LSN where it begins, and its tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Epoch {
     pub number: u64,
     pub start_lsn: u64,
+    /// Drawn at random when the epoch begins (0 for epochs kept by a version 1
+    /// history file, which had none).
+    pub tag: u64,
+}
+
+/// 64 random bits: the standard library's hasher keys are drawn from the operating
+/// system's random source.
+fn random_u64(salt: u8) -> u64 {
+    std::collections::hash_map::RandomState::new().hash_one(salt)
 }
 
 /// Which log this is, and its epochs; see the module's notes.
@@ -40,15 +52,13 @@ pub struct History {
 impl History {
     /// A new log's history: a random id, epoch 1 from LSN 0.
     pub fn new() -> History {
-        // The standard library's hasher keys are drawn from the operating system's
-        // random source: two of them make the id.
-        let random = std::collections::hash_map::RandomState::new();
-        let id = (u128::from(random.hash_one(1u8)) << 64) | u128::from(random.hash_one(2u8));
+        let id = (u128::from(random_u64(1)) << 64) | u128::from(random_u64(2));
         History {
             id,
             epochs: vec![Epoch {
                 number: 1,
                 start_lsn: 0,
+                tag: random_u64(3),
             }],
         }
     }
@@ -58,6 +68,7 @@ impl History {
         self.epochs.last().copied().unwrap_or(Epoch {
             number: 1,
             start_lsn: 0,
+            tag: 0,
         })
     }
 
@@ -72,13 +83,17 @@ impl History {
             .unwrap_or_else(|| self.current())
     }
 
-    /// How far a log that reached `lsn` in `epoch` shares this history: up to `lsn`,
-    /// or up to where this history's next epoch began, whichever is lower. A node of
-    /// this history keeps its log to there, cuts the rest, and goes on from there. None
-    /// when `epoch` is not one of this history's (or `lsn` is before it began): that
-    /// log has nothing known in common with this one.
-    pub fn shared_until(&self, epoch: u64, lsn: u64) -> Option<u64> {
-        let i = self.epochs.iter().position(|e| e.number == epoch)?;
+    /// How far a log that reached `lsn` in the epoch numbered `epoch` with `tag`
+    /// shares this history: up to `lsn`, or up to where this history's next epoch
+    /// began, whichever is lower. A node of this history keeps its log to there, cuts
+    /// the rest, and goes on from there. None when that epoch is not one of this
+    /// history's (another tag is another node's epoch of the same number), or `lsn` is
+    /// before it began: that log has nothing known in common with this one.
+    pub fn shared_until(&self, epoch: u64, tag: u64, lsn: u64) -> Option<u64> {
+        let i = self
+            .epochs
+            .iter()
+            .position(|e| e.number == epoch && e.tag == tag)?;
         if lsn < self.epochs[i].start_lsn {
             return None;
         }
@@ -94,13 +109,14 @@ impl History {
         let epoch = Epoch {
             number: current.number + 1,
             start_lsn: lsn.max(current.start_lsn),
+            tag: random_u64(4),
         };
         self.epochs.push(epoch);
         epoch
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(36 + self.epochs.len() * 16);
+        let mut out = Vec::with_capacity(36 + self.epochs.len() * 24);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.extend_from_slice(&(self.epochs.len() as u32).to_le_bytes());
@@ -108,6 +124,7 @@ impl History {
         for e in &self.epochs {
             out.extend_from_slice(&e.number.to_le_bytes());
             out.extend_from_slice(&e.start_lsn.to_le_bytes());
+            out.extend_from_slice(&e.tag.to_le_bytes());
         }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
@@ -131,19 +148,30 @@ impl History {
             u64::from_le_bytes(b)
         };
         let version = u32_at(8);
-        if version != VERSION {
-            return Err(format!("version {version}, this Kura reads {VERSION}"));
-        }
+        // Version 1 kept no tags.
+        let entry = match version {
+            1 => 16,
+            VERSION => 24,
+            _ => {
+                return Err(format!(
+                    "version {version}, this Kura reads 1 and {VERSION}"
+                ))
+            }
+        };
         let count = u32_at(12) as usize;
-        if body.len() != fixed + count * 16 || count == 0 {
+        if body.len() != fixed + count * entry || count == 0 {
             return Err("length does not match its epochs".into());
         }
         let mut id = [0u8; 16];
         id.copy_from_slice(&body[16..32]);
         let epochs: Vec<Epoch> = (0..count)
-            .map(|i| Epoch {
-                number: u64_at(fixed + i * 16),
-                start_lsn: u64_at(fixed + i * 16 + 8),
+            .map(|i| {
+                let at = fixed + i * entry;
+                Epoch {
+                    number: u64_at(at),
+                    start_lsn: u64_at(at + 8),
+                    tag: if entry == 24 { u64_at(at + 16) } else { 0 },
+                }
             })
             .collect();
         let rising = epochs
@@ -192,6 +220,7 @@ impl Default for History {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -212,23 +241,68 @@ mod tests {
     }
 
     #[test]
+    fn a_version_1_history_is_read_with_untagged_epochs() {
+        let mut v1 = Vec::new();
+        v1.extend_from_slice(MAGIC);
+        v1.extend_from_slice(&1u32.to_le_bytes());
+        v1.extend_from_slice(&2u32.to_le_bytes());
+        v1.extend_from_slice(&7u128.to_le_bytes());
+        for (number, start) in [(1u64, 0u64), (2, 500)] {
+            v1.extend_from_slice(&number.to_le_bytes());
+            v1.extend_from_slice(&start.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&v1);
+        v1.extend_from_slice(&crc.to_le_bytes());
+        let h = History::decode(&v1).expect("a version 1 history");
+        assert_eq!(h.id, 7);
+        assert_eq!(
+            h.epochs,
+            vec![
+                Epoch {
+                    number: 1,
+                    start_lsn: 0,
+                    tag: 0
+                },
+                Epoch {
+                    number: 2,
+                    start_lsn: 500,
+                    tag: 0
+                }
+            ]
+        );
+        // Written back as version 2, tags and all.
+        assert_eq!(History::decode(&h.encode()), Ok(h));
+    }
+
+    #[test]
+    fn two_nodes_promoted_from_one_epoch_share_only_what_came_before() {
+        let base = History::new();
+        let (mut a, mut b) = (base.clone(), base.clone());
+        let ea = a.begin(1000);
+        let eb = b.begin(1000);
+        assert_eq!(ea.number, eb.number);
+        assert_ne!(ea.tag, eb.tag);
+        // b's log in its own epoch 2 is not a's epoch 2, though number and start agree.
+        assert_eq!(a.shared_until(eb.number, eb.tag, 1500), None);
+        assert_eq!(a.shared_until(ea.number, ea.tag, 1500), Some(1500));
+        let first = base.current();
+        assert_eq!(a.shared_until(first.number, first.tag, 1200), Some(1000));
+    }
+
+    #[test]
     fn nodes_share_a_history_up_to_the_first_epoch_they_do_not_share() {
         let mut h = History::new();
-        assert_eq!(
-            h.begin(1000),
-            Epoch {
-                number: 2,
-                start_lsn: 1000
-            }
-        );
-        h.begin(1500);
+        let second = h.begin(1000);
+        assert_eq!((second.number, second.start_lsn), (2, 1000));
+        let third = h.begin(1500);
+        let tag = |n: usize| h.epochs[n].tag;
         // A node still in epoch 1 at 1200 wrote 200 bytes the others never had.
-        assert_eq!(h.shared_until(1, 1200), Some(1000));
-        assert_eq!(h.shared_until(1, 800), Some(800));
-        assert_eq!(h.shared_until(2, 1700), Some(1500));
-        assert_eq!(h.shared_until(3, 1700), Some(1700));
-        assert_eq!(h.shared_until(4, 1700), None);
-        assert_eq!(h.shared_until(3, 1400), None);
+        assert_eq!(h.shared_until(1, tag(0), 1200), Some(1000));
+        assert_eq!(h.shared_until(1, tag(0), 800), Some(800));
+        assert_eq!(h.shared_until(2, tag(1), 1700), Some(1500));
+        assert_eq!(h.shared_until(3, third.tag, 1700), Some(1700));
+        assert_eq!(h.shared_until(4, third.tag, 1700), None);
+        assert_eq!(h.shared_until(3, third.tag, 1400), None);
         assert_eq!(h.epoch_at(1700).number, 3);
         assert_eq!(h.epoch_at(1200).number, 2);
         assert_eq!(h.epoch_at(1000).number, 2);

@@ -330,10 +330,10 @@ fn an_old_primary_rewinds_to_where_the_new_one_began_and_follows_it() {
     // It comes back as a replica of the new primary and cuts what that never had.
     old.set_read_only(Some("the new primary".to_string()));
     let ended = old.appended_lsn();
-    let epoch = old.history().epoch_at(ended).number;
+    let epoch = old.history().epoch_at(ended);
     let cut = new
         .history()
-        .shared_until(epoch, ended)
+        .shared_until(epoch.number, epoch.tag, ended)
         .expect("one history");
     assert!(cut < ended, "the old primary wrote past the fork");
     assert!(cut >= old.rewind_floor(), "no removal since the fork");
@@ -391,9 +391,10 @@ fn a_log_compacted_past_the_fork_is_not_rewound() {
     // Compaction removes segments whose live records it copied past the fork.
     compact_all(&old);
     old.set_read_only(Some("the new primary".to_string()));
+    let first = old.history().epochs[0];
     let cut = new
         .history()
-        .shared_until(1, old.appended_lsn())
+        .shared_until(first.number, first.tag, old.appended_lsn())
         .expect("one history");
     assert!(old.rewind_floor() > cut);
     let refused = old.rewind_log(cut, new.history(), |_, _| Ok(()));

@@ -37,7 +37,8 @@ fn epochs_begin_where_the_log_is_on_disk_and_outlast_a_power_loss() {
         first.epochs,
         vec![Epoch {
             number: 1,
-            start_lsn: 0
+            start_lsn: 0,
+            tag: first.epochs[0].tag,
         }]
     );
     assert_ne!(

@@ -31,10 +31,10 @@ pub enum Start {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame<'a> {
     /// Primary → replica, first: the primary's history (its id and every epoch's
-    /// number and start LSN) and where the stream starts.
+    /// number, start LSN and tag) and where the stream starts.
     Hello {
         history_id: u128,
-        epochs: Vec<(u64, u64)>,
+        epochs: Vec<(u64, u64, u64)>,
         start: Start,
     },
     /// Primary → replica: records of segment `segment` from LSN `start_lsn`, whole
@@ -83,9 +83,10 @@ pub fn encode(frame: &Frame<'_>, out: &mut Vec<u8>) {
         } => {
             out.extend_from_slice(&history_id.to_le_bytes());
             out.extend_from_slice(&u32::try_from(epochs.len()).unwrap_or(0).to_le_bytes());
-            for &(number, start_lsn) in epochs {
+            for &(number, start_lsn, tag) in epochs {
                 put_u64(out, number);
                 put_u64(out, start_lsn);
+                put_u64(out, tag);
             }
             match *start {
                 Start::Partial { lsn } => {
@@ -194,12 +195,12 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, WireError> {
             let mut count = [0u8; 4];
             count.copy_from_slice(f.take(4)?);
             let count = u32::from_le_bytes(count) as usize;
-            if count > f.rest.len() / 16 {
+            if count > f.rest.len() / 24 {
                 return Err(WireError("a hello with more epochs than bytes".to_string()));
             }
             let mut epochs = Vec::with_capacity(count);
             for _ in 0..count {
-                epochs.push((f.u64()?, f.u64()?));
+                epochs.push((f.u64()?, f.u64()?, f.u64()?));
             }
             let start = match f.take(1)?[0] {
                 b'p' => Start::Partial { lsn: f.u64()? },
@@ -267,7 +268,7 @@ mod tests {
         let frames = [
             Frame::Hello {
                 history_id: 0x0123_4567_89ab_cdef_0011_2233_4455_6677,
-                epochs: vec![(1, 0), (2, 4096)],
+                epochs: vec![(1, 0, 0x1234), (2, 4096, u64::MAX)],
                 start: Start::Full {
                     segment: 3,
                     start_lsn: 77,
@@ -276,7 +277,7 @@ mod tests {
             },
             Frame::Hello {
                 history_id: 1,
-                epochs: vec![(1, 0)],
+                epochs: vec![(1, 0, 9)],
                 start: Start::Partial { lsn: 12 },
             },
             Frame::Records {

@@ -231,3 +231,78 @@ fn an_old_primary_cut_off_by_a_partition_is_fenced_when_it_heals() {
     };
     assert_eq!(reply.end, ReplyEnd::Suffix, "reads are served");
 }
+
+#[test]
+fn two_replicas_promoted_from_one_epoch_are_told_apart_by_its_tag() {
+    let dirs = [
+        data_dir("twins-primary-"),
+        data_dir("twins-a-"),
+        data_dir("twins-b-"),
+    ];
+    let mut primary = options()
+        .start_on(dirs[0].path())
+        .expect("start the primary");
+    let start_replica = |dir: &std::path::Path| {
+        options()
+            .arg("--replica-of")
+            .arg(primary.addr().to_string())
+            .start_on(dir)
+            .expect("start a replica")
+    };
+    let (a, b) = (start_replica(dirs[1].path()), start_replica(dirs[2].path()));
+    let mut keys = shared_rounds(&primary, &a);
+    caught_up(&primary, &b);
+    // The primary is lost and both replicas are promoted: each begins epoch 2, at the
+    // same LSN, and each takes writes of its own.
+    primary.kill().expect("SIGKILL the primary");
+    for node in [&a, &b] {
+        assert_eq!(
+            request(&mut client(node), b"replicaof no one\r\n", b"\r\n"),
+            "OK\r\n"
+        );
+        assert_eq!(
+            replication_stats(node).get("epoch").map(String::as_str),
+            Some("2")
+        );
+    }
+    let mut on_a = client(&a);
+    for round in 5..7 {
+        write_round(&mut on_a, round, &mut keys);
+    }
+    let mut on_b = client(&b);
+    let only_b: Vec<String> = (0..20).map(|n| format!("b{n}")).collect();
+    for tag in &only_b {
+        assert!(tagged_write(&mut on_b, tag), "{tag}");
+    }
+    // b follows a. Same history, same epoch number, but not the same epoch: nothing
+    // of b's own epoch can be kept, so b takes a full copy.
+    let (host, port) = (a.addr().ip(), a.addr().port());
+    assert_eq!(
+        request(
+            &mut client(&b),
+            format!("replicaof {host} {port}\r\n").as_bytes(),
+            b"\r\n"
+        ),
+        "OK\r\n"
+    );
+    caught_up(&a, &b);
+    let stats = replication_stats(&b);
+    assert_eq!(
+        stats.get("full_syncs").map(String::as_str),
+        Some("1"),
+        "{stats:?}"
+    );
+    assert_eq!(
+        stats.get("rewinds").map(String::as_str),
+        Some("0"),
+        "{stats:?}"
+    );
+    assert_eq!(digest(&b, &keys), digest(&a, &keys));
+    for tag in &only_b {
+        assert_eq!(
+            value(&b, &format!("only-{tag}")),
+            None,
+            "{tag} was b's alone"
+        );
+    }
+}

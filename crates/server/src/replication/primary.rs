@@ -38,34 +38,34 @@ const LINGER: Duration = Duration::from_millis(1);
 /// A replica gone quiet this long (no acknowledgement) is cut off; it reconnects.
 const SILENT_LIMIT: Duration = Duration::from_secs(10);
 
-/// What a replica asked for: its log's history, the epoch its log's end is in, that
-/// end, and how far back its log can be cut (its rewind floor).
+/// What a replica asked for: its log's history, the epoch its log's end is in (number
+/// and tag), that end, and how far back its log can be cut (its rewind floor).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
     pub history_id: u128,
     pub epoch: u64,
+    pub tag: u64,
     pub lsn: u64,
     pub floor: u64,
 }
 
 impl Request {
-    /// `replicate <history> <epoch> <lsn> [<floor>]`'s arguments. Without a floor, the
-    /// replica's log cannot be cut: it goes on from its end or gets a full copy.
+    /// `replicate <history> <epoch> <tag> <lsn> <floor>`'s arguments (the id and the
+    /// tag in hex).
     pub fn parse(mut arguments: kura_protocol::Tokens<'_>) -> Option<Request> {
-        let text = |t: &[u8]| std::str::from_utf8(t).ok().map(str::to_string);
-        let id = text(arguments.next()?)?;
-        let epoch = text(arguments.next()?)?.parse().ok()?;
-        let lsn: u64 = text(arguments.next()?)?.parse().ok()?;
-        let floor = match arguments.next() {
-            Some(floor) => text(floor)?.parse().ok()?,
-            None => lsn,
-        };
-        if arguments.next().is_some() || id.len() != 32 {
+        let mut next = || std::str::from_utf8(arguments.next()?).ok();
+        let id = next()?;
+        let epoch = next()?.parse().ok()?;
+        let tag = next()?;
+        let lsn = next()?.parse().ok()?;
+        let floor = next()?.parse().ok()?;
+        if next().is_some() || id.len() != 32 || tag.len() != 16 {
             return None;
         }
         Some(Request {
-            history_id: u128::from_str_radix(&id, 16).ok()?,
+            history_id: u128::from_str_radix(id, 16).ok()?,
             epoch,
+            tag: u64::from_str_radix(tag, 16).ok()?,
             lsn,
             floor,
         })
@@ -206,7 +206,7 @@ fn stream_log(
     // its position were compacted away.
     let backlog = backlog_bytes(shared);
     let partial = (request.history_id == history.id)
-        .then(|| history.shared_until(request.epoch, request.lsn))
+        .then(|| history.shared_until(request.epoch, request.tag, request.lsn))
         .flatten()
         .filter(|&shared_lsn| {
             let synced = store.synced_lsn();
@@ -255,7 +255,7 @@ fn stream_log(
             epochs: history
                 .epochs
                 .iter()
-                .map(|e| (e.number, e.start_lsn))
+                .map(|e| (e.number, e.start_lsn, e.tag))
                 .collect(),
             start,
         },

@@ -213,10 +213,12 @@ fn session(
     // back the log could be cut if the primary's history parted from it earlier.
     let history = store.history();
     let end = store.appended_lsn();
+    let epoch = history.epoch_at(end);
     let request = format!(
-        "replicate {:032x} {} {end} {}\r\n",
+        "replicate {:032x} {} {:016x} {end} {}\r\n",
         history.id,
-        history.epoch_at(end).number,
+        epoch.number,
+        epoch.tag,
         store.rewind_floor()
     );
     stream.write_all(request.as_bytes()).map_err(io)?;
@@ -263,7 +265,11 @@ fn session(
                         id: history_id,
                         epochs: epochs
                             .iter()
-                            .map(|&(number, start_lsn)| Epoch { number, start_lsn })
+                            .map(|&(number, start_lsn, tag)| Epoch {
+                                number,
+                                start_lsn,
+                                tag,
+                            })
                             .collect(),
                     };
                     begin(&shared.tables, state, history, start)?;
