@@ -1,7 +1,6 @@
 //! The replication workload: what a replica costs its primary, and how far behind it
-//! falls. Four setups of Kura (fsync mode) run side by side: a primary alone; with
-//! one asynchronous replica; with one asynchronous replica under `SCHED_IDLE`, which
-//! runs only on CPU time the primary and the client leave; and with one replica and
+//! falls. Three setups of Kura (fsync mode) run side by side: a primary alone, a
+//! primary with one asynchronous replica, and a primary with one replica and
 //! `--min-sync-replicas 1`. Each measures sets and the game's transactions; while
 //! they run, the primary's `stats replication` is sampled for the replica's lag in
 //! bytes, and the primary's and the replica's CPU time is read from `/proc`. Then a
@@ -12,10 +11,9 @@
 //! each as a ratio to the primary alone; the primary's CPU time per operation, as a
 //! ratio to the primary alone's; the replica's CPU use; the lag's median and maximum;
 //! the full synchronisation's seconds and rate. All servers are on this machine, so a
-//! replica competes with its primary for the same cores and disk: the plain async
-//! setup's ratio is an upper bound for a replica on a machine of its own; the
-//! primary's CPU per operation, and the idle replica's ratio, are what its own
-//! machine would leave.
+//! replica competes with its primary and the client for the same cores and disk: the
+//! throughput ratio is an upper bound on the cost of a replica on a machine of its
+//! own, and the replica's CPU use is what it takes from them.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -85,7 +83,7 @@ impl Setup {
     fn start(name: &'static str, config: &LaunchConfig) -> Result<Setup> {
         let (replicas, sync) = match name {
             "no replica" => (false, false),
-            "async replica" | IDLE_REPLICA => (true, false),
+            "async replica" => (true, false),
             _ => (true, true),
         };
         let sync_args: Vec<String> = if sync {
@@ -97,11 +95,6 @@ impl Setup {
         primary.name = format!("kura ({name})");
         let replica = if replicas {
             let replica = kura(config, &[format!("--replica-of={}", primary.addr)])?;
-            if name == IDLE_REPLICA {
-                for pid in &replica.pids {
-                    idle_priority(*pid)?;
-                }
-            }
             wait_connected(primary.addr, 1)?;
             Some(replica)
         } else {
@@ -116,24 +109,7 @@ impl Setup {
 }
 
 /// The setups, in the order reported.
-const SETUPS: [&str; 4] = ["no replica", "async replica", IDLE_REPLICA, "sync replica"];
-
-/// An asynchronous replica that runs only on CPU time nobody else wants
-/// (`SCHED_IDLE`): what the primary's own side of a stream costs, as if the replica
-/// had a machine of its own.
-const IDLE_REPLICA: &str = "async, idle replica";
-
-/// Puts every thread of `pid`, and those it starts later, under `SCHED_IDLE`.
-fn idle_priority(pid: u32) -> Result<()> {
-    let status = std::process::Command::new("chrt")
-        .args(["--idle", "--all-tasks", "--pid", "0", &pid.to_string()])
-        .status()
-        .context("running chrt (util-linux)")?;
-    if !status.success() {
-        bail!("chrt --idle --pid 0 {pid}: {status}");
-    }
-    Ok(())
-}
+const SETUPS: [&str; 3] = ["no replica", "async replica", "sync replica"];
 
 /// `stats replication` of the server at `addr`, as (name, value) pairs.
 fn replication_stats(addr: SocketAddr) -> Result<Vec<(String, String)>> {
