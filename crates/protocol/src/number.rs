@@ -110,7 +110,7 @@ pub(crate) fn strtoull(token: &[u8]) -> Option<u64> {
 
 /// `safe_strtoul`: like [`strtoull`] (unsigned long is 64 bits), stored into a
 /// `uint32_t`.
-pub(crate) fn strtoul_u32(token: &[u8]) -> Option<u32> {
+pub fn strtoul_u32(token: &[u8]) -> Option<u32> {
     strtoull(token).map(|value| value as u32)
 }
 

@@ -247,6 +247,9 @@ impl<'a> Command<'a, '_> {
                 b"stats" => self.ok(Request::Stats {
                     arguments: self.line.tokens_after(0),
                 }),
+                b"slabs" => self.ok(Request::Slabs {
+                    arguments: self.line.tokens_after(0),
+                }),
                 b"shutdown" => self.shutdown(),
                 _ => self.fail(ProtocolError::UnknownCommand),
             },
@@ -1311,7 +1314,8 @@ mod tests {
         check(b"VERSION\r\n", "ERROR +all");
         check(b"quit\r\n", r"quit\r\n +all");
         check(b"quit x\r\nversion\r\n", r"quit\r\n +8");
-        for unsupported in ["slabs", "lru 1", "lru_crawler", "watch", "misbehave"] {
+        check(b"slabs automove 1\r\n", r"slabs automove 1\r\n +all");
+        for unsupported in ["lru 1", "lru_crawler", "watch", "misbehave"] {
             check(format!("{unsupported}\r\n").as_bytes(), "ERROR +all");
         }
     }

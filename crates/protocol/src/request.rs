@@ -387,6 +387,10 @@ pub enum Request<'a> {
     /// `stats [arguments…]`, arguments raw (`reset`, `settings`, `items`,
     /// `slabs`, `detail on`, `cachedump 1 1`, …): the server decides.
     Stats { arguments: Tokens<'a> },
+    /// `slabs [arguments…]`, arguments raw (`automove 1`, `reassign 1 2`): memcached's
+    /// slab-allocator administration; the server answers as memcached would with no
+    /// slab to move.
+    Slabs { arguments: Tokens<'a> },
     /// `replicaof <host> <port>` or `replicaof no one` (Redis's words): Kura's own, to
     /// follow a primary or stop following; arguments raw, the server decides.
     ReplicaOf { arguments: Tokens<'a> },
@@ -538,10 +542,12 @@ impl Request<'_> {
             }
             Request::ReplicaOf { arguments }
             | Request::Replicate { arguments }
-            | Request::Fence { arguments } => {
+            | Request::Fence { arguments }
+            | Request::Slabs { arguments } => {
                 out.extend_from_slice(match self {
                     Request::ReplicaOf { .. } => b"replicaof",
                     Request::Fence { .. } => b"fence",
+                    Request::Slabs { .. } => b"slabs",
                     _ => b"replicate",
                 });
                 for argument in *arguments {

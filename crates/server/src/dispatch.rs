@@ -274,6 +274,10 @@ pub fn execute(
             crate::stats_reply::write(shared, arguments, out);
             Outcome::done()
         }
+        Request::Slabs { arguments } => {
+            crate::slabs::slabs(arguments, out);
+            Outcome::done()
+        }
         Request::ReplicaOf { arguments } => {
             crate::replication::replicaof(shared, arguments, out);
             Outcome::done()

@@ -7,6 +7,7 @@ mod reader;
 mod replication;
 mod semantics;
 mod server;
+mod slabs;
 mod sql;
 mod stats;
 mod stats_reply;

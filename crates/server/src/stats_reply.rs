@@ -63,10 +63,17 @@ pub fn write(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
             }
             return;
         }
+        Some(b"cachedump") => {
+            crate::slabs::cachedump(arguments, out);
+            return;
+        }
         Some(b"items") => {}
         Some(b"slabs") => {
             stat(out, "active_slabs", 0);
-            stat(out, "total_malloced", shared.store.stats().bytes);
+            // memcached's is the slab pages it allocated for items, which it keeps;
+            // Kura's, what its index and value cache hold.
+            let store = shared.store.stats();
+            stat(out, "total_malloced", store.index_bytes + store.cache_bytes);
         }
         Some(b"sizes") => stat(out, "sizes_status", "disabled"),
         Some(_) => {

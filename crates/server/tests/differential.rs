@@ -55,6 +55,7 @@ transcripts! {
     multiget,
     noreply,
     pipelining,
+    slabs,
     storage,
     touch_gat,
 }
