@@ -1,5 +1,5 @@
 //! kura-protocol: memcached 1.6's text and meta protocols, bytes to
-//! [`Request`]s and replies to bytes, byte-for-byte as memcached 1.6.18 speaks
+//! [`Request`]s and replies to bytes (and its binary protocol, in [`binary`]), byte-for-byte as memcached 1.6.18 speaks
 //! them, errors included.
 //!
 //! Not here: sockets, buffers, the store, or any decision that needs stored
@@ -20,6 +20,7 @@
 //! or touches; a long key late in a `gat`) are found before anything runs.
 
 pub mod base64;
+pub mod binary;
 mod error;
 pub mod number;
 mod parse;

@@ -1,5 +1,6 @@
 //! The `kura` binary: flags, the store, the listener, signals.
 
+mod binary;
 mod config;
 mod dispatch;
 mod memory;

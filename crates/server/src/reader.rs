@@ -180,6 +180,17 @@ pub async fn load_values(shared: &Arc<Shared>, session: &mut Session, request: &
     resolve(shared, rows).await;
 }
 
+/// Brings into memory the version of one key of memcached's key space, if it is only
+/// in the log (a binary-protocol request).
+pub async fn load_key(shared: &Arc<Shared>, key: &[u8]) {
+    if !shared.store.values_may_be_out_of_memory() {
+        return;
+    }
+    if let Some(at) = shared.store.unresolved(key) {
+        resolve(shared, vec![at]).await;
+    }
+}
+
 /// Reads `missing` on the reader threads and waits for them.
 async fn resolve(shared: &Arc<Shared>, missing: Vec<Unresolved>) {
     if missing.is_empty() {

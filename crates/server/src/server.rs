@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use kura_engine::{Ack, Store};
+use kura_protocol::binary::ReplyTo;
 use kura_protocol::{parse, Limits, Parsed};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -223,17 +224,74 @@ async fn reject(mut stream: TcpStream) {
 }
 
 /// Per-connection state that outlives one batch.
-struct Conn {
-    out: Vec<u8>,
-    /// Replies in `out` that report changes not yet acknowledged: (start offset, LSN).
-    marks: Vec<(usize, u64)>,
+pub(crate) struct Conn {
+    pub(crate) out: Vec<u8>,
+    /// Replies in `out` that report changes not yet acknowledged.
+    marks: Vec<Mark>,
     /// Replies in `out` that wait for more than the mode's acknowledgement: a meta `Y`
     /// flag or `--min-sync-replicas`.
-    waits: Vec<crate::replication::sync::Wait>,
+    pub(crate) waits: Vec<crate::replication::sync::Wait>,
     /// Bytes still to discard from the stream (the data block of a refused store).
-    swallow_bytes: usize,
+    pub(crate) swallow_bytes: usize,
     /// What the connection chose with `get @@<container>`.
     session: crate::tables::Session,
+    /// Which protocol the connection speaks, once its first byte has arrived.
+    dialect: Dialect,
+}
+
+/// A reply in a connection's output that reports a change not yet acknowledged.
+struct Mark {
+    /// Where the reply starts in `Conn::out`.
+    start: usize,
+    lsn: u64,
+    /// On a binary connection, the request it answers (a failure reply names it).
+    reply_to: Option<ReplyTo>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    Undecided,
+    /// Text and meta commands.
+    Text,
+    /// memcached's binary protocol: the first byte was its request magic.
+    Binary,
+}
+
+impl Conn {
+    /// Notes that the reply starting at `start` may leave only once `lsn` is
+    /// acknowledged (nothing to note if it already is).
+    pub(crate) fn mark(
+        &mut self,
+        start: usize,
+        lsn: u64,
+        reply_to: Option<ReplyTo>,
+        shared: &Shared,
+    ) {
+        if lsn > shared.store.acked_lsn() {
+            self.marks.push(Mark {
+                start,
+                lsn,
+                reply_to,
+            });
+        }
+    }
+}
+
+impl Conn {
+    /// Forgets the replies not yet sent, as a connection closed at once does.
+    pub(crate) fn drop_unsent(&mut self) {
+        self.out.clear();
+        self.marks.clear();
+        self.waits.clear();
+    }
+}
+
+/// What one request did to the connection's input.
+pub(crate) enum Step {
+    /// The input holds no complete request yet.
+    Incomplete,
+    /// A request ran (or was refused): drop `consumed` bytes; `flow` says what next.
+    Ran { consumed: usize, flow: Flow },
 }
 
 async fn connection(
@@ -261,6 +319,7 @@ async fn connection(
         waits: Vec::new(),
         swallow_bytes: 0,
         session: crate::tables::Session::default(),
+        dialect: Dialect::Undecided,
     };
     let mut need_read = true;
     // Created once: a fresh `changed()` future per read would register and unregister
@@ -293,8 +352,22 @@ async fn connection(
                     break;
                 }
             }
-            match parse(&input, &shared.limits) {
-                Parsed::Incomplete => {
+            if conn.dialect == Dialect::Undecided {
+                if input.is_empty() {
+                    break;
+                }
+                conn.dialect = if crate::binary::starts_binary(&input) {
+                    Dialect::Binary
+                } else {
+                    Dialect::Text
+                };
+            }
+            let step = match conn.dialect {
+                Dialect::Binary => crate::binary::step(&shared, &mut conn, &input).await,
+                _ => text_step(&shared, &mut conn, &input).await,
+            };
+            match step {
+                Step::Incomplete => {
                     // A complete request never needs more than an item and its command
                     // line; only a multi-get line could, and memcached lets that grow
                     // without bound. Kura draws the line here.
@@ -303,59 +376,12 @@ async fn connection(
                     }
                     break;
                 }
-                Parsed::Request { request, consumed } => {
-                    let wanted = sync::wanted(&shared, &request);
-                    if let Some(refusal) = wanted.and_then(|w| sync::refusal(&shared, w)) {
-                        conn.out.extend_from_slice(&refusal);
-                        input.advance(consumed);
-                        continue;
-                    }
-                    crate::reader::load_values(&shared, &mut conn.session, &request).await;
-                    let start = conn.out.len();
-                    let outcome =
-                        dispatch::execute(&shared, &mut conn.session, request, &mut conn.out);
-                    if let Some(lsn) = outcome.lsn {
-                        if lsn > shared.store.acked_lsn() {
-                            conn.marks.push((start, lsn));
-                        }
-                        if let Some(wanted) = wanted {
-                            conn.waits.push(sync::Wait {
-                                start,
-                                end: conn.out.len(),
-                                lsn,
-                                wanted,
-                            });
-                        }
-                    }
-                    input.advance(consumed);
-                    flow = outcome.flow;
-                }
-                Parsed::Error {
-                    error,
+                Step::Ran {
                     consumed,
-                    swallow_bytes,
-                    close,
-                    noreply,
-                    unlink_key,
+                    flow: next,
                 } => {
-                    if !noreply {
-                        dispatch::write_error(&error, &mut conn.out);
-                    }
-                    if let Some(key) = unlink_key {
-                        let start = conn.out.len();
-                        match crate::semantics::drop_on_refused_set(&shared.store, &key) {
-                            Ok(Some(lsn)) if lsn > shared.store.acked_lsn() => {
-                                conn.marks.push((start, lsn));
-                            }
-                            Ok(_) => {}
-                            Err(e) => dispatch::write_engine_error(&e, &mut conn.out),
-                        }
-                    }
                     input.advance(consumed);
-                    conn.swallow_bytes = swallow_bytes;
-                    if close {
-                        flow = Flow::Close;
-                    }
+                    flow = next;
                 }
             }
             if flow != Flow::Continue {
@@ -396,6 +422,65 @@ async fn connection(
     leave(&shared, id);
 }
 
+/// Parses and runs the first text or meta request in `input`.
+async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step {
+    match parse(input, &shared.limits) {
+        Parsed::Incomplete => Step::Incomplete,
+        Parsed::Request { request, consumed } => {
+            let wanted = sync::wanted(shared, &request);
+            if let Some(refusal) = wanted.and_then(|w| sync::refusal(shared, w)) {
+                conn.out.extend_from_slice(&refusal);
+                return Step::Ran {
+                    consumed,
+                    flow: Flow::Continue,
+                };
+            }
+            crate::reader::load_values(shared, &mut conn.session, &request).await;
+            let start = conn.out.len();
+            let outcome = dispatch::execute(shared, &mut conn.session, request, &mut conn.out);
+            if let Some(lsn) = outcome.lsn {
+                conn.mark(start, lsn, None, shared);
+                if let Some(wanted) = wanted {
+                    conn.waits.push(sync::Wait {
+                        start,
+                        end: conn.out.len(),
+                        lsn,
+                        wanted,
+                        reply_to: None,
+                    });
+                }
+            }
+            Step::Ran {
+                consumed,
+                flow: outcome.flow,
+            }
+        }
+        Parsed::Error {
+            error,
+            consumed,
+            swallow_bytes,
+            close,
+            noreply,
+            unlink_key,
+        } => {
+            if !noreply {
+                dispatch::write_error(&error, &mut conn.out);
+            }
+            if let Some(key) = unlink_key {
+                let start = conn.out.len();
+                match crate::semantics::drop_on_refused_set(&shared.store, &key) {
+                    Ok(Some(lsn)) => conn.mark(start, lsn, None, shared),
+                    Ok(None) => {}
+                    Err(e) => dispatch::write_engine_error(&e, &mut conn.out),
+                }
+            }
+            conn.swallow_bytes = swallow_bytes;
+            let flow = if close { Flow::Close } else { Flow::Continue };
+            Step::Ran { consumed, flow }
+        }
+    }
+}
+
 /// Forgets connection `id`: it closed, or left for a replica's stream.
 fn leave(shared: &Shared, id: u64) {
     shared.connections.unregister(id);
@@ -420,7 +505,7 @@ async fn flush(
     if conn.out.is_empty() {
         return true;
     }
-    let need = conn.marks.iter().map(|&(_, lsn)| lsn).max().unwrap_or(0);
+    let need = conn.marks.iter().map(|m| m.lsn).max().unwrap_or(0);
     let mut healthy = true;
     if need > shared.store.acked_lsn() {
         // Let the other connections this worker has ready run first and append their
@@ -444,14 +529,11 @@ async fn flush(
             .map(|a| *a);
         if !matches!(state, Ok(Ack::UpTo(_))) {
             let acked = shared.store.acked_lsn();
-            let cut = conn
-                .marks
-                .iter()
-                .find(|&&(_, lsn)| lsn > acked)
-                .map(|&(start, _)| start)
-                .unwrap_or(conn.out.len());
+            let first_lost = conn.marks.iter().find(|m| m.lsn > acked);
+            let cut = first_lost.map_or(conn.out.len(), |m| m.start);
+            let reply_to = first_lost.and_then(|m| m.reply_to);
             conn.out.truncate(cut);
-            conn.out.extend_from_slice(LOG_FAILED_REPLY);
+            crate::binary::failure(&mut conn.out, reply_to, LOG_FAILED_REPLY);
             healthy = false;
             conn.waits.retain(|w| w.end <= cut);
         }

@@ -202,7 +202,7 @@ fn settings(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "evictions", "off");
     stat(out, "num_threads", config.threads);
     stat(out, "cas_enabled", "yes");
-    stat(out, "binding_protocol", "ascii");
+    stat(out, "binding_protocol", "auto-negotiate");
     stat(out, "item_size_max", config.item_size_max_bytes);
     stat(out, "data_dir", config.data_dir.display());
     stat(out, "durability", durability_name(config.durability));

@@ -35,6 +35,11 @@ macro_rules! transcripts {
 
 transcripts! {
     binary_values,
+    binprot_arith,
+    binprot_errors,
+    binprot_get,
+    binprot_misc,
+    binprot_storage,
     cas,
     connections,
     delete,

@@ -1,5 +1,6 @@
-//! libmemcached's conformance test, `memccapable -a` (ASCII protocol), against a
-//! real kura in fsync durability. It flushes the server, so it gets its own.
+//! libmemcached's conformance test, `memccapable -a` (ASCII protocol) and
+//! `memccapable -b` (binary protocol), against a real kura in fsync durability. It
+//! flushes the server, so each run gets its own.
 //!
 //! memccapable is required: without it this test fails (never skips) and says to
 //! run `scripts/install-test-deps.sh`.
@@ -13,6 +14,15 @@ const MEMCCAPABLE: &str = "/usr/bin/memccapable";
 
 #[test]
 fn memccapable_ascii_passes() {
+    memccapable("-a");
+}
+
+#[test]
+fn memccapable_binary_passes() {
+    memccapable("-b");
+}
+
+fn memccapable(protocol: &str) {
     assert!(
         Path::new(MEMCCAPABLE).exists(),
         "{MEMCCAPABLE} not found: run `sudo scripts/install-test-deps.sh` (installs libmemcached-tools)"
@@ -31,7 +41,7 @@ fn memccapable_ascii_passes() {
             &addr.ip().to_string(),
             "-p",
             &addr.port().to_string(),
-            "-a",
+            protocol,
             "-t",
             "10",
         ])
@@ -50,7 +60,7 @@ fn memccapable_ascii_passes() {
         .collect();
     assert!(
         output.status.success() && failed.is_empty() && stdout.contains("All tests passed"),
-        "memccapable -a against kura: {}; failed tests: {failed:?}\nstdout:\n{stdout}\nstderr:\n{stderr}\nkura's output:\n{}",
+        "memccapable {protocol} against kura: {}; failed tests: {failed:?}\nstdout:\n{stdout}\nstderr:\n{stderr}\nkura's output:\n{}",
         output.status,
         kura.log()
     );

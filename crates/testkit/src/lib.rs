@@ -6,6 +6,7 @@
 //! processes. std only (plus tempfile and libc), so it builds fast.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod binary;
 mod client;
 mod escape;
 mod kura;

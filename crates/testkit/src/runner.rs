@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::binary;
 use crate::client::{Client, Reply, ReplyEnd, REPLY_TIMEOUT};
 use crate::escape::escape;
 use crate::memcached::MemcachedServer;
@@ -147,7 +148,7 @@ pub fn run(transcript: &Transcript, addr: SocketAddr) -> Vec<String> {
                 stopped = Some(format!("step on line {} timed out", step.line));
             }
         }
-        renderings.push(render(exchange, &reply));
+        renderings.push(render(exchange, &reply, transcript.binary));
     }
     renderings
 }
@@ -162,8 +163,10 @@ fn exchange_once(
         None => client.insert(Client::connect(addr)?),
     };
     let mut bytes = exchange.bytes.clone();
-    if exchange.sync == Sync::Mn {
-        bytes.extend_from_slice(MN);
+    match exchange.sync {
+        Sync::Mn => bytes.extend_from_slice(MN),
+        Sync::Noop => bytes.extend_from_slice(&binary::marker()),
+        _ => {}
     }
     if let Err(e) = connection.send(&bytes) {
         // The server may have closed already; what it said before is the reply.
@@ -181,6 +184,9 @@ fn exchange_once(
             let done = |reply: &[u8]| reply.ends_with(MN_REPLY) && mn_replies(reply) >= wanted;
             connection.read_reply_until(done, REPLY_TIMEOUT).map(Some)
         }
+        Sync::Noop => connection
+            .read_reply_until(binary::complete, REPLY_TIMEOUT)
+            .map(Some),
         Sync::Close => connection.read_reply_to_eof(REPLY_TIMEOUT).map(Some),
         Sync::NoRead => Ok(None),
         Sync::UntilMiss => {
@@ -233,10 +239,13 @@ fn line_starts(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
         .filter(move |&i| i < bytes.len())
 }
 
-fn render(exchange: &Exchange, reply: &Reply) -> String {
+fn render(exchange: &Exchange, reply: &Reply, binary_reply: bool) -> String {
     let mut bytes = reply.bytes.as_slice();
     if exchange.sync == Sync::Mn && reply.end == ReplyEnd::Suffix {
         bytes = &bytes[..bytes.len() - MN_REPLY.len()];
+    }
+    if exchange.sync == Sync::Noop && reply.end == ReplyEnd::Suffix {
+        bytes = binary::strip_marker(bytes);
     }
     if let Check::Shape(shape) = exchange.check {
         if reply.end == ReplyEnd::Suffix && shape_matches(shape, bytes) {
@@ -244,17 +253,24 @@ fn render(exchange: &Exchange, reply: &Reply) -> String {
         }
     }
     let mut text = String::new();
-    let mut line_start = 0;
-    for (i, &byte) in bytes.iter().enumerate() {
-        if byte == b'\n' {
-            text.push_str(&escape(&bytes[line_start..=i]));
+    if binary_reply {
+        for line in binary::render(bytes) {
+            text.push_str(&line);
             text.push('\n');
-            line_start = i + 1;
         }
-    }
-    if line_start < bytes.len() {
-        text.push_str(&escape(&bytes[line_start..]));
-        text.push('\n');
+    } else {
+        let mut line_start = 0;
+        for (i, &byte) in bytes.iter().enumerate() {
+            if byte == b'\n' {
+                text.push_str(&escape(&bytes[line_start..=i]));
+                text.push('\n');
+                line_start = i + 1;
+            }
+        }
+        if line_start < bytes.len() {
+            text.push_str(&escape(&bytes[line_start..]));
+            text.push('\n');
+        }
     }
     match reply.end {
         ReplyEnd::Suffix => {}
@@ -264,6 +280,9 @@ fn render(exchange: &Exchange, reply: &Reply) -> String {
     if exchange.sync == Sync::Mn && reply.end != ReplyEnd::Suffix {
         text.push_str("<no MN: the mn sent after this step was not answered>\n");
     }
+    if exchange.sync == Sync::Noop && reply.end != ReplyEnd::Suffix {
+        text.push_str("<no NOOP: the noop sent after this step was not answered>\n");
+    }
     text.trim_end_matches('\n').to_string()
 }
 
@@ -271,10 +290,17 @@ fn shape_name(shape: Shape) -> &'static str {
     match shape {
         Shape::Version => "VERSION <something>\\r\\n",
         Shape::Stats => "STAT <name> <value>\\r\\n... END\\r\\n",
+        Shape::BinaryStats => "binary STAT packets, then the empty one",
+        Shape::BinaryVersion => "binary VERSION <something>",
     }
 }
 
 fn shape_matches(shape: Shape, bytes: &[u8]) -> bool {
+    match shape {
+        Shape::BinaryStats => return binary::is_stats(bytes),
+        Shape::BinaryVersion => return binary::is_version(bytes),
+        _ => {}
+    }
     let Ok(text) = std::str::from_utf8(bytes) else {
         return false;
     };
@@ -283,6 +309,7 @@ fn shape_matches(shape: Shape, bytes: &[u8]) -> bool {
             .strip_prefix("VERSION ")
             .and_then(|rest| rest.strip_suffix("\r\n"))
             .is_some_and(|v| !v.is_empty() && !v.contains(['\r', '\n'])),
+        Shape::BinaryStats | Shape::BinaryVersion => false,
         Shape::Stats => {
             let Some(body) = text.strip_suffix("END\r\n") else {
                 return false;
@@ -616,13 +643,16 @@ mod tests {
             bytes: bytes.to_vec(),
             end: ReplyEnd::Suffix,
         };
-        assert_eq!(render(&exchange, &reply(b"EN\r\n")), "EN\\r\\n");
-        assert_eq!(render(&exchange, &reply(b"HD\r\n")), "HD\\r\\n");
+        assert_eq!(render(&exchange, &reply(b"EN\r\n"), false), "EN\\r\\n");
+        assert_eq!(render(&exchange, &reply(b"HD\r\n"), false), "HD\\r\\n");
         let exchange = Exchange {
             sync: Sync::Mn,
             ..exchange
         };
-        assert_eq!(render(&exchange, &reply(b"END\r\nMN\r\n")), "END\\r\\n");
+        assert_eq!(
+            render(&exchange, &reply(b"END\r\nMN\r\n"), false),
+            "END\\r\\n"
+        );
     }
 
     #[test]

@@ -15,10 +15,13 @@
 //! @no-sync             next step: send only; its reply is read with the next step's
 //! @shape version       next step: compare only the shape of the reply (also `stats`)
 //! @tolerate-time       next step: times in seconds (t, l, la=, exp=) may differ a little
+//! @binary              (first line) the transcript speaks memcached's binary protocol
+//! >bin get key=a       send a binary request (see `crate::binary` for the fields)
 //! ```
 //!
 //! Every step's bytes are sent in one write followed by `mn\r\n`, and the reply is
-//! read until it ends with `MN\r\n`, so a step is complete without any timeout.
+//! read until it ends with `MN\r\n`, so a step is complete without any timeout. In a
+//! binary transcript a `NOOP` with a marker opaque takes the place of `mn`.
 
 use std::time::Duration;
 
@@ -28,6 +31,9 @@ use crate::escape::unescape;
 pub struct Transcript {
     pub name: String,
     pub steps: Vec<Step>,
+    /// Speaks memcached's binary protocol: steps end with a marker `NOOP`, and
+    /// replies are rendered a packet a line.
+    pub binary: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -59,6 +65,8 @@ pub struct Exchange {
 pub enum Sync {
     /// Append `mn\r\n`, read until the reply ends with `MN\r\n`.
     Mn,
+    /// Append a binary `NOOP` with a marker opaque, read until its answer.
+    Noop,
     /// The step ends the connection: read until the server closes it.
     Close,
     /// Send only; whatever comes back is read with the next step.
@@ -85,6 +93,10 @@ pub enum Shape {
     Version,
     /// `STAT <name> <value>\r\n` at least once, then `END\r\n`.
     Stats,
+    /// Binary `STAT` packets with names, then the empty one that ends them.
+    BinaryStats,
+    /// One binary `VERSION` answer carrying a version.
+    BinaryVersion,
 }
 
 impl Transcript {
@@ -102,6 +114,7 @@ impl Transcript {
         Ok(Transcript {
             name: name.to_string(),
             steps: parser.steps,
+            binary: parser.binary,
         })
     }
 
@@ -121,6 +134,7 @@ struct Parser {
     sync: Option<Sync>,
     check: Option<Check>,
     modifier_line: usize,
+    binary: bool,
 }
 
 impl Parser {
@@ -130,6 +144,20 @@ impl Parser {
         }
         if line.trim().is_empty() {
             return self.end_step();
+        }
+        if line == "@binary" {
+            if !self.steps.is_empty() || !self.bytes.is_empty() || self.modifier_line != 0 {
+                return Err("@binary goes before every step".to_string());
+            }
+            self.binary = true;
+            return Ok(());
+        }
+        if let Some(rest) = line.strip_prefix(">bin ") {
+            if !self.binary {
+                return Err("`>bin` lines need `@binary` at the top".to_string());
+            }
+            let bytes = crate::binary::compose(rest)?;
+            return self.send(number, &bytes);
         }
         if let Some(rest) = line.strip_prefix(">raw ") {
             let bytes = unescape(rest)?;
@@ -144,7 +172,7 @@ impl Parser {
             return self.send(number, &bytes);
         }
         if line.starts_with('>') {
-            return Err("a send line is `> text` or `>raw escaped`".to_string());
+            return Err("a send line is `> text`, `>raw escaped` or `>bin request`".to_string());
         }
         let mut words = line.split_whitespace();
         let directive = words.next().unwrap_or_default();
@@ -200,6 +228,12 @@ impl Parser {
                 self.modify(number, None, Some(Check::Shape(Shape::Version)))
             }
             ("@shape", ["stats"]) => self.modify(number, None, Some(Check::Shape(Shape::Stats))),
+            ("@shape", ["binary-stats"]) => {
+                self.modify(number, None, Some(Check::Shape(Shape::BinaryStats)))
+            }
+            ("@shape", ["binary-version"]) => {
+                self.modify(number, None, Some(Check::Shape(Shape::BinaryVersion)))
+            }
             _ => Err(format!("unknown directive {line:?}")),
         }
     }
@@ -254,7 +288,10 @@ impl Parser {
         }
         let exchange = Exchange {
             bytes: std::mem::take(&mut self.bytes),
-            sync: self.sync.take().unwrap_or(Sync::Mn),
+            sync: self
+                .sync
+                .take()
+                .unwrap_or(if self.binary { Sync::Noop } else { Sync::Mn }),
             check: self.check.take().unwrap_or(Check::Exact),
         };
         if exchange.sync == Sync::NoRead && exchange.check != Check::Exact {

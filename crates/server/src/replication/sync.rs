@@ -176,6 +176,13 @@ pub fn wanted(shared: &Shared, request: &Request<'_>) -> Option<Wanted> {
     }
 }
 
+/// What a change asks for when the request cannot say (the binary protocol):
+/// `--min-sync-replicas`, if set.
+pub fn wanted_by_default(shared: &Shared) -> Option<Wanted> {
+    let replicas = shared.config.min_sync_replicas;
+    (replicas > 0).then_some(Wanted { replicas })
+}
+
 /// The reply that refuses a request wanting more replicas than are connected, or
 /// None if it may run. A replica's own refusal (read-only) comes from the store.
 pub fn refusal(shared: &Shared, wanted: Wanted) -> Option<Vec<u8>> {
@@ -207,6 +214,8 @@ pub struct Wait {
     pub end: usize,
     pub lsn: u64,
     pub wanted: Wanted,
+    /// On a binary connection, the request the reply answers.
+    pub reply_to: Option<kura_protocol::binary::ReplyTo>,
 }
 
 /// Holds the replies of `waits` (in output order) until what each asked for is done:
@@ -280,7 +289,7 @@ fn replace(out: &mut Vec<u8>, waits: &[Wait], failed: impl Fn(&Wait) -> bool, me
     let mut at = 0;
     for wait in waits.iter().filter(|w| failed(w)) {
         rebuilt.extend_from_slice(&out[at..wait.start]);
-        rebuilt.extend_from_slice(message);
+        crate::binary::failure(&mut rebuilt, wait.reply_to, message);
         at = wait.end;
     }
     rebuilt.extend_from_slice(&out[at..]);
@@ -304,29 +313,43 @@ mod tests {
     fn failed_replies_are_replaced_in_place() {
         let mut out = b"STORED\r\nEND\r\nSTORED\r\n".to_vec();
         let wanted = Wanted { replicas: 1 };
+        let setq = kura_protocol::binary::ReplyTo {
+            opcode: kura_protocol::binary::opcode::SETQ,
+            opaque: 9,
+        };
         let waits = [
             Wait {
                 start: 0,
                 end: 8,
                 lsn: 5,
                 wanted,
+                reply_to: None,
             },
             Wait {
                 start: 13,
                 end: 21,
                 lsn: 9,
                 wanted,
+                reply_to: None,
             },
-            // A quiet meta set: no reply of its own, but its failure must be told.
+            // A quiet binary set: no reply of its own, but its failure must be told.
             Wait {
                 start: 21,
                 end: 21,
                 lsn: 12,
                 wanted,
+                reply_to: Some(setq),
             },
         ];
-        replace(&mut out, &waits, |w| w.lsn > 5, b"ERR\r\n");
-        assert_eq!(out, b"STORED\r\nEND\r\nERR\r\nERR\r\n");
+        replace(&mut out, &waits, |w| w.lsn > 5, b"SERVER_ERROR lost\r\n");
+        let mut expected = b"STORED\r\nEND\r\nSERVER_ERROR lost\r\n".to_vec();
+        kura_protocol::binary::error(
+            &mut expected,
+            setq,
+            kura_protocol::binary::Status::Internal,
+            Some(b"lost"),
+        );
+        assert_eq!(out, expected);
     }
 
     #[test]
