@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond Rust: Debian's memcached (the reference
 # the wire transcripts are compared with) and libmemcached-tools (memccapable), and a
-# Python virtualenv in target/pyenv with the clients the SQL tests drive (PyMySQL,
-# mysql-connector-python, pymemcache, pinned).
+# Python virtualenv in target/pyenv with the clients the tests drive (PyMySQL,
+# mysql-connector-python, pymemcache, pylibmc and python-binary-memcached, pinned).
 # Called from the README's test command; safe to run every time.
 #
 # Idempotent: if both are present it does nothing, and `apt-get update` runs once,
@@ -32,7 +32,7 @@ python_clients() {
     local venv
     venv="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target/pyenv"
     if [[ -x "$venv/bin/python" ]] &&
-        "$venv/bin/python" -c 'import pymysql, mysql.connector, pymemcache' 2>/dev/null; then
+        "$venv/bin/python" -c 'import pymysql, mysql.connector, pymemcache, pylibmc, bmemcached' 2>/dev/null; then
         echo "install-test-deps: present: python clients in $venv"
         return
     fi
@@ -40,7 +40,8 @@ python_clients() {
     rm -rf "$venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q --disable-pip-version-check \
-        PyMySQL==1.2.4 mysql-connector-python==26.10.0 pymemcache==4.0.0
+        PyMySQL==1.2.4 mysql-connector-python==26.10.0 pymemcache==4.0.0 \
+        pylibmc==1.6.3 python-binary-memcached==0.33.0
 }
 python_clients
 

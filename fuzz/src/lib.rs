@@ -10,13 +10,14 @@
 //! - a parsed request encodes back to bytes that parse to the same request
 //!   (the parser and encoder agree on every request the parser can produce).
 
+pub mod binary;
 pub mod recovery;
 pub mod tables;
 
 use kura_protocol::{parse, Limits, Parsed};
 
 /// memcached's limits, and tiny ones that reach the too-large paths.
-const LIMITS: [Limits; 2] = [
+pub(crate) const LIMITS: [Limits; 2] = [
     Limits {
         key_max_bytes: 250,
         item_size_max_bytes: 1024 * 1024,

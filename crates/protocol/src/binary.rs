@@ -505,6 +505,86 @@ fn be_u64(bytes: &[u8], at: usize) -> u64 {
     u64::from_be_bytes(word)
 }
 
+/// Appends a request packet (what a client sends).
+pub fn request(
+    out: &mut Vec<u8>,
+    opcode: u8,
+    opaque: u32,
+    cas: u64,
+    extras: &[u8],
+    key: &[u8],
+    value: &[u8],
+) {
+    let start = out.len();
+    response(
+        out,
+        ReplyTo { opcode, opaque },
+        Status::Success,
+        cas,
+        extras,
+        key,
+        value,
+    );
+    out[start] = REQUEST_MAGIC;
+}
+
+impl Command<'_> {
+    /// Appends this command as the request `opcode` (one of the opcodes that parse to
+    /// it: quiet or not, with the key or not) with `opaque` and `cas`.
+    pub fn write_to(&self, out: &mut Vec<u8>, opcode: u8, opaque: u32, cas: u64) {
+        let mut extras = Vec::new();
+        let (key, value): (&[u8], &[u8]) = match *self {
+            Command::Get { key, touch, .. } => {
+                if let Some(exptime) = touch {
+                    extras.extend_from_slice(&exptime.to_be_bytes());
+                }
+                (key, &[])
+            }
+            Command::Touch { key, exptime } => {
+                extras.extend_from_slice(&exptime.to_be_bytes());
+                (key, &[])
+            }
+            Command::Store {
+                key,
+                flags,
+                exptime,
+                value,
+                ..
+            } => {
+                extras.extend_from_slice(&flags.to_be_bytes());
+                extras.extend_from_slice(&exptime.to_be_bytes());
+                (key, value)
+            }
+            Command::Concat { key, value, .. } => (key, value),
+            Command::Delete { key } => (key, &[]),
+            Command::Arithmetic {
+                key,
+                delta,
+                initial,
+                exptime,
+                ..
+            } => {
+                extras.extend_from_slice(&delta.to_be_bytes());
+                extras.extend_from_slice(&initial.to_be_bytes());
+                extras.extend_from_slice(&exptime.to_be_bytes());
+                (key, &[])
+            }
+            Command::Flush { exptime } => {
+                if exptime != 0 {
+                    extras.extend_from_slice(&exptime.to_be_bytes());
+                }
+                (&[], &[])
+            }
+            Command::Stat { group } => (group, &[]),
+            Command::Sasl {
+                mechanism, data, ..
+            } => (mechanism, data),
+            Command::Quit | Command::Noop | Command::Version | Command::SaslListMechs => (&[], &[]),
+        };
+        request(out, opcode, opaque, cas, &extras, key, value);
+    }
+}
+
 /// What a response answers: the request's opcode and opaque.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplyTo {

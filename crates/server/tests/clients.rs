@@ -1,0 +1,61 @@
+//! Real memcached clients against kura, each script run against Debian's memcached
+//! first so that its expectations are memcached's own: pylibmc in binary mode
+//! (libmemcached's binary protocol) and python-binary-memcached
+//! (`tests/clients/binary_clients.py`, in the virtualenv
+//! `scripts/install-test-deps.sh` makes).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kura_testkit::{kura_bin, Durability, KuraServer, MemcachedServer};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs `script` against `addr`; the error is its output.
+fn run(script: &str, addr: SocketAddr) -> Result<(), String> {
+    let python = root().join("target/pyenv/bin/python");
+    let output = Command::new(&python)
+        .arg(root().join("tests/clients").join(script))
+        .arg(addr.port().to_string())
+        .output()
+        .map_err(|e| {
+            format!(
+                "cannot run {} (scripts/install-test-deps.sh makes it): {e}",
+                python.display()
+            )
+        })?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
+#[test]
+fn binary_clients_get_memcacheds_answers() {
+    let memcached = match MemcachedServer::start() {
+        Ok(m) => m,
+        Err(e) => panic!("cannot start memcached: {e}"),
+    };
+    if let Err(e) = run("binary_clients.py", memcached.addr()) {
+        panic!("binary_clients.py fails against memcached itself (fix the script):\n{e}");
+    }
+    let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
+    let kura = match KuraServer::start(&bin, Durability::Fsync, &[]) {
+        Ok(kura) => kura,
+        Err(e) => panic!("cannot start kura: {e}"),
+    };
+    if let Err(e) = run("binary_clients.py", kura.addr()) {
+        panic!(
+            "binary_clients.py against kura:\n{e}\nkura's log:\n{}",
+            kura.log()
+        );
+    }
+}
