@@ -120,6 +120,9 @@ pub enum BackendKind {
     MariadbMemcached,
     /// `--server host:port`: already running, not ours to start or stop.
     External { addr: String },
+    /// `<backend>-binary` (`memcached-binary`, `kura-interval-binary`, ...): that
+    /// server, spoken to in memcached's binary protocol.
+    Binary(Box<BackendKind>),
 }
 
 /// Redis's `appendfsync` setting.
@@ -133,6 +136,8 @@ pub enum RedisFsync {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
     Memcached,
+    /// memcached's binary protocol.
+    MemcachedBinary,
     /// memcached's protocol, and the game's rows in Kura's players table.
     MemcachedTables,
     Mysql,
@@ -148,6 +153,7 @@ impl Protocol {
     pub fn wire(self) -> Option<Wire> {
         match self {
             Protocol::Memcached | Protocol::MemcachedTables => Some(Wire::Memcached),
+            Protocol::MemcachedBinary => Some(Wire::MemcachedBinary),
             Protocol::Redis => Some(Wire::Redis),
             Protocol::Mysql | Protocol::MysqlCacheAside { .. } => None,
         }
@@ -157,6 +163,15 @@ impl Protocol {
 impl BackendKind {
     /// Parses a `--backends` entry.
     pub fn parse(name: &str) -> Result<BackendKind> {
+        if let Some(base) = name.strip_suffix("-binary") {
+            let inner = BackendKind::parse(base)?;
+            if !matches!(inner, BackendKind::Memcached { .. } | BackendKind::Kura(_)) {
+                bail!(
+                    "{name}: only memcached and kura-<durability> speak the binary protocol here"
+                );
+            }
+            return Ok(BackendKind::Binary(Box::new(inner)));
+        }
         Ok(match name {
             "memcached" | "memcached2" => BackendKind::Memcached { name: name.to_string() },
             "kura-fsync" => BackendKind::Kura(Durability::Fsync),
@@ -188,6 +203,7 @@ impl BackendKind {
             BackendKind::Redis(RedisFsync::EverySec) => "redis".to_string(),
             BackendKind::Redis(RedisFsync::Always) => "redis-always".to_string(),
             BackendKind::External { addr } => format!("server@{addr}"),
+            BackendKind::Binary(inner) => format!("{}-binary", inner.name()),
         }
     }
 }
@@ -391,6 +407,16 @@ impl Backend {
             BackendKind::KuraTables(durability) => start_kura(*durability, Layout::Table, config),
             BackendKind::Mariadb => start_mariadb(config),
             BackendKind::Redis(fsync) => start_redis(&kind.name(), *fsync, config),
+            BackendKind::Binary(inner) => {
+                let mut backend = Backend::start(inner, config)?;
+                backend.name = kind.name();
+                backend.kind = kind.clone();
+                backend.protocol = Protocol::MemcachedBinary;
+                for launch in &mut backend.launches {
+                    launch.role = kind.name();
+                }
+                Ok(backend)
+            }
             BackendKind::MariadbMemcached => {
                 let mut db = start_mariadb(config)?;
                 let cache = start_memcached("memcached-cache", config)?;

@@ -635,7 +635,10 @@ fn grow(subject: &mut Subject, players: u64, args: &DatasizeArgs, label: &str) -
     );
     let b = &subject.backend;
     match b.protocol {
-        Protocol::Memcached | Protocol::MemcachedTables | Protocol::Redis => game::preload(
+        Protocol::Memcached
+        | Protocol::MemcachedBinary
+        | Protocol::MemcachedTables
+        | Protocol::Redis => game::preload(
             b.addr,
             b.protocol.wire().unwrap_or(Wire::Memcached),
             game::Layout::of(b.protocol),

@@ -327,9 +327,10 @@ pub(crate) fn measure_backend(
 ) -> Result<GameResult> {
     let (addr, pids) = (backend.addr, &backend.pids);
     match backend.protocol {
-        Protocol::Memcached | Protocol::MemcachedTables | Protocol::Redis => {
-            measure(addr, connections, client_threads, plan, start, seed, pids)
-        }
+        Protocol::Memcached
+        | Protocol::MemcachedBinary
+        | Protocol::MemcachedTables
+        | Protocol::Redis => measure(addr, connections, client_threads, plan, start, seed, pids),
         Protocol::Mysql => game_sql::measure(addr, None, connections, plan, start, seed, pids),
         Protocol::MysqlCacheAside { cache } => {
             game_sql::measure(addr, Some(cache), connections, plan, start, seed, pids)
@@ -597,7 +598,10 @@ pub fn run(args: &GameArgs) -> Result<Section> {
         );
         let all = 0..args.players;
         match b.protocol {
-            Protocol::Memcached | Protocol::MemcachedTables | Protocol::Redis => preload(
+            Protocol::Memcached
+            | Protocol::MemcachedBinary
+            | Protocol::MemcachedTables
+            | Protocol::Redis => preload(
                 b.addr,
                 b.protocol.wire().unwrap_or(Wire::Memcached),
                 Layout::of(b.protocol),

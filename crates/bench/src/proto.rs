@@ -1,7 +1,8 @@
 //! The requests kura-bench sends and the replies it parses: memcached's text
-//! protocol (`get` of one key or many, `set`), and the same three requests in
-//! Redis's RESP (`GET`, `MGET`, `SET`) so Redis can run the same workloads.
-//! [`Wire`] picks one per backend.
+//! protocol (`get` of one key or many, `set`), its binary protocol (`GET`, a
+//! multi-get as libmemcached sends it: `GETKQ` for every key but the last, then
+//! `GETK`; `SET`), and the same three requests in Redis's RESP (`GET`, `MGET`,
+//! `SET`) so Redis can run the same workloads. [`Wire`] picks one per backend.
 //!
 //! No I/O here: requests are appended to a buffer and replies are parsed from one.
 //! A reply that has not fully arrived parses as `Ok(None)`, never as an error. This
@@ -48,6 +49,8 @@ impl std::error::Error for FramingError {}
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wire {
     Memcached,
+    /// memcached's binary protocol.
+    MemcachedBinary,
     Redis,
 }
 
@@ -55,6 +58,7 @@ impl Wire {
     pub fn encode_get(self, buf: &mut Vec<u8>, key: &[u8]) {
         match self {
             Wire::Memcached => encode_get(buf, key),
+            Wire::MemcachedBinary => binary_request(buf, BINARY_GET, &[], key, &[]),
             Wire::Redis => resp_command(buf, &[b"GET", key]),
         }
     }
@@ -62,6 +66,13 @@ impl Wire {
     pub fn encode_multi_get(self, buf: &mut Vec<u8>, keys: &[Vec<u8>]) {
         match self {
             Wire::Memcached => encode_multi_get(buf, keys.iter().map(|k| k.as_slice())),
+            Wire::MemcachedBinary => {
+                for (i, key) in keys.iter().enumerate() {
+                    let last = i + 1 == keys.len();
+                    let opcode = if last { BINARY_GETK } else { BINARY_GETKQ };
+                    binary_request(buf, opcode, &[], key, &[]);
+                }
+            }
             Wire::Redis => {
                 let mut parts: Vec<&[u8]> = vec![b"MGET"];
                 parts.extend(keys.iter().map(|k| k.as_slice()));
@@ -73,6 +84,7 @@ impl Wire {
     pub fn encode_set(self, buf: &mut Vec<u8>, key: &[u8], value: &[u8]) {
         match self {
             Wire::Memcached => encode_set(buf, key, value),
+            Wire::MemcachedBinary => binary_request(buf, BINARY_SET, &[0; 8], key, value),
             Wire::Redis => resp_command(buf, &[b"SET", key, value]),
         }
     }
@@ -85,6 +97,7 @@ impl Wire {
     ) -> Result<Option<(Reply, usize)>, FramingError> {
         match self {
             Wire::Memcached => parse_reply(buf, expect),
+            Wire::MemcachedBinary => parse_binary(buf, expect),
             Wire::Redis => parse_resp(buf),
         }
     }
@@ -93,9 +106,91 @@ impl Wire {
     pub fn values(self, reply: &[u8]) -> Result<Vec<&[u8]>, FramingError> {
         match self {
             Wire::Memcached => values(reply),
+            Wire::MemcachedBinary => binary_values(reply),
             Wire::Redis => resp_values(reply),
         }
     }
+}
+
+const BINARY_GET: u8 = 0x00;
+const BINARY_SET: u8 = 0x01;
+const BINARY_GETK: u8 = 0x0c;
+const BINARY_GETKQ: u8 = 0x0d;
+const BINARY_HEADER_BYTES: usize = 24;
+
+/// Appends a binary request packet (opaque and CAS 0).
+fn binary_request(buf: &mut Vec<u8>, opcode: u8, extras: &[u8], key: &[u8], value: &[u8]) {
+    let body = (extras.len() + key.len() + value.len()) as u32;
+    buf.extend_from_slice(&[0x80, opcode]);
+    buf.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    buf.extend_from_slice(&[extras.len() as u8, 0, 0, 0]);
+    buf.extend_from_slice(&body.to_be_bytes());
+    buf.extend_from_slice(&[0; 12]);
+    buf.extend_from_slice(extras);
+    buf.extend_from_slice(key);
+    buf.extend_from_slice(value);
+}
+
+/// The binary response packets at the front of `buf`: (opcode, status, extras
+/// length, key length, whole packet), while they are complete.
+fn binary_packets(
+    buf: &[u8],
+) -> impl Iterator<Item = Result<(u8, u16, usize, usize, &[u8]), FramingError>> + '_ {
+    let mut pos = 0;
+    std::iter::from_fn(move || {
+        let rest = &buf[pos..];
+        if rest.len() < BINARY_HEADER_BYTES {
+            return None;
+        }
+        if rest[0] != 0x81 {
+            pos = buf.len();
+            return Some(Err(FramingError(format!("binary magic 0x{:02x}", rest[0]))));
+        }
+        let body = u32::from_be_bytes([rest[8], rest[9], rest[10], rest[11]]) as usize;
+        let total = BINARY_HEADER_BYTES + body;
+        let packet = rest.get(..total)?;
+        pos += total;
+        let key_len = usize::from(u16::from_be_bytes([rest[2], rest[3]]));
+        let status = u16::from_be_bytes([rest[6], rest[7]]);
+        Some(Ok((rest[1], status, usize::from(rest[4]), key_len, packet)))
+    })
+}
+
+/// One complete binary reply: a status packet, or a get's packets (quiet hits, then
+/// the answer to the last, non-quiet key).
+fn parse_binary(buf: &[u8], expect: Expect) -> Result<Option<(Reply, usize)>, FramingError> {
+    let mut used = 0;
+    let mut hits = 0;
+    for packet in binary_packets(buf) {
+        let (opcode, status, _, _, bytes) = packet?;
+        used += bytes.len();
+        let reply = match (expect, status) {
+            (Expect::Values, _) if opcode == BINARY_GETKQ => {
+                hits += u32::from(status == 0);
+                continue;
+            }
+            (Expect::Values, 0) => Reply::Values { hits: hits + 1 },
+            (Expect::Values, 1) => Reply::Values { hits },
+            (Expect::Status, 0) => Reply::Ok,
+            // Not found, exists, not stored.
+            (Expect::Status, 1 | 2 | 5) => Reply::Refused,
+            _ => Reply::Error,
+        };
+        return Ok(Some((reply, used)));
+    }
+    Ok(None)
+}
+
+/// The values of the hits in a complete binary get reply.
+fn binary_values(reply: &[u8]) -> Result<Vec<&[u8]>, FramingError> {
+    let mut found = Vec::new();
+    for packet in binary_packets(reply) {
+        let (_, status, extras, key, bytes) = packet?;
+        if status == 0 {
+            found.push(&bytes[BINARY_HEADER_BYTES + extras + key..]);
+        }
+    }
+    Ok(found)
 }
 
 /// Appends a RESP array of bulk strings: `*<n>\r\n` then `$<len>\r\n<part>\r\n` each.
@@ -397,6 +492,50 @@ mod tests {
             buf,
             b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\nvv\r\n*3\r\n$4\r\nMGET\r\n$1\r\na\r\n$1\r\nb\r\n"
         );
+    }
+
+    /// A response packet as memcached sends it.
+    fn packet(opcode: u8, status: u16, key: &[u8], value: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        binary_request(&mut out, opcode, &[0, 0, 0, 0], key, value);
+        out[0] = 0x81;
+        out[6..8].copy_from_slice(&status.to_be_bytes());
+        out
+    }
+
+    #[test]
+    fn binary() {
+        let wire = Wire::MemcachedBinary;
+        let mut request = Vec::new();
+        wire.encode_multi_get(&mut request, &[b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(
+            (request[1], request[24 + 1 + 1]),
+            (BINARY_GETKQ, BINARY_GETK)
+        );
+        let hit_a = packet(BINARY_GETKQ, 0, b"a", b"va");
+        let miss_b = packet(BINARY_GETK, 1, b"b", b"");
+        let reply = [hit_a.clone(), miss_b].concat();
+        for cut in 0..reply.len() {
+            assert_eq!(wire.parse_reply(&reply[..cut], Expect::Values), Ok(None));
+        }
+        assert_eq!(
+            wire.parse_reply(&reply, Expect::Values),
+            Ok(Some((Reply::Values { hits: 1 }, reply.len())))
+        );
+        assert_eq!(wire.values(&reply), Ok(vec![&b"va"[..]]));
+        let stored = packet(BINARY_SET, 0, b"", b"");
+        assert_eq!(
+            wire.parse_reply(&stored, Expect::Status),
+            Ok(Some((Reply::Ok, 24 + 4)))
+        );
+        let too_large = packet(BINARY_SET, 3, b"", b"Too large.");
+        assert_eq!(
+            wire.parse_reply(&too_large, Expect::Status),
+            Ok(Some((Reply::Error, too_large.len())))
+        );
+        assert!(wire
+            .parse_reply(b"END\r\n and more to make 24", Expect::Status)
+            .is_err());
     }
 
     #[test]

@@ -156,7 +156,19 @@ pub enum Better {
 }
 
 /// The peers every Kura figure is compared with, when they were measured.
-const PEERS: [&str; 3] = ["memcached", "mariadb", "mariadb+memcached"];
+const PEERS: [&str; 4] = [
+    "memcached",
+    "memcached-binary",
+    "mariadb",
+    "mariadb+memcached",
+];
+
+/// Whether a Kura backend and a peer are compared: a backend spoken to in the binary
+/// protocol is compared with peers in the binary protocol only, and the others with
+/// the others.
+fn comparable(kura: &str, peer: &str) -> bool {
+    kura.ends_with("-binary") == peer.ends_with("-binary")
+}
 
 /// Kura over its peers from a chart's series: one row per category, one column per
 /// (Kura backend, peer) pair, each ratio oriented so that above 1 means Kura did
@@ -180,7 +192,7 @@ pub fn kura_ratios(chart: &Chart, better: Better, keep: impl Fn(&str) -> bool) -
     let category = chart.x_label.split(" (").next().unwrap_or_default();
     let mut header = vec![category.to_string()];
     for (kura, _) in &kuras {
-        for (peer, _) in &peers {
+        for (peer, _) in peers.iter().filter(|(peer, _)| comparable(kura, peer)) {
             header.push(format!("{kura} / {peer}"));
         }
     }
@@ -193,8 +205,9 @@ pub fn kura_ratios(chart: &Chart, better: Better, keep: impl Fn(&str) -> bool) -
             continue;
         }
         let mut row = vec![category.clone()];
-        for (_, kura) in &kuras {
-            for (_, peer) in &peers {
+        for (kura_name, kura) in &kuras {
+            let peers = peers.iter().filter(|(peer, _)| comparable(kura_name, peer));
+            for (_, peer) in peers {
                 let k = kura.get(i).copied().flatten();
                 let p = peer.get(i).copied().flatten();
                 let ratio = k.zip(p).and_then(|(k, p)| {

@@ -146,6 +146,10 @@ impl KvClient {
                 backend.addr,
                 Wire::Memcached,
             )?)),
+            Protocol::MemcachedBinary => Ok(KvClient::Kv(Client::connect(
+                backend.addr,
+                Wire::MemcachedBinary,
+            )?)),
             Protocol::Redis => Ok(KvClient::Kv(Client::connect(backend.addr, Wire::Redis)?)),
             Protocol::Mysql => Ok(KvClient::Sql(SqlKv::connect(backend.addr, table)?)),
             Protocol::MysqlCacheAside { .. } => {
