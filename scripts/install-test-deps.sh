@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond Rust: Debian's memcached (the reference
-# the wire transcripts are compared with) and libmemcached-tools (memccapable), and a
+# the wire transcripts are compared with), libmemcached-tools (memccapable),
+# sasl2-bin and libsasl2-modules (memcached's SASL checks users in a sasldb that
+# saslpasswd2 writes; PLAIN is a plugin), and a
 # Python virtualenv in target/pyenv with the clients the tests drive (PyMySQL,
 # mysql-connector-python, pymemcache, pylibmc and python-binary-memcached, pinned).
 # Called from the README's test command; safe to run every time.
@@ -10,8 +12,8 @@
 # root (or passwordless sudo).
 set -euo pipefail
 
-packages=(memcached libmemcached-tools)
-binaries=(/usr/bin/memcached /usr/bin/memccapable)
+packages=(memcached libmemcached-tools sasl2-bin libsasl2-modules)
+binaries=(/usr/bin/memcached /usr/bin/memccapable /usr/sbin/saslpasswd2)
 
 installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q '^install ok installed$'

@@ -19,6 +19,7 @@
 //! only after acting (an over-long opaque on `ma`, or on an `mg` that vivifies
 //! or touches; a long key late in a `gat`) are found before anything runs.
 
+pub mod auth;
 pub mod base64;
 pub mod binary;
 mod error;

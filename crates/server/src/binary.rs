@@ -32,7 +32,12 @@ const VERSION: &str = concat!("1.6.18-kura-", env!("CARGO_PKG_VERSION"));
 
 /// Parses and runs the first request in `input`.
 pub(crate) async fn step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step {
-    let (header, command, consumed) = match binary::parse(input, &shared.limits, Sasl::Off) {
+    let sasl = match (&shared.users, conn.authenticated) {
+        (None, _) => Sasl::Off,
+        (Some(_), false) => Sasl::Required,
+        (Some(_), true) => Sasl::Authenticated,
+    };
+    let (header, command, consumed) = match binary::parse(input, &shared.limits, sasl) {
         Parsed::Incomplete => return Step::Incomplete,
         Parsed::Close => {
             // memcached closes at once: replies to this read's earlier requests
@@ -72,6 +77,25 @@ pub(crate) async fn step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) ->
         } => (header, command, consumed),
     };
     let to = ReplyTo::from(&header);
+    match command {
+        Command::SaslListMechs => {
+            let mechanisms = kura_protocol::auth::SASL_MECHANISMS;
+            binary::response(&mut conn.out, to, Status::Success, 0, &[], &[], mechanisms);
+            return Step::Ran {
+                consumed,
+                flow: Flow::Continue,
+            };
+        }
+        Command::Sasl {
+            step,
+            mechanism,
+            data,
+        } => {
+            let flow = sasl_auth(shared, conn, to, step, mechanism, data).await;
+            return Step::Ran { consumed, flow };
+        }
+        _ => {}
+    }
     let key = key_of(&command);
     if key.is_some_and(|key| key.starts_with(b"@@")) {
         binary::error(
@@ -118,6 +142,46 @@ pub(crate) async fn step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) ->
         consumed,
         flow: outcome.flow,
     }
+}
+
+/// SASL_AUTH and SASL_STEP. Kura offers PLAIN, which is done in one step: a
+/// SASL_STEP has nothing to continue (as memcached answers a step before an auth).
+async fn sasl_auth(
+    shared: &Arc<Shared>,
+    conn: &mut Conn,
+    to: ReplyTo,
+    step: bool,
+    mechanism: &[u8],
+    data: &[u8],
+) -> Flow {
+    let login = (!step && mechanism == kura_protocol::auth::SASL_MECHANISMS)
+        .then(|| kura_protocol::auth::parse_plain(data))
+        .flatten();
+    let ok = match login {
+        Some((user, password)) => {
+            crate::auth::check(shared, conn.peer, "sasl", user, password).await
+        }
+        None => {
+            let c = shared.counters.local();
+            bump(&c.auth_cmds);
+            bump(&c.auth_errors);
+            false
+        }
+    };
+    if ok {
+        binary::response(
+            &mut conn.out,
+            to,
+            Status::Success,
+            0,
+            &[],
+            &[],
+            b"Authenticated",
+        );
+    } else {
+        binary::error(&mut conn.out, to, Status::AuthError, None);
+    }
+    conn.logged_in(ok)
 }
 
 /// The key a command reads or changes.
@@ -380,8 +444,7 @@ fn execute(shared: &Shared, header: &Header, command: Command<'_>, out: &mut Vec
             stats(shared, to, group, out);
             done
         }
-        // The parser yields these only on a server with SASL, which answers them
-        // before a request gets here.
+        // Answered by `step` before a request gets here.
         Command::SaslListMechs | Command::Sasl { .. } => {
             binary::error(out, to, Status::AuthError, None);
             done

@@ -105,6 +105,15 @@ pub struct Config {
     #[arg(long = "replica-backlog-mib", default_value_t = 1024,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub replica_backlog_mib: u64,
+    /// memcached's auth file: `user:password` lines (or `user:<argon2 PHC hash>`) of
+    /// who may use the memcached port. Every connection then logs in first: text and
+    /// meta ones as with memcached's -Y, binary ones with SASL PLAIN.
+    #[arg(short = 'Y', long = "auth-file")]
+    pub auth_file: Option<PathBuf>,
+    /// memcached's -S (SASL on the binary protocol). Kura's SASL checks the -Y users
+    /// file, so this needs -Y; with -Y, SASL is on anyway.
+    #[arg(short = 'S', long = "enable-sasl")]
+    pub enable_sasl: bool,
     /// A file of `user:password` lines: who may log in on the SQL port. Without it,
     /// `root` with no password, allowed only while `-l` is a loopback address.
     #[arg(long = "sql-users")]

@@ -1,5 +1,6 @@
 //! The `kura` binary: flags, the store, the listener, signals.
 
+mod auth;
 mod binary;
 mod config;
 mod dispatch;
@@ -123,6 +124,13 @@ async fn run(
         }
         None => None,
     };
+    let users = match (&config.auth_file, config.enable_sasl) {
+        (Some(path), _) => Some(Arc::new(auth::Users::from_file(path)?)),
+        (None, true) => {
+            anyhow::bail!("-S: Kura's SASL checks the users of an auth file; give one with -Y FILE")
+        }
+        (None, false) => None,
+    };
     let addr = format!("{}:{}", config.listen, config.port);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
@@ -133,6 +141,7 @@ async fn run(
         item_size_max_bytes: config.item_size_max_bytes,
     };
     let shared = Arc::new(Shared {
+        users,
         store,
         tables: Arc::new(tables),
         limits,

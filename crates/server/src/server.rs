@@ -28,6 +28,8 @@ use crate::stats::{add, bump, ConnInfo, Connections, CounterSet, PrefixStats};
 
 /// What every connection shares.
 pub struct Shared {
+    /// The users of `-Y`: when set, every connection logs in first (`crate::auth`).
+    pub users: Option<Arc<crate::auth::Users>>,
     pub store: Arc<Store>,
     /// Tables over the same store: rows reached through `@@container.key`.
     pub tables: Arc<kura_tables::Tables>,
@@ -237,6 +239,11 @@ pub(crate) struct Conn {
     session: crate::tables::Session,
     /// Which protocol the connection speaks, once its first byte has arrived.
     dialect: Dialect,
+    /// Whether it may run requests: logged in, or no users file.
+    pub(crate) authenticated: bool,
+    /// Logins refused on this connection.
+    pub(crate) failed_logins: u32,
+    pub(crate) peer: SocketAddr,
 }
 
 /// A reply in a connection's output that reports a change not yet acknowledged.
@@ -320,6 +327,9 @@ async fn connection(
         swallow_bytes: 0,
         session: crate::tables::Session::default(),
         dialect: Dialect::Undecided,
+        authenticated: shared.users.is_none(),
+        failed_logins: 0,
+        peer,
     };
     let mut need_read = true;
     // Created once: a fresh `changed()` future per read would register and unregister
@@ -422,8 +432,67 @@ async fn connection(
     leave(&shared, id);
 }
 
+/// A login on a text connection that has not logged in, as memcached's `-Y` reads it.
+async fn text_login(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step {
+    use kura_protocol::auth::{parse_text_login, TextLogin, LOGGED_IN, LOGIN_FAILED};
+    match parse_text_login(input) {
+        TextLogin::Incomplete => Step::Incomplete,
+        TextLogin::Close => {
+            conn.drop_unsent();
+            Step::Ran {
+                consumed: input.len(),
+                flow: Flow::Close,
+            }
+        }
+        TextLogin::Refused { reply, consumed } => {
+            conn.out.extend_from_slice(reply);
+            Step::Ran {
+                consumed,
+                flow: Flow::Continue,
+            }
+        }
+        TextLogin::Login {
+            user,
+            password,
+            consumed,
+        } => {
+            let ok = crate::auth::check(shared, conn.peer, "text", user, password).await;
+            conn.out
+                .extend_from_slice(if ok { LOGGED_IN } else { LOGIN_FAILED });
+            Step::Ran {
+                consumed,
+                flow: conn.logged_in(ok),
+            }
+        }
+    }
+}
+
+impl Conn {
+    /// Records a login's outcome; the flow closes the connection after too many
+    /// failures.
+    pub(crate) fn logged_in(&mut self, ok: bool) -> Flow {
+        if ok {
+            self.authenticated = true;
+            return Flow::Continue;
+        }
+        self.failed_logins += 1;
+        if self.failed_logins >= crate::auth::FAILED_LOGINS_MAX {
+            eprintln!(
+                "kura: closing the connection from {} after {} failed logins",
+                self.peer, self.failed_logins
+            );
+            Flow::Close
+        } else {
+            Flow::Continue
+        }
+    }
+}
+
 /// Parses and runs the first text or meta request in `input`.
 async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step {
+    if !conn.authenticated {
+        return text_login(shared, conn, input).await;
+    }
     match parse(input, &shared.limits) {
         Parsed::Incomplete => Step::Incomplete,
         Parsed::Request { request, consumed } => {

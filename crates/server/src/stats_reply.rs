@@ -203,6 +203,17 @@ fn settings(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "num_threads", config.threads);
     stat(out, "cas_enabled", "yes");
     stat(out, "binding_protocol", "auto-negotiate");
+    let auth_file = config.auth_file.as_ref().map(|f| f.display().to_string());
+    stat(
+        out,
+        "auth_enabled_sasl",
+        if auth_file.is_some() { "yes" } else { "no" },
+    );
+    stat(
+        out,
+        "auth_enabled_ascii",
+        auth_file.as_deref().unwrap_or("no"),
+    );
     stat(out, "item_size_max", config.item_size_max_bytes);
     stat(out, "data_dir", config.data_dir.display());
     stat(out, "durability", durability_name(config.durability));

@@ -1,8 +1,8 @@
 //! Real memcached clients against kura, each script run against Debian's memcached
 //! first so that its expectations are memcached's own: pylibmc in binary mode
-//! (libmemcached's binary protocol) and python-binary-memcached
-//! (`tests/clients/binary_clients.py`, in the virtualenv
-//! `scripts/install-test-deps.sh` makes).
+//! (libmemcached's binary protocol) and python-binary-memcached, without and with
+//! SASL (`tests/clients/*.py`, in the virtualenv `scripts/install-test-deps.sh`
+//! makes).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -14,12 +14,19 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Runs `script` against `addr`; the error is its output.
-fn run(script: &str, addr: SocketAddr) -> Result<(), String> {
+/// Where pylibmc's own libsasl2 finds the PLAIN mechanism (Debian's
+/// libsasl2-modules): the wheel's library looks in a path of the machine it was
+/// built on.
+const SASL_PLUGINS: &str = "/usr/lib/x86_64-linux-gnu/sasl2";
+
+/// Runs `script` against `addr` with `args` after the port; the error is its output.
+fn run(script: &str, addr: SocketAddr, args: &[&str]) -> Result<(), String> {
     let python = root().join("target/pyenv/bin/python");
     let output = Command::new(&python)
         .arg(root().join("tests/clients").join(script))
         .arg(addr.port().to_string())
+        .args(args)
+        .env("SASL_PATH", SASL_PLUGINS)
         .output()
         .map_err(|e| {
             format!(
@@ -44,7 +51,7 @@ fn binary_clients_get_memcacheds_answers() {
         Ok(m) => m,
         Err(e) => panic!("cannot start memcached: {e}"),
     };
-    if let Err(e) = run("binary_clients.py", memcached.addr()) {
+    if let Err(e) = run("binary_clients.py", memcached.addr(), &[]) {
         panic!("binary_clients.py fails against memcached itself (fix the script):\n{e}");
     }
     let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
@@ -52,9 +59,40 @@ fn binary_clients_get_memcacheds_answers() {
         Ok(kura) => kura,
         Err(e) => panic!("cannot start kura: {e}"),
     };
-    if let Err(e) = run("binary_clients.py", kura.addr()) {
+    if let Err(e) = run("binary_clients.py", kura.addr(), &[]) {
         panic!(
             "binary_clients.py against kura:\n{e}\nkura's log:\n{}",
+            kura.log()
+        );
+    }
+}
+
+#[test]
+fn sasl_clients_log_in_as_with_memcached() {
+    let credentials = [("ann".to_string(), "s3cret".to_string())];
+    let users = match kura_testkit::auth::Users::new(&credentials) {
+        Ok(users) => users,
+        Err(e) => panic!("cannot write the users: {e}"),
+    };
+    let memcached = match users.start_memcached(true) {
+        Ok(m) => m,
+        Err(e) => panic!("cannot start memcached with SASL: {e}"),
+    };
+    if let Err(e) = run("sasl_clients.py", memcached.addr(), &["ann", "s3cret"]) {
+        panic!(
+            "sasl_clients.py fails against memcached itself (fix the script):\n{e}\n{}",
+            memcached.log()
+        );
+    }
+    let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
+    let file = users.file().to_string_lossy().into_owned();
+    let kura = match KuraServer::start(&bin, Durability::Fsync, &["-Y", &file]) {
+        Ok(kura) => kura,
+        Err(e) => panic!("cannot start kura: {e}"),
+    };
+    if let Err(e) = run("sasl_clients.py", kura.addr(), &["ann", "s3cret"]) {
+        panic!(
+            "sasl_clients.py against kura:\n{e}\nkura's log:\n{}",
             kura.log()
         );
     }

@@ -10,7 +10,20 @@ use kura_testkit::{kura_bin, runner, Durability, KuraServer};
 
 fn differential(name: &str) {
     let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
-    let kura = match KuraServer::start(&bin, Durability::Interval, &[]) {
+    let transcript = runner::load(name).unwrap_or_else(|e| panic!("{e}"));
+    // A transcript that logs in: kura reads the same users from its -Y file.
+    let users = (!transcript.users.is_empty()).then(|| {
+        kura_testkit::auth::Users::new(&transcript.users)
+            .unwrap_or_else(|e| panic!("{name}: cannot write the users: {e}"))
+    });
+    let file = users
+        .as_ref()
+        .map(|u| u.file().to_string_lossy().into_owned());
+    let args: Vec<&str> = match &file {
+        Some(file) => vec!["-Y", file],
+        None => Vec::new(),
+    };
+    let kura = match KuraServer::start(&bin, Durability::Interval, &args) {
         Ok(kura) => kura,
         Err(e) => panic!("{name}: cannot start kura: {e}"),
     };
@@ -34,11 +47,13 @@ macro_rules! transcripts {
 }
 
 transcripts! {
+    auth_text,
     binary_values,
     binprot_arith,
     binprot_errors,
     binprot_get,
     binprot_misc,
+    binprot_sasl,
     binprot_storage,
     cas,
     connections,

@@ -1,6 +1,6 @@
 //! memcached's binary protocol in transcripts: `>bin` lines composed into request
-//! packets, replies rendered one packet a line, and the `NOOP` that marks the end of
-//! a step's reply.
+//! packets, replies rendered one packet a line, and the `VERSION` that marks the end
+//! of a step's reply.
 //!
 //! ```text
 //! >bin set key=a value=hello flags=5 exptime=0 opaque=1
@@ -21,8 +21,10 @@ use crate::escape::{escape, unescape};
 const HEADER_BYTES: usize = 24;
 const REQUEST_MAGIC: u8 = 0x80;
 const RESPONSE_MAGIC: u8 = 0x81;
-const NOOP: u8 = 0x0a;
-/// The opaque of the `NOOP` the runner appends to every step: "mnmn".
+/// The runner ends every step with a `VERSION`, the one request memcached answers
+/// on a connection that has not logged in (without closing it), with this opaque
+/// ("mnmn").
+const MARKER_OPCODE: u8 = 0x0b;
 const MARKER_OPAQUE: u32 = 0x6d6e_6d6e;
 
 const OPCODES: &[(&str, u8)] = &[
@@ -166,11 +168,11 @@ pub fn compose(line: &str) -> Result<Vec<u8>, String> {
     Ok([&header[..], &extras, &key, &value].concat())
 }
 
-/// The `NOOP` the runner sends after a step's bytes; its reply ends the step.
+/// The `VERSION` the runner sends after a step's bytes; its reply ends the step.
 pub fn marker() -> Vec<u8> {
     let mut packet = vec![0u8; HEADER_BYTES];
     packet[0] = REQUEST_MAGIC;
-    packet[1] = NOOP;
+    packet[1] = MARKER_OPCODE;
     packet[12..16].copy_from_slice(&MARKER_OPAQUE.to_be_bytes());
     packet
 }
@@ -208,11 +210,11 @@ fn packets(bytes: &[u8]) -> (Vec<Packet<'_>>, &[u8]) {
 
 fn is_marker(packet: &Packet<'_>) -> bool {
     packet.header[0] == RESPONSE_MAGIC
-        && packet.header[1] == NOOP
+        && packet.header[1] == MARKER_OPCODE
         && packet.header[12..16] == MARKER_OPAQUE.to_be_bytes()
 }
 
-/// Whether `reply` holds the answer to the marker `NOOP`.
+/// Whether `reply` holds the answer to the marker `VERSION`.
 pub fn complete(reply: &[u8]) -> bool {
     packets(reply).0.iter().any(is_marker)
 }
@@ -222,7 +224,11 @@ pub fn strip_marker(reply: &[u8]) -> &[u8] {
     let (found, rest) = packets(reply);
     match found.last() {
         Some(last) if rest.is_empty() && is_marker(last) => {
-            &reply[..reply.len() - HEADER_BYTES - last.value.len()]
+            &reply[..reply.len()
+                - HEADER_BYTES
+                - last.extras.len()
+                - last.key.len()
+                - last.value.len()]
         }
         _ => reply,
     }
@@ -283,6 +289,30 @@ pub fn is_stats(reply: &[u8]) -> bool {
         && last.value.is_empty()
 }
 
+/// Whether `reply` holds an empty `STAT` packet (the end of a statistics answer).
+pub fn stats_ended(reply: &[u8]) -> bool {
+    packets(reply)
+        .0
+        .iter()
+        .any(|p| p.header[1] == 0x10 && p.key.is_empty() && p.value.is_empty())
+}
+
+/// The `STAT` packets of `reply` as text `STAT <name> <value>` lines.
+pub fn stats_as_text(reply: &[u8]) -> String {
+    packets(reply)
+        .0
+        .iter()
+        .filter(|p| p.header[1] == 0x10 && !p.key.is_empty())
+        .map(|p| {
+            format!(
+                "STAT {} {}\r\n",
+                String::from_utf8_lossy(p.key),
+                String::from_utf8_lossy(p.value)
+            )
+        })
+        .collect()
+}
+
 /// Whether `reply` is one successful binary `VERSION` answer with a printable
 /// version.
 pub fn is_version(reply: &[u8]) -> bool {
@@ -330,6 +360,8 @@ mod tests {
         assert!(!complete(&reply));
         let mut marker_reply = marker();
         marker_reply[0] = RESPONSE_MAGIC;
+        marker_reply[11] = 6;
+        marker_reply.extend_from_slice(b"1.6.18");
         let whole = [reply.clone(), marker_reply].concat();
         assert!(complete(&whole));
         assert_eq!(strip_marker(&whole), &reply[..]);

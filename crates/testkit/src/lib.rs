@@ -6,6 +6,7 @@
 //! processes. std only (plus tempfile and libc), so it builds fast.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod auth;
 pub mod binary;
 mod client;
 mod escape;
@@ -21,7 +22,7 @@ pub use escape::{escape, unescape};
 pub use kura::{
     assert_not_tmpfs, crash_seed, kill_under_load, kura_bin, Durability, KuraOptions, KuraServer,
 };
-pub use memcached::{MemcachedServer, MEMCACHED_BIN};
+pub use memcached::{Login, MemcachedServer, MEMCACHED_BIN};
 pub use netns::NetNamespace;
 pub use output::{drain, Log};
 pub use transcript::Transcript;

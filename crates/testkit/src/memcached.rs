@@ -36,6 +36,17 @@ impl MemcachedServer {
 
     /// As `start`, with extra memcached arguments.
     pub fn start_with(extra_args: &[&str]) -> io::Result<MemcachedServer> {
+        Self::start_configured(extra_args, &[], None)
+    }
+
+    /// As `start`, with extra arguments, environment variables, and the login that
+    /// opens a connection (memcached started with `-Y`, or `-S` for the binary
+    /// protocol only).
+    pub fn start_configured(
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+        login: Option<&Login>,
+    ) -> io::Result<MemcachedServer> {
         if !Path::new(MEMCACHED_BIN).exists() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -44,7 +55,7 @@ impl MemcachedServer {
         }
         let mut last_error = String::new();
         for _ in 0..ATTEMPTS {
-            match Self::try_start(extra_args) {
+            match Self::try_start(extra_args, env, login) {
                 Ok(server) => return Ok(server),
                 Err(e) => last_error = e.to_string(),
             }
@@ -54,7 +65,11 @@ impl MemcachedServer {
         )))
     }
 
-    fn try_start(extra_args: &[&str]) -> io::Result<MemcachedServer> {
+    fn try_start(
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+        login: Option<&Login>,
+    ) -> io::Result<MemcachedServer> {
         let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
             .local_addr()?
             .port();
@@ -67,6 +82,7 @@ impl MemcachedServer {
         }
         command
             .args(extra_args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -95,7 +111,7 @@ impl MemcachedServer {
                 // Another process may have taken the port between our probe and
                 // memcached's bind (then our memcached exits, but a little later):
                 // only a server reporting our child's pid is ours.
-                return match served_pid(stream) {
+                return match served_pid(stream, login) {
                     Ok(pid) if pid == child.id() => Ok(MemcachedServer { child, addr, log }),
                     answer => {
                         let _ = child.kill();
@@ -136,11 +152,40 @@ impl Drop for MemcachedServer {
     }
 }
 
-/// The pid a memcached reports in `stats`.
-fn served_pid(stream: TcpStream) -> io::Result<u32> {
+/// How a connection to a memcached with authentication logs in.
+#[derive(Debug, Clone)]
+pub enum Login {
+    /// `-Y`: the text protocol's `set` carrying `user password`.
+    Text { user: String, password: String },
+    /// `-S -B binary`: SASL PLAIN over the binary protocol.
+    Sasl { user: String, password: String },
+}
+
+/// The pid a memcached reports in `stats`, after `login`.
+fn served_pid(stream: TcpStream, login: Option<&Login>) -> io::Result<u32> {
     let mut client = Client::from_stream(stream)?;
-    let reply = client.request(b"stats\r\n", b"END\r\n")?;
-    let text = String::from_utf8_lossy(&reply);
+    let text = match login {
+        None => String::from_utf8_lossy(&client.request(b"stats\r\n", b"END\r\n")?).into_owned(),
+        Some(Login::Text { user, password }) => {
+            let token = format!("{user} {password}");
+            let request = format!("set login 0 0 {}\r\n{token}\r\n", token.len());
+            client.request(request.as_bytes(), b"STORED\r\n")?;
+            String::from_utf8_lossy(&client.request(b"stats\r\n", b"END\r\n")?).into_owned()
+        }
+        Some(Login::Sasl { user, password }) => {
+            let plain = format!("\0{user}\0{password}");
+            let mut request = crate::binary::compose(&format!(
+                "sasl-auth key=PLAIN value={}",
+                crate::escape(plain.as_bytes())
+            ))
+            .map_err(io::Error::other)?;
+            request.extend(crate::binary::compose("stat").map_err(io::Error::other)?);
+            client.send(&request)?;
+            let reply =
+                client.read_reply_until(crate::binary::stats_ended, crate::REPLY_TIMEOUT)?;
+            crate::binary::stats_as_text(&reply.bytes)
+        }
+    };
     text.lines()
         .find_map(|line| line.strip_prefix("STAT pid "))
         .and_then(|pid| pid.trim().parse().ok())

@@ -68,8 +68,7 @@ pub fn load(name: &str) -> Result<Transcript, String> {
 /// The error is a report meant for a person.
 pub fn differential(name: &str, candidate_name: &str, candidate: SocketAddr) -> Result<(), String> {
     let transcript = load(name)?;
-    let memcached =
-        MemcachedServer::start().map_err(|e| format!("{name}: cannot start memcached: {e}"))?;
+    let (memcached, _users) = start_memcached(&transcript)?;
     let (reference, other) = thread::scope(|scope| {
         let reference = scope.spawn(|| run(&transcript, memcached.addr()));
         let other = run(&transcript, candidate);
@@ -165,7 +164,7 @@ fn exchange_once(
     let mut bytes = exchange.bytes.clone();
     match exchange.sync {
         Sync::Mn => bytes.extend_from_slice(MN),
-        Sync::Noop => bytes.extend_from_slice(&binary::marker()),
+        Sync::Marker => bytes.extend_from_slice(&binary::marker()),
         _ => {}
     }
     if let Err(e) = connection.send(&bytes) {
@@ -184,10 +183,14 @@ fn exchange_once(
             let done = |reply: &[u8]| reply.ends_with(MN_REPLY) && mn_replies(reply) >= wanted;
             connection.read_reply_until(done, REPLY_TIMEOUT).map(Some)
         }
-        Sync::Noop => connection
+        Sync::Marker => connection
             .read_reply_until(binary::complete, REPLY_TIMEOUT)
             .map(Some),
         Sync::Close => connection.read_reply_to_eof(REPLY_TIMEOUT).map(Some),
+        Sync::Lines(lines) => {
+            let done = |reply: &[u8]| reply.iter().filter(|&&b| b == b'\n').count() >= lines;
+            connection.read_reply_until(done, REPLY_TIMEOUT).map(Some)
+        }
         Sync::NoRead => Ok(None),
         Sync::UntilMiss => {
             let deadline = Instant::now() + AWAIT_MISS_TIMEOUT;
@@ -244,7 +247,7 @@ fn render(exchange: &Exchange, reply: &Reply, binary_reply: bool) -> String {
     if exchange.sync == Sync::Mn && reply.end == ReplyEnd::Suffix {
         bytes = &bytes[..bytes.len() - MN_REPLY.len()];
     }
-    if exchange.sync == Sync::Noop && reply.end == ReplyEnd::Suffix {
+    if exchange.sync == Sync::Marker && reply.end == ReplyEnd::Suffix {
         bytes = binary::strip_marker(bytes);
     }
     if let Check::Shape(shape) = exchange.check {
@@ -280,8 +283,8 @@ fn render(exchange: &Exchange, reply: &Reply, binary_reply: bool) -> String {
     if exchange.sync == Sync::Mn && reply.end != ReplyEnd::Suffix {
         text.push_str("<no MN: the mn sent after this step was not answered>\n");
     }
-    if exchange.sync == Sync::Noop && reply.end != ReplyEnd::Suffix {
-        text.push_str("<no NOOP: the noop sent after this step was not answered>\n");
+    if exchange.sync == Sync::Marker && reply.end != ReplyEnd::Suffix {
+        text.push_str("<no VERSION: the version sent after this step was not answered>\n");
     }
     text.trim_end_matches('\n').to_string()
 }
@@ -565,15 +568,34 @@ pub fn against_golden(
     )
 }
 
+/// A fresh memcached for `transcript`: with its users (`@users`), if it has any, and
+/// the files that hold them, which must outlive the server.
+fn start_memcached(
+    transcript: &Transcript,
+) -> Result<(MemcachedServer, Option<crate::auth::Users>), String> {
+    let name = &transcript.name;
+    let users = match transcript.users.as_slice() {
+        [] => None,
+        users => Some(
+            crate::auth::Users::new(users)
+                .map_err(|e| format!("{name}: cannot write the users: {e}"))?,
+        ),
+    };
+    let memcached = match &users {
+        None => MemcachedServer::start(),
+        Some(users) => users.start_memcached(transcript.binary),
+    }
+    .map_err(|e| format!("{name}: cannot start memcached: {e}"))?;
+    Ok((memcached, users))
+}
+
 /// Runs transcript `name` on two fresh memcached servers at once and compares them
 /// with each other and with the golden file: proves the transcript deterministic
 /// and the runner sound without Kura.
 pub fn memcached_against_itself(name: &str) -> Result<(), String> {
     let transcript = load(name)?;
-    let first =
-        MemcachedServer::start().map_err(|e| format!("{name}: cannot start memcached: {e}"))?;
-    let second =
-        MemcachedServer::start().map_err(|e| format!("{name}: cannot start memcached: {e}"))?;
+    let (first, _first_users) = start_memcached(&transcript)?;
+    let (second, _second_users) = start_memcached(&transcript)?;
     let (a, b) = thread::scope(|scope| {
         let a = scope.spawn(|| run(&transcript, first.addr()));
         let b = run(&transcript, second.addr());

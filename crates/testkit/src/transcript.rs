@@ -12,16 +12,18 @@
 //! @connection NAME     switch to connection NAME (opened on first use; the first is `main`)
 //! @await-miss KEY      poll `mg KEY` until it misses: wait for the server's clock
 //! @expect-close        next step: no `mn` sync, read until the server closes
+//! @expect-lines N      next step: no `mn` sync, read until N lines have arrived
 //! @no-sync             next step: send only; its reply is read with the next step's
 //! @shape version       next step: compare only the shape of the reply (also `stats`)
 //! @tolerate-time       next step: times in seconds (t, l, la=, exp=) may differ a little
 //! @binary              (first line) the transcript speaks memcached's binary protocol
+//! @users ann:pw ...    (before any step) both servers check these users
 //! >bin get key=a       send a binary request (see `crate::binary` for the fields)
 //! ```
 //!
 //! Every step's bytes are sent in one write followed by `mn\r\n`, and the reply is
 //! read until it ends with `MN\r\n`, so a step is complete without any timeout. In a
-//! binary transcript a `NOOP` with a marker opaque takes the place of `mn`.
+//! binary transcript a `VERSION` with a marker opaque takes the place of `mn`.
 
 use std::time::Duration;
 
@@ -31,9 +33,12 @@ use crate::escape::unescape;
 pub struct Transcript {
     pub name: String,
     pub steps: Vec<Step>,
-    /// Speaks memcached's binary protocol: steps end with a marker `NOOP`, and
+    /// Speaks memcached's binary protocol: steps end with a marker `VERSION`, and
     /// replies are rendered a packet a line.
     pub binary: bool,
+    /// `@users user:password ...`: both servers start with these users, and every
+    /// connection must log in.
+    pub users: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -65,8 +70,11 @@ pub struct Exchange {
 pub enum Sync {
     /// Append `mn\r\n`, read until the reply ends with `MN\r\n`.
     Mn,
-    /// Append a binary `NOOP` with a marker opaque, read until its answer.
-    Noop,
+    /// Append a binary `VERSION` with a marker opaque, read until its answer.
+    Marker,
+    /// `@expect-lines N`: append nothing, read until N lines have arrived (a text
+    /// connection that has not logged in answers `mn` with an error, not `MN`).
+    Lines(usize),
     /// The step ends the connection: read until the server closes it.
     Close,
     /// Send only; whatever comes back is read with the next step.
@@ -115,6 +123,7 @@ impl Transcript {
             name: name.to_string(),
             steps: parser.steps,
             binary: parser.binary,
+            users: parser.users,
         })
     }
 
@@ -135,6 +144,7 @@ struct Parser {
     check: Option<Check>,
     modifier_line: usize,
     binary: bool,
+    users: Vec<(String, String)>,
 }
 
 impl Parser {
@@ -150,6 +160,18 @@ impl Parser {
                 return Err("@binary goes before every step".to_string());
             }
             self.binary = true;
+            return Ok(());
+        }
+        if let Some(rest) = line.strip_prefix("@users ") {
+            if !self.steps.is_empty() || !self.bytes.is_empty() || self.modifier_line != 0 {
+                return Err("@users goes before every step".to_string());
+            }
+            for entry in rest.split_whitespace() {
+                let (user, password) = entry
+                    .split_once(':')
+                    .ok_or_else(|| format!("{entry:?} is not user:password"))?;
+                self.users.push((user.to_string(), password.to_string()));
+            }
             return Ok(());
         }
         if let Some(rest) = line.strip_prefix(">bin ") {
@@ -222,6 +244,10 @@ impl Parser {
                 Ok(())
             }
             ("@expect-close", []) => self.modify(number, Some(Sync::Close), None),
+            ("@expect-lines", [n]) => {
+                let n: usize = n.parse().map_err(|_| format!("bad line count {n:?}"))?;
+                self.modify(number, Some(Sync::Lines(n)), None)
+            }
             ("@no-sync", []) => self.modify(number, Some(Sync::NoRead), None),
             ("@tolerate-time", []) => self.modify(number, None, Some(Check::TolerateTime)),
             ("@shape", ["version"]) => {
@@ -291,7 +317,7 @@ impl Parser {
             sync: self
                 .sync
                 .take()
-                .unwrap_or(if self.binary { Sync::Noop } else { Sync::Mn }),
+                .unwrap_or(if self.binary { Sync::Marker } else { Sync::Mn }),
             check: self.check.take().unwrap_or(Check::Exact),
         };
         if exchange.sync == Sync::NoRead && exchange.check != Check::Exact {

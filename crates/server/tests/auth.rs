@@ -1,0 +1,102 @@
+//! Logging in on the memcached port with a users file (`-Y`): text and binary on one
+//! port with one file, argon2-hashed passwords, the limit on failed logins, the
+//! counters, and a log that names the user but never the password.
+//! (`auth_text` and `binprot_sasl` in the transcripts compare the replies with
+//! memcached's.)
+#![allow(clippy::expect_used)]
+
+use argon2::password_hash::{PasswordHasher, SaltString};
+use kura_testkit::{kura_bin, Client, Durability, KuraServer};
+
+fn hashed(password: &str) -> String {
+    let salt = SaltString::from_b64("a3VyYXRlc3RzYWx0").expect("salt");
+    argon2::Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .expect("hash")
+        .to_string()
+}
+
+/// A binary request packet.
+fn packet(opcode: u8, key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x80, opcode];
+    out.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    out.extend_from_slice(&[0, 0, 0, 0]);
+    out.extend_from_slice(&((key.len() + value.len()) as u32).to_be_bytes());
+    out.extend_from_slice(&[0; 12]);
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+    out
+}
+
+#[test]
+fn one_users_file_for_text_and_binary_with_hashes_limits_and_counters() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let users = dir.path().join("users");
+    std::fs::write(&users, format!("ann:secret\nbob:{}\n", hashed("hunter2"))).expect("write");
+    let users = users.to_string_lossy().into_owned();
+    let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
+    let kura = KuraServer::start(&bin, Durability::Fsync, &["-Y", &users]).expect("kura");
+
+    // Text, with the hashed password.
+    let mut text = Client::connect(kura.addr()).expect("connect");
+    let reply = text.request(b"get a\r\n", b"\r\n").expect("reply");
+    assert_eq!(reply, b"CLIENT_ERROR unauthenticated\r\n");
+    let reply = text
+        .request(
+            b"set x 0 0 11\r\nbob hunter2\r\nset a 0 0 1\r\n1\r\n",
+            b"STORED\r\nSTORED\r\n",
+        )
+        .expect("login");
+    assert_eq!(reply, b"STORED\r\nSTORED\r\n");
+
+    // Binary on the same port: SASL PLAIN with the same file.
+    let mut binary = Client::connect(kura.addr()).expect("connect");
+    binary
+        .send(
+            &[
+                packet(0x21, b"PLAIN", b"\0bob\0hunter2"),
+                packet(0x00, b"a", b""),
+            ]
+            .concat(),
+        )
+        .expect("send");
+    let reply = binary
+        .read_reply_until(|r| r.len() >= 24 + 13 + 24 + 5, kura_testkit::REPLY_TIMEOUT)
+        .expect("reply")
+        .bytes;
+    assert_eq!(&reply[24..37], b"Authenticated");
+    assert_eq!(
+        &reply[37 + 6..37 + 8],
+        &[0, 0],
+        "get after login: {reply:?}"
+    );
+    assert_eq!(reply[reply.len() - 1], b'1');
+
+    // Five failed logins on one connection, and it is closed after the fifth reply.
+    let mut guesser = Client::connect(kura.addr()).expect("connect");
+    let guess = b"set x 0 0 12\r\nbob hunter3!\r\n".repeat(5);
+    guesser.send(&guess).expect("send");
+    let reply = guesser.read_to_eof().expect("closed");
+    assert_eq!(reply, b"CLIENT_ERROR authentication failure\r\n".repeat(5));
+
+    // Counted as memcached counts them, logged with the user only.
+    let stats = text.request(b"stats\r\n", b"END\r\n").expect("stats");
+    let stats = String::from_utf8_lossy(&stats);
+    assert!(stats.contains("STAT auth_cmds 7\r\n"), "{stats}");
+    assert!(stats.contains("STAT auth_errors 5\r\n"), "{stats}");
+    let log = kura.log();
+    assert!(log.contains("failed text login as \"bob\""), "{log}");
+    assert!(log.contains("after 5 failed logins"), "{log}");
+    assert!(!log.contains("hunter3"), "the log shows a password: {log}");
+}
+
+#[test]
+fn sasl_without_a_users_file_refuses_to_start() {
+    let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
+    let started = KuraServer::start(&bin, Durability::Fsync, &["-S"]);
+    let error = match started {
+        Ok(_) => panic!("kura started with -S and no -Y"),
+        Err(e) => e.to_string(),
+    };
+    assert!(error.contains("-Y"), "{error}");
+}
