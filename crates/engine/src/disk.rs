@@ -13,6 +13,8 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::histogram::Histogram;
+
 /// A directory of files.
 pub trait Disk: Send + Sync {
     /// Names of the files in the directory (no paths), in no particular order.
@@ -40,6 +42,10 @@ pub trait Disk: Send + Sync {
     fn rename(&self, from: &str, to: &str) -> io::Result<()>;
     /// Makes file creations and removals durable.
     fn sync_dir(&self) -> io::Result<()>;
+    /// How long each file sync took, where the disk measures it.
+    fn sync_times(&self) -> Option<&Histogram> {
+        None
+    }
 }
 
 /// A file open for appending.
@@ -186,6 +192,8 @@ pub struct OsDisk {
     dir: PathBuf,
     /// Held open for its advisory lock: one process per data directory.
     _lock: File,
+    /// Every fdatasync of its files, timed.
+    syncs: Arc<Histogram>,
 }
 
 impl OsDisk {
@@ -205,6 +213,7 @@ impl OsDisk {
         Ok(OsDisk {
             dir: dir.to_path_buf(),
             _lock: lock,
+            syncs: Arc::default(),
         })
     }
 }
@@ -214,6 +223,7 @@ impl OsDisk {
 struct OsFile {
     file: File,
     end: u64,
+    syncs: Arc<Histogram>,
 }
 
 impl DiskFile for OsFile {
@@ -224,7 +234,10 @@ impl DiskFile for OsFile {
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        self.file.sync_data()
+        let start = std::time::Instant::now();
+        let synced = self.file.sync_data();
+        self.syncs.record(start.elapsed());
+        synced
     }
 
     fn reserve(&mut self, len_bytes: u64) -> io::Result<()> {
@@ -242,6 +255,7 @@ impl DiskFile for OsFile {
         Ok(Box::new(OsFile {
             file: self.file.try_clone()?,
             end: self.end,
+            syncs: Arc::clone(&self.syncs),
         }))
     }
 }
@@ -271,6 +285,10 @@ fn reserve_space(file: &File, len: u64) -> io::Result<()> {
 }
 
 impl Disk for OsDisk {
+    fn sync_times(&self) -> Option<&Histogram> {
+        Some(&self.syncs)
+    }
+
     fn list(&self) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
         for entry in fs::read_dir(&self.dir)? {
@@ -312,13 +330,21 @@ impl Disk for OsDisk {
             .truncate(true)
             .write(true)
             .open(self.dir.join(name))?;
-        Ok(Box::new(OsFile { file, end: 0 }))
+        Ok(Box::new(OsFile {
+            file,
+            end: 0,
+            syncs: Arc::clone(&self.syncs),
+        }))
     }
 
     fn open_append(&self, name: &str) -> io::Result<Box<dyn DiskFile>> {
         let file = OpenOptions::new().write(true).open(self.dir.join(name))?;
         let end = file.metadata()?.len();
-        Ok(Box::new(OsFile { file, end }))
+        Ok(Box::new(OsFile {
+            file,
+            end,
+            syncs: Arc::clone(&self.syncs),
+        }))
     }
 
     fn truncate(&self, name: &str, len_bytes: u64) -> io::Result<()> {

@@ -26,6 +26,7 @@ pub mod disk;
 mod error;
 mod expiry;
 mod follow;
+pub mod histogram;
 mod history;
 mod index;
 mod item;

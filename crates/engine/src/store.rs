@@ -668,6 +668,12 @@ impl Store {
         self.log.is_poisoned()
     }
 
+    /// How long each fdatasync of the log and its files took (None on a simulated
+    /// disk).
+    pub fn sync_times(&self) -> Option<crate::histogram::HistogramSnapshot> {
+        self.disk.sync_times().map(|h| h.snapshot())
+    }
+
     pub fn stats(&self) -> Stats {
         let usage = self.log.usage();
         let (mut cache_bytes, mut cached_values, mut bytes, mut table_bytes) = (0, 0, 0, 0);

@@ -1,10 +1,12 @@
 //! Command-line flags and their defaults. memcached's own flags where they mean the same
 //! thing (`-p -l -t -c -m -I -v`), plus Kura's data directory and durability.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{ArgAction, Parser, ValueEnum};
+use anyhow::Context;
+use clap::{ArgAction, CommandFactory, Parser, ValueEnum};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DurabilityFlag {
@@ -28,6 +30,11 @@ pub struct Config {
     /// Print help.
     #[arg(long = "help", action = ArgAction::Help)]
     pub help: Option<bool>,
+    /// A TOML file of settings: a key per flag (`memory-limit = 2048`, `verbose = 1`);
+    /// flags on the command line override it. `kura config check [flags]` prints the
+    /// settings that result and where each came from.
+    #[arg(long = "config", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// TCP port to listen on; 0 picks a free one (printed on stdout).
     #[arg(short = 'p', long = "port", default_value_t = 11211)]
     pub port: u16,
@@ -105,6 +112,13 @@ pub struct Config {
     #[arg(long = "replica-backlog-mib", default_value_t = 1024,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub replica_backlog_mib: u64,
+    /// Serve Prometheus metrics (`GET /metrics`) on this port of `--metrics-listen`;
+    /// 0 picks a free one (printed on stdout). Off unless given.
+    #[arg(long = "metrics-port")]
+    pub metrics_port: Option<u16>,
+    /// The interface of `--metrics-port`: loopback unless the operator opens it.
+    #[arg(long = "metrics-listen", default_value = "127.0.0.1")]
+    pub metrics_listen: String,
     /// memcached's auth file: `user:password` lines (or `user:<argon2 PHC hash>`) of
     /// who may use the memcached port. Every connection then logs in first: text and
     /// meta ones as with memcached's -Y, binary ones with SASL PLAIN.
@@ -133,10 +147,151 @@ fn parse_sql_port(text: &str) -> Result<SqlPort, String> {
         .map_err(|_| format!("{text:?} is neither a port nor `off`"))
 }
 
+/// The flags a config file may set: every one but `--help` and `--config`.
+fn file_flags() -> Vec<kura_config::Flag> {
+    let command = Config::command();
+    command
+        .get_arguments()
+        .filter(|arg| !matches!(arg.get_id().as_str(), "help" | "config"))
+        .filter_map(|arg| {
+            let kind = match arg.get_action() {
+                ArgAction::SetTrue => kura_config::Kind::Switch,
+                ArgAction::Count => kura_config::Kind::Count,
+                ArgAction::Set | ArgAction::Append => kura_config::Kind::Value,
+                _ => return None,
+            };
+            let (key, spelling) = match (arg.get_long(), arg.get_short()) {
+                (Some(long), _) => (long.to_string(), format!("--{long}")),
+                (None, Some(short)) => (arg.get_id().to_string(), format!("-{short}")),
+                (None, None) => return None,
+            };
+            Some(kura_config::Flag {
+                key,
+                spelling,
+                kind,
+            })
+        })
+        .collect()
+}
+
+/// The `--config FILE` among `args`, if any.
+fn config_path(args: &[OsString]) -> Option<PathBuf> {
+    let mut words = args.iter().skip(1);
+    while let Some(word) = words.next() {
+        let word = word.to_string_lossy();
+        if word == "--config" {
+            return words.next().map(PathBuf::from);
+        }
+        if let Some(path) = word.strip_prefix("--config=") {
+            return Some(PathBuf::from(path));
+        }
+    }
+    None
+}
+
+/// The command line with the config file's settings before its own flags, and the
+/// settings (empty without `--config`).
+fn with_file(args: &[OsString]) -> anyhow::Result<(Vec<OsString>, Vec<kura_config::Setting>)> {
+    let Some(path) = config_path(args) else {
+        return Ok((args.to_vec(), Vec::new()));
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading the config file {}", path.display()))?;
+    let settings = kura_config::to_args(&text, &file_flags())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut full: Vec<OsString> = args.iter().take(1).cloned().collect();
+    full.extend(
+        settings
+            .iter()
+            .flat_map(|s| s.args.iter().map(OsString::from)),
+    );
+    full.extend(args.iter().skip(1).cloned());
+    Ok((full, settings))
+}
+
 impl Config {
+    /// The configuration from `args` (the program's name first) and the file their
+    /// `--config` names. A bad flag ends the process with clap's message, as
+    /// `Config::parse` does; a bad file is an error naming its line.
+    pub fn load(args: &[OsString]) -> anyhow::Result<Config> {
+        let (full, _) = with_file(args)?;
+        Ok(Config::try_parse_from(full).unwrap_or_else(|e| e.exit()))
+    }
+
+    /// `kura config check [flags]`: every setting that results from the file and the
+    /// flags, as a config file would say it, and where it came from. No flag holds a
+    /// secret (the users files hold the passwords, and only their paths are settings),
+    /// so nothing is left out.
+    pub fn check(args: &[OsString]) -> anyhow::Result<String> {
+        let (full, settings) = with_file(args)?;
+        let matches = Config::command()
+            .try_get_matches_from(&full)
+            .unwrap_or_else(|e| e.exit());
+        let own = Config::command()
+            .ignore_errors(true)
+            .try_get_matches_from(args)
+            .ok();
+        let path = config_path(args);
+        let mut text = String::new();
+        for flag in file_flags() {
+            let id = Config::command()
+                .get_arguments()
+                .find(|a| {
+                    a.get_long() == Some(flag.key.as_str()) || a.get_id() == flag.key.as_str()
+                })
+                .map(|a| a.get_id().to_string())
+                .unwrap_or_default();
+            let value = match flag.kind {
+                kura_config::Kind::Switch => matches.get_flag(&id).to_string(),
+                kura_config::Kind::Count => matches.get_count(&id).to_string(),
+                kura_config::Kind::Value => {
+                    match matches.get_raw(&id).and_then(|mut v| v.next_back()) {
+                        Some(raw) => toml_value(&raw.to_string_lossy()),
+                        None => continue,
+                    }
+                }
+            };
+            let from_command_line = own.as_ref().is_some_and(|m| {
+                m.value_source(&id) == Some(clap::parser::ValueSource::CommandLine)
+            });
+            let from_file = settings.iter().find(|s| s.key == flag.key);
+            let source = match (from_command_line, from_file, &path) {
+                (true, _, _) => "the command line".to_string(),
+                (false, Some(setting), Some(path)) => {
+                    format!("{}:{}", path.display(), setting.line)
+                }
+                _ if matches.value_source(&id) == Some(clap::parser::ValueSource::DefaultValue) => {
+                    "default".to_string()
+                }
+                _ => "unset".to_string(),
+            };
+            text.push_str(&format!("{} = {value}  # {source}\n", flag.key));
+        }
+        Ok(text)
+    }
+
     pub fn fsync_interval(&self) -> Duration {
         Duration::from_millis(self.fsync_interval_ms.max(1))
     }
+}
+
+/// A command-line value as a TOML value: a bare integer, or a quoted string.
+fn toml_value(raw: &str) -> String {
+    if raw.parse::<i64>().is_ok() {
+        return raw.to_string();
+    }
+    let mut quoted = String::with_capacity(raw.len() + 2);
+    quoted.push('"');
+    for c in raw.chars() {
+        match c {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            c if c.is_control() => quoted.push_str(&format!("\\u{:04x}", c as u32)),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
 }
 
 /// Parses memcached's size syntax: `1048576`, `512k`, `2m`.

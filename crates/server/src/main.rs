@@ -5,6 +5,7 @@ mod binary;
 mod config;
 mod dispatch;
 mod memory;
+mod metrics;
 mod reader;
 mod replication;
 mod semantics;
@@ -21,7 +22,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use clap::Parser;
 use kura_engine::{Ack, CoarseClock, Durability, Options, Store};
 use kura_protocol::Limits;
 use kura_tables::Tables;
@@ -32,7 +32,18 @@ use crate::server::Shared;
 use crate::stats::{Connections, CounterSet, PrefixStats};
 
 fn main() -> anyhow::Result<()> {
-    let config = Config::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "config") && args.get(2).is_some_and(|a| a == "check") {
+        let rest: Vec<_> = args
+            .iter()
+            .take(1)
+            .chain(args.iter().skip(3))
+            .cloned()
+            .collect();
+        print!("{}", Config::check(&rest)?);
+        return Ok(());
+    }
+    let config = Config::load(&args)?;
     // Room for -c connections plus the log, the listener and the runtime's own files.
     raise_open_files_limit(config.connections_max as u64 + 64);
     let durability = match config.durability {
@@ -176,6 +187,14 @@ async fn run(
         let addr = listener.local_addr()?;
         sql::serve(listener, Arc::clone(&shared), Arc::new(users))?;
         println!("kura sql listening on {addr}");
+    }
+    if let Some(port) = shared.config.metrics_port {
+        let addr = format!("{}:{port}", shared.config.metrics_listen);
+        let listener = std::net::TcpListener::bind(&addr)
+            .with_context(|| format!("metrics: listening on {addr}"))?;
+        let bound = listener.local_addr()?;
+        metrics::serve(listener, Arc::clone(&shared))?;
+        println!("kura metrics listening on {bound}");
     }
     // Tests and scripts read the port from this line (after the SQL port's).
     println!("kura listening on {listen_addr}");

@@ -332,6 +332,7 @@ async fn connection(
         peer,
     };
     let mut need_read = true;
+    let mut batch_started = Instant::now();
     // Created once: a fresh `changed()` future per read would register and unregister
     // a waiter on the channel for every request.
     let stop = shutdown.changed();
@@ -349,6 +350,7 @@ async fn connection(
                 Ok(0) | Err(_) => break 'serve,
                 Ok(n) => add(&shared.counters.local().bytes_read, n as u64),
             }
+            batch_started = Instant::now();
             last_cmd_secs.store(u64::from(shared.store.now_secs()), Ordering::Relaxed);
         }
         need_read = true;
@@ -403,7 +405,12 @@ async fn connection(
                 break;
             }
         }
-        if !flush(&mut stream, &mut conn, &shared, &mut ack).await || flow == Flow::Close {
+        let replied = !conn.out.is_empty();
+        let flushed = flush(&mut stream, &mut conn, &shared, &mut ack).await;
+        if replied {
+            shared.counters.record_batch(batch_started.elapsed());
+        }
+        if !flushed || flow == Flow::Close {
             break 'serve;
         }
         if let Flow::Replicate(request) = flow {

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use kura_engine::histogram::{Histogram, HistogramSnapshot};
 use parking_lot::Mutex;
 
 macro_rules! counters {
@@ -48,13 +49,32 @@ thread_local! {
 #[derive(Debug)]
 pub struct CounterSet {
     slots: Box<[Counters]>,
+    /// Per thread as the counters: how long each connection's batch took, from its
+    /// read to its replies written.
+    batch_times: Box<[Histogram]>,
 }
 
 impl CounterSet {
     pub fn new(worker_threads: usize) -> CounterSet {
         CounterSet {
             slots: (0..=worker_threads).map(|_| Counters::default()).collect(),
+            batch_times: (0..=worker_threads).map(|_| Histogram::default()).collect(),
         }
+    }
+
+    /// Records one batch's time, from its read to its replies written.
+    pub fn record_batch(&self, elapsed: std::time::Duration) {
+        let slot = SLOT.with(std::cell::Cell::get);
+        self.batch_times[slot.min(self.batch_times.len() - 1)].record(elapsed);
+    }
+
+    /// The batch times of every thread together.
+    pub fn batch_times(&self) -> HistogramSnapshot {
+        let mut snapshot = HistogramSnapshot::default();
+        for histogram in self.batch_times.iter() {
+            histogram.add_to(&mut snapshot);
+        }
+        snapshot
     }
 
     /// Makes the calling thread bump copy `1 + worker`.

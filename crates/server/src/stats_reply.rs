@@ -15,7 +15,7 @@ fn stat(out: &mut Vec<u8>, name: &str, value: impl std::fmt::Display) {
 }
 
 /// User and system CPU seconds of this process, from /proc/self/stat.
-fn rusage() -> (f64, f64) {
+pub(crate) fn rusage() -> (f64, f64) {
     let Ok(text) = std::fs::read_to_string("/proc/self/stat") else {
         return (0.0, 0.0);
     };

@@ -64,6 +64,11 @@ pub struct Replication {
 }
 
 impl Replication {
+    /// The replicas streaming from this node now.
+    pub fn links(&self) -> Vec<Arc<primary::Link>> {
+        self.links.lock().values().cloned().collect()
+    }
+
     pub fn new(data_dir: &Path) -> Replication {
         Replication {
             data_dir: data_dir.to_path_buf(),
