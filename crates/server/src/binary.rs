@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use kura_engine::{exptime_to_absolute, Access, Change, ItemRef};
+use kura_engine::{exptime_to_absolute, Access, Change};
 use kura_protocol::binary::{self, Command, Header, Parsed, ReplyTo, Sasl, Status, StoreOp};
 use kura_protocol::Tokens;
 
@@ -462,53 +462,11 @@ fn get(
     with_key: bool,
     out: &mut Vec<u8>,
 ) -> Outcome {
-    let c = shared.counters.local();
-    let mut lsn = None;
-    let item = if let Some(exptime) = touch {
-        bump(&c.cmd_touch);
-        let result = shared.store.update(key, Access::Fetch, |item, now| {
-            let change = Change::Touch {
-                exptime: Some(exptime_to_absolute(i64::from(exptime), now)),
-                mark_win_sent: false,
-            };
-            (change, item.map(ItemRef::to_item))
-        });
-        match result {
-            Ok((item, written)) => {
-                lsn = written.map(|w| w.lsn);
-                bump(if item.is_some() {
-                    &c.touch_hits
-                } else {
-                    &c.touch_misses
-                });
-                item
-            }
-            Err(e) => {
-                engine_error(out, to, &e);
-                return Outcome::after(None);
-            }
-        }
-    } else {
-        bump(&c.cmd_get);
-        match shared.store.get(key) {
-            Ok(item) => {
-                bump(if item.is_some() {
-                    &c.get_hits
-                } else {
-                    &c.get_misses
-                });
-                shared.prefixes.record(
-                    key,
-                    PrefixEvent::Get {
-                        hit: item.is_some(),
-                    },
-                );
-                item
-            }
-            Err(e) => {
-                engine_error(out, to, &e);
-                return Outcome::after(None);
-            }
+    let (item, lsn) = match crate::dispatch::fetch(shared, key, touch.map(i64::from)) {
+        Ok(found) => found,
+        Err(e) => {
+            engine_error(out, to, &e);
+            return Outcome::after(None);
         }
     };
     let shown_key: &[u8] = if with_key { key } else { &[] };

@@ -375,7 +375,6 @@ fn retrieve(
     keys: Tokens<'_>,
     out: &mut Vec<u8>,
 ) -> Outcome {
-    let c = shared.counters.local();
     let touch = command.touches();
     let mut lsn = None;
     for key in keys {
@@ -389,52 +388,14 @@ fn retrieve(
                 continue;
             }
         }
-        let item = if touch {
-            bump(&c.cmd_touch);
-            let result = shared.store.update(key, Access::Fetch, |item, now| {
-                let change = Change::Touch {
-                    exptime: Some(exptime_to_absolute(exptime, now)),
-                    mark_win_sent: false,
-                };
-                (change, item.map(ItemRef::to_item))
-            });
-            match result {
-                Ok((item, written)) => {
-                    lsn = max_lsn(lsn, written.map(|w| w.lsn));
-                    bump(if item.is_some() {
-                        &c.touch_hits
-                    } else {
-                        &c.touch_misses
-                    });
-                    item
-                }
-                Err(e) => {
-                    write_engine_error(&e, out);
-                    return Outcome::after(lsn);
-                }
+        let (item, touched) = match fetch(shared, key, touch.then_some(exptime)) {
+            Ok(found) => found,
+            Err(e) => {
+                write_engine_error(&e, out);
+                return Outcome::after(lsn);
             }
-        } else {
-            bump(&c.cmd_get);
-            let item = match shared.store.get(key) {
-                Ok(item) => item,
-                Err(e) => {
-                    write_engine_error(&e, out);
-                    return Outcome::after(lsn);
-                }
-            };
-            bump(if item.is_some() {
-                &c.get_hits
-            } else {
-                &c.get_misses
-            });
-            shared.prefixes.record(
-                key,
-                PrefixEvent::Get {
-                    hit: item.is_some(),
-                },
-            );
-            item
         };
+        lsn = max_lsn(lsn, touched);
         if let Some(item) = item {
             lsn = max_lsn(lsn, Some(item.lsn));
             let cas = command.returns_cas().then_some(item.cas);
@@ -443,6 +404,43 @@ fn retrieve(
     }
     out.extend_from_slice(b"END\r\n");
     Outcome::after(lsn)
+}
+
+/// A get of one key of memcached's space, or with `touch` a gat (the new exptime):
+/// the item, and the LSN of the touch it made. Counts the hit or miss (and a get in
+/// `stats detail`) as memcached does.
+pub fn fetch(
+    shared: &Shared,
+    key: &[u8],
+    touch: Option<i64>,
+) -> Result<(Option<kura_engine::Item>, Option<u64>), kura_engine::Error> {
+    let c = shared.counters.local();
+    let Some(exptime) = touch else {
+        bump(&c.cmd_get);
+        let item = shared.store.get(key)?;
+        bump(if item.is_some() {
+            &c.get_hits
+        } else {
+            &c.get_misses
+        });
+        let hit = item.is_some();
+        shared.prefixes.record(key, PrefixEvent::Get { hit });
+        return Ok((item, None));
+    };
+    bump(&c.cmd_touch);
+    let (item, written) = shared.store.update(key, Access::Fetch, |item, now| {
+        let change = Change::Touch {
+            exptime: Some(exptime_to_absolute(exptime, now)),
+            mark_win_sent: false,
+        };
+        (change, item.map(ItemRef::to_item))
+    })?;
+    bump(if item.is_some() {
+        &c.touch_hits
+    } else {
+        &c.touch_misses
+    });
+    Ok((item, written.map(|w| w.lsn)))
 }
 
 /// Appends ` k<key>` (base64 and ` b` when the request used `b`).
