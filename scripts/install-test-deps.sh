@@ -2,7 +2,7 @@
 # Installs what the test suite needs beyond Rust: Debian's memcached (the reference
 # the wire transcripts are compared with), libmemcached-tools (memccapable),
 # sasl2-bin and libsasl2-modules (memcached's SASL checks users in a sasldb that
-# saslpasswd2 writes; PLAIN is a plugin), and a
+# saslpasswd2 writes; PLAIN is a plugin), memjs from npm into target/node, and a
 # Python virtualenv in target/pyenv with the clients the tests drive (PyMySQL,
 # mysql-connector-python, pymemcache, pylibmc, python-binary-memcached and
 # prometheus-client, the Prometheus project's parser, pinned).
@@ -47,6 +47,21 @@ python_clients() {
         pylibmc==1.6.3 python-binary-memcached==0.33.0 prometheus-client==0.21.1
 }
 python_clients
+
+# memjs, Node's binary-protocol client, pinned, into target/node (npm ships with Node).
+node_clients() {
+    local prefix
+    prefix="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target/node"
+    if [[ -f "$prefix/node_modules/memjs/package.json" ]] &&
+        grep -q '"version": "1.3.2"' "$prefix/node_modules/memjs/package.json"; then
+        echo "install-test-deps: present: node clients in $prefix"
+        return
+    fi
+    echo "install-test-deps: node clients into $prefix"
+    mkdir -p "$prefix"
+    npm install --prefix "$prefix" --no-audit --no-fund --silent memjs@1.3.2
+}
+node_clients
 
 if [[ ${#missing[@]} -eq 0 ]]; then
     echo "install-test-deps: present: ${packages[*]}"

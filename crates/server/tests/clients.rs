@@ -2,7 +2,7 @@
 //! first so that its expectations are memcached's own: pylibmc in binary mode
 //! (libmemcached's binary protocol) and python-binary-memcached, without and with
 //! SASL (`tests/clients/*.py`, in the virtualenv `scripts/install-test-deps.sh`
-//! makes).
+//! makes), and Node's memjs with SASL (`tests/clients/memjs_check.js`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -34,6 +34,27 @@ fn run(script: &str, addr: SocketAddr, args: &[&str]) -> Result<(), String> {
                 python.display()
             )
         })?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
+/// Runs a Node script against `addr`, with the modules `scripts/install-test-deps.sh`
+/// puts in target/node.
+fn run_node(script: &str, addr: SocketAddr, args: &[&str]) -> Result<(), String> {
+    let output = Command::new("node")
+        .arg(root().join("tests/clients").join(script))
+        .arg(addr.port().to_string())
+        .args(args)
+        .env("NODE_PATH", root().join("target/node/node_modules"))
+        .output()
+        .map_err(|e| format!("cannot run node (scripts/install-test-deps.sh): {e}"))?;
     if output.status.success() {
         Ok(())
     } else {
@@ -78,6 +99,9 @@ fn sasl_clients_log_in_as_with_memcached() {
         Ok(m) => m,
         Err(e) => panic!("cannot start memcached with SASL: {e}"),
     };
+    if let Err(e) = run_node("memjs_check.js", memcached.addr(), &["ann", "s3cret"]) {
+        panic!("memjs_check.js fails against memcached itself (fix the script):\n{e}");
+    }
     if let Err(e) = run("sasl_clients.py", memcached.addr(), &["ann", "s3cret"]) {
         panic!(
             "sasl_clients.py fails against memcached itself (fix the script):\n{e}\n{}",
@@ -93,6 +117,12 @@ fn sasl_clients_log_in_as_with_memcached() {
     if let Err(e) = run("sasl_clients.py", kura.addr(), &["ann", "s3cret"]) {
         panic!(
             "sasl_clients.py against kura:\n{e}\nkura's log:\n{}",
+            kura.log()
+        );
+    }
+    if let Err(e) = run_node("memjs_check.js", kura.addr(), &["ann", "s3cret"]) {
+        panic!(
+            "memjs_check.js against kura:\n{e}\nkura's log:\n{}",
             kura.log()
         );
     }
