@@ -84,6 +84,39 @@ impl Users {
     }
 }
 
+/// The text login for `--replication-login`: the file's one `user:password` line as
+/// the `set` memcached's `-Y` reads (user and password may not hold spaces).
+pub fn login_from_file(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let text = std::fs::read(path)
+        .with_context(|| format!("reading the replication login {}", path.display()))?;
+    let lines = parse_users(&text)
+        .map_err(|e| anyhow::anyhow!("{}, line {}: {}", path.display(), e.line, e.why))?;
+    let [line] = lines.as_slice() else {
+        anyhow::bail!(
+            "{}: one user:password line, not {}",
+            path.display(),
+            lines.len()
+        );
+    };
+    let Secret::Plain(password) = line.secret else {
+        anyhow::bail!(
+            "{}: the password itself, not a hash: it is sent",
+            path.display()
+        );
+    };
+    if password.is_empty() || password.iter().any(|&b| b == b' ' || b == b'\r') {
+        anyhow::bail!(
+            "{}: a password without spaces (a login is `user password`)",
+            path.display()
+        );
+    }
+    let token = [line.user, b" ", password].concat();
+    let mut login = format!("set kura-login 0 0 {}\r\n", token.len()).into_bytes();
+    login.extend_from_slice(&token);
+    login.extend_from_slice(b"\r\n");
+    Ok(login)
+}
+
 /// Equal bytes, compared without an early exit (the length alone may show).
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0

@@ -124,6 +124,11 @@ pub struct Config {
     /// meta ones as with memcached's -Y, binary ones with SASL PLAIN.
     #[arg(short = 'Y', long = "auth-file")]
     pub auth_file: Option<PathBuf>,
+    /// A file with one `user:password` line: how this node logs in (with the text
+    /// protocol's login) to the nodes it connects to, its primary and an old primary it
+    /// fences, when they have a users file (-Y).
+    #[arg(long = "replication-login", value_name = "FILE")]
+    pub replication_login: Option<PathBuf>,
     /// memcached's -S (SASL on the binary protocol). Kura's SASL checks the -Y users
     /// file, so this needs -Y; with -Y, SASL is on anyway.
     #[arg(short = 'S', long = "enable-sasl")]

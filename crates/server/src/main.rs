@@ -135,6 +135,10 @@ async fn run(
         }
         None => None,
     };
+    let replication_login = match &config.replication_login {
+        Some(path) => Some(auth::login_from_file(path)?),
+        None => None,
+    };
     let users = match (&config.auth_file, config.enable_sasl) {
         (Some(path), _) => Some(Arc::new(auth::Users::from_file(path)?)),
         (None, true) => {
@@ -165,7 +169,7 @@ async fn run(
         reader: reader::ValueReader::start(config.read_threads).context("starting readers")?,
         stopping: AtomicBool::new(false),
         listen_addr,
-        replication: replication::Replication::new(&config.data_dir),
+        replication: replication::Replication::new(&config.data_dir, replication_login),
         config,
     });
     shared.replication.bind(&shared);

@@ -1,6 +1,7 @@
 //! Logging in on the memcached port with a users file (`-Y`): text and binary on one
 //! port with one file, argon2-hashed passwords, the limit on failed logins, the
-//! counters, and a log that names the user but never the password.
+//! counters, a log that names the user but never the password, and a replica that
+//! logs in to its primary (`--replication-login`).
 //! (`auth_text` and `binprot_sasl` in the transcripts compare the replies with
 //! memcached's.)
 #![allow(clippy::expect_used)]
@@ -99,4 +100,77 @@ fn sasl_without_a_users_file_refuses_to_start() {
         Err(e) => e.to_string(),
     };
     assert!(error.contains("-Y"), "{error}");
+}
+
+/// Reads `key` on `server` until it shows `value` (at most 30 s); the replica's
+/// stream is asynchronous.
+fn eventually_reads(server: &KuraServer, key: &str, value: &str) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut client = Client::connect(server.addr()).expect("connect");
+    let want = format!("VALUE {key} 0 {}\r\n{value}\r\nEND\r\n", value.len());
+    while std::time::Instant::now() < deadline {
+        let reply = client
+            .request(format!("get {key}\r\n").as_bytes(), b"END\r\n")
+            .expect("get");
+        if reply == want.as_bytes() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn a_replica_logs_in_to_a_primary_with_a_users_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let users = dir.path().join("users");
+    std::fs::write(&users, "ann:secret\nrepl:r3pl\n").expect("write");
+    let login = dir.path().join("login");
+    std::fs::write(&login, "repl:r3pl\n").expect("write");
+    let users = users.to_string_lossy().into_owned();
+    let login = login.to_string_lossy().into_owned();
+    let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
+    let primary = KuraServer::start(&bin, Durability::Fsync, &["-Y", &users]).expect("primary");
+    let primary_addr = primary.addr().to_string();
+    let replica = KuraServer::start(
+        &bin,
+        Durability::Fsync,
+        &["--replica-of", &primary_addr, "--replication-login", &login],
+    )
+    .expect("replica");
+    let stranger = KuraServer::start(&bin, Durability::Fsync, &["--replica-of", &primary_addr])
+        .expect("stranger");
+
+    let mut writer = Client::connect(primary.addr()).expect("connect");
+    let reply = writer
+        .request(
+            b"set x 0 0 10\r\nann secret\r\nset k 0 0 5\r\nhello\r\n",
+            b"STORED\r\nSTORED\r\n",
+        )
+        .expect("write");
+    assert_eq!(reply, b"STORED\r\nSTORED\r\n");
+    assert!(
+        eventually_reads(&replica, "k", "hello"),
+        "the replica with a login never got the write; its log:\n{}",
+        replica.log()
+    );
+    // A replica without a login is refused, and its `stats replication` says so.
+    let mut reader = Client::connect(stranger.addr()).expect("connect");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let stats = reader
+            .request(b"stats replication\r\n", b"END\r\n")
+            .expect("stats");
+        let stats = String::from_utf8_lossy(&stats).into_owned();
+        if stats.contains("primary_last_error CLIENT_ERROR_unauthenticated") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{stats}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let reply = reader.request(b"get k\r\n", b"END\r\n").expect("get");
+    assert_eq!(
+        reply, b"END\r\n",
+        "a replica that could not log in holds nothing"
+    );
 }

@@ -121,6 +121,7 @@ fn fence_once(shared: &Shared, target: &str) -> Result<String, String> {
         .ok_or_else(|| format!("{target}: no address"))?;
     let mut stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(io)?;
     stream.set_read_timeout(Some(REPLY_TIMEOUT)).map_err(io)?;
+    shared.replication.log_in(&mut stream)?;
     // Where this node listens, as the old primary reaches it: the listening address,
     // or, when that is every interface, the one this connection left from.
     let listen = shared.listen_addr;

@@ -39,6 +39,9 @@ const ROLE_FILE: &str = "replica-of";
 /// The node's side of replication: whom it follows, and who follows it.
 pub struct Replication {
     data_dir: PathBuf,
+    /// `--replication-login`: the text login this node sends before `replicate` or
+    /// `fence` to a node with a users file.
+    login: Option<Vec<u8>>,
     /// What every connection shares, for the threads replication starts
     /// ([`Replication::bind`]).
     shared: std::sync::OnceLock<std::sync::Weak<Shared>>,
@@ -64,14 +67,42 @@ pub struct Replication {
 }
 
 impl Replication {
+    /// Sends the `--replication-login` (if any) on a connection to another node and
+    /// waits for its `STORED`.
+    pub fn log_in(&self, stream: &mut std::net::TcpStream) -> Result<(), String> {
+        use std::io::{Read, Write};
+        let Some(login) = &self.login else {
+            return Ok(());
+        };
+        stream.write_all(login).map_err(|e| e.to_string())?;
+        let mut reply = Vec::new();
+        let mut byte = [0u8; 1];
+        // Byte by byte: what follows the reply is the stream's, not the login's.
+        while !reply.ends_with(b"\r\n") && reply.len() < 4096 {
+            if stream.read(&mut byte).map_err(|e| e.to_string())? == 0 {
+                return Err("closed while logging in".to_string());
+            }
+            reply.push(byte[0]);
+        }
+        if reply == b"STORED\r\n" {
+            Ok(())
+        } else {
+            Err(format!(
+                "logging in: {}",
+                String::from_utf8_lossy(&reply).trim_end()
+            ))
+        }
+    }
+
     /// The replicas streaming from this node now.
     pub fn links(&self) -> Vec<Arc<primary::Link>> {
         self.links.lock().values().cloned().collect()
     }
 
-    pub fn new(data_dir: &Path) -> Replication {
+    pub fn new(data_dir: &Path, login: Option<Vec<u8>>) -> Replication {
         Replication {
             data_dir: data_dir.to_path_buf(),
+            login,
             shared: std::sync::OnceLock::new(),
             following: Mutex::new(None),
             fencer: Mutex::new(None),

@@ -208,6 +208,7 @@ fn session(
     if stop.load(Ordering::Acquire) {
         return Ok(());
     }
+    shared.replication.log_in(&mut stream)?;
     // The position: the epoch this log's end is in (a rewind or a partial copy may
     // have taken a history whose newest epoch begins later), its end, and how far
     // back the log could be cut if the primary's history parted from it earlier.
