@@ -124,6 +124,10 @@ pub struct Config {
     /// meta ones as with memcached's -Y, binary ones with SASL PLAIN.
     #[arg(short = 'Y', long = "auth-file")]
     pub auth_file: Option<PathBuf>,
+    /// Listen off the loopback (`-l`) with no users file (-Y): anyone who reaches the
+    /// port may read and change everything. Without this flag Kura refuses to start so.
+    #[arg(long = "insecure")]
+    pub insecure: bool,
     /// A file with one `user:password` line: how this node logs in (with the text
     /// protocol's login) to the nodes it connects to, its primary and an old primary it
     /// fences, when they have a users file (-Y).

@@ -146,6 +146,14 @@ async fn run(
         }
         (None, false) => None,
     };
+    if users.is_none() && !config.insecure && !sql::is_loopback(&config.listen) {
+        anyhow::bail!(
+            "listening on {} with no users file would let anyone who reaches the port read \
+             and change everything: give -Y FILE, listen on loopback, or pass --insecure \
+             to mean it",
+            config.listen
+        );
+    }
     let addr = format!("{}:{}", config.listen, config.port);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await

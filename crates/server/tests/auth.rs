@@ -7,7 +7,7 @@
 #![allow(clippy::expect_used)]
 
 use argon2::password_hash::{PasswordHasher, SaltString};
-use kura_testkit::{kura_bin, Client, Durability, KuraServer};
+use kura_testkit::{kura_bin, Client, Durability, KuraOptions, KuraServer};
 
 fn hashed(password: &str) -> String {
     let salt = SaltString::from_b64("a3VyYXRlc3RzYWx0").expect("salt");
@@ -173,4 +173,35 @@ fn a_replica_logs_in_to_a_primary_with_a_users_file() {
         reply, b"END\r\n",
         "a replica that could not log in holds nothing"
     );
+}
+
+#[test]
+fn an_open_listener_without_users_refuses_to_start_unless_meant() {
+    let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
+    let error = match KuraOptions::new(&bin, Durability::Fsync)
+        .listen("0.0.0.0")
+        .arg("--sql-port")
+        .arg("off")
+        .start()
+    {
+        Ok(_) => panic!("kura listened on 0.0.0.0 with no users file"),
+        Err(e) => e.to_string(),
+    };
+    assert!(error.contains("--insecure"), "{error}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let users = dir.path().join("users");
+    std::fs::write(&users, "ann:secret\n").expect("write");
+    for meant in [
+        vec!["--insecure".to_string()],
+        vec!["-Y".to_string(), users.to_string_lossy().into_owned()],
+    ] {
+        let mut options = KuraOptions::new(&bin, Durability::Fsync)
+            .listen("0.0.0.0")
+            .arg("--sql-port")
+            .arg("off");
+        for arg in &meant {
+            options = options.arg(arg);
+        }
+        options.start().unwrap_or_else(|e| panic!("{meant:?}: {e}"));
+    }
 }

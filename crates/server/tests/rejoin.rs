@@ -179,10 +179,12 @@ fn an_old_primary_restarted_after_a_promotion_cuts_its_log_and_follows() {
 fn an_old_primary_cut_off_by_a_partition_is_fenced_when_it_heals() {
     let ns = NetNamespace::create("part");
     let (old_dir, new_dir) = (data_dir("partition-old-"), data_dir("partition-new-"));
-    // Off the loopback, the SQL port would need passwords; this test needs none.
+    // Off the loopback, the SQL port would need passwords and the memcached port a
+    // users file (or --insecure); this test needs neither.
     let old = options()
         .arg("--sql-port")
         .arg("off")
+        .arg("--insecure")
         .listen(&ns.inside)
         .wrapped_in(&["ip", "netns", "exec", &ns.name])
         .start_on(old_dir.path())
@@ -190,6 +192,7 @@ fn an_old_primary_cut_off_by_a_partition_is_fenced_when_it_heals() {
     let new = options()
         .arg("--sql-port")
         .arg("off")
+        .arg("--insecure")
         .listen(&ns.outside)
         .arg("--replica-of")
         .arg(old.addr().to_string())
