@@ -47,6 +47,15 @@ pub struct Config {
     /// Most simultaneous connections; more are refused as memcached refuses them.
     #[arg(short = 'c', long = "conn-limit", default_value_t = 1024)]
     pub connections_max: usize,
+    /// As memcached's -R: after this many requests from one read, a connection lets
+    /// the other connections of its worker run before it goes on (`conn_yields`).
+    #[arg(short = 'R', long = "max-reqs-per-event", default_value_t = 20,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub reqs_per_event: usize,
+    /// As memcached's idle_timeout: close a connection that sends nothing for this many
+    /// seconds (`idle_kicks`); 0 = never.
+    #[arg(long = "idle-timeout", default_value_t = 0)]
+    pub idle_timeout_secs: u64,
     /// Memory in MiB for the index and the values held in memory. Values that do not
     /// fit stay on disk and are read back when wanted; only when the keys alone fill it
     /// do stores get `SERVER_ERROR out of memory storing object`. 0 = no limit.

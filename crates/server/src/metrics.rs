@@ -284,6 +284,16 @@ impl Collector for Snapshot {
             "Connections refused at the connection limit.",
             count("rejected_connections"),
         )?;
+        out.counter(
+            "memcached_connections_yielded",
+            "Times a connection let others run after -R requests of one read.",
+            count("conn_yields"),
+        )?;
+        out.counter(
+            "kura_idle_kicks",
+            "Connections closed for sending nothing for --idle-timeout.",
+            count("idle_kicks"),
+        )?;
         out.gauge_u64(
             "memcached_current_bytes",
             "Bytes of memcached's items.",

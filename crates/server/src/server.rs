@@ -341,10 +341,16 @@ async fn connection(
         if need_read {
             // Keep room to read into; on an emptied buffer this reclaims the space.
             input.reserve(READ_CHUNK_BYTES);
+            let idle = shared.config.idle_timeout_secs;
             let read = tokio::select! {
                 biased;
                 read = stream.read_buf(&mut input) => read,
                 _ = &mut stop => break 'serve,
+                _ = tokio::time::sleep(Duration::from_secs(idle)), if idle > 0 => {
+                    // memcached's idle_timeout: a connection silent this long is closed.
+                    bump(&shared.counters.local().idle_kicks);
+                    break 'serve;
+                }
             };
             match read {
                 Ok(0) | Err(_) => break 'serve,
@@ -355,6 +361,7 @@ async fn connection(
         }
         need_read = true;
         let mut flow = Flow::Continue;
+        let mut ran: usize = 0;
         loop {
             if conn.swallow_bytes > 0 {
                 let n = conn.swallow_bytes.min(input.len());
@@ -394,10 +401,18 @@ async fn connection(
                 } => {
                     input.advance(consumed);
                     flow = next;
+                    ran += 1;
                 }
             }
             if flow != Flow::Continue {
                 break;
+            }
+            if ran.is_multiple_of(shared.config.reqs_per_event) && !input.is_empty() {
+                // memcached's -R: after this many requests of one read, let the worker's
+                // other connections run. The replies stay here, to leave with the rest
+                // of the read's (and to share its wait for the log).
+                bump(&shared.counters.local().conn_yields);
+                tokio::task::yield_now().await;
             }
             if conn.out.len() > 256 * 1024 {
                 // Send what we have before parsing on; the rest of the input is still here.

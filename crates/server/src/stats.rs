@@ -143,6 +143,8 @@ counters!(
     curr_connections,
     total_connections,
     rejected_connections,
+    conn_yields,
+    idle_kicks,
     log_wait_batches,
 );
 

@@ -195,6 +195,8 @@ fn settings(shared: &Shared, out: &mut Vec<u8>) {
     let config = &shared.config;
     stat(out, "maxbytes", shared.store.memory_limit());
     stat(out, "maxconns", config.connections_max);
+    stat(out, "reqs_per_event", config.reqs_per_event);
+    stat(out, "idle_timeout", config.idle_timeout_secs);
     stat(out, "tcpport", shared.listen_addr.port());
     stat(out, "udpport", 0);
     stat(out, "inter", config.listen.as_str());
