@@ -230,7 +230,7 @@ impl Shared {
     }
 
     fn poison(&self, e: &std::io::Error) {
-        eprintln!("kura: log write failed, refusing further writes: {e}");
+        tracing::error!("log write failed, refusing further writes: {e}");
         self.poisoned.store(true, Ordering::Release);
         self.publish();
     }

@@ -335,18 +335,18 @@ fn usable_checkpoint(disk: &dyn Disk, sequences: &[u64]) -> Result<Option<Checkp
     let c = match Checkpoint::decode(&bytes, SHARDS as usize) {
         Ok(c) => c,
         Err(why) => {
-            eprintln!("kura: not using the index checkpoint: {why}; replaying the whole log");
+            tracing::warn!("not using the index checkpoint: {why}; replaying the whole log");
             return Ok(None);
         }
     };
     if sequences.first() != Some(&c.oldest_segment) || !sequences.contains(&c.segment) {
-        eprintln!("kura: the index checkpoint predates a compaction; replaying the whole log");
+        tracing::warn!("the index checkpoint predates a compaction; replaying the whole log");
         return Ok(None);
     }
     if c.offset > record::SEGMENT_HEADER_BYTES as u64 {
         let file = disk.open_read(&log::segment_name(c.segment))?;
         if file.read_exact_at(&mut [0u8], c.offset - 1).is_err() {
-            eprintln!("kura: the log ends before the index checkpoint; replaying the whole log");
+            tracing::warn!("the log ends before the index checkpoint; replaying the whole log");
             // For good: the log resumes short of its position and reserves space past
             // it, which would read as zeros there and pass this check next time.
             disk.remove(checkpoint::FILE)?;
@@ -517,8 +517,8 @@ impl Store {
                     // resumes, its own LSN is the one for its offset.
                     if let Some(start_lsn) = start_lsn.filter(|_| sequence != start.0) {
                         if lsn != 0 && lsn != start_lsn {
-                            eprintln!(
-                                "kura: {name} says it starts at LSN {start_lsn}, the log before it ends at {lsn}"
+                            tracing::warn!(
+                                "{name} says it starts at LSN {start_lsn}, the log before it ends at {lsn}"
                             );
                         }
                         lsn = lsn.max(start_lsn);
@@ -612,8 +612,8 @@ impl Store {
                     disk.remove(&later_name)?;
                 }
                 disk.sync_dir()?;
-                eprintln!(
-                    "kura: recovery cut {cut_bytes} bytes of torn or corrupt log at {name}:{pos}"
+                tracing::warn!(
+                    "recovery cut {cut_bytes} bytes of torn or corrupt log at {name}:{pos}"
                 );
                 resume = Some((sequence, pos as u64));
                 replay.usage.entry(sequence).or_default().bytes = pos as u64;

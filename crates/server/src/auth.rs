@@ -147,10 +147,7 @@ pub async fn check(
     };
     if !ok {
         bump(&shared.counters.local().auth_errors);
-        eprintln!(
-            "kura: failed {how} login as {:?} from {peer}",
-            printable(user)
-        );
+        tracing::warn!("failed {how} login as {:?} from {peer}", printable(user));
     }
     ok
 }

@@ -18,6 +18,12 @@ pub enum DurabilityFlag {
     None,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
 /// Kura: a persistent key-value server that speaks the memcached protocol.
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -71,6 +77,10 @@ pub struct Config {
     /// Verbose logging to stderr; repeat for more.
     #[arg(short = 'v', action = ArgAction::Count)]
     pub verbose: u8,
+    /// How log lines on stderr are written: `text`, or `json` (one object a line, for
+    /// journald or a log shipper).
+    #[arg(long = "log-format", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// Where the log lives.
     #[arg(long = "data-dir", default_value = "kura-data")]
     pub data_dir: PathBuf,

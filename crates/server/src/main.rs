@@ -44,6 +44,7 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let config = Config::load(&args)?;
+    start_logging(&config);
     // Room for -c connections plus the log, the listener and the runtime's own files.
     raise_open_files_limit(config.connections_max as u64 + 64);
     let durability = match config.durability {
@@ -74,8 +75,8 @@ fn main() -> anyhow::Result<()> {
     let store = Arc::new(store);
     let tables = Tables::open(Arc::clone(&store)).context("reading the tables' catalog")?;
     if let (Some(path), Some(primary)) = (&config.schema, &replica_of) {
-        eprintln!(
-            "kura: not applying {}: a replica takes its tables from its primary {primary}",
+        tracing::info!(
+            "not applying {}: a replica takes its tables from its primary {primary}",
             path.display()
         );
     } else if let Some(path) = &config.schema {
@@ -85,13 +86,13 @@ fn main() -> anyhow::Result<()> {
             .apply_schema(&sql)
             .with_context(|| format!("schema {}", path.display()))?;
         for name in created {
-            eprintln!("kura: created table {name}");
+            tracing::info!("created table {name}");
         }
     }
     if config.verbose > 0 {
         let stats = store.stats();
-        eprintln!(
-            "kura: recovered {} items from {} log records in {:?} ({} bytes cut)",
+        tracing::info!(
+            "recovered {} items from {} log records in {:?} ({} bytes cut)",
             stats.curr_items,
             stats.recovered_records,
             opened.elapsed(),
@@ -186,7 +187,7 @@ async fn run(
             .replication
             .follow(primary.clone())
             .with_context(|| format!("following {primary}"))?;
-        eprintln!("kura: a replica of {primary}");
+        tracing::info!("a replica of {primary}");
     } else if let Some(old_primary) = replication::fence::remembered(&shared.config.data_dir)
         .with_context(|| format!("reading {}", shared.config.data_dir.display()))?
     {
@@ -210,9 +211,14 @@ async fn run(
     }
     // Tests and scripts read the port from this line (after the SQL port's).
     println!("kura listening on {listen_addr}");
+    // systemd (Type=notify): recovered and listening. Nothing happens without
+    // NOTIFY_SOCKET.
+    notify(sd_notify::NotifyState::Ready);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     tokio::spawn(async move {
         wait_for_signal().await;
+        notify(sd_notify::NotifyState::Stopping);
+        tracing::info!("stopping: finishing the replies in hand");
         let _ = shutdown_tx.send(true);
     });
     let maintenance = server::start_maintenance(Arc::clone(&shared))?;
@@ -224,7 +230,7 @@ async fn run(
         .spawn(move || {
             let warmed = warming.store.warm_cache();
             if warmed > 0 {
-                eprintln!("kura: {warmed} versions back in memory from the checkpoint");
+                tracing::info!("{warmed} versions back in memory from the checkpoint");
             }
         })?;
     server::serve(listener, Arc::clone(&shared), shutdown_rx).await;
@@ -237,12 +243,41 @@ async fn run(
     // The next start reads this instead of the whole log.
     if shared.config.checkpoint_secs > 0 {
         if let Err(e) = shared.store.checkpoint() {
-            eprintln!("kura: checkpoint at shutdown failed: {e}");
+            tracing::error!("checkpoint at shutdown failed: {e}");
         }
     }
     shared.store.shutdown();
-    eprintln!("kura: shut down cleanly");
+    tracing::info!("shut down cleanly");
     Ok(())
+}
+
+/// Tells systemd (through `NOTIFY_SOCKET`, when it is set) how the service stands.
+fn notify(state: sd_notify::NotifyState<'_>) {
+    if let Err(e) = sd_notify::notify(false, &[state]) {
+        tracing::warn!("telling systemd: {e}");
+    }
+}
+
+/// Log lines go to stderr, as text or JSON (`--log-format`); `-v` adds debug lines,
+/// `-vv` trace. No line carries a value or a password.
+fn start_logging(config: &Config) {
+    let level = match config.verbose {
+        0 => tracing::Level::INFO,
+        1 => tracing::Level::DEBUG,
+        _ => tracing::Level::TRACE,
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(level)
+        .with_ansi(false)
+        .with_target(false);
+    let installed = match config.log_format {
+        config::LogFormat::Text => builder.try_init(),
+        config::LogFormat::Json => builder.json().try_init(),
+    };
+    if let Err(e) = installed {
+        eprintln!("kura: logging could not start: {e}");
+    }
 }
 
 async fn wait_for_signal() {
@@ -283,6 +318,6 @@ fn raise_open_files_limit(wanted: u64) {
     };
     // SAFETY: setrlimit reads one `rlimit` from a struct this frame owns.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
-        eprintln!("kura: could not raise the open-files limit to {wanted}");
+        tracing::warn!("could not raise the open-files limit to {wanted}");
     }
 }

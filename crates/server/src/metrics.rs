@@ -45,11 +45,11 @@ pub fn serve(listener: TcpListener, shared: Arc<Shared>) -> std::io::Result<()> 
                 match stream {
                     Ok(stream) => {
                         if let Err(e) = answer(stream, &shared) {
-                            eprintln!("kura: metrics request: {e}");
+                            tracing::warn!("metrics request: {e}");
                         }
                     }
                     Err(e) => {
-                        eprintln!("kura: metrics accept: {e}");
+                        tracing::warn!("metrics accept: {e}");
                         std::thread::sleep(Duration::from_millis(10));
                     }
                 }
@@ -118,7 +118,7 @@ pub fn render(shared: &Arc<Shared>) -> String {
     registry.register_collector(Box::new(Snapshot(Arc::clone(shared))));
     let mut text = String::new();
     if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &registry) {
-        eprintln!("kura: encoding metrics: {e}");
+        tracing::warn!("encoding metrics: {e}");
     }
     text
 }

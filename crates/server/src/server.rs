@@ -100,7 +100,7 @@ pub async fn serve(
                 workers.push(tx);
                 handles.push(handle);
             }
-            Err(e) => eprintln!("kura: could not start worker {n}: {e}"),
+            Err(e) => tracing::warn!("could not start worker {n}: {e}"),
         }
     }
     let mut next_id: u64 = 1;
@@ -111,7 +111,7 @@ pub async fn serve(
                     Ok(pair) => pair,
                     Err(e) => {
                         // Out of file descriptors and the like: back off instead of spinning.
-                        eprintln!("kura: accept failed: {e}");
+                        tracing::warn!("accept failed: {e}");
                         tokio::time::sleep(Duration::from_millis(10)).await;
                         continue;
                     }
@@ -133,7 +133,7 @@ pub async fn serve(
                     .map_err(|e| e.to_string())
                     .and_then(|stream| worker.send(Handoff { stream, peer, id }).map_err(|e| e.to_string()));
                 if let Err(e) = handed {
-                    eprintln!("kura: could not hand connection {id} to a worker: {e}");
+                    tracing::warn!("could not hand connection {id} to a worker: {e}");
                     shared.counters.local().curr_connections.fetch_sub(1, Ordering::Relaxed);
                 }
             }
@@ -165,7 +165,7 @@ fn worker(
     let runtime = match built {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("kura: worker runtime failed to start: {e}");
+            tracing::error!("worker runtime failed to start: {e}");
             return;
         }
     };
@@ -194,7 +194,7 @@ fn worker(
                             tasks.spawn(connection(stream, peer, id, shared, local_rx.clone()));
                         }
                         Err(e) => {
-                            eprintln!("kura: connection {id}: {e}");
+                            tracing::warn!("connection {id}: {e}");
                             shared.counters.local().curr_connections.fetch_sub(1, Ordering::Relaxed);
                         }
                     }
@@ -210,7 +210,7 @@ fn worker(
             tokio::select! {
                 next = tasks.join_next() => if next.is_none() { break },
                 _ = &mut deadline => {
-                    eprintln!("kura: {} connections did not finish in time", tasks.len());
+                    tracing::warn!("{} connections did not finish in time", tasks.len());
                     tasks.abort_all();
                     break;
                 }
@@ -441,7 +441,7 @@ async fn connection(
                     peer.to_string(),
                     request,
                 ),
-                Err(e) => eprintln!("kura: a replica's connection: {e}"),
+                Err(e) => tracing::warn!("a replica's connection: {e}"),
             }
             return;
         }
@@ -499,9 +499,10 @@ impl Conn {
         }
         self.failed_logins += 1;
         if self.failed_logins >= crate::auth::FAILED_LOGINS_MAX {
-            eprintln!(
-                "kura: closing the connection from {} after {} failed logins",
-                self.peer, self.failed_logins
+            tracing::warn!(
+                "closing the connection from {} after {} failed logins",
+                self.peer,
+                self.failed_logins
             );
             Flow::Close
         } else {
@@ -679,7 +680,7 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
                 crate::memory::report_other_memory(&shared.store);
                 shared.store.trim_to_budget();
                 if let Err(e) = shared.store.compact_if_needed(segment_size_bytes) {
-                    eprintln!("kura: compaction failed: {e}");
+                    tracing::error!("compaction failed: {e}");
                 }
                 let appended = shared.store.appended_lsn();
                 if !checkpoint_every.is_zero()
@@ -689,7 +690,7 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
                     last_checkpoint = std::time::Instant::now();
                     match shared.store.checkpoint() {
                         Ok(_) => checkpointed = appended,
-                        Err(e) => eprintln!("kura: checkpoint failed: {e}"),
+                        Err(e) => tracing::error!("checkpoint failed: {e}"),
                     }
                 }
             }

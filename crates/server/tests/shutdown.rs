@@ -94,3 +94,80 @@ fn sigterm_writes_everything_and_exits_cleanly() {
         assert_eq!(end, "END\r\n");
     }
 }
+
+/// systemd's `Type=notify`: `READY=1` once Kura listens (after recovery), `STOPPING=1`
+/// when SIGTERM arrives, then a clean exit; and `--log-format json` writes one JSON
+/// object a line.
+#[test]
+fn systemd_hears_ready_and_stopping_and_json_logs_parse() {
+    use std::os::unix::net::UnixDatagram;
+    use std::process::{Command, Stdio};
+
+    let dir = tempfile::Builder::new()
+        .prefix("notify-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let socket_path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap_or_else(|e| panic!("bind: {e}"));
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap_or_else(|e| panic!("timeout: {e}"));
+    let mut child = Command::new(kura_bin(env!("CARGO_BIN_EXE_kura")))
+        .args([
+            "-p",
+            "0",
+            "--sql-port",
+            "off",
+            "--log-format",
+            "json",
+            "--data-dir",
+        ])
+        .arg(dir.path().join("data"))
+        .env("NOTIFY_SOCKET", &socket_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn: {e}"));
+    let mut stdout = BufReader::new(child.stdout.take().unwrap_or_else(|| panic!("stdout")));
+    let mut line = String::new();
+    stdout
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("read: {e}"));
+    assert!(line.starts_with("kura listening on "), "{line:?}");
+    let mut message = [0u8; 256];
+    let n = socket
+        .recv(&mut message)
+        .unwrap_or_else(|e| panic!("no READY=1: {e}"));
+    assert_eq!(String::from_utf8_lossy(&message[..n]).trim(), "READY=1");
+
+    let killed = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap_or_else(|e| panic!("kill: {e}"));
+    assert!(killed.success());
+    let n = socket
+        .recv(&mut message)
+        .unwrap_or_else(|e| panic!("no STOPPING=1: {e}"));
+    assert_eq!(String::from_utf8_lossy(&message[..n]).trim(), "STOPPING=1");
+    let output = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("wait: {e}"));
+    assert!(output.status.success(), "exit {}", output.status);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("\"message\":\"shut down cleanly\"")),
+        "{stderr}"
+    );
+    for line in lines {
+        let event: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON log line: {line:?}: {e}"));
+        assert!(event["timestamp"].is_string(), "{line}");
+        assert!(event["level"].is_string(), "{line}");
+        assert!(event["fields"]["message"].is_string(), "{line}");
+    }
+}

@@ -89,18 +89,18 @@ fn fence_until_heard(shared: &Arc<Shared>, target: &str, stop: &AtomicBool) {
         match fence_once(shared, target) {
             Ok(reply) => {
                 if reply == "OK" {
-                    eprintln!("kura: {target}, the primary this node followed, follows it now");
+                    tracing::info!("{target}, the primary this node followed, follows it now");
                 } else {
-                    eprintln!("kura: {target} is not fenced: {reply}");
+                    tracing::warn!("{target} is not fenced: {reply}");
                 }
                 if let Err(e) = shared.replication.forget_fencing() {
-                    eprintln!("kura: forgetting {target}: {e}");
+                    tracing::warn!("forgetting {target}: {e}");
                 }
                 return;
             }
             Err(e) => {
                 if shared.verbosity.load(Ordering::Relaxed) > 1 {
-                    eprintln!("kura: fencing {target}: {e}");
+                    tracing::warn!("fencing {target}: {e}");
                 }
             }
         }
@@ -192,7 +192,9 @@ pub fn fence(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
         );
         return;
     }
-    eprintln!("kura: {target} is the primary of epoch {epoch}, newer than this node's {own}: following it");
+    tracing::info!(
+        "{target} is the primary of epoch {epoch}, newer than this node's {own}: following it"
+    );
     match replication.become_replica(shared, target) {
         Ok(()) => out.extend_from_slice(b"OK\r\n"),
         Err(e) => {

@@ -279,16 +279,16 @@ pub fn replicaof(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) 
             Ok(()) => {
                 shared.store.set_read_only(None);
                 if let Err(e) = shared.tables.promoted() {
-                    eprintln!("kura: finishing a table change after promotion: {e}");
+                    tracing::warn!("finishing a table change after promotion: {e}");
                 }
-                eprintln!(
-                    "kura: now a primary (epoch {})",
+                tracing::info!(
+                    "now a primary (epoch {})",
                     shared.store.history().current().number
                 );
                 // The old primary, wherever it is, learns of the new epoch once it
                 // can be reached, and follows.
                 if let Err(e) = replication.start_fencing(old_primary.clone()) {
-                    eprintln!("kura: cannot fence {old_primary}: {e}");
+                    tracing::warn!("cannot fence {old_primary}: {e}");
                 }
                 out.extend_from_slice(b"OK\r\n");
             }

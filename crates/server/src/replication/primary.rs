@@ -169,14 +169,14 @@ pub fn serve(shared: Arc<Shared>, stream: TcpStream, peer: String, request: Requ
             let n = shared.replication.add_link(Arc::clone(&link));
             if let Err(e) = stream_log(&shared, stream, request, &link) {
                 if shared.verbosity.load(Ordering::Relaxed) > 0 {
-                    eprintln!("kura: replica {}: {e}", link.addr);
+                    tracing::warn!("replica {}: {e}", link.addr);
                 }
             }
             link.closed.store(true, Ordering::Release);
             shared.replication.remove_link(n);
         });
     if let Err(e) = spawned {
-        eprintln!("kura: could not start a replica's stream: {e}");
+        tracing::warn!("could not start a replica's stream: {e}");
     }
 }
 
@@ -246,7 +246,7 @@ fn stream_log(
     };
     shared.replication.confirm();
     if shared.verbosity.load(Ordering::Relaxed) > 0 {
-        eprintln!("kura: replica {} follows from {start:?}", link.addr);
+        tracing::info!("replica {} follows from {start:?}", link.addr);
     }
     let mut out = Vec::with_capacity(READ_BYTES as usize + 4096);
     encode(

@@ -165,7 +165,7 @@ fn follow(
         if let Err(e) = session(shared, primary, stop, socket, state) {
             if !stop.load(Ordering::Acquire) {
                 if shared.verbosity.load(Ordering::Relaxed) > 0 {
-                    eprintln!("kura: following {primary}: {e}");
+                    tracing::warn!("following {primary}: {e}");
                 }
                 *state.last_error.lock() = e;
             }
@@ -361,7 +361,7 @@ fn begin(
             let end = store.appended_lsn();
             if lsn < end {
                 // This log holds records the primary's history never had: they go.
-                eprintln!("kura: cutting this log from LSN {end} back to {lsn}, where the primary's history parted from it");
+                tracing::info!("cutting this log from LSN {end} back to {lsn}, where the primary's history parted from it");
                 tables.rewind(lsn, history).map_err(|e| e.to_string())?;
                 state.rewinds.fetch_add(1, Ordering::Relaxed);
                 state.rewound_bytes.fetch_add(end - lsn, Ordering::Relaxed);
