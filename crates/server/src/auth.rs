@@ -6,7 +6,8 @@
 //! requests get `CLIENT_ERROR unauthenticated` until a login; binary requests other
 //! than SASL's and `VERSION` get `Auth failure.` and the connection closes, as in
 //! memcached. Passwords are compared in constant time; argon2 hashes are verified on
-//! tokio's blocking threads, never on an event loop. A failed login is counted
+//! tokio's blocking threads, never on an event loop. SIGHUP reads the file again. A
+//! failed login is counted
 //! (`auth_errors`) and logged with the user and the peer, never the password; after
 //! [`FAILED_LOGINS_MAX`] on one connection, it is closed.
 
@@ -33,6 +34,37 @@ enum Stored {
 
 pub struct Users {
     users: HashMap<Vec<u8>, Stored>,
+}
+
+/// The `-Y` file and the users read from it last; SIGHUP reads it again, as memcached
+/// rereads its auth file.
+pub struct UsersFile {
+    path: std::path::PathBuf,
+    current: parking_lot::RwLock<Arc<Users>>,
+}
+
+impl UsersFile {
+    pub fn open(path: &Path) -> anyhow::Result<UsersFile> {
+        Ok(UsersFile {
+            path: path.to_path_buf(),
+            current: parking_lot::RwLock::new(Arc::new(Users::from_file(path)?)),
+        })
+    }
+
+    /// Reads the file again. A file that no longer reads leaves the users as they were.
+    pub fn reload(&self) {
+        match Users::from_file(&self.path) {
+            Ok(users) => {
+                *self.current.write() = Arc::new(users);
+                tracing::info!("reloaded the users of {}", self.path.display());
+            }
+            Err(e) => tracing::warn!("kept the users as they were: {e:#}"),
+        }
+    }
+
+    fn current(&self) -> Arc<Users> {
+        Arc::clone(&self.current.read())
+    }
 }
 
 impl Users {
@@ -133,11 +165,11 @@ pub async fn check(
 ) -> bool {
     let c = shared.counters.local();
     bump(&c.auth_cmds);
-    let Some(users) = &shared.users else {
+    let Some(file) = &shared.users else {
         return false;
     };
+    let users = file.current();
     let ok = if users.is_hashed(user) {
-        let users = Arc::clone(users);
         let (user, password) = (user.to_vec(), password.to_vec());
         tokio::task::spawn_blocking(move || users.verify(&user, &password))
             .await

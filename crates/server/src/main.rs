@@ -141,7 +141,7 @@ async fn run(
         None => None,
     };
     let users = match (&config.auth_file, config.enable_sasl) {
-        (Some(path), _) => Some(Arc::new(auth::Users::from_file(path)?)),
+        (Some(path), _) => Some(auth::UsersFile::open(path)?),
         (None, true) => {
             anyhow::bail!("-S: Kura's SASL checks the users of an auth file; give one with -Y FILE")
         }
@@ -220,6 +220,19 @@ async fn run(
         notify(sd_notify::NotifyState::Stopping);
         tracing::info!("stopping: finishing the replies in hand");
         let _ = shutdown_tx.send(true);
+    });
+    // SIGHUP: read the users file again (memcached rereads its auth file so).
+    let reloading = Arc::clone(&shared);
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            if let Some(users) = &reloading.users {
+                users.reload();
+            }
+        }
     });
     let maintenance = server::start_maintenance(Arc::clone(&shared))?;
     // Versions that were in memory at the checkpoint come back while requests are

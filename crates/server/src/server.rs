@@ -29,7 +29,7 @@ use crate::stats::{add, bump, ConnInfo, Connections, CounterSet, PrefixStats};
 /// What every connection shares.
 pub struct Shared {
     /// The users of `-Y`: when set, every connection logs in first (`crate::auth`).
-    pub users: Option<Arc<crate::auth::Users>>,
+    pub users: Option<crate::auth::UsersFile>,
     pub store: Arc<Store>,
     /// Tables over the same store: rows reached through `@@container.key`.
     pub tables: Arc<kura_tables::Tables>,

@@ -205,3 +205,34 @@ fn an_open_listener_without_users_refuses_to_start_unless_meant() {
         options.start().unwrap_or_else(|e| panic!("{meant:?}: {e}"));
     }
 }
+
+#[test]
+fn sighup_reads_the_users_file_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let users = dir.path().join("users");
+    std::fs::write(&users, "ann:one\n").expect("write");
+    let file = users.to_string_lossy().into_owned();
+    let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
+    let kura = KuraServer::start(&bin, Durability::Fsync, &["-Y", &file]).expect("kura");
+    let login = |password: &str| -> Vec<u8> {
+        let mut client = Client::connect(kura.addr()).expect("connect");
+        let token = format!("ann {password}");
+        let request = format!("set x 0 0 {}\r\n{token}\r\n", token.len());
+        client.request(request.as_bytes(), b"\r\n").expect("login")
+    };
+    assert_eq!(login("one"), b"STORED\r\n");
+    std::fs::write(&users, "ann:two\n").expect("rewrite");
+    let hup = std::process::Command::new("kill")
+        .arg("-HUP")
+        .arg(kura.pid().expect("running").to_string())
+        .status()
+        .expect("kill -HUP");
+    assert!(hup.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while login("two") != b"STORED\r\n" {
+        assert!(std::time::Instant::now() < deadline, "{}", kura.log());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(login("one"), b"CLIENT_ERROR authentication failure\r\n");
+    assert!(kura.log().contains("reloaded the users"), "{}", kura.log());
+}
