@@ -2,7 +2,8 @@
 //! first so that its expectations are memcached's own: pylibmc in binary mode
 //! (libmemcached's binary protocol) and python-binary-memcached, without and with
 //! SASL (`tests/clients/*.py`, in the virtualenv `scripts/install-test-deps.sh`
-//! makes), and Node's memjs with SASL (`tests/clients/memjs_check.js`).
+//! makes), Node's memjs with SASL (`tests/clients/memjs_check.js`), and pymemcache
+//! with the text protocol's login (`tests/clients/text_auth.py`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -123,6 +124,34 @@ fn sasl_clients_log_in_as_with_memcached() {
     if let Err(e) = run_node("memjs_check.js", kura.addr(), &["ann", "s3cret"]) {
         panic!(
             "memjs_check.js against kura:\n{e}\nkura's log:\n{}",
+            kura.log()
+        );
+    }
+}
+
+#[test]
+fn pymemcache_logs_in_with_the_text_login_as_with_memcached() {
+    let credentials = [("ann".to_string(), "s3cret".to_string())];
+    let users = match kura_testkit::auth::Users::new(&credentials) {
+        Ok(users) => users,
+        Err(e) => panic!("cannot write the users: {e}"),
+    };
+    let memcached = match users.start_memcached(false) {
+        Ok(m) => m,
+        Err(e) => panic!("cannot start memcached with -Y: {e}"),
+    };
+    if let Err(e) = run("text_auth.py", memcached.addr(), &["ann", "s3cret"]) {
+        panic!("text_auth.py fails against memcached itself (fix the script):\n{e}");
+    }
+    let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
+    let file = users.file().to_string_lossy().into_owned();
+    let kura = match KuraServer::start(&bin, Durability::Fsync, &["-Y", &file]) {
+        Ok(kura) => kura,
+        Err(e) => panic!("cannot start kura: {e}"),
+    };
+    if let Err(e) = run("text_auth.py", kura.addr(), &["ann", "s3cret"]) {
+        panic!(
+            "text_auth.py against kura:\n{e}\nkura's log:\n{}",
             kura.log()
         );
     }
