@@ -707,44 +707,37 @@ mod tests {
     #[test]
     fn lengths_are_checked_in_memcacheds_order() {
         let limits = Limits::default();
+        // (status, consumed, swallow, close) of a refusal.
+        let refusal = |bytes: &[u8], sasl| match parse(bytes, &limits, sasl) {
+            Parsed::Error {
+                status,
+                consumed,
+                swallow,
+                close,
+                ..
+            } => (status, consumed, swallow, close),
+            other => panic!("not refused: {other:?}"),
+        };
         let mut short_body = request(opcode::GET, &[], b"key", b"");
         short_body[8..12].copy_from_slice(&2u32.to_be_bytes());
-        assert!(matches!(
-            parse(&short_body, &limits, Sasl::Off),
-            Parsed::Error {
-                status: Status::UnknownCommand,
-                close: true,
-                ..
-            }
-        ));
+        assert_eq!(
+            refusal(&short_body, Sasl::Off),
+            (Status::UnknownCommand, 27, 0, true)
+        );
         let long_key = request(opcode::GET, &[], &[b'a'; 251], b"");
-        assert!(matches!(
-            parse(&long_key, &limits, Sasl::Required),
-            Parsed::Error {
-                status: Status::AuthError,
-                close: true,
-                ..
-            }
-        ));
-        assert!(matches!(
-            parse(&long_key, &limits, Sasl::Off),
-            Parsed::Error {
-                status: Status::InvalidArguments,
-                close: true,
-                ..
-            }
-        ));
+        assert_eq!(
+            refusal(&long_key, Sasl::Required),
+            (Status::AuthError, 275, 0, true)
+        );
+        assert_eq!(
+            refusal(&long_key, Sasl::Off),
+            (Status::InvalidArguments, 275, 0, true)
+        );
         let unknown = request(0x1b, &[1, 2, 3, 4], b"", b"");
-        assert!(matches!(
-            parse(&unknown, &limits, Sasl::Off),
-            Parsed::Error {
-                status: Status::UnknownCommand,
-                close: false,
-                swallow: 4,
-                consumed: 28,
-                ..
-            }
-        ));
+        assert_eq!(
+            refusal(&unknown, Sasl::Off),
+            (Status::UnknownCommand, 28, 4, false)
+        );
         let mut bad_magic = request(opcode::NOOP, &[], b"", b"");
         bad_magic[0] = 0x81;
         assert_eq!(parse(&bad_magic, &limits, Sasl::Off), Parsed::Close);
