@@ -22,16 +22,18 @@ fn stat(client: &mut Client, name: &str) -> u64 {
 #[test]
 fn a_silent_connection_is_closed_after_the_idle_timeout_and_a_talking_one_is_not() {
     let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
-    let kura = KuraServer::start(&bin, Durability::Fsync, &["--idle-timeout", "1"]).expect("kura");
+    let kura = KuraServer::start(&bin, Durability::Fsync, &["--idle-timeout", "3"]).expect("kura");
     let mut silent = Client::connect(kura.addr()).expect("connect");
     let mut talking = Client::connect(kura.addr()).expect("connect");
+    // Talking every 100 ms for longer than the timeout: on a loaded machine a gap
+    // would have to stretch thirty-fold to look idle.
     let started = Instant::now();
-    while started.elapsed() < Duration::from_millis(2500) {
+    while started.elapsed() < Duration::from_millis(4500) {
         let reply = talking
             .request(b"mn\r\n", b"MN\r\n")
             .expect("a talking connection stays");
         assert_eq!(reply, b"MN\r\n");
-        std::thread::sleep(Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(100));
     }
     let closed = silent
         .read_to_eof()
@@ -41,7 +43,7 @@ fn a_silent_connection_is_closed_after_the_idle_timeout_and_a_talking_one_is_not
     let settings = talking
         .request(b"stats settings\r\n", b"END\r\n")
         .expect("settings");
-    assert!(String::from_utf8_lossy(&settings).contains("STAT idle_timeout 1\r\n"));
+    assert!(String::from_utf8_lossy(&settings).contains("STAT idle_timeout 3\r\n"));
 }
 
 #[test]
