@@ -159,25 +159,18 @@ impl Header {
 
     /// Whether memcached answers this opcode only on failure (`*Q`).
     pub fn quiet(&self) -> bool {
-        use opcode::*;
-        matches!(
-            self.opcode,
-            SETQ | ADDQ
-                | REPLACEQ
-                | DELETEQ
-                | INCREMENTQ
-                | DECREMENTQ
-                | QUITQ
-                | FLUSHQ
-                | APPENDQ
-                | PREPENDQ
-                | GETQ
-                | GETKQ
-                | GATQ
-                | GATKQ
-        )
+        QUIET_OPCODES.contains(&self.opcode)
     }
 }
+
+/// The opcodes memcached answers only on failure.
+const QUIET_OPCODES: [u8; 14] = {
+    use opcode::*;
+    [
+        SETQ, ADDQ, REPLACEQ, DELETEQ, INCREMENTQ, DECREMENTQ, QUITQ, FLUSHQ, APPENDQ, PREPENDQ,
+        GETQ, GETKQ, GATQ, GATKQ,
+    ]
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreOp {

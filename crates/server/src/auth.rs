@@ -112,7 +112,10 @@ impl Users {
     }
 
     fn is_hashed(&self, user: &[u8]) -> bool {
-        matches!(self.users.get(user), Some(Stored::Argon2(_)))
+        let Some(Stored::Argon2(_)) = self.users.get(user) else {
+            return false;
+        };
+        true
     }
 }
 

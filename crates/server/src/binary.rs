@@ -127,16 +127,7 @@ pub(crate) async fn step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) ->
     let start = conn.out.len();
     let outcome = execute(shared, &header, command, &mut conn.out);
     if let Some(lsn) = outcome.lsn {
-        conn.mark(start, lsn, Some(to), shared);
-        if let Some(wanted) = wanted {
-            conn.waits.push(sync::Wait {
-                start,
-                end: conn.out.len(),
-                lsn,
-                wanted,
-                reply_to: Some(to),
-            });
-        }
+        conn.hold(start, lsn, wanted, Some(to), shared);
     }
     Step::Ran {
         consumed,

@@ -260,9 +260,10 @@ impl Config {
             .try_get_matches_from(args)
             .ok();
         let path = config_path(args);
+        let command = Config::command();
         let mut text = String::new();
         for flag in file_flags() {
-            let id = Config::command()
+            let id = command
                 .get_arguments()
                 .find(|a| {
                     a.get_long() == Some(flag.key.as_str()) || a.get_id() == flag.key.as_str()

@@ -265,6 +265,28 @@ enum Dialect {
 }
 
 impl Conn {
+    /// Holds the reply `start..` (to the end of the output) of a change at `lsn`: until
+    /// the log acknowledges it, and until what `wanted` asks for beyond that.
+    pub(crate) fn hold(
+        &mut self,
+        start: usize,
+        lsn: u64,
+        wanted: Option<sync::Wanted>,
+        reply_to: Option<ReplyTo>,
+        shared: &Shared,
+    ) {
+        self.mark(start, lsn, reply_to, shared);
+        if let Some(wanted) = wanted {
+            self.waits.push(sync::Wait {
+                start,
+                end: self.out.len(),
+                lsn,
+                wanted,
+                reply_to,
+            });
+        }
+    }
+
     /// Notes that the reply starting at `start` may leave only once `lsn` is
     /// acknowledged (nothing to note if it already is).
     pub(crate) fn mark(
@@ -282,9 +304,27 @@ impl Conn {
             });
         }
     }
-}
 
-impl Conn {
+    /// Records a login's outcome; the flow closes the connection after too many
+    /// failures.
+    pub(crate) fn logged_in(&mut self, ok: bool) -> Flow {
+        if ok {
+            self.authenticated = true;
+            return Flow::Continue;
+        }
+        self.failed_logins += 1;
+        if self.failed_logins >= crate::auth::FAILED_LOGINS_MAX {
+            tracing::warn!(
+                "closing the connection from {} after {} failed logins",
+                self.peer,
+                self.failed_logins
+            );
+            Flow::Close
+        } else {
+            Flow::Continue
+        }
+    }
+
     /// Forgets the replies not yet sent, as a connection closed at once does.
     pub(crate) fn drop_unsent(&mut self) {
         self.out.clear();
@@ -489,28 +529,6 @@ async fn text_login(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step
     }
 }
 
-impl Conn {
-    /// Records a login's outcome; the flow closes the connection after too many
-    /// failures.
-    pub(crate) fn logged_in(&mut self, ok: bool) -> Flow {
-        if ok {
-            self.authenticated = true;
-            return Flow::Continue;
-        }
-        self.failed_logins += 1;
-        if self.failed_logins >= crate::auth::FAILED_LOGINS_MAX {
-            tracing::warn!(
-                "closing the connection from {} after {} failed logins",
-                self.peer,
-                self.failed_logins
-            );
-            Flow::Close
-        } else {
-            Flow::Continue
-        }
-    }
-}
-
 /// Parses and runs the first text or meta request in `input`.
 async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step {
     if !conn.authenticated {
@@ -531,16 +549,7 @@ async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step 
             let start = conn.out.len();
             let outcome = dispatch::execute(shared, &mut conn.session, request, &mut conn.out);
             if let Some(lsn) = outcome.lsn {
-                conn.mark(start, lsn, None, shared);
-                if let Some(wanted) = wanted {
-                    conn.waits.push(sync::Wait {
-                        start,
-                        end: conn.out.len(),
-                        lsn,
-                        wanted,
-                        reply_to: None,
-                    });
-                }
+                conn.hold(start, lsn, wanted, None, shared);
             }
             Step::Ran {
                 consumed,

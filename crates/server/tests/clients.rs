@@ -67,92 +67,98 @@ fn run_node(script: &str, addr: SocketAddr, args: &[&str]) -> Result<(), String>
     }
 }
 
-#[test]
-fn binary_clients_get_memcacheds_answers() {
-    let memcached = match MemcachedServer::start() {
-        Ok(m) => m,
-        Err(e) => panic!("cannot start memcached: {e}"),
+/// A client script: run by Python (the venv) or by Node.
+#[derive(Clone, Copy)]
+enum Script {
+    Python(&'static str),
+    Node(&'static str),
+}
+
+impl Script {
+    fn run(self, addr: SocketAddr, args: &[&str]) -> Result<(), String> {
+        match self {
+            Script::Python(name) => run(name, addr, args),
+            Script::Node(name) => run_node(name, addr, args),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Script::Python(name) | Script::Node(name) => name,
+        }
+    }
+}
+
+/// How both servers check logins, if they do.
+#[derive(Clone, Copy)]
+enum Logins {
+    None,
+    /// memcached -Y against kura -Y.
+    Text,
+    /// memcached -S -B binary (a sasldb) against kura -Y.
+    Sasl,
+}
+
+const USER: &str = "ann";
+const PASSWORD: &str = "s3cret";
+
+/// Runs every script against memcached first (so its expectations are memcached's
+/// own), then against kura, both checking `logins`.
+fn against_memcached_then_kura(logins: Logins, scripts: &[Script]) {
+    let credentials = [(USER.to_string(), PASSWORD.to_string())];
+    let users = kura_testkit::auth::Users::new(&credentials)
+        .unwrap_or_else(|e| panic!("cannot write the users: {e}"));
+    let (memcached, args) = match logins {
+        Logins::None => (MemcachedServer::start(), Vec::new()),
+        Logins::Text => (users.start_memcached(false), vec![USER, PASSWORD]),
+        Logins::Sasl => (users.start_memcached(true), vec![USER, PASSWORD]),
     };
-    if let Err(e) = run("binary_clients.py", memcached.addr(), &[]) {
-        panic!("binary_clients.py fails against memcached itself (fix the script):\n{e}");
+    let memcached = memcached.unwrap_or_else(|e| panic!("cannot start memcached: {e}"));
+    for script in scripts {
+        if let Err(e) = script.run(memcached.addr(), &args) {
+            panic!(
+                "{} fails against memcached itself (fix the script):\n{e}\n{}",
+                script.name(),
+                memcached.log()
+            );
+        }
     }
     let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
-    let kura = match KuraServer::start(&bin, Durability::Fsync, &[]) {
-        Ok(kura) => kura,
-        Err(e) => panic!("cannot start kura: {e}"),
+    let file = users.file().to_string_lossy().into_owned();
+    let kura_args: Vec<&str> = match logins {
+        Logins::None => Vec::new(),
+        Logins::Text | Logins::Sasl => vec!["-Y", &file],
     };
-    if let Err(e) = run("binary_clients.py", kura.addr(), &[]) {
-        panic!(
-            "binary_clients.py against kura:\n{e}\nkura's log:\n{}",
-            kura.log()
-        );
+    let kura = KuraServer::start(&bin, Durability::Fsync, &kura_args)
+        .unwrap_or_else(|e| panic!("cannot start kura: {e}"));
+    for script in scripts {
+        if let Err(e) = script.run(kura.addr(), &args) {
+            panic!(
+                "{} against kura:\n{e}\nkura's log:\n{}",
+                script.name(),
+                kura.log()
+            );
+        }
     }
+}
+
+#[test]
+fn binary_clients_get_memcacheds_answers() {
+    against_memcached_then_kura(Logins::None, &[Script::Python("binary_clients.py")]);
 }
 
 #[test]
 fn sasl_clients_log_in_as_with_memcached() {
-    let credentials = [("ann".to_string(), "s3cret".to_string())];
-    let users = match kura_testkit::auth::Users::new(&credentials) {
-        Ok(users) => users,
-        Err(e) => panic!("cannot write the users: {e}"),
-    };
-    let memcached = match users.start_memcached(true) {
-        Ok(m) => m,
-        Err(e) => panic!("cannot start memcached with SASL: {e}"),
-    };
-    if let Err(e) = run_node("memjs_check.js", memcached.addr(), &["ann", "s3cret"]) {
-        panic!("memjs_check.js fails against memcached itself (fix the script):\n{e}");
-    }
-    if let Err(e) = run("sasl_clients.py", memcached.addr(), &["ann", "s3cret"]) {
-        panic!(
-            "sasl_clients.py fails against memcached itself (fix the script):\n{e}\n{}",
-            memcached.log()
-        );
-    }
-    let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
-    let file = users.file().to_string_lossy().into_owned();
-    let kura = match KuraServer::start(&bin, Durability::Fsync, &["-Y", &file]) {
-        Ok(kura) => kura,
-        Err(e) => panic!("cannot start kura: {e}"),
-    };
-    if let Err(e) = run("sasl_clients.py", kura.addr(), &["ann", "s3cret"]) {
-        panic!(
-            "sasl_clients.py against kura:\n{e}\nkura's log:\n{}",
-            kura.log()
-        );
-    }
-    if let Err(e) = run_node("memjs_check.js", kura.addr(), &["ann", "s3cret"]) {
-        panic!(
-            "memjs_check.js against kura:\n{e}\nkura's log:\n{}",
-            kura.log()
-        );
-    }
+    against_memcached_then_kura(
+        Logins::Sasl,
+        &[
+            Script::Python("sasl_clients.py"),
+            Script::Node("memjs_check.js"),
+        ],
+    );
 }
 
 #[test]
 fn pymemcache_logs_in_with_the_text_login_as_with_memcached() {
-    let credentials = [("ann".to_string(), "s3cret".to_string())];
-    let users = match kura_testkit::auth::Users::new(&credentials) {
-        Ok(users) => users,
-        Err(e) => panic!("cannot write the users: {e}"),
-    };
-    let memcached = match users.start_memcached(false) {
-        Ok(m) => m,
-        Err(e) => panic!("cannot start memcached with -Y: {e}"),
-    };
-    if let Err(e) = run("text_auth.py", memcached.addr(), &["ann", "s3cret"]) {
-        panic!("text_auth.py fails against memcached itself (fix the script):\n{e}");
-    }
-    let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
-    let file = users.file().to_string_lossy().into_owned();
-    let kura = match KuraServer::start(&bin, Durability::Fsync, &["-Y", &file]) {
-        Ok(kura) => kura,
-        Err(e) => panic!("cannot start kura: {e}"),
-    };
-    if let Err(e) = run("text_auth.py", kura.addr(), &["ann", "s3cret"]) {
-        panic!(
-            "text_auth.py against kura:\n{e}\nkura's log:\n{}",
-            kura.log()
-        );
-    }
+    against_memcached_then_kura(Logins::Text, &[Script::Python("text_auth.py")]);
 }
