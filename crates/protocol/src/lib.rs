@@ -15,7 +15,7 @@
 //! Where Kura deliberately differs from memcached is listed in
 //! `docs/protocol.md`; for this crate: memcached's slab/LRU/log administration
 //! commands (`slabs`, `lru`, `lru_crawler`, `watch`, `cache_memlimit`,
-//! `extstore`, `refresh_certs`) answer `ERROR`, and errors memcached detects
+//! `extstore`) answer `ERROR`, and errors memcached detects
 //! only after acting (an over-long opaque on `ma`, or on an `mg` that vivifies
 //! or touches; a long key late in a `gat`) are found before anything runs.
 

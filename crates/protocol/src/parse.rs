@@ -297,11 +297,12 @@ impl<'a> Command<'a, '_> {
                     arguments: self.line.tokens_after(0),
                 }),
                 b"version" => self.ok(Request::Version),
+                b"refresh_certs" => self.ok(Request::RefreshCerts),
                 b"quit" => self.ok(Request::Quit),
                 b"verbosity" => self.verbosity(),
-                // memcached's slab, LRU, log-watch and TLS administration has
-                // no meaning for Kura's store; those commands answer ERROR.
-                b"lru_crawler" | b"watch" | b"lru" | b"refresh_certs" | b"extstore" => {
+                // memcached's slab, LRU and log-watch administration has no
+                // meaning for Kura's store; those commands answer ERROR.
+                b"lru_crawler" | b"watch" | b"lru" | b"extstore" => {
                     self.fail(ProtocolError::UnknownCommand)
                 }
                 _ if self.line.last().starts_with(b"HTTP/") => Parsed::Error {

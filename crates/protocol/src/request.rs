@@ -380,6 +380,8 @@ pub enum Request<'a> {
     FlushAll { delay: Option<i64>, noreply: bool },
     /// `version`
     Version,
+    /// `refresh_certs`: read the TLS certificates again; `ERROR` without TLS.
+    RefreshCerts,
     /// `cache_memlimit <megabytes> [noreply]`: set the memory limit (`-m`).
     CacheMemlimit { megabytes: u32, noreply: bool },
     /// `verbosity <level> [noreply]`; memcached replies `OK`.
@@ -520,6 +522,7 @@ impl Request<'_> {
                 out.extend_from_slice(b"\r\n");
             }
             Request::Version => out.extend_from_slice(b"version\r\n"),
+            Request::RefreshCerts => out.extend_from_slice(b"refresh_certs\r\n"),
             Request::CacheMemlimit { megabytes, noreply } => {
                 out.extend_from_slice(b"cache_memlimit ");
                 write_u64(out, u64::from(*megabytes));

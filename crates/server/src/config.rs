@@ -156,6 +156,38 @@ pub struct Config {
     /// file, so this needs -Y; with -Y, SASL is on anyway.
     #[arg(short = 'S', long = "enable-sasl")]
     pub enable_sasl: bool,
+    /// memcached's -Z: TLS on the memcached port, which then speaks nothing else, and
+    /// required on the SQL port. Needs `--ssl-chain-cert`.
+    #[arg(short = 'Z', long = "enable-ssl")]
+    pub enable_ssl: bool,
+    /// memcached's -o with its TLS keys, comma-separated: `ssl_chain_cert`, `ssl_key`,
+    /// `ssl_ca_cert`, `ssl_verify_mode`, `ssl_min_version` (the same settings as the
+    /// `--ssl-*` flags). Other keys are refused.
+    #[arg(short = 'o', long = "extended", action = ArgAction::Append, value_delimiter = ',')]
+    pub extended: Vec<String>,
+    /// The server's certificate chain (PEM, leaf first). Reread on SIGHUP and on
+    /// `refresh_certs`.
+    #[arg(long = "ssl-chain-cert", value_name = "FILE")]
+    pub ssl_chain_cert: Option<PathBuf>,
+    /// The server's private key (PEM); without it, the key is read from the chain file.
+    #[arg(long = "ssl-key", value_name = "FILE")]
+    pub ssl_key: Option<PathBuf>,
+    /// The CAs (PEM) that sign clients' certificates, and with `--tls-replication` the
+    /// primary's.
+    #[arg(long = "ssl-ca-cert", value_name = "FILE")]
+    pub ssl_ca_cert: Option<PathBuf>,
+    /// Client certificates: 0 not asked for, 1 asked for, 2 required, 3 required once
+    /// (as 2: TLS 1.3 and rustls never renegotiate). memcached's numbers; default 0.
+    #[arg(long = "ssl-verify-mode", value_name = "0-3")]
+    pub ssl_verify_mode: Option<String>,
+    /// The oldest TLS version accepted: 2 (`tlsv1.2`, the default) or 3 (`tlsv1.3`).
+    #[arg(long = "ssl-min-version", value_name = "VERSION")]
+    pub ssl_min_version: Option<String>,
+    /// Connect to the primary (and to an old primary this node fences) with TLS: its
+    /// certificate checked against `--ssl-ca-cert` for the primary's host name, this
+    /// node's own chain shown as its client certificate when it has one.
+    #[arg(long = "tls-replication")]
+    pub tls_replication: bool,
     /// A file of `user:password` lines: who may log in on the SQL port. Without it,
     /// `root` with no password, allowed only while `-l` is a loopback address.
     #[arg(long = "sql-users")]
@@ -297,6 +329,63 @@ impl Config {
             text.push_str(&format!("{} = {value}  # {source}\n", flag.key));
         }
         Ok(text)
+    }
+
+    /// The TLS settings from the `--ssl-*` flags and memcached's `-o ssl_*=…` keys, or
+    /// none when nothing asks for TLS. A setting given both ways must agree.
+    pub fn tls_settings(&self) -> anyhow::Result<Option<crate::tls::Settings>> {
+        let mut chain_cert = self.ssl_chain_cert.clone();
+        let mut key = self.ssl_key.clone();
+        let mut ca_cert = self.ssl_ca_cert.clone();
+        let mut verify = self.ssl_verify_mode.clone();
+        let mut min_version = self.ssl_min_version.clone();
+        for option in self.extended.iter().filter(|o| !o.is_empty()) {
+            let (name, value) = option.split_once('=').unwrap_or((option.as_str(), ""));
+            fn set<T: PartialEq>(slot: &mut Option<T>, value: T, name: &str) -> anyhow::Result<()> {
+                match slot {
+                    Some(old) if *old != value => {
+                        anyhow::bail!("-o {name} disagrees with --{}", name.replace('_', "-"))
+                    }
+                    _ => *slot = Some(value),
+                }
+                Ok(())
+            }
+            anyhow::ensure!(!value.is_empty(), "-o {name} needs a value ({name}=…)");
+            match name {
+                "ssl_chain_cert" => set(&mut chain_cert, PathBuf::from(value), name)?,
+                "ssl_key" => set(&mut key, PathBuf::from(value), name)?,
+                "ssl_ca_cert" => set(&mut ca_cert, PathBuf::from(value), name)?,
+                "ssl_verify_mode" => set(&mut verify, value.to_string(), name)?,
+                "ssl_min_version" => set(&mut min_version, value.to_string(), name)?,
+                "ssl_ciphers" | "ssl_keyformat" | "ssl_wbuf_size" | "ssl_session_cache"
+                | "ssl_kernel_tls" => anyhow::bail!(
+                    "-o {name}: not a Kura setting (rustls chooses its cipher suites, reads PEM keys only and sizes its own buffers)"
+                ),
+                _ => anyhow::bail!(
+                    "-o {name}: Kura's -o takes memcached's TLS keys only (ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_min_version)"
+                ),
+            }
+        }
+        let wanted =
+            self.enable_ssl || self.tls_replication || chain_cert.is_some() || ca_cert.is_some();
+        if !wanted {
+            anyhow::ensure!(
+                key.is_none() && verify.is_none() && min_version.is_none(),
+                "TLS settings without -Z or --tls-replication"
+            );
+            return Ok(None);
+        }
+        let verify = crate::tls::Verify::parse(verify.as_deref().unwrap_or("0"))
+            .map_err(anyhow::Error::msg)?;
+        let min_version = crate::tls::MinVersion::parse(min_version.as_deref().unwrap_or("2"))
+            .map_err(anyhow::Error::msg)?;
+        Ok(Some(crate::tls::Settings {
+            chain_cert,
+            key,
+            ca_cert,
+            verify,
+            min_version,
+        }))
     }
 
     pub fn fsync_interval(&self) -> Duration {

@@ -245,6 +245,22 @@ pub fn execute(
             out.extend_from_slice(VERSION_REPLY.as_bytes());
             Outcome::done()
         }
+        Request::RefreshCerts => {
+            // memcached's reply: OK, or the reason on a line of its own.
+            match &shared.tls {
+                None => out.extend_from_slice(b"ERROR\r\n"),
+                Some(tls) => match tls.reload() {
+                    Ok(()) => out.extend_from_slice(b"OK\r\n"),
+                    Err(e) => {
+                        tracing::error!("refresh_certs: {e}");
+                        out.extend_from_slice(
+                            format!("{}\r\n", e.replace(['\r', '\n'], " ")).as_bytes(),
+                        );
+                    }
+                },
+            }
+            Outcome::done()
+        }
         Request::CacheMemlimit { megabytes, noreply } => {
             // memcached's bounds and words; the limit is Kura's -m.
             let reply: &[u8] = if megabytes < 8 {

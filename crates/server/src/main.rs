@@ -15,6 +15,7 @@ mod sql;
 mod stats;
 mod stats_reply;
 mod tables;
+mod tls;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -147,11 +148,32 @@ async fn run(
         }
         (None, false) => None,
     };
-    if users.is_none() && !config.insecure && !sql::is_loopback(&config.listen) {
+    let tls_settings = config.tls_settings()?;
+    let tls = match (&tls_settings, config.enable_ssl) {
+        (Some(settings), true) => {
+            Some(tls::Tls::start(settings.clone()).map_err(|e| anyhow::anyhow!("-Z: {e}"))?)
+        }
+        _ => None,
+    };
+    if config.tls_replication {
+        // Checked now, not at the first connection to a primary.
+        tls_settings
+            .as_ref()
+            .map(tls::Settings::client_config)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    // Who may use the port: the users of -Y, or the holders of a client certificate
+    // that TLS requires. TLS alone encrypts, but lets anyone in.
+    let guarded = users.is_some()
+        || tls
+            .as_ref()
+            .is_some_and(|t| t.settings.verify.requires_certificate());
+    if !guarded && !config.insecure && !sql::is_loopback(&config.listen) {
         anyhow::bail!(
             "listening on {} with no users file would let anyone who reaches the port read \
-             and change everything: give -Y FILE, listen on loopback, or pass --insecure \
-             to mean it",
+             and change everything: give -Y FILE (or -Z with client certificates required, \
+             ssl_verify_mode=2), listen on loopback, or pass --insecure to mean it",
             config.listen
         );
     }
@@ -178,7 +200,12 @@ async fn run(
         reader: reader::ValueReader::start(config.read_threads).context("starting readers")?,
         stopping: AtomicBool::new(false),
         listen_addr,
-        replication: replication::Replication::new(&config.data_dir, replication_login),
+        replication: replication::Replication::new(
+            &config.data_dir,
+            replication_login,
+            tls_settings.filter(|_| config.tls_replication),
+        ),
+        tls,
         config,
     });
     shared.replication.bind(&shared);
@@ -221,7 +248,8 @@ async fn run(
         tracing::info!("stopping: finishing the replies in hand");
         let _ = shutdown_tx.send(true);
     });
-    // SIGHUP: read the users file again (memcached rereads its auth file so).
+    // SIGHUP: read the users file again (memcached rereads its auth file so), and the
+    // certificates (memcached's `refresh_certs`).
     let reloading = Arc::clone(&shared);
     tokio::spawn(async move {
         use tokio::signal::unix::{signal, SignalKind};
@@ -231,6 +259,14 @@ async fn run(
         while hangups.recv().await.is_some() {
             if let Some(users) = &reloading.users {
                 users.reload();
+            }
+            if let Some(tls) = &reloading.tls {
+                match tls.reload() {
+                    Ok(()) => tracing::info!("TLS certificates reloaded"),
+                    Err(e) => {
+                        tracing::error!("TLS certificates not reloaded, the old ones stay: {e}")
+                    }
+                }
             }
         }
     });

@@ -17,7 +17,7 @@ use bytes::{Buf, BytesMut};
 use kura_engine::{Ack, Store};
 use kura_protocol::binary::ReplyTo;
 use kura_protocol::{parse, Limits, Parsed};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -48,6 +48,8 @@ pub struct Shared {
     pub listen_addr: SocketAddr,
     /// Whom this node follows, and who follows it.
     pub replication: crate::replication::Replication,
+    /// `-Z`: every connection to the memcached port begins with a TLS handshake.
+    pub tls: Option<crate::tls::Tls>,
 }
 
 impl Shared {
@@ -191,7 +193,7 @@ fn worker(
                     match TcpStream::from_std(stream) {
                         Ok(stream) => {
                             let shared = Arc::clone(&shared);
-                            tasks.spawn(connection(stream, peer, id, shared, local_rx.clone()));
+                            tasks.spawn(open(stream, peer, id, shared, local_rx.clone()));
                         }
                         Err(e) => {
                             tracing::warn!("connection {id}: {e}");
@@ -341,14 +343,76 @@ pub(crate) enum Step {
     Ran { consumed: usize, flow: Flow },
 }
 
-async fn connection(
-    mut stream: TcpStream,
+/// How long a client has to finish its TLS handshake.
+const HANDSHAKE_LIMIT: Duration = Duration::from_secs(10);
+
+/// Serves one accepted connection: over TLS when `-Z` is on (the handshake runs here,
+/// on the worker, bounded in time), and hands it to a replica's stream if it asks.
+async fn open(
+    stream: TcpStream,
+    peer: SocketAddr,
+    id: u64,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let Some(tls) = &shared.tls else {
+        let Some((stream, request)) =
+            connection(stream, peer, id, Arc::clone(&shared), shutdown).await
+        else {
+            return;
+        };
+        let handed = stream
+            .into_std()
+            .and_then(|s| s.set_nonblocking(false).map(|()| s));
+        match handed {
+            Ok(stream) => crate::replication::primary::serve(
+                shared,
+                crate::replication::Socket::Tcp(stream),
+                peer.to_string(),
+                request,
+            ),
+            Err(e) => tracing::warn!("a replica's connection: {e}"),
+        }
+        return;
+    };
+    let local = stream.local_addr();
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config());
+    let stream = match tokio::time::timeout(HANDSHAKE_LIMIT, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        failed => {
+            tls.handshake_errors.fetch_add(1, Ordering::Relaxed);
+            if let Ok(Err(e)) = failed {
+                tracing::debug!("TLS handshake with {peer} failed: {e}");
+            }
+            leave(&shared, id);
+            return;
+        }
+    };
+    let Some((stream, request)) = connection(stream, peer, id, Arc::clone(&shared), shutdown).await
+    else {
+        return;
+    };
+    // A replica's stream runs on a thread of its own with a blocking socket; TLS stays
+    // here, relayed to that thread through a socket pair.
+    match local.and_then(crate::replication::Socket::pair) {
+        Ok((socket, far)) => {
+            crate::replication::primary::serve(shared, socket, peer.to_string(), request);
+            crate::replication::socket::relay(stream, far).await;
+        }
+        Err(e) => tracing::warn!("a replica's connection: {e}"),
+    }
+}
+
+/// Serves a connection until it closes, or returns it with the request of a replica
+/// that asked for the log (the connection has left this worker's books by then).
+async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
     peer: SocketAddr,
     id: u64,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
-) {
-    let _ = stream.set_nodelay(true);
+) -> Option<(S, crate::replication::primary::Request)> {
     let last_cmd_secs = Arc::new(AtomicU64::new(u64::from(shared.store.now_secs())));
     shared.connections.register(
         id,
@@ -471,19 +535,7 @@ async fn connection(
         if let Flow::Replicate(request) = flow {
             // The connection leaves this event loop for a thread of its own.
             leave(&shared, id);
-            let handed = stream
-                .into_std()
-                .and_then(|s| s.set_nonblocking(false).map(|()| s));
-            match handed {
-                Ok(stream) => crate::replication::primary::serve(
-                    Arc::clone(&shared),
-                    stream,
-                    peer.to_string(),
-                    request,
-                ),
-                Err(e) => tracing::warn!("a replica's connection: {e}"),
-            }
-            return;
+            return Some((stream, request));
         }
         // Keep the input buffer from holding on to a huge pipeline's memory.
         if input.is_empty() && input.capacity() > 1 << 20 {
@@ -492,6 +544,7 @@ async fn connection(
     }
     let _ = stream.shutdown().await;
     leave(&shared, id);
+    None
 }
 
 /// A login on a text connection that has not logged in, as memcached's `-Y` reads it.
@@ -597,8 +650,8 @@ const LOG_FAILED_REPLY: &[u8] = b"SERVER_ERROR log write failed; change not stor
 /// Waits until every reply in `conn.out` may be sent, then sends them. If the log has
 /// failed, sends only the replies whose changes were acknowledged, then an error, and
 /// returns false so the connection closes: no client is told a lost write was stored.
-async fn flush(
-    stream: &mut TcpStream,
+async fn flush<S: AsyncWrite + Unpin>(
+    stream: &mut S,
     conn: &mut Conn,
     shared: &Shared,
     ack: &mut watch::Receiver<Ack>,
@@ -644,7 +697,8 @@ async fn flush(
         healthy &= sync::settle(shared, &mut conn.out, &conn.waits, LOG_FAILED_REPLY).await;
         conn.waits.clear();
     }
-    let written = stream.write_all(&conn.out).await.is_ok();
+    // A TLS stream holds what it encrypted until flushed; a socket's flush does nothing.
+    let written = stream.write_all(&conn.out).await.is_ok() && stream.flush().await.is_ok();
     add(
         &shared.counters.local().bytes_written,
         conn.out.len() as u64,

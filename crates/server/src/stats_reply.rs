@@ -181,6 +181,9 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "allocator_metadata_bytes", allocator.metadata);
     stat(out, "allocator_resident_bytes", allocator.resident);
     stat(out, "store_poisoned", u8::from(shared.store.is_poisoned()));
+    if let Some(tls) = &shared.tls {
+        tls.write_stats(out);
+    }
 }
 
 fn durability_name(d: DurabilityFlag) -> &'static str {
@@ -224,6 +227,11 @@ fn settings(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "min_sync_replicas", config.min_sync_replicas);
     stat(out, "sync_timeout_ms", config.sync_timeout_ms);
     stat(out, "replica_backlog_mib", config.replica_backlog_mib);
+    if let Ok(Some(tls)) = config.tls_settings() {
+        tls.write_settings(shared.tls.is_some(), out);
+    } else {
+        stat(out, "ssl_enabled", "no");
+    }
 }
 
 fn conns(shared: &Shared, out: &mut Vec<u8>) {

@@ -18,7 +18,7 @@
 //! `replicaof no one`), or what a write waits for (`sync.rs`).
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -114,14 +114,8 @@ fn fence_until_heard(shared: &Arc<Shared>, target: &str, stop: &AtomicBool) {
 /// One try: the old primary's final answer, or why there was none.
 fn fence_once(shared: &Shared, target: &str) -> Result<String, String> {
     let io = |e: std::io::Error| e.to_string();
-    let addr = target
-        .to_socket_addrs()
-        .map_err(io)?
-        .next()
-        .ok_or_else(|| format!("{target}: no address"))?;
-    let mut stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(io)?;
+    let mut stream = shared.replication.connect(target, CONNECT_TIMEOUT)?;
     stream.set_read_timeout(Some(REPLY_TIMEOUT)).map_err(io)?;
-    shared.replication.log_in(&mut stream)?;
     // Where this node listens, as the old primary reaches it: the listening address,
     // or, when that is every interface, the one this connection left from.
     let listen = shared.listen_addr;

@@ -20,7 +20,10 @@
 pub mod fence;
 pub mod primary;
 pub mod replica;
+pub mod socket;
 pub mod sync;
+
+pub use socket::Socket;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -42,6 +45,8 @@ pub struct Replication {
     /// `--replication-login`: the text login this node sends before `replicate` or
     /// `fence` to a node with a users file.
     login: Option<Vec<u8>>,
+    /// `--tls-replication`: how this node speaks TLS to the nodes it connects to.
+    tls: Option<crate::tls::Settings>,
     /// What every connection shares, for the threads replication starts
     /// ([`Replication::bind`]).
     shared: std::sync::OnceLock<std::sync::Weak<Shared>>,
@@ -67,9 +72,17 @@ pub struct Replication {
 }
 
 impl Replication {
+    /// Connects to another node's memcached port (over TLS with `--tls-replication`)
+    /// and logs in with `--replication-login` when there is one.
+    pub fn connect(&self, address: &str, limit: std::time::Duration) -> Result<Socket, String> {
+        let mut socket = Socket::connect(address, self.tls.as_ref(), limit)?;
+        self.log_in(&mut socket)?;
+        Ok(socket)
+    }
+
     /// Sends the `--replication-login` (if any) on a connection to another node and
     /// waits for its `STORED`.
-    pub fn log_in(&self, stream: &mut std::net::TcpStream) -> Result<(), String> {
+    fn log_in(&self, stream: &mut Socket) -> Result<(), String> {
         use std::io::{Read, Write};
         let Some(login) = &self.login else {
             return Ok(());
@@ -99,10 +112,15 @@ impl Replication {
         self.links.lock().values().cloned().collect()
     }
 
-    pub fn new(data_dir: &Path, login: Option<Vec<u8>>) -> Replication {
+    pub fn new(
+        data_dir: &Path,
+        login: Option<Vec<u8>>,
+        tls: Option<crate::tls::Settings>,
+    ) -> Replication {
         Replication {
             data_dir: data_dir.to_path_buf(),
             login,
+            tls,
             shared: std::sync::OnceLock::new(),
             following: Mutex::new(None),
             fencer: Mutex::new(None),

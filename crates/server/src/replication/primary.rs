@@ -14,13 +14,13 @@
 //! with the LSN by which the replica holds the copies that made it possible.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kura_protocol::replication::{decode, encode, Frame, Start};
 
+use super::Socket;
 use crate::server::Shared;
 
 /// About how many bytes of records one read of the log sends.
@@ -152,7 +152,7 @@ fn backlog_bytes(shared: &Shared) -> u64 {
 
 /// Serves the replica on `stream` (the connection that sent `request`) on a thread of
 /// its own.
-pub fn serve(shared: Arc<Shared>, stream: TcpStream, peer: String, request: Request) {
+pub fn serve(shared: Arc<Shared>, stream: Socket, peer: String, request: Request) {
     let link = Arc::new(Link {
         addr: peer,
         copying: AtomicBool::new(false),
@@ -182,7 +182,7 @@ pub fn serve(shared: Arc<Shared>, stream: TcpStream, peer: String, request: Requ
 
 fn stream_log(
     shared: &Arc<Shared>,
-    mut stream: TcpStream,
+    mut stream: Socket,
     request: Request,
     link: &Arc<Link>,
 ) -> std::io::Result<()> {
@@ -261,7 +261,6 @@ fn stream_log(
         },
         &mut out,
     );
-    stream.set_nodelay(true)?;
     // A replica that stops reading is cut off, rather than holding this thread and
     // its cursor's segments for ever.
     stream.set_write_timeout(Some(SILENT_LIMIT))?;
@@ -376,7 +375,7 @@ fn stream_log(
 }
 
 /// Reads the replica's acknowledgements until the stream ends.
-fn read_acks(mut stream: TcpStream, link: &Link, shared: &Shared) {
+fn read_acks(mut stream: Socket, link: &Link, shared: &Shared) {
     let _ = stream.set_read_timeout(Some(SILENT_LIMIT));
     let mut buf = Vec::with_capacity(256);
     let mut chunk = [0u8; 256];
@@ -399,12 +398,12 @@ fn read_acks(mut stream: TcpStream, link: &Link, shared: &Shared) {
                 Ok(None) => break,
                 Err(_) => {
                     link.closed.store(true, Ordering::Release);
-                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                    stream.shutdown();
                     return;
                 }
             }
         }
     }
     link.closed.store(true, Ordering::Release);
-    let _ = stream.shutdown(std::net::Shutdown::Both);
+    stream.shutdown();
 }

@@ -8,7 +8,6 @@
 //! applied after `replicaof no one` has promoted the node.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -18,6 +17,7 @@ use kura_engine::{Epoch, History, Store};
 use kura_protocol::replication::{decode, encode, Frame, Start};
 use parking_lot::Mutex;
 
+use super::Socket;
 use crate::server::Shared;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -58,7 +58,7 @@ pub struct Follower {
     pub primary: String,
     stop: Arc<AtomicBool>,
     /// The connection in use, so that stopping can cut it at once.
-    socket: Arc<Mutex<Option<TcpStream>>>,
+    socket: Arc<Mutex<Option<Socket>>>,
     state: Arc<LinkState>,
     thread: JoinHandle<()>,
 }
@@ -89,7 +89,7 @@ impl Follower {
     pub fn stop(self) {
         self.stop.store(true, Ordering::Release);
         if let Some(socket) = self.socket.lock().as_ref() {
-            let _ = socket.shutdown(std::net::Shutdown::Both);
+            socket.shutdown();
         }
         let _ = self.thread.join();
     }
@@ -155,7 +155,7 @@ fn follow(
     shared: &Arc<Shared>,
     primary: &str,
     stop: &AtomicBool,
-    socket: &Mutex<Option<TcpStream>>,
+    socket: &Mutex<Option<Socket>>,
     state: &LinkState,
 ) {
     let mut backoff = BACKOFF_MIN;
@@ -183,32 +183,22 @@ fn follow(
     }
 }
 
-fn resolve(primary: &str) -> Result<SocketAddr, String> {
-    primary
-        .to_socket_addrs()
-        .map_err(|e| format!("{primary}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{primary}: no address"))
-}
-
 /// One connection to the primary, until it fails or the follower stops.
 fn session(
     shared: &Arc<Shared>,
     primary: &str,
     stop: &AtomicBool,
-    socket: &Mutex<Option<TcpStream>>,
+    socket: &Mutex<Option<Socket>>,
     state: &LinkState,
 ) -> Result<(), String> {
     let store = &shared.store;
     let io = |e: std::io::Error| e.to_string();
-    let mut stream = TcpStream::connect_timeout(&resolve(primary)?, CONNECT_TIMEOUT).map_err(io)?;
-    stream.set_nodelay(true).map_err(io)?;
+    let mut stream = shared.replication.connect(primary, CONNECT_TIMEOUT)?;
     stream.set_read_timeout(Some(SILENT_LIMIT)).map_err(io)?;
     *socket.lock() = Some(stream.try_clone().map_err(io)?);
     if stop.load(Ordering::Acquire) {
         return Ok(());
     }
-    shared.replication.log_in(&mut stream)?;
     // The position: the epoch this log's end is in (a rewind or a partial copy may
     // have taken a history whose newest epoch begins later), its end, and how far
     // back the log could be cut if the primary's history parted from it earlier.
@@ -390,7 +380,7 @@ impl Drop for EndOnDrop {
 
 /// Tells the primary what is on this node's disk: as soon as more is, and at least
 /// every [`ACK_EVERY`].
-fn send_acks(mut stream: TcpStream, store: &Store, over: &AtomicBool) {
+fn send_acks(mut stream: Socket, store: &Store, over: &AtomicBool) {
     let mut sent = u64::MAX;
     let mut last = Instant::now();
     let mut out = Vec::with_capacity(16);
