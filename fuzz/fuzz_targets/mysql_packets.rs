@@ -6,7 +6,7 @@
 #![no_main]
 
 use kura_mysql::{
-    binary_row, double_text, parse_command, parse_execute, parse_login, server_capabilities,
+    binary_row, double_text, is_ssl_request, parse_command, parse_execute, parse_login, server_capabilities,
     text_row, write_packet, ColumnType, Command, PacketReader, ProtocolError, Value,
 };
 use libfuzzer_sys::fuzz_target;
@@ -55,9 +55,14 @@ fn read_stream(data: &[u8], max_payload: usize) {
 /// Runs every parser over one payload; `bound` carries a statement's
 /// parameter types from one execute to the next, as the server keeps them.
 fn check_payload(payload: &[u8], bound: &mut Vec<(ColumnType, bool)>) {
-    if let Ok(login) = parse_login(payload) {
-        assert!(server_capabilities().contains(login.capabilities));
-        assert_ne!(login.database.as_deref(), Some(""));
+    for over_tls in [false, true] {
+        if let Ok(login) = parse_login(payload, over_tls) {
+            assert!(server_capabilities().contains(login.capabilities));
+            assert_ne!(login.database.as_deref(), Some(""));
+        }
+    }
+    if is_ssl_request(payload) {
+        assert_eq!(payload.len(), 32);
     }
     if let Ok(Command::StmtExecute { stmt_id, rest }) = parse_command(payload) {
         // The statement's parameter count comes from the server; take it

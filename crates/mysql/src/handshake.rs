@@ -3,8 +3,11 @@
 //! authentication method offered.
 //!
 //! Not here: user lookup, password storage, deciding when to switch plugins,
-//! or TLS (`CLIENT_SSL` is not offered; a client asking for it gets
-//! [`ProtocolError::TlsRequested`]).
+//! or the TLS session itself. `CLIENT_SSL` is offered when the server has TLS
+//! ([`greeting`]'s `tls`): a client that wants it sends a bare SSLRequest
+//! ([`is_ssl_request`]), the server starts TLS on the socket, and the client's
+//! full response (sequence id 2) arrives over it. A client asking for TLS
+//! where none was offered gets [`ProtocolError::TlsRequested`].
 //!
 //! The exchange the server drives:
 //! 1. send [`greeting`] (sequence id 0) with a fresh nonce from
@@ -50,7 +53,8 @@ pub const DEFAULT_COLLATION: u8 = 45;
 /// The length of a `mysql_native_password` nonce and scramble.
 pub const NONCE_BYTES: usize = 20;
 
-/// What the server offers. Deliberately absent: `CLIENT_SSL` (no TLS yet),
+/// What the server offers. Deliberately absent: `CLIENT_SSL` (added by
+/// [`greeting`] when the server has TLS),
 /// `CLIENT_COMPRESS`, `CLIENT_LOCAL_FILES` (`LOAD DATA LOCAL` would let the
 /// server read client files), `CLIENT_QUERY_ATTRIBUTES` (clients would prefix
 /// queries and executes with attributes), `CLIENT_SESSION_TRACK`,
@@ -87,10 +91,15 @@ pub fn nonce_from_random(random: [u8; NONCE_BYTES]) -> [u8; NONCE_BYTES] {
 /// The greeting (Protocol::HandshakeV10) payload: protocol 10,
 /// [`SERVER_VERSION`], `connection_id`, the nonce (8 bytes, then 12 and a
 /// NUL), [`server_capabilities`], [`DEFAULT_COLLATION`], autocommit status,
-/// and the plugin name `mysql_native_password`.
+/// and the plugin name `mysql_native_password`; with `tls`, `CLIENT_SSL` too.
 ///
 /// `nonce` must come from [`nonce_from_random`] (no NUL bytes).
-pub fn greeting(connection_id: u32, nonce: &[u8; NONCE_BYTES]) -> Vec<u8> {
+pub fn greeting(connection_id: u32, nonce: &[u8; NONCE_BYTES], tls: bool) -> Vec<u8> {
+    let capabilities = if tls {
+        server_capabilities() | CapabilityFlags::CLIENT_SSL
+    } else {
+        server_capabilities()
+    };
     assert!(!nonce.contains(&0), "nonce has a NUL byte");
     let mut first = [0u8; 8];
     first.copy_from_slice(&nonce[..8]);
@@ -102,7 +111,7 @@ pub fn greeting(connection_id: u32, nonce: &[u8; NONCE_BYTES]) -> Vec<u8> {
         connection_id,
         first,
         Some(second),
-        server_capabilities(),
+        capabilities,
         DEFAULT_COLLATION,
         StatusFlags::SERVER_STATUS_AUTOCOMMIT,
         Some(Cow::Borrowed(NATIVE_PASSWORD_PLUGIN.as_bytes())),
@@ -154,20 +163,33 @@ impl Login {
 /// The SSLRequest's size: capabilities, max packet, collation, 23 filler.
 const SSL_REQUEST_BYTES: usize = 32;
 
-/// Parses the client's HandshakeResponse41 (the payload of sequence id 1).
+/// Whether the client's first packet is a bare SSLRequest: it asks for TLS
+/// before it says anything more.
+pub fn is_ssl_request(payload: &[u8]) -> bool {
+    match payload.get(..4) {
+        Some(&[a, b, c, d]) if payload.len() == SSL_REQUEST_BYTES => {
+            CapabilityFlags::from_bits_truncate(u32::from_le_bytes([a, b, c, d]))
+                .contains(CapabilityFlags::CLIENT_SSL)
+        }
+        _ => false,
+    }
+}
+
+/// Parses the client's HandshakeResponse41 (the payload of sequence id 1, or
+/// 2 after an SSLRequest; `over_tls` says which).
 ///
-/// A client that set `CLIENT_SSL` (whether a bare 32-byte SSLRequest or a
-/// full response) gets [`ProtocolError::TlsRequested`]; one without
-/// `CLIENT_PROTOCOL_41`, [`ProtocolError::OldClient`]. The user and
+/// Outside TLS, a client that set `CLIENT_SSL` (whether a bare 32-byte
+/// SSLRequest or a full response) gets [`ProtocolError::TlsRequested`]; one
+/// without `CLIENT_PROTOCOL_41`, [`ProtocolError::OldClient`]. The user and
 /// database must be UTF-8.
-pub fn parse_login(payload: &[u8]) -> Result<Login, ProtocolError> {
+pub fn parse_login(payload: &[u8], over_tls: bool) -> Result<Login, ProtocolError> {
     let Some(&[a, b, c, d]) = payload.get(..4) else {
         return Err(ProtocolError::Truncated {
             what: "handshake response",
         });
     };
     let client = CapabilityFlags::from_bits_truncate(u32::from_le_bytes([a, b, c, d]));
-    if client.contains(CapabilityFlags::CLIENT_SSL) {
+    if client.contains(CapabilityFlags::CLIENT_SSL) && !over_tls {
         return Err(ProtocolError::TlsRequested);
     }
     if !client.contains(CapabilityFlags::CLIENT_PROTOCOL_41) {
@@ -286,7 +308,7 @@ mod tests {
 
     #[test]
     fn greeting_parses_as_mysql_common_client_sees_it() {
-        let payload = greeting(77, &NONCE);
+        let payload = greeting(77, &NONCE, false);
         let packet = HandshakePacket::deserialize((), &mut ParseBuf(&payload)).unwrap();
         assert_eq!(packet.protocol_version(), 10);
         assert_eq!(packet.server_version_ref(), SERVER_VERSION.as_bytes());
@@ -301,7 +323,7 @@ mod tests {
 
     #[test]
     fn greeting_bytes() {
-        let payload = greeting(1, &NONCE);
+        let payload = greeting(1, &NONCE, false);
         let version_end = 1 + SERVER_VERSION.len();
         assert_eq!(payload[0], 10);
         assert_eq!(&payload[1..version_end], SERVER_VERSION.as_bytes());
@@ -327,7 +349,7 @@ mod tests {
     fn greeting_refuses_a_nul_in_the_nonce() {
         let mut nonce = NONCE;
         nonce[10] = 0;
-        greeting(1, &nonce);
+        greeting(1, &nonce, false);
     }
 
     #[test]
@@ -384,7 +406,7 @@ mod tests {
             Some(AuthPlugin::MysqlNativePassword),
             Some(attributes),
         );
-        let login = parse_login(&payload).unwrap();
+        let login = parse_login(&payload, false).unwrap();
         assert_eq!(
             login,
             Login {
@@ -418,7 +440,7 @@ mod tests {
             | Caps::CLIENT_LONG_PASSWORD
             | Caps::CLIENT_TRANSACTIONS;
         let payload = client_response(caps, "bob", b"", None, None, None);
-        let login = parse_login(&payload).unwrap();
+        let login = parse_login(&payload, false).unwrap();
         assert_eq!(login.user, "bob");
         assert_eq!(login.auth_response, b"");
         assert_eq!(login.database, None);
@@ -438,7 +460,7 @@ mod tests {
             Some(AuthPlugin::CachingSha2Password),
             None,
         );
-        let login = parse_login(&payload).unwrap();
+        let login = parse_login(&payload, false).unwrap();
         assert_eq!(login.plugin.as_deref(), Some("caching_sha2_password"));
         assert_eq!(login.database, None, "an empty name is no database");
         assert!(!login.uses_native_password());
@@ -449,7 +471,42 @@ mod tests {
         let mut payload = Vec::new();
         SslRequest::new(client_caps() | Caps::CLIENT_SSL, 16 << 20, 45).serialize(&mut payload);
         assert_eq!(payload.len(), 32);
-        assert_eq!(parse_login(&payload), Err(ProtocolError::TlsRequested));
+        assert!(is_ssl_request(&payload));
+        assert_eq!(
+            parse_login(&payload, false),
+            Err(ProtocolError::TlsRequested)
+        );
+    }
+
+    #[test]
+    fn a_full_response_over_tls_keeps_its_ssl_flag() {
+        let payload = client_response(
+            client_caps() | Caps::CLIENT_SSL,
+            "app",
+            &[7; 20],
+            None,
+            None,
+            None,
+        );
+        assert!(!is_ssl_request(&payload));
+        let login = parse_login(&payload, true).unwrap();
+        assert_eq!(login.user, "app");
+        assert_eq!(
+            parse_login(&payload, false),
+            Err(ProtocolError::TlsRequested)
+        );
+    }
+
+    #[test]
+    fn the_greeting_offers_tls_only_when_asked() {
+        let caps = |tls| {
+            let payload = greeting(1, &NONCE, tls);
+            HandshakePacket::deserialize((), &mut ParseBuf(&payload))
+                .unwrap()
+                .capabilities()
+        };
+        assert!(!caps(false).contains(Caps::CLIENT_SSL));
+        assert!(caps(true).contains(Caps::CLIENT_SSL));
     }
 
     #[test]
@@ -462,7 +519,7 @@ mod tests {
             None,
             None,
         );
-        assert_eq!(parse_login(&payload), Err(ProtocolError::OldClient));
+        assert_eq!(parse_login(&payload, false), Err(ProtocolError::OldClient));
     }
 
     #[test]
@@ -470,7 +527,7 @@ mod tests {
         let mut payload = client_response(client_caps(), "bob", b"", None, None, None);
         payload[32] = 0xff;
         assert_eq!(
-            parse_login(&payload),
+            parse_login(&payload, false),
             Err(ProtocolError::Malformed { what: "user name" })
         );
     }
@@ -486,11 +543,11 @@ mod tests {
             Some(AuthPlugin::MysqlNativePassword),
             Some(HashMap::from([("k".to_string(), "v".to_string())])),
         );
-        assert!(parse_login(&payload).is_ok());
+        assert!(parse_login(&payload, false).is_ok());
         // CLIENT_CONNECT_ATTRS is set, so even a cut inside the plugin name
         // (read up to its NUL or the end) leaves the attributes missing.
         for cut in 0..payload.len() {
-            assert!(parse_login(&payload[..cut]).is_err(), "cut at {cut}");
+            assert!(parse_login(&payload[..cut], false).is_err(), "cut at {cut}");
         }
     }
 
@@ -549,7 +606,7 @@ mod tests {
             u32::from_le_bytes(payload[..4].try_into().unwrap()),
             raw_caps
         );
-        let login = parse_login(&payload).unwrap();
+        let login = parse_login(&payload, false).unwrap();
         assert_eq!(login.user, "root");
         assert_eq!(login.database.as_deref(), database);
         assert_eq!(login.collation, collation);

@@ -49,9 +49,9 @@ pub use commands::{parse_command, parse_execute, Command, Execute};
 pub use error::ProtocolError;
 pub use framing::{write_packet, PacketReader, MAX_FRAME_PAYLOAD};
 pub use handshake::{
-    auth_switch, greeting, native_password_hash, native_password_matches, nonce_from_random,
-    parse_login, server_capabilities, Login, DEFAULT_COLLATION, NATIVE_PASSWORD_PLUGIN,
-    NONCE_BYTES, SERVER_VERSION,
+    auth_switch, greeting, is_ssl_request, native_password_hash, native_password_matches,
+    nonce_from_random, parse_login, server_capabilities, Login, DEFAULT_COLLATION,
+    NATIVE_PASSWORD_PLUGIN, NONCE_BYTES, SERVER_VERSION,
 };
 pub use responses::{
     binary_row, column_count, column_def, end_of_columns, end_of_rows, eof, err, ok, param_def,

@@ -144,9 +144,50 @@ struct Statement {
     long_data: Vec<Option<Vec<u8>>>,
 }
 
+/// An SQL connection's socket: plain, or TLS once the client asked for it.
+enum SqlStream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ServerConnection, TcpStream>>),
+    /// While the one becomes the other; a failed switch leaves it so, and it closes.
+    Switching,
+}
+
+impl Read for SqlStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            SqlStream::Plain(s) => s.read(buf),
+            SqlStream::Tls(s) => s.read(buf),
+            SqlStream::Switching => Ok(0),
+        }
+    }
+}
+
+impl Write for SqlStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            SqlStream::Plain(s) => s.write(buf),
+            SqlStream::Tls(s) => s.write(buf),
+            SqlStream::Switching => Err(io::ErrorKind::NotConnected.into()),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            SqlStream::Plain(s) => s.flush(),
+            SqlStream::Tls(s) => s.flush(),
+            SqlStream::Switching => Ok(()),
+        }
+    }
+}
+
+/// How long a client has for its TLS handshake.
+const HANDSHAKE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A connection's bytes: the packets read, the replies written, the sequence ids.
 struct Wire {
-    stream: TcpStream,
+    stream: SqlStream,
+    /// The client's address, for error messages.
+    peer: String,
     reader: PacketReader,
     /// Where reads land before the packet reader takes them.
     read_buf: Box<[u8]>,
@@ -180,6 +221,7 @@ impl Wire {
     fn flush(&mut self) -> io::Result<()> {
         if !self.out.is_empty() {
             self.stream.write_all(&self.out)?;
+            self.stream.flush()?;
             self.out.clear();
         }
         Ok(())
@@ -187,6 +229,37 @@ impl Wire {
 
     fn error(&mut self, e: &SqlError) -> io::Result<()> {
         self.send(&my::err(e.code, &e.state, &e.message))
+    }
+
+    /// Turns the socket into a TLS session after the client's SSLRequest and
+    /// completes the handshake (bounded in time).
+    fn start_tls(&mut self, tls: &crate::tls::Tls) -> io::Result<()> {
+        let SqlStream::Plain(mut socket) =
+            std::mem::replace(&mut self.stream, SqlStream::Switching)
+        else {
+            return Err(io::ErrorKind::NotConnected.into());
+        };
+        let mut session = rustls::ServerConnection::new(tls.server_config())
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        // The client may have sent its first TLS bytes right behind the SSLRequest,
+        // in the same read: they are the session's.
+        let early = std::mem::take(self.reader.buffer());
+        let mut early = &early[..];
+        while !early.is_empty() {
+            session.read_tls(&mut early)?;
+            session
+                .process_new_packets()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        }
+        socket.set_read_timeout(Some(HANDSHAKE_LIMIT))?;
+        socket.set_write_timeout(Some(HANDSHAKE_LIMIT))?;
+        while session.is_handshaking() {
+            session.complete_io(&mut socket)?;
+        }
+        socket.set_read_timeout(None)?;
+        socket.set_write_timeout(None)?;
+        self.stream = SqlStream::Tls(Box::new(rustls::StreamOwned::new(session, socket)));
+        Ok(())
     }
 
     /// Reads the login and answers it. Returns the session of a client that is in.
@@ -197,11 +270,35 @@ impl Wire {
         shared: &Shared,
         id: u32,
     ) -> io::Result<Option<Session>> {
-        let Some((_, payload)) = self.packet()? else {
+        let Some((_, mut payload)) = self.packet()? else {
             return Ok(None);
         };
+        let mut over_tls = false;
+        if let Some(tls) = &shared.tls {
+            // -Z: TLS only, as MySQL's require_secure_transport.
+            if !my::is_ssl_request(&payload) {
+                self.seq = self.reader.reply_seq();
+                self.error(&SqlError::new(
+                    3159,
+                    b"HY000",
+                    "Connections using insecure transport are prohibited while --require_secure_transport=ON.".to_string(),
+                ))?;
+                self.flush()?;
+                return Ok(None);
+            }
+            if let Err(e) = self.start_tls(tls) {
+                tls.handshake_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("TLS handshake with {} failed: {e}", self.peer);
+                return Ok(None);
+            }
+            over_tls = true;
+            let Some((_, full)) = self.packet()? else {
+                return Ok(None);
+            };
+            payload = full;
+        }
         self.seq = self.reader.reply_seq();
-        let mut login = match my::parse_login(&payload) {
+        let mut login = match my::parse_login(&payload, over_tls) {
             Ok(login) => login,
             Err(e) => {
                 self.send(&e.err_packet())?;
@@ -225,10 +322,7 @@ impl Wire {
             } else {
                 "YES"
             };
-            let peer = self
-                .stream
-                .peer_addr()
-                .map_or_else(|_| "unknown".to_string(), |a| a.ip().to_string());
+            let peer = self.peer.clone();
             self.error(&SqlError::new(
                 1045,
                 b"28000",
@@ -283,15 +377,19 @@ impl<'a> Connection<'a> {
         let mut nonce = [0u8; NONCE_BYTES];
         std::fs::File::open("/dev/urandom")?.read_exact(&mut nonce)?;
         let nonce = my::nonce_from_random(nonce);
+        let peer = stream
+            .peer_addr()
+            .map_or_else(|_| "unknown".to_string(), |a| a.ip().to_string());
         let mut wire = Wire {
-            stream,
+            stream: SqlStream::Plain(stream),
+            peer,
             reader: PacketReader::new(PACKET_MAX_BYTES),
             read_buf: vec![0; READ_BYTES].into_boxed_slice(),
             out: Vec::new(),
             seq: 0,
             caps: my::server_capabilities(),
         };
-        wire.send(&my::greeting(id, &nonce))?;
+        wire.send(&my::greeting(id, &nonce, shared.tls.is_some()))?;
         wire.flush()?;
         let Some(session) = wire.login(users, &nonce, shared, id)? else {
             return Ok(());
