@@ -3,7 +3,8 @@
 //! client, and wire transcripts run against both and compared byte for byte.
 //!
 //! Not for production code paths: it panics freely in tests' favour and spawns
-//! processes. std only (plus tempfile and libc), so it builds fast.
+//! processes. std only (plus tempfile, libc, and rustls, which the server builds
+//! anyway, for the TLS tests' client).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod auth;
@@ -15,6 +16,7 @@ mod memcached;
 mod netns;
 mod output;
 pub mod runner;
+pub mod tls;
 pub mod transcript;
 
 pub use client::{Client, Reply, ReplyEnd, REPLY_TIMEOUT};

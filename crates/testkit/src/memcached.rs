@@ -47,6 +47,25 @@ impl MemcachedServer {
         env: &[(&str, &str)],
         login: Option<&Login>,
     ) -> io::Result<MemcachedServer> {
+        Self::start_probed(extra_args, env, login, None)
+    }
+
+    /// As `start_with`, for a memcached with TLS (`-Z` among `extra_args`) and the
+    /// certificates of `certs`: the readiness probe speaks TLS (with the client
+    /// certificate, in case memcached requires one).
+    pub fn start_tls(
+        extra_args: &[&str],
+        certs: &crate::tls::Certificates,
+    ) -> io::Result<MemcachedServer> {
+        Self::start_probed(extra_args, &[], None, Some(certs))
+    }
+
+    fn start_probed(
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+        login: Option<&Login>,
+        tls: Option<&crate::tls::Certificates>,
+    ) -> io::Result<MemcachedServer> {
         if !Path::new(MEMCACHED_BIN).exists() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -55,7 +74,7 @@ impl MemcachedServer {
         }
         let mut last_error = String::new();
         for _ in 0..ATTEMPTS {
-            match Self::try_start(extra_args, env, login) {
+            match Self::try_start(extra_args, env, login, tls) {
                 Ok(server) => return Ok(server),
                 Err(e) => last_error = e.to_string(),
             }
@@ -69,6 +88,7 @@ impl MemcachedServer {
         extra_args: &[&str],
         env: &[(&str, &str)],
         login: Option<&Login>,
+        tls: Option<&crate::tls::Certificates>,
     ) -> io::Result<MemcachedServer> {
         let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
             .local_addr()?
@@ -111,7 +131,14 @@ impl MemcachedServer {
                 // Another process may have taken the port between our probe and
                 // memcached's bind (then our memcached exits, but a little later):
                 // only a server reporting our child's pid is ours.
-                return match served_pid(stream, login) {
+                let served = match tls {
+                    None => served_pid(stream, login),
+                    Some(certs) => {
+                        drop(stream);
+                        served_pid_tls(addr, certs)
+                    }
+                };
+                return match served {
                     Ok(pid) if pid == child.id() => Ok(MemcachedServer { child, addr, log }),
                     answer => {
                         let _ = child.kill();
@@ -186,6 +213,23 @@ fn served_pid(stream: TcpStream, login: Option<&Login>) -> io::Result<u32> {
             crate::binary::stats_as_text(&reply.bytes)
         }
     };
+    text.lines()
+        .find_map(|line| line.strip_prefix("STAT pid "))
+        .and_then(|pid| pid.trim().parse().ok())
+        .ok_or_else(|| io::Error::other(format!("no pid in stats: {text:?}")))
+}
+
+/// The pid a memcached with TLS reports in `stats`.
+fn served_pid_tls(addr: SocketAddr, certs: &crate::tls::Certificates) -> io::Result<u32> {
+    let mut stream = crate::tls::connect(
+        addr,
+        &certs.path("ca.pem"),
+        Some((&certs.path("client.pem"), &certs.path("client.key"))),
+        crate::tls::Versions::Any,
+    )?;
+    let text =
+        String::from_utf8_lossy(&crate::tls::request(&mut stream, b"stats\r\n", b"END\r\n")?)
+            .into_owned();
     text.lines()
         .find_map(|line| line.strip_prefix("STAT pid "))
         .and_then(|pid| pid.trim().parse().ok())
