@@ -123,6 +123,9 @@ pub enum BackendKind {
     /// `<backend>-binary` (`memcached-binary`, `kura-interval-binary`, ...): that
     /// server, spoken to in memcached's binary protocol.
     Binary(Box<BackendKind>),
+    /// `<backend>-tls` (`memcached-tls`, `kura-fsync-tls`, ...): that server with TLS
+    /// on (`-Z`), spoken to over TLS (throughput only).
+    Tls(Box<BackendKind>),
 }
 
 /// Redis's `appendfsync` setting.
@@ -138,6 +141,9 @@ pub enum Protocol {
     Memcached,
     /// memcached's binary protocol.
     MemcachedBinary,
+    /// memcached's text protocol over TLS: the throughput load and the preload speak
+    /// it; the other workloads do not.
+    MemcachedTls,
     /// memcached's protocol, and the game's rows in Kura's players table.
     MemcachedTables,
     Mysql,
@@ -155,7 +161,16 @@ impl Protocol {
             Protocol::Memcached | Protocol::MemcachedTables => Some(Wire::Memcached),
             Protocol::MemcachedBinary => Some(Wire::MemcachedBinary),
             Protocol::Redis => Some(Wire::Redis),
-            Protocol::Mysql | Protocol::MysqlCacheAside { .. } => None,
+            Protocol::Mysql | Protocol::MysqlCacheAside { .. } | Protocol::MemcachedTls => None,
+        }
+    }
+
+    /// The wire the throughput load and the preload speak: as [`Protocol::wire`],
+    /// and memcached's text protocol inside TLS.
+    pub fn load_wire(self) -> Option<Wire> {
+        match self {
+            Protocol::MemcachedTls => Some(Wire::Memcached),
+            other => other.wire(),
         }
     }
 }
@@ -163,6 +178,13 @@ impl Protocol {
 impl BackendKind {
     /// Parses a `--backends` entry.
     pub fn parse(name: &str) -> Result<BackendKind> {
+        if let Some(base) = name.strip_suffix("-tls") {
+            let inner = BackendKind::parse(base)?;
+            if !matches!(inner, BackendKind::Memcached { .. } | BackendKind::Kura(_)) {
+                bail!("{name}: only memcached and kura-<durability> are measured with TLS");
+            }
+            return Ok(BackendKind::Tls(Box::new(inner)));
+        }
         if let Some(base) = name.strip_suffix("-binary") {
             let inner = BackendKind::parse(base)?;
             if !matches!(inner, BackendKind::Memcached { .. } | BackendKind::Kura(_)) {
@@ -204,6 +226,7 @@ impl BackendKind {
             BackendKind::Redis(RedisFsync::Always) => "redis-always".to_string(),
             BackendKind::External { addr } => format!("server@{addr}"),
             BackendKind::Binary(inner) => format!("{}-binary", inner.name()),
+            BackendKind::Tls(inner) => format!("{}-tls", inner.name()),
         }
     }
 }
@@ -241,6 +264,9 @@ pub struct LaunchConfig {
     /// A cgroup every server joins before it executes (its `cgroup.procs` file), so
     /// all of its memory, from the first page, is charged to the cgroup's limit.
     pub cgroup_procs: Option<PathBuf>,
+    /// TLS flags memcached and Kura are started with (`<backend>-tls`); empty
+    /// otherwise.
+    pub tls_server_args: Vec<String>,
 }
 
 /// How one server process was started: for reports, which record every command.
@@ -382,6 +408,8 @@ pub struct Backend {
     /// How each server process of this backend was started, for reports.
     pub launches: Vec<Launch>,
     pub protocol: Protocol,
+    /// The certificates a `<backend>-tls` was started with, which its clients trust.
+    pub tls: Option<Arc<crate::tls::BenchTls>>,
     child: Option<Child>,
     /// A second server this backend consists of (the cache in cache-aside).
     companion: Option<Box<Backend>>,
@@ -407,6 +435,20 @@ impl Backend {
             BackendKind::KuraTables(durability) => start_kura(*durability, Layout::Table, config),
             BackendKind::Mariadb => start_mariadb(config),
             BackendKind::Redis(fsync) => start_redis(&kind.name(), *fsync, config),
+            BackendKind::Tls(inner) => {
+                let tls = crate::tls::BenchTls::shared(&config.data_root)?;
+                let mut config = config.clone();
+                config.tls_server_args = tls.server_args();
+                let mut backend = Backend::start(inner, &config)?;
+                backend.name = kind.name();
+                backend.kind = kind.clone();
+                backend.protocol = Protocol::MemcachedTls;
+                backend.tls = Some(tls);
+                for launch in &mut backend.launches {
+                    launch.role = kind.name();
+                }
+                Ok(backend)
+            }
             BackendKind::Binary(inner) => {
                 let mut backend = Backend::start(inner, config)?;
                 backend.name = kind.name();
@@ -452,6 +494,7 @@ impl Backend {
                         cgroup: None,
                     }],
                     protocol: Protocol::Memcached,
+                    tls: None,
                     child: None,
                     companion: None,
                     log: None,
@@ -605,6 +648,7 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
             .args(["-c", "4096"])
             // Needed when running as root (as CI does); ignored otherwise.
             .args(["-u", "root"])
+            .args(&config.tls_server_args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -642,6 +686,7 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
                     pids: vec![child.id()],
                     launches: vec![launch],
                     protocol: Protocol::Memcached,
+                    tls: None,
                     child: Some(child),
                     companion: None,
                     log: Some(tail),
@@ -702,7 +747,8 @@ fn start_kura(durability: Durability, layout: Layout, config: &LaunchConfig) -> 
                 KuraSql::AnyPort => "0",
             },
         ])
-        .args(&config.kura_args);
+        .args(&config.kura_args)
+        .args(&config.tls_server_args);
     if layout == Layout::Table {
         // Beside the log in the data directory, which Kura leaves alone.
         let schema = data_dir.path().join("schema.sql");
@@ -791,6 +837,7 @@ fn start_kura(durability: Durability, layout: Layout, config: &LaunchConfig) -> 
         pids: vec![child.id()],
         launches: vec![launch],
         protocol,
+        tls: None,
         child: Some(child),
         companion: None,
         log: Some(tail),
@@ -876,6 +923,7 @@ fn start_redis(name: &str, fsync: RedisFsync, config: &LaunchConfig) -> Result<B
                     pids: vec![child.id()],
                     launches: vec![launch],
                     protocol: Protocol::Redis,
+                    tls: None,
                     child: Some(child),
                     companion: None,
                     log: Some(tail),
@@ -1002,6 +1050,7 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
                     pids: vec![child.id()],
                     launches: vec![launch],
                     protocol: Protocol::Mysql,
+                    tls: None,
                     child: Some(child),
                     companion: None,
                     log: Some(tail),
@@ -1072,6 +1121,7 @@ mod tests {
             mariadb_buffer_pool_mib: 16,
             mariadb_args: Vec::new(),
             cgroup_procs: None,
+            tls_server_args: Vec::new(),
         };
         let kind = BackendKind::parse("memcached").unwrap_or_else(|e| panic!("{e}"));
         let mut backend = Backend::start(&kind, &config)

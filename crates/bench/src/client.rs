@@ -14,9 +14,40 @@ use anyhow::{bail, Context, Result};
 
 use crate::proto::{Expect, Reply, Wire};
 
+/// A blocking socket, plain or with TLS.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
+
 /// One blocking connection with its read buffer.
 pub struct Client {
-    stream: TcpStream,
+    stream: Stream,
     inbuf: Vec<u8>,
     start: usize,
     outbuf: Vec<u8>,
@@ -25,10 +56,26 @@ pub struct Client {
 
 impl Client {
     pub fn connect(addr: SocketAddr, wire: Wire) -> Result<Client> {
-        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
+        Client::connect_tls(addr, wire, None)
+    }
+
+    /// As [`Client::connect`], over TLS when `tls` is given.
+    pub fn connect_tls(
+        addr: SocketAddr,
+        wire: Wire,
+        tls: Option<&crate::tls::BenchTls>,
+    ) -> Result<Client> {
+        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
             .with_context(|| format!("connecting to {addr}"))?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+        let stream = match tls {
+            Some(tls) => {
+                let session = tls.handshake(&mut stream)?;
+                Stream::Tls(Box::new(rustls::StreamOwned::new(session, stream)))
+            }
+            None => Stream::Plain(stream),
+        };
         Ok(Client {
             stream,
             inbuf: Vec::with_capacity(64 * 1024),
@@ -57,6 +104,7 @@ impl Client {
     pub fn flush(&mut self) -> Result<()> {
         self.stream
             .write_all(&self.outbuf)
+            .and_then(|()| self.stream.flush())
             .context("sending request")?;
         self.outbuf.clear();
         Ok(())

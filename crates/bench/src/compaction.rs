@@ -197,6 +197,7 @@ pub fn run(args: &CompactionArgs) -> Result<Section> {
                 warmup: Duration::from_millis(100),
                 duration: Duration::from_secs(1),
                 seed: args.common.seed.wrapping_add(n as u64),
+                tls: None,
             };
             let r = load::run(&spec, &b.pids)?;
             let after = server_stats(b.addr)?;

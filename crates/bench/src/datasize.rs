@@ -648,6 +648,10 @@ fn grow(subject: &mut Subject, players: u64, args: &DatasizeArgs, label: &str) -
             &progress,
         )?,
         Protocol::Mysql => game_sql::insert_players(b.addr, ids, args.row_size, &progress)?,
+        Protocol::MemcachedTls => bail!(
+            "{}: TLS is measured by the throughput workload only",
+            b.name
+        ),
         Protocol::MysqlCacheAside { cache } => {
             game_sql::insert_players(b.addr, ids.clone(), args.row_size, &progress)?;
             progress.finish();

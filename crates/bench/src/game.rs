@@ -332,6 +332,12 @@ pub(crate) fn measure_backend(
         | Protocol::MemcachedTables
         | Protocol::Redis => measure(addr, connections, client_threads, plan, start, seed, pids),
         Protocol::Mysql => game_sql::measure(addr, None, connections, plan, start, seed, pids),
+        Protocol::MemcachedTls => {
+            bail!(
+                "{}: TLS is measured by the throughput workload only",
+                backend.name
+            )
+        }
         Protocol::MysqlCacheAside { cache } => {
             game_sql::measure(addr, Some(cache), connections, plan, start, seed, pids)
         }
@@ -613,6 +619,12 @@ pub fn run(args: &GameArgs) -> Result<Section> {
             Protocol::Mysql => {
                 game_sql::create_schema(b.addr)?;
                 game_sql::insert_players(b.addr, all, args.row_size, &progress)?;
+            }
+            Protocol::MemcachedTls => {
+                bail!(
+                    "{}: TLS is measured by the throughput workload only",
+                    b.name
+                )
             }
             Protocol::MysqlCacheAside { cache } => {
                 game_sql::create_schema(b.addr)?;

@@ -78,6 +78,8 @@ pub struct LoadSpec {
     pub warmup: Duration,
     pub duration: Duration,
     pub seed: u64,
+    /// TLS to the server (`<backend>-tls`), or plain TCP.
+    pub tls: Option<std::sync::Arc<crate::tls::BenchTls>>,
 }
 
 /// What one load measured.
@@ -112,7 +114,7 @@ pub fn preload_backend(
 ) -> Result<()> {
     let wire = b
         .protocol
-        .wire()
+        .load_wire()
         .with_context(|| format!("{} cannot run the {workload} workload", b.name))?;
     let progress = Progress::new(
         format!("preloading {} ({value_size}-byte values)", b.name),
@@ -122,6 +124,7 @@ pub fn preload_backend(
     preload(
         b.addr,
         wire,
+        b.tls.clone(),
         key_prefix,
         keys,
         value_size,
@@ -132,9 +135,11 @@ pub fn preload_backend(
 
 /// Stores every key in `0..keys` once, over `connections` connections, pipelining
 /// batches of sets on each, counting keys stored on `progress`.
+#[allow(clippy::too_many_arguments)]
 pub fn preload(
     addr: SocketAddr,
     wire: Wire,
+    tls: Option<std::sync::Arc<crate::tls::BenchTls>>,
     key_prefix: &str,
     keys: u64,
     value_len: usize,
@@ -147,8 +152,9 @@ pub fn preload(
         let mut workers = Vec::new();
         for c in 0..connections {
             let range = (c * per)..((c + 1) * per).min(keys);
+            let tls = tls.clone();
             workers.push(scope.spawn(move || -> Result<()> {
-                let mut client = Client::connect(addr, wire)?;
+                let mut client = Client::connect_tls(addr, wire, tls.as_deref())?;
                 let value = value_bytes(value_len, c);
                 let mut key = Vec::new();
                 let ids: Vec<u64> = range.collect();
@@ -180,11 +186,17 @@ pub fn preload(
 /// Runs one load and measures it.
 pub fn run(spec: &LoadSpec, server_pids: &[u32]) -> Result<LoadResult> {
     let threads = spec.threads.clamp(1, spec.connections.max(1));
-    let mut streams: Vec<Vec<StdTcpStream>> = (0..threads).map(|_| Vec::new()).collect();
+    let mut streams: Vec<Vec<Opened>> = (0..threads).map(|_| Vec::new()).collect();
     for i in 0..spec.connections {
-        let stream = StdTcpStream::connect_timeout(&spec.addr, Duration::from_secs(10))
+        let mut stream = StdTcpStream::connect_timeout(&spec.addr, Duration::from_secs(10))
             .with_context(|| format!("connecting to {}", spec.addr))?;
         stream.set_nodelay(true)?;
+        // The handshake happens here, before the clock starts: a load measures
+        // requests on open connections.
+        let session = match &spec.tls {
+            Some(tls) => Some(tls.handshake(&mut stream)?),
+            None => None,
+        };
         stream.set_nonblocking(true)?;
         // Servers hand accepted connections to their workers round-robin (memcached
         // and Kura both), so dealing them out round-robin here too pairs each client
@@ -195,7 +207,7 @@ pub fn run(spec: &LoadSpec, server_pids: &[u32]) -> Result<LoadResult> {
             Deal::Blocks => i * threads / spec.connections,
             Deal::RoundRobin => i % threads,
         };
-        streams[thread].push(stream);
+        streams[thread].push((stream, session));
     }
     // Threads start together a little after all connections are up.
     let start = Instant::now() + Duration::from_millis(20);
@@ -255,9 +267,13 @@ struct ThreadResult {
     histogram: Histogram<u64>,
 }
 
+/// A connected socket, and its TLS session when the load speaks TLS.
+type Opened = (StdTcpStream, Option<rustls::ClientConnection>);
+
 /// One connection's state: at most one request in flight.
 struct Conn {
     stream: TcpStream,
+    tls: Option<rustls::ClientConnection>,
     inbuf: Vec<u8>,
     outbuf: Vec<u8>,
     written: usize,
@@ -267,7 +283,7 @@ struct Conn {
 
 fn drive(
     spec: &LoadSpec,
-    conns: Vec<StdTcpStream>,
+    conns: Vec<Opened>,
     seed: u64,
     start: Instant,
     window_start: Instant,
@@ -276,8 +292,9 @@ fn drive(
     let mut poll = Poll::new()?;
     let mut conns: Vec<Conn> = conns
         .into_iter()
-        .map(|s| Conn {
+        .map(|(s, tls)| Conn {
             stream: TcpStream::from_std(s),
+            tls,
             inbuf: Vec::with_capacity(4096),
             outbuf: Vec::with_capacity(4096),
             written: 0,
@@ -326,20 +343,29 @@ fn drive(
         })?;
         for event in events.iter() {
             let c = &mut conns[event.token().0];
-            if event.is_writable() && c.written < c.outbuf.len() {
+            if event.is_writable() {
                 flush(c)?;
             }
             if !event.is_readable() {
                 continue;
             }
             // Edge-triggered: read until the socket is empty.
-            loop {
-                match c.stream.read(&mut chunk) {
-                    Ok(0) => bail!("server closed a connection"),
-                    Ok(n) => c.inbuf.extend_from_slice(&chunk[..n]),
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e).context("reading a reply"),
+            if let Some(session) = &mut c.tls {
+                let open = crate::tls::receive(session, &mut c.stream, &mut c.inbuf, &mut chunk)
+                    .context("reading a reply over TLS")?;
+                if !open {
+                    bail!("server closed a connection");
+                }
+                crate::tls::send(session, &mut c.stream).context("TLS")?;
+            } else {
+                loop {
+                    match c.stream.read(&mut chunk) {
+                        Ok(0) => bail!("server closed a connection"),
+                        Ok(n) => c.inbuf.extend_from_slice(&chunk[..n]),
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e).context("reading a reply"),
+                    }
                 }
             }
             let Some((reply, used)) = spec.wire.parse_reply(&c.inbuf, c.expect)? else {
@@ -387,6 +413,18 @@ fn next_request(spec: &LoadSpec, c: &mut Conn, rng: &mut Rng, key: &mut Vec<u8>,
 
 /// Writes what the socket takes; the rest goes out on the next writable event.
 fn flush(c: &mut Conn) -> Result<()> {
+    if let Some(session) = &mut c.tls {
+        // The session takes the whole request (encrypted when written); what the
+        // socket does not take waits in it for the next writable event.
+        if c.written < c.outbuf.len() {
+            session
+                .writer()
+                .write_all(&c.outbuf[c.written..])
+                .context("encrypting a request")?;
+            c.written = c.outbuf.len();
+        }
+        return crate::tls::send(session, &mut c.stream).context("sending a request");
+    }
     while c.written < c.outbuf.len() {
         match c.stream.write(&c.outbuf[c.written..]) {
             Ok(n) => c.written += n,

@@ -36,6 +36,7 @@ mod sql_kv;
 mod stats;
 mod store_fetch;
 mod throughput;
+mod tls;
 
 use std::path::PathBuf;
 
@@ -202,6 +203,7 @@ impl Common {
             mariadb_buffer_pool_mib: self.mariadb_buffer_pool_mib,
             mariadb_args: Vec::new(),
             cgroup_procs: None,
+            tls_server_args: Vec::new(),
         }
     }
 }

@@ -124,6 +124,7 @@ pub fn run(args: &MultigetArgs) -> Result<Section> {
                 load::preload(
                     b.addr,
                     wire,
+                    None,
                     prefix,
                     args.keys,
                     args.value_size,

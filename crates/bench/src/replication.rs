@@ -207,6 +207,7 @@ pub fn run(args: &ReplicationArgs) -> Result<Section> {
         load::preload(
             setup.primary.addr,
             Wire::Memcached,
+            None,
             "kb:",
             args.keys,
             args.value_size,
@@ -272,6 +273,7 @@ pub fn run(args: &ReplicationArgs) -> Result<Section> {
                             warmup: Duration::from_secs_f64(args.warmup),
                             duration: Duration::from_secs_f64(args.duration),
                             seed,
+                            tls: None,
                         };
                         let r = load::run(&spec, &setup.primary.pids)?;
                         (
@@ -371,6 +373,7 @@ fn time_full_sync(config: &LaunchConfig, keys: u64) -> Result<FullSync> {
     load::preload(
         primary.addr,
         Wire::Memcached,
+        None,
         "fs:",
         keys,
         100,

@@ -156,18 +156,20 @@ pub enum Better {
 }
 
 /// The peers every Kura figure is compared with, when they were measured.
-const PEERS: [&str; 4] = [
+const PEERS: [&str; 5] = [
     "memcached",
     "memcached-binary",
+    "memcached-tls",
     "mariadb",
     "mariadb+memcached",
 ];
 
 /// Whether a Kura backend and a peer are compared: a backend spoken to in the binary
-/// protocol is compared with peers in the binary protocol only, and the others with
-/// the others.
+/// protocol is compared with peers in the binary protocol only, one over TLS with
+/// peers over TLS only, and the others with the others.
 fn comparable(kura: &str, peer: &str) -> bool {
     kura.ends_with("-binary") == peer.ends_with("-binary")
+        && kura.ends_with("-tls") == peer.ends_with("-tls")
 }
 
 /// Kura over its peers from a chart's series: one row per category, one column per

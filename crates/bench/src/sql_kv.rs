@@ -155,6 +155,12 @@ impl KvClient {
             Protocol::MysqlCacheAside { .. } => {
                 bail!("{} is supported by the game workload only", backend.name)
             }
+            Protocol::MemcachedTls => {
+                bail!(
+                    "{}: TLS is measured by the throughput workload only",
+                    backend.name
+                )
+            }
         }
     }
 

@@ -181,7 +181,7 @@ pub fn run(args: &ThroughputArgs) -> Result<Section> {
                 b.check_alive()?;
                 let wire = b
                     .protocol
-                    .wire()
+                    .load_wire()
                     .with_context(|| format!("{} cannot run the throughput workload", b.name))?;
                 let spec = LoadSpec {
                     addr: b.addr,
@@ -196,6 +196,7 @@ pub fn run(args: &ThroughputArgs) -> Result<Section> {
                     warmup: Duration::from_secs_f64(args.warmup),
                     duration: Duration::from_secs_f64(args.duration),
                     seed: args.common.seed.wrapping_add(rep as u64),
+                    tls: b.tls.clone(),
                 };
                 let r = load::run(&spec, &b.pids)?;
                 b.check_alive()?;
