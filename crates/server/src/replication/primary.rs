@@ -38,8 +38,28 @@ const LINGER: Duration = Duration::from_millis(1);
 /// A replica gone quiet this long (no acknowledgement) is cut off; it reconnects.
 const SILENT_LIMIT: Duration = Duration::from_secs(10);
 
+/// What a stream is for: a replica, which counts toward `--min-sync-replicas` and
+/// `Y<n>`, or `kura backup`'s copy, which does not (it leaves once it has its point).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    Replica,
+    Backup,
+}
+
+impl Purpose {
+    /// What `replicate` carries after its position for this purpose: nothing for a
+    /// replica (as before backups existed), ` backup` for a backup.
+    pub fn marker(self) -> &'static str {
+        match self {
+            Purpose::Replica => "",
+            Purpose::Backup => " backup",
+        }
+    }
+}
+
 /// What a replica asked for: its log's history, the epoch its log's end is in (number
-/// and tag), that end, and how far back its log can be cut (its rewind floor).
+/// and tag), that end, how far back its log can be cut (its rewind floor), and what
+/// the stream is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
     pub history_id: u128,
@@ -47,11 +67,12 @@ pub struct Request {
     pub tag: u64,
     pub lsn: u64,
     pub floor: u64,
+    pub purpose: Purpose,
 }
 
 impl Request {
-    /// `replicate <history> <epoch> <tag> <lsn> <floor>`'s arguments (the id and the
-    /// tag in hex).
+    /// `replicate <history> <epoch> <tag> <lsn> <floor> [backup]`'s arguments (the id
+    /// and the tag in hex).
     pub fn parse(mut arguments: kura_protocol::Tokens<'_>) -> Option<Request> {
         let mut next = || std::str::from_utf8(arguments.next()?).ok();
         let id = next()?;
@@ -59,6 +80,11 @@ impl Request {
         let tag = next()?;
         let lsn = next()?.parse().ok()?;
         let floor = next()?.parse().ok()?;
+        let purpose = match next() {
+            None => Purpose::Replica,
+            Some("backup") => Purpose::Backup,
+            Some(_) => return None,
+        };
         if next().is_some() || id.len() != 32 || tag.len() != 16 {
             return None;
         }
@@ -68,6 +94,7 @@ impl Request {
             tag: u64::from_str_radix(tag, 16).ok()?,
             lsn,
             floor,
+            purpose,
         })
     }
 }
@@ -75,6 +102,7 @@ impl Request {
 /// One replica's stream, as `stats replication` shows it.
 pub struct Link {
     pub addr: String,
+    pub purpose: Purpose,
     /// Whether the stream is a full copy not yet past the log's end when it began.
     pub copying: AtomicBool,
     pub consistent_lsn: AtomicU64,
@@ -155,6 +183,7 @@ fn backlog_bytes(shared: &Shared) -> u64 {
 pub fn serve(shared: Arc<Shared>, stream: TcpStream, peer: String, request: Request) {
     let link = Arc::new(Link {
         addr: peer,
+        purpose: request.purpose,
         copying: AtomicBool::new(false),
         consistent_lsn: AtomicU64::new(0),
         // Nothing confirmed until the replica says what is on its disk: the position
@@ -407,4 +436,45 @@ fn read_acks(mut stream: TcpStream, link: &Link, shared: &Shared) {
     }
     link.closed.store(true, Ordering::Release);
     let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Purpose, Request};
+
+    fn check(line: &str, expected: Option<Request>) {
+        assert_eq!(
+            Request::parse(kura_protocol::Tokens::new(line.as_bytes())),
+            expected,
+            "{line:?}"
+        );
+    }
+
+    #[test]
+    fn replicate_arguments() {
+        let id = "000102030405060708090a0b0c0d0e0f";
+        let request = |purpose| {
+            Some(Request {
+                history_id: 0x0001_0203_0405_0607_0809_0a0b_0c0d_0e0f,
+                epoch: 2,
+                tag: 0xab,
+                lsn: 300,
+                floor: 100,
+                purpose,
+            })
+        };
+        check(
+            &format!("{id} 2 00000000000000ab 300 100"),
+            request(Purpose::Replica),
+        );
+        check(
+            &format!("{id} 2 00000000000000ab 300 100 backup"),
+            request(Purpose::Backup),
+        );
+        check(&format!("{id} 2 00000000000000ab 300 100 replica"), None);
+        check(&format!("{id} 2 00000000000000ab 300 100 backup x"), None);
+        check(&format!("{id} 2 00000000000000ab 300"), None);
+        check(&format!("{id} 2 ab 300 100"), None);
+        check("", None);
+    }
 }
