@@ -218,16 +218,16 @@ fn copy_log(
     };
     let state = LinkState::default();
     let (stop, socket) = (AtomicBool::new(false), Mutex::new(None));
+    // With `stop` never set, a session ends well only once the copy holds `wanted`;
+    // another goes on from where the copy got to.
     let mut failures = Vec::new();
-    while !copying.is_done(&state) {
+    while let Err(e) = replica::session(&copying, from, &stop, &socket, &state) {
+        eprintln!("kura backup: {from}: {e}");
+        failures.push(e);
         if failures.len() == ATTEMPTS {
             bail!("copying from {from}: {}", failures.join("; "));
         }
-        if let Err(e) = replica::session(&copying, from, &stop, &socket, &state) {
-            eprintln!("kura backup: {from}: {e}");
-            failures.push(e);
-            std::thread::sleep(RETRY_AFTER);
-        }
+        std::thread::sleep(RETRY_AFTER);
     }
     let end = store.appended_lsn();
     store.sync_through(end)?;

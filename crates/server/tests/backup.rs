@@ -446,3 +446,36 @@ fn verify_names_a_damaged_file_and_restore_refuses_damage_and_a_full_target() {
         "{manifest}"
     );
 }
+
+#[test]
+fn a_primary_that_holds_nothing_yet_backs_up_and_restores_to_an_empty_primary() {
+    let (pdir, work) = (data_dir("backup-primary-"), data_dir("backup-work-"));
+    let primary = options()
+        .start_on(pdir.path())
+        .unwrap_or_else(|e| panic!("start: {e}"));
+    let backup = work.path().join("backup");
+    let b = backup.to_str().expect("path");
+    let out = kura_ok(&["backup", "--from", &primary.addr().to_string(), "--to", b]);
+    assert!(out.starts_with("backup point 0\n"), "{out}");
+    let manifest = std::fs::read_to_string(backup.join("MANIFEST")).expect("manifest");
+    let original = replication_stats(&primary);
+    assert!(
+        manifest.contains(&format!("\nhistory {}\n", original["history_id"])),
+        "{manifest}"
+    );
+    let restored = work.path().join("restored");
+    kura_ok(&[
+        "restore",
+        "--from",
+        b,
+        "--to",
+        restored.to_str().expect("path"),
+    ]);
+    let node = options()
+        .start_on(&restored)
+        .unwrap_or_else(|e| panic!("start the restored node: {e}"));
+    let mut c = client(&node);
+    assert_eq!(request(&mut c, b"mg anything v\r\n", b"\r\n"), "EN\r\n");
+    assert_eq!(request(&mut c, b"ms k 1 T0\r\nv\r\n", b"\r\n"), "HD\r\n");
+    assert_eq!(replication_stats(&node)["epoch"], "2");
+}

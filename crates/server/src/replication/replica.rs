@@ -207,8 +207,9 @@ pub struct Session<'a> {
 }
 
 impl Session<'_> {
-    /// Whether the store holds all the session was asked for.
-    pub fn is_done(&self, state: &LinkState) -> bool {
+    /// Whether the store holds all the session was asked for (once the primary has
+    /// said where the stream starts: before, the store's log is not the primary's).
+    fn is_done(&self, state: &LinkState) -> bool {
         self.until_lsn.is_some_and(|until| {
             let wanted = until.max(state.consistent_lsn.load(Ordering::Relaxed));
             self.tables.store().appended_lsn() >= wanted
@@ -217,7 +218,8 @@ impl Session<'_> {
 }
 
 /// One connection to the primary, until it fails, the follower stops, or the store
-/// holds what [`Session::until_lsn`] asks for.
+/// holds what [`Session::until_lsn`] asks for (the only way it returns Ok while
+/// `stop` is unset).
 pub fn session(
     copying: &Session<'_>,
     primary: &str,
@@ -352,7 +354,7 @@ pub fn session(
             store.trim_log(oldest).map_err(|e| e.to_string())?;
             pending_trims.retain(|&(_, after)| after > applied);
         }
-        if stop.load(Ordering::Acquire) || copying.is_done(state) {
+        if stop.load(Ordering::Acquire) || (greeted && copying.is_done(state)) {
             return Ok(());
         }
     }
