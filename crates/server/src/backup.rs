@@ -12,7 +12,10 @@
 //! given an index checkpoint and closed, and `MANIFEST` (`backup/manifest.rs`) lists
 //! every file with its size and CRC-32C.
 //!
-//! Restore checks the manifest and every file, copies them (syncing each file and the
+//! Verify checks the manifest, every file it lists, and the log's records (each
+//! record's CRC, the segments following one another up to the point).
+//!
+//! Restore checks the backup as verify does, copies the files (syncing each file and the
 //! directory), opens the store and begins a new epoch at the backup's point, as a
 //! promotion does: the restored node is a primary whose history parts from the
 //! original's continuing one there, so neither is ever taken for a prefix of the other
@@ -21,6 +24,7 @@
 //! What it is not for: scheduling, retention or shipping backups elsewhere.
 
 mod manifest;
+mod records;
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -127,6 +131,10 @@ fn backup(flags: BackupFlags) -> anyhow::Result<()> {
         files: manifest::take(dir).with_context(|| format!("reading {}", dir.display()))?,
     };
     write_durably(dir, manifest::FILE, manifest.encode().as_bytes())?;
+    // Read back what was written, as verify and restore will.
+    if let Err(problems) = check(dir) {
+        bail!("{}", damaged(dir, &problems));
+    }
     let bytes: u64 = manifest.files.iter().map(|e| e.size_bytes).sum();
     println!("backup point {point_lsn}");
     println!(
@@ -237,9 +245,21 @@ fn copy_log(
     Ok((end, history))
 }
 
+/// The whole check of a backup: the manifest and every file it lists
+/// (`manifest.rs`), then the log's records (`records.rs`).
+fn check(dir: &Path) -> Result<Manifest, Vec<String>> {
+    let manifest = manifest::verify(dir)?;
+    let problems = records::check(dir, &manifest);
+    if problems.is_empty() {
+        Ok(manifest)
+    } else {
+        Err(problems)
+    }
+}
+
 fn verify(flags: VerifyFlags) -> anyhow::Result<()> {
     let dir = flags.dir.as_path();
-    match manifest::verify(dir) {
+    match check(dir) {
         Ok(manifest) => {
             println!(
                 "{} is whole: {} files, every change up to LSN {} of history {:032x}",
@@ -264,7 +284,7 @@ fn damaged(dir: &Path, problems: &[String]) -> String {
 
 fn restore(flags: RestoreFlags) -> anyhow::Result<()> {
     let (from, to) = (flags.from.as_path(), flags.to.as_path());
-    let manifest = manifest::verify(from)
+    let manifest = check(from)
         .map_err(|problems| anyhow::anyhow!("{}; not restoring", damaged(from, &problems)))?;
     make_empty_dir(to)?;
     for entry in &manifest.files {

@@ -431,6 +431,39 @@ fn verify_names_a_damaged_file_and_restore_refuses_damage_and_a_full_target() {
     flip(&segment, size.min(4096) / 2);
     kura_ok(&["backup", "verify", b]);
 
+    // A damaged record in a manifest made to match it: the record walk names it.
+    let manifest_text = std::fs::read_to_string(backup.join("MANIFEST")).expect("manifest");
+    flip(&segment, 40);
+    let (size, crc) = {
+        let bytes = std::fs::read(&segment).expect("read");
+        (bytes.len(), crc32c::crc32c(&bytes))
+    };
+    let mut forged: String = manifest_text
+        .lines()
+        .filter(|l| !l.starts_with("crc32c "))
+        .map(|l| {
+            if l.starts_with(&format!("file {named} ")) {
+                format!("file {named} {size} {crc:08x}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    forged.push_str(&format!(
+        "crc32c {:08x}\n",
+        crc32c::crc32c(forged.as_bytes())
+    ));
+    assert_ne!(forged, manifest_text);
+    std::fs::write(backup.join("MANIFEST"), &forged).expect("write");
+    let damaged = kura_fails(&["backup", "verify", b]);
+    assert!(
+        damaged.contains(named) && damaged.contains("the record at offset 32 is damaged"),
+        "{damaged}"
+    );
+    flip(&segment, 40);
+    std::fs::write(backup.join("MANIFEST"), &manifest_text).expect("write");
+    kura_ok(&["backup", "verify", b]);
+
     // A file the manifest does not list, and a damaged manifest.
     std::fs::write(backup.join("0000000000000fff.log"), b"stray").expect("write");
     let stray = kura_fails(&["backup", "verify", b]);
