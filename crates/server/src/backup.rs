@@ -117,8 +117,10 @@ fn backup(flags: BackupFlags) -> anyhow::Result<()> {
         .map(crate::auth::login_from_file)
         .transpose()?;
     let (from, dir) = (flags.from.as_str(), flags.to.as_path());
-    make_empty_dir(dir)?;
+    // Checked before anything is asked of the primary, made only once it answered.
+    refuse_unless_empty(dir)?;
     let wanted = log_end(from, login.as_deref())?;
+    make_empty_dir(dir)?;
     let (point_lsn, history) = copy_log(from, dir, login.as_deref(), wanted)?;
     let manifest = Manifest {
         history_id: history.id,
@@ -148,8 +150,8 @@ fn backup(flags: BackupFlags) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Creates `dir`, or checks that it is an empty directory.
-fn make_empty_dir(dir: &Path) -> anyhow::Result<()> {
+/// Refuses `dir` unless it is an empty directory or does not exist.
+fn refuse_unless_empty(dir: &Path) -> anyhow::Result<()> {
     match std::fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -157,11 +159,15 @@ fn make_empty_dir(dir: &Path) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e).with_context(|| format!("reading {}", dir.display())),
     }
+}
+
+/// Creates `dir`, or checks that it is an empty directory.
+fn make_empty_dir(dir: &Path) -> anyhow::Result<()> {
+    refuse_unless_empty(dir)?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
 }
 
 /// The primary's log end (`log_lsn` of `stats replication`): every change it has
@@ -177,13 +183,19 @@ fn log_end(from: &str, login: Option<&[u8]>) -> anyhow::Result<u64> {
         let n = stream
             .read(&mut chunk)
             .with_context(|| format!("reading stats replication from {from}"))?;
-        if n == 0 || reply.len() > 1 << 20 || reply.starts_with(b"SERVER_ERROR") {
+        reply.extend_from_slice(&chunk[..n]);
+        // Stats come as STAT lines; any other line (a refusal, a login wanted) ends it.
+        let refused = reply
+            .split_inclusive(|&b| b == b'\n')
+            .next()
+            .filter(|line| line.ends_with(b"\r\n"))
+            .is_some_and(|line| !line.starts_with(b"STAT ") && line != b"END\r\n");
+        if n == 0 || refused || reply.len() > 1 << 20 {
             bail!(
                 "{from} did not answer stats replication: {}",
                 String::from_utf8_lossy(&reply).trim_end()
             );
         }
-        reply.extend_from_slice(&chunk[..n]);
     }
     let reply = String::from_utf8_lossy(&reply);
     let stat = |name: &str| {

@@ -8,8 +8,11 @@
 //! the versions acknowledged for it, never an older one. The restored node is a
 //! primary in a new epoch and takes writes; the source never counted the backup as a
 //! replica. `verify` passes on a fresh backup and names the file after a byte of a
-//! segment is flipped, or the manifest is damaged, or a file is added; `restore`
-//! refuses such a backup and a target that is not empty.
+//! segment is flipped, or the manifest is damaged, or a file is added, or a record is
+//! damaged under a manifest made to match it; `restore` refuses such a backup and a
+//! target that is not empty. A primary that holds nothing backs up with its history;
+//! one with a users file is backed up with `--replication-login`, and refuses a
+//! backup without it before any directory is made.
 
 #![allow(clippy::expect_used)]
 
@@ -511,4 +514,65 @@ fn a_primary_that_holds_nothing_yet_backs_up_and_restores_to_an_empty_primary() 
     assert_eq!(request(&mut c, b"mg anything v\r\n", b"\r\n"), "EN\r\n");
     assert_eq!(request(&mut c, b"ms k 1 T0\r\nv\r\n", b"\r\n"), "HD\r\n");
     assert_eq!(replication_stats(&node)["epoch"], "2");
+}
+
+#[test]
+fn a_backup_logs_in_to_a_primary_with_a_users_file() {
+    let work = data_dir("backup-work-");
+    let users = work.path().join("users");
+    std::fs::write(&users, "ann:secret\nrepl:r3pl\n").expect("write");
+    let login = work.path().join("login");
+    std::fs::write(&login, "repl:r3pl\n").expect("write");
+    let primary = options()
+        .arg("-Y")
+        .arg(&users)
+        .start()
+        .unwrap_or_else(|e| panic!("start: {e}"));
+    let mut c = client(&primary);
+    assert_eq!(
+        request(&mut c, b"set x 0 0 10\r\nann secret\r\n", b"\r\n"),
+        "STORED\r\n"
+    );
+    assert_eq!(
+        request(&mut c, b"set k 0 0 5\r\nhello\r\n", b"\r\n"),
+        "STORED\r\n"
+    );
+    let from = primary.addr().to_string();
+    let without = work.path().join("without");
+    let refused = kura_fails(&[
+        "backup",
+        "--from",
+        &from,
+        "--to",
+        without.to_str().expect("path"),
+    ]);
+    assert!(refused.contains("unauthenticated"), "{refused}");
+    assert!(!without.exists(), "a refused backup made its directory");
+    let backup = work.path().join("backup");
+    let b = backup.to_str().expect("path");
+    let login = login.to_str().expect("path");
+    kura_ok(&[
+        "backup",
+        "--from",
+        &from,
+        "--to",
+        b,
+        "--replication-login",
+        login,
+    ]);
+    let restored = work.path().join("restored");
+    kura_ok(&[
+        "restore",
+        "--from",
+        b,
+        "--to",
+        restored.to_str().expect("path"),
+    ]);
+    let node = options()
+        .start_on(&restored)
+        .unwrap_or_else(|e| panic!("start the restored node: {e}"));
+    assert_eq!(
+        request(&mut client(&node), b"mg k v\r\n", b"hello\r\n"),
+        "VA 5\r\nhello\r\n"
+    );
 }
