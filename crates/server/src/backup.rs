@@ -173,7 +173,8 @@ fn make_empty_dir(dir: &Path) -> anyhow::Result<()> {
 /// The primary's log end (`log_lsn` of `stats replication`): every change it has
 /// acknowledged lies at or below it.
 fn log_end(from: &str, login: Option<&[u8]>) -> anyhow::Result<u64> {
-    let mut stream = crate::replication::connect(from).map_err(anyhow::Error::msg)?;
+    let mut stream = crate::replication::connect(from)
+        .map_err(|e| anyhow::anyhow!("connecting to {from}: {e}"))?;
     stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
     crate::replication::log_in(&mut stream, login).map_err(anyhow::Error::msg)?;
     stream.write_all(b"stats replication\r\n")?;

@@ -49,7 +49,7 @@ pub fn connect(address: &str) -> Result<TcpStream, String> {
         .map_err(|e| format!("{address}: {e}"))?
         .next()
         .ok_or_else(|| format!("{address}: no address"))?;
-    TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(|e| format!("{address}: {e}"))
+    TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(|e| e.to_string())
 }
 
 /// Sends `login` (a `--replication-login`), if any, on a connection to another node
