@@ -38,66 +38,9 @@ const LINGER: Duration = Duration::from_millis(1);
 /// A replica gone quiet this long (no acknowledgement) is cut off; it reconnects.
 const SILENT_LIMIT: Duration = Duration::from_secs(10);
 
-/// What a stream is for: a replica, which counts toward `--min-sync-replicas` and
-/// `Y<n>`, or `kura backup`'s copy, which does not (it leaves once it has its point).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Purpose {
-    Replica,
-    Backup,
-}
-
-impl Purpose {
-    /// What `replicate` carries after its position for this purpose: nothing for a
-    /// replica (as before backups existed), ` backup` for a backup.
-    pub fn marker(self) -> &'static str {
-        match self {
-            Purpose::Replica => "",
-            Purpose::Backup => " backup",
-        }
-    }
-}
-
-/// What a replica asked for: its log's history, the epoch its log's end is in (number
-/// and tag), that end, how far back its log can be cut (its rewind floor), and what
-/// the stream is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Request {
-    pub history_id: u128,
-    pub epoch: u64,
-    pub tag: u64,
-    pub lsn: u64,
-    pub floor: u64,
-    pub purpose: Purpose,
-}
-
-impl Request {
-    /// `replicate <history> <epoch> <tag> <lsn> <floor> [backup]`'s arguments (the id
-    /// and the tag in hex).
-    pub fn parse(mut arguments: kura_protocol::Tokens<'_>) -> Option<Request> {
-        let mut next = || std::str::from_utf8(arguments.next()?).ok();
-        let id = next()?;
-        let epoch = next()?.parse().ok()?;
-        let tag = next()?;
-        let lsn = next()?.parse().ok()?;
-        let floor = next()?.parse().ok()?;
-        let purpose = match next() {
-            None => Purpose::Replica,
-            Some("backup") => Purpose::Backup,
-            Some(_) => return None,
-        };
-        if next().is_some() || id.len() != 32 || tag.len() != 16 {
-            return None;
-        }
-        Some(Request {
-            history_id: u128::from_str_radix(id, 16).ok()?,
-            epoch,
-            tag: u64::from_str_radix(tag, 16).ok()?,
-            lsn,
-            floor,
-            purpose,
-        })
-    }
-}
+/// What a replica (or a backup) asked for: `replicate`'s arguments, which
+/// `kura_protocol::replication` reads.
+pub use kura_protocol::replication::{Purpose, Replicate as Request};
 
 /// One replica's stream, as `stats replication` shows it.
 pub struct Link {
@@ -436,45 +379,4 @@ fn read_acks(mut stream: TcpStream, link: &Link, shared: &Shared) {
     }
     link.closed.store(true, Ordering::Release);
     let _ = stream.shutdown(std::net::Shutdown::Both);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Purpose, Request};
-
-    fn check(line: &str, expected: Option<Request>) {
-        assert_eq!(
-            Request::parse(kura_protocol::Tokens::new(line.as_bytes())),
-            expected,
-            "{line:?}"
-        );
-    }
-
-    #[test]
-    fn replicate_arguments() {
-        let id = "000102030405060708090a0b0c0d0e0f";
-        let request = |purpose| {
-            Some(Request {
-                history_id: 0x0001_0203_0405_0607_0809_0a0b_0c0d_0e0f,
-                epoch: 2,
-                tag: 0xab,
-                lsn: 300,
-                floor: 100,
-                purpose,
-            })
-        };
-        check(
-            &format!("{id} 2 00000000000000ab 300 100"),
-            request(Purpose::Replica),
-        );
-        check(
-            &format!("{id} 2 00000000000000ab 300 100 backup"),
-            request(Purpose::Backup),
-        );
-        check(&format!("{id} 2 00000000000000ab 300 100 replica"), None);
-        check(&format!("{id} 2 00000000000000ab 300 100 backup x"), None);
-        check(&format!("{id} 2 00000000000000ab 300"), None);
-        check(&format!("{id} 2 ab 300 100"), None);
-        check("", None);
-    }
 }

@@ -19,11 +19,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use kura_engine::{Epoch, History, Store};
-use kura_protocol::replication::{decode, encode, Frame, Start};
+use kura_protocol::replication::{decode, encode, Frame, Purpose, Replicate, Start};
 use kura_tables::Tables;
 use parking_lot::Mutex;
 
-use super::primary::Purpose;
 use crate::server::Shared;
 
 /// The primary says where its log is at least once a second; this long without a
@@ -244,15 +243,15 @@ pub fn session(
     let history = store.history();
     let end = store.appended_lsn();
     let epoch = history.epoch_at(end);
-    let request = format!(
-        "replicate {:032x} {} {:016x} {end} {}{}\r\n",
-        history.id,
-        epoch.number,
-        epoch.tag,
-        store.rewind_floor(),
-        copying.purpose.marker()
-    );
-    stream.write_all(request.as_bytes()).map_err(io)?;
+    let request = Replicate {
+        history_id: history.id,
+        epoch: epoch.number,
+        tag: epoch.tag,
+        lsn: end,
+        floor: store.rewind_floor(),
+        purpose: copying.purpose,
+    };
+    stream.write_all(request.line().as_bytes()).map_err(io)?;
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
     let mut chunk = vec![0u8; 256 << 10];
     let mut pending_trims: Vec<(u64, u64)> = Vec::new();
