@@ -1,7 +1,8 @@
-//! What travels between a primary and a replica once the replica's `replicate` command
-//! has been accepted: length-prefixed frames, in both directions, on the same TCP
-//! connection. `docs/format.md` describes them; this is the one place that writes and
-//! reads them. No I/O; never panics on input (fuzzed: `replication_frames`).
+//! What travels between a primary and a replica: the replica's `replicate` command
+//! ([`Replicate`]), then, once it has been accepted, length-prefixed frames, in both
+//! directions, on the same TCP connection. `docs/format.md` describes them; this is the
+//! one place that writes and reads them. No I/O; never panics on input (fuzzed:
+//! `replication_frames`).
 //!
 //! A frame is a kind byte, the payload's length (u32, little-endian) and the payload;
 //! numbers in payloads are little-endian.
@@ -11,6 +12,86 @@
 pub const FRAME_MAX_BYTES: usize = 256 << 20;
 
 const HEADER_BYTES: usize = 5;
+
+/// What a stream is for: a replica, which counts toward a primary's
+/// `--min-sync-replicas` and `Y<n>`, or `kura backup`'s copy, which does not (it
+/// leaves once it holds its point).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    Replica,
+    Backup,
+}
+
+impl Purpose {
+    /// What `replicate` carries after its position for this purpose: nothing for a
+    /// replica (as before backups existed), ` backup` for a backup.
+    pub fn marker(self) -> &'static str {
+        match self {
+            Purpose::Replica => "",
+            Purpose::Backup => " backup",
+        }
+    }
+}
+
+/// `replicate <history> <epoch> <tag> <lsn> <floor> [backup]`: the log's history, the
+/// epoch its end is in (number and tag), that end, how far back the log can be cut
+/// (its rewind floor), and what the stream is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replicate {
+    pub history_id: u128,
+    pub epoch: u64,
+    pub tag: u64,
+    pub lsn: u64,
+    pub floor: u64,
+    pub purpose: Purpose,
+}
+
+impl Replicate {
+    /// Reads the arguments after `replicate` (the id and the tag in hex, 32 and 16
+    /// digits); None if they are not exactly these.
+    pub fn parse(mut arguments: crate::Tokens<'_>) -> Option<Replicate> {
+        let mut next = || std::str::from_utf8(arguments.next()?).ok();
+        let id = next()?;
+        let epoch = next()?.parse().ok()?;
+        let tag = next()?;
+        let lsn = next()?.parse().ok()?;
+        let floor = next()?.parse().ok()?;
+        let purpose = match next() {
+            None => Purpose::Replica,
+            Some("backup") => Purpose::Backup,
+            Some(_) => return None,
+        };
+        if next().is_some() || id.len() != 32 || tag.len() != 16 {
+            return None;
+        }
+        Some(Replicate {
+            history_id: u128::from_str_radix(id, 16).ok()?,
+            epoch,
+            tag: u64::from_str_radix(tag, 16).ok()?,
+            lsn,
+            floor,
+            purpose,
+        })
+    }
+
+    /// The arguments as [`Replicate::parse`] reads them.
+    pub fn arguments(&self) -> String {
+        format!(
+            "{:032x} {} {:016x} {} {}{}",
+            self.history_id,
+            self.epoch,
+            self.tag,
+            self.lsn,
+            self.floor,
+            self.purpose.marker()
+        )
+    }
+
+    /// The whole command line.
+    pub fn line(&self) -> String {
+        format!("replicate {}\r\n", self.arguments())
+    }
+}
 
 /// Where the primary's stream starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -262,6 +343,47 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, WireError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn check_replicate(arguments: &str, expected: Option<Replicate>) {
+        let parsed = Replicate::parse(crate::Tokens::new(arguments.as_bytes()));
+        assert_eq!(parsed, expected, "{arguments:?}");
+        if let Some(replicate) = parsed {
+            assert_eq!(replicate.arguments(), arguments);
+        }
+    }
+
+    #[test]
+    fn replicate_arguments() {
+        let id = "000102030405060708090a0b0c0d0e0f";
+        let replicate = |purpose| {
+            Some(Replicate {
+                history_id: 0x0001_0203_0405_0607_0809_0a0b_0c0d_0e0f,
+                epoch: 2,
+                tag: 0xab,
+                lsn: 300,
+                floor: 100,
+                purpose,
+            })
+        };
+        let tag = "00000000000000ab";
+        check_replicate(
+            &format!("{id} 2 {tag} 300 100"),
+            replicate(Purpose::Replica),
+        );
+        check_replicate(
+            &format!("{id} 2 {tag} 300 100 backup"),
+            replicate(Purpose::Backup),
+        );
+        check_replicate(&format!("{id} 2 {tag} 300 100 replica"), None);
+        check_replicate(&format!("{id} 2 {tag} 300 100 backup x"), None);
+        check_replicate(&format!("{id} 2 {tag} 300"), None);
+        check_replicate(&format!("{id} 2 ab 300 100"), None);
+        check_replicate("", None);
+        assert_eq!(
+            replicate(Purpose::Backup).map(|r| r.line()),
+            Some(format!("replicate {id} 2 {tag} 300 100 backup\r\n"))
+        );
+    }
 
     #[test]
     fn every_frame_reads_back_as_written_and_not_before_it_is_whole() {

@@ -1,6 +1,7 @@
 //! The `kura` binary: flags, the store, the listener, signals.
 
 mod auth;
+mod backup;
 mod binary;
 mod config;
 mod dispatch;
@@ -43,6 +44,9 @@ fn main() -> anyhow::Result<()> {
             .collect();
         print!("{}", Config::check(&rest)?);
         return Ok(());
+    }
+    if let Some(done) = backup::command(&args) {
+        return done;
     }
     let config = Config::load(&args)?;
     start_logging(&config);

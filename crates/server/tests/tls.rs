@@ -10,7 +10,8 @@
 //! the SQL port speaks TLS to PyMySQL and the `mariadb` client, and refuses a client
 //! without it (3159); a
 //! replica follows its primary over TLS with `--tls-replication`, shows its client
-//! certificate, and one without it does not get in.
+//! certificate, and one without it does not get in; `kura backup` copies that
+//! primary over TLS with a client certificate.
 #![allow(clippy::expect_used)]
 
 use std::io::{Read, Write};
@@ -375,4 +376,40 @@ fn a_replica_follows_over_tls_with_its_certificate() {
     assert_eq!(ask(&mut q, b"get k5\r\n", b"END\r\n"), "END\r\n");
     let stats = ask(&mut q, b"stats replication\r\n", b"END\r\n");
     assert!(stats.contains("STAT primary_link down\r\n"), "{stats}");
+
+    // kura backup speaks TLS to the same primary, with the client certificate it
+    // requires, and the backup checks out.
+    let backups = tempfile::Builder::new()
+        .prefix("kura-tls-backup-")
+        .tempdir_in(root().join("target"))
+        .expect("a directory for the backup");
+    let dir = backups.path().join("copy");
+    let kura = kura_bin(env!("CARGO_BIN_EXE_kura"));
+    let backup = Command::new(&kura)
+        .args(["backup", "--from", &primary.addr().to_string(), "--to"])
+        .arg(&dir)
+        .arg("--ssl-ca-cert")
+        .arg(certs.path("ca.pem"))
+        .arg("--ssl-chain-cert")
+        .arg(certs.path("client.pem"))
+        .arg("--ssl-key")
+        .arg(certs.path("client.key"))
+        .output()
+        .expect("kura backup");
+    assert!(
+        backup.status.success(),
+        "kura backup over TLS: {}{}",
+        String::from_utf8_lossy(&backup.stdout),
+        String::from_utf8_lossy(&backup.stderr)
+    );
+    let verify = Command::new(&kura)
+        .args(["backup", "verify"])
+        .arg(&dir)
+        .output()
+        .expect("kura backup verify");
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
 }

@@ -12,7 +12,7 @@
 //! thread that connects, applies and reconnects); `fence.rs` tells an old primary
 //! that a newer epoch exists, so that it follows; `sync.rs` holds replies until
 //! replicas confirm. This file holds the node's role, `replicaof`, and
-//! `stats replication`.
+//! `stats replication`, and the connection to another node ([`connect`], [`log_in`]).
 //!
 //! What it is not for: deciding what a record does (the engine), or when a change is
 //! acknowledged to a client (`server.rs`).
@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use kura_protocol::Tokens;
 use parking_lot::Mutex;
@@ -38,6 +39,43 @@ use crate::server::Shared;
 /// The file in the data directory that remembers whom a replica follows, so that a
 /// restart without `--replica-of` does not turn it into a second primary.
 const ROLE_FILE: &str = "replica-of";
+
+/// How long a connection to another node may take to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Opens a connection to the node at `address` (`host:port`) for a replication
+/// stream (a replica's, or `kura backup`'s): over TLS with `tls`, checking the
+/// node's certificate, else plain TCP.
+pub fn connect(address: &str, tls: Option<&crate::tls::Settings>) -> Result<Socket, String> {
+    Socket::connect(address, tls, CONNECT_TIMEOUT)
+}
+
+/// Sends `login` (a `--replication-login`), if any, on a connection to another node
+/// and waits for its `STORED`.
+pub fn log_in(stream: &mut Socket, login: Option<&[u8]>) -> Result<(), String> {
+    use std::io::{Read, Write};
+    let Some(login) = login else {
+        return Ok(());
+    };
+    stream.write_all(login).map_err(|e| e.to_string())?;
+    let mut reply = Vec::new();
+    let mut byte = [0u8; 1];
+    // Byte by byte: what follows the reply is the stream's, not the login's.
+    while !reply.ends_with(b"\r\n") && reply.len() < 4096 {
+        if stream.read(&mut byte).map_err(|e| e.to_string())? == 0 {
+            return Err("closed while logging in".to_string());
+        }
+        reply.push(byte[0]);
+    }
+    if reply == b"STORED\r\n" {
+        Ok(())
+    } else {
+        Err(format!(
+            "logging in: {}",
+            String::from_utf8_lossy(&reply).trim_end()
+        ))
+    }
+}
 
 /// The node's side of replication: whom it follows, and who follows it.
 pub struct Replication {
@@ -74,7 +112,7 @@ pub struct Replication {
 impl Replication {
     /// Connects to another node's memcached port (over TLS with `--tls-replication`)
     /// and logs in with `--replication-login` when there is one.
-    pub fn connect(&self, address: &str, limit: std::time::Duration) -> Result<Socket, String> {
+    pub fn connect(&self, address: &str, limit: Duration) -> Result<Socket, String> {
         let mut socket = Socket::connect(address, self.tls.as_ref(), limit)?;
         self.log_in(&mut socket)?;
         Ok(socket)
@@ -83,33 +121,22 @@ impl Replication {
     /// Sends the `--replication-login` (if any) on a connection to another node and
     /// waits for its `STORED`.
     fn log_in(&self, stream: &mut Socket) -> Result<(), String> {
-        use std::io::{Read, Write};
-        let Some(login) = &self.login else {
-            return Ok(());
-        };
-        stream.write_all(login).map_err(|e| e.to_string())?;
-        let mut reply = Vec::new();
-        let mut byte = [0u8; 1];
-        // Byte by byte: what follows the reply is the stream's, not the login's.
-        while !reply.ends_with(b"\r\n") && reply.len() < 4096 {
-            if stream.read(&mut byte).map_err(|e| e.to_string())? == 0 {
-                return Err("closed while logging in".to_string());
-            }
-            reply.push(byte[0]);
-        }
-        if reply == b"STORED\r\n" {
-            Ok(())
-        } else {
-            Err(format!(
-                "logging in: {}",
-                String::from_utf8_lossy(&reply).trim_end()
-            ))
-        }
+        log_in(stream, self.login.as_deref())
     }
 
-    /// The replicas streaming from this node now.
+    /// The replicas streaming from this node now (not the backups).
     pub fn links(&self) -> Vec<Arc<primary::Link>> {
-        self.links.lock().values().cloned().collect()
+        self.streams(primary::Purpose::Replica)
+    }
+
+    /// The streams from this node now that serve `purpose`.
+    fn streams(&self, purpose: primary::Purpose) -> Vec<Arc<primary::Link>> {
+        self.links
+            .lock()
+            .values()
+            .filter(|link| link.purpose == purpose)
+            .cloned()
+            .collect()
     }
 
     pub fn new(
@@ -252,11 +279,13 @@ impl Replication {
     }
 
     /// Publishes what the connected replicas confirmed, after a link came, went, or
-    /// acknowledged more.
+    /// acknowledged more. A backup's copy is not a replica: it counts for no change
+    /// that waits for replicas.
     pub(crate) fn confirm(&self) {
         let links = self.links.lock();
         let held = links
             .values()
+            .filter(|link| link.purpose == primary::Purpose::Replica)
             .map(|link| link.acked_lsn.load(Ordering::Acquire))
             .collect();
         // Under the links' lock, so two publishers cannot overtake each other.
@@ -366,10 +395,15 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
         }
     }
     // Counting a link's lag reads the log: not under the lock changes wait on.
-    let links: Vec<Arc<primary::Link>> = replication.links.lock().values().cloned().collect();
+    let links = replication.links();
     stat(out, "connected_replicas", &links.len());
     for (i, link) in links.iter().enumerate() {
         stat(out, &format!("replica{i}"), &link.describe(store));
+    }
+    let backups = replication.streams(primary::Purpose::Backup);
+    stat(out, "backups_copying", &backups.len());
+    for (i, link) in backups.iter().enumerate() {
+        stat(out, &format!("backup{i}"), &link.describe(store));
     }
     stat(
         out,

@@ -38,43 +38,14 @@ const LINGER: Duration = Duration::from_millis(1);
 /// A replica gone quiet this long (no acknowledgement) is cut off; it reconnects.
 const SILENT_LIMIT: Duration = Duration::from_secs(10);
 
-/// What a replica asked for: its log's history, the epoch its log's end is in (number
-/// and tag), that end, and how far back its log can be cut (its rewind floor).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Request {
-    pub history_id: u128,
-    pub epoch: u64,
-    pub tag: u64,
-    pub lsn: u64,
-    pub floor: u64,
-}
-
-impl Request {
-    /// `replicate <history> <epoch> <tag> <lsn> <floor>`'s arguments (the id and the
-    /// tag in hex).
-    pub fn parse(mut arguments: kura_protocol::Tokens<'_>) -> Option<Request> {
-        let mut next = || std::str::from_utf8(arguments.next()?).ok();
-        let id = next()?;
-        let epoch = next()?.parse().ok()?;
-        let tag = next()?;
-        let lsn = next()?.parse().ok()?;
-        let floor = next()?.parse().ok()?;
-        if next().is_some() || id.len() != 32 || tag.len() != 16 {
-            return None;
-        }
-        Some(Request {
-            history_id: u128::from_str_radix(id, 16).ok()?,
-            epoch,
-            tag: u64::from_str_radix(tag, 16).ok()?,
-            lsn,
-            floor,
-        })
-    }
-}
+/// What a replica (or a backup) asked for: `replicate`'s arguments, which
+/// `kura_protocol::replication` reads.
+pub use kura_protocol::replication::{Purpose, Replicate as Request};
 
 /// One replica's stream, as `stats replication` shows it.
 pub struct Link {
     pub addr: String,
+    pub purpose: Purpose,
     /// Whether the stream is a full copy not yet past the log's end when it began.
     pub copying: AtomicBool,
     pub consistent_lsn: AtomicU64,
@@ -155,6 +126,7 @@ fn backlog_bytes(shared: &Shared) -> u64 {
 pub fn serve(shared: Arc<Shared>, stream: Socket, peer: String, request: Request) {
     let link = Arc::new(Link {
         addr: peer,
+        purpose: request.purpose,
         copying: AtomicBool::new(false),
         consistent_lsn: AtomicU64::new(0),
         // Nothing confirmed until the replica says what is on its disk: the position

@@ -3,6 +3,10 @@
 //! after anything (a cut link, a restarted primary) with a short backoff. A second
 //! thread per connection tells the primary what is on this node's disk.
 //!
+//! One connection's work is [`session`], which needs only the tables over the store
+//! the copies go to ([`Session`]): `kura backup` runs it too, on a store of its own,
+//! until the copy holds the log up to the point it wants.
+//!
 //! Invariants: the store is read-only for as long as a follower exists, so the log
 //! grows only by copies; stopping the follower waits for its thread, so nothing is
 //! applied after `replicaof no one` has promoted the node.
@@ -14,13 +18,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use kura_engine::{Epoch, History, Store};
-use kura_protocol::replication::{decode, encode, Frame, Start};
+use kura_protocol::replication::{decode, encode, Frame, Purpose, Replicate, Start};
+use kura_tables::Tables;
 use parking_lot::Mutex;
 
 use super::Socket;
 use crate::server::Shared;
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The primary says where its log is at least once a second; this long without a
 /// word, the link is taken for dead.
 const SILENT_LIMIT: Duration = Duration::from_secs(5);
@@ -162,7 +166,14 @@ fn follow(
     while !stop.load(Ordering::Acquire) {
         state.link.store(LINK_CONNECTING, Ordering::Relaxed);
         let started = Instant::now();
-        if let Err(e) = session(shared, primary, stop, socket, state) {
+        let copying = Session {
+            tables: &shared.tables,
+            login: shared.replication.login.as_deref(),
+            tls: shared.replication.tls.as_ref(),
+            purpose: Purpose::Replica,
+            until_lsn: None,
+        };
+        if let Err(e) = session(&copying, primary, stop, socket, state) {
             if !stop.load(Ordering::Acquire) {
                 if shared.verbosity.load(Ordering::Relaxed) > 0 {
                     tracing::warn!("following {primary}: {e}");
@@ -183,36 +194,66 @@ fn follow(
     }
 }
 
-/// One connection to the primary, until it fails or the follower stops.
-fn session(
-    shared: &Arc<Shared>,
+/// What one connection to a primary works with: the tables over the store the copies
+/// go to (read-only, a replica's or a backup's), the login it sends first, what it
+/// asks the stream for, and where it stops.
+pub struct Session<'a> {
+    pub tables: &'a Arc<Tables>,
+    pub login: Option<&'a [u8]>,
+    /// TLS toward the primary (`--tls-replication`), or plain TCP.
+    pub tls: Option<&'a crate::tls::Settings>,
+    pub purpose: Purpose,
+    /// Stop once the store holds the log up to here (and a full copy is consistent);
+    /// None: until the link fails or the follower stops.
+    pub until_lsn: Option<u64>,
+}
+
+impl Session<'_> {
+    /// Whether the store holds all the session was asked for (once the primary has
+    /// said where the stream starts: before, the store's log is not the primary's).
+    fn is_done(&self, state: &LinkState) -> bool {
+        self.until_lsn.is_some_and(|until| {
+            let wanted = until.max(state.consistent_lsn.load(Ordering::Relaxed));
+            self.tables.store().appended_lsn() >= wanted
+        })
+    }
+}
+
+/// One connection to the primary, until it fails, the follower stops, or the store
+/// holds what [`Session::until_lsn`] asks for (the only way it returns Ok while
+/// `stop` is unset).
+pub fn session(
+    copying: &Session<'_>,
     primary: &str,
     stop: &AtomicBool,
     socket: &Mutex<Option<Socket>>,
     state: &LinkState,
 ) -> Result<(), String> {
-    let store = &shared.store;
+    let tables = copying.tables;
+    let store = tables.store();
     let io = |e: std::io::Error| e.to_string();
-    let mut stream = shared.replication.connect(primary, CONNECT_TIMEOUT)?;
+    let mut stream = super::connect(primary, copying.tls)?;
     stream.set_read_timeout(Some(SILENT_LIMIT)).map_err(io)?;
     *socket.lock() = Some(stream.try_clone().map_err(io)?);
     if stop.load(Ordering::Acquire) {
         return Ok(());
     }
+    super::log_in(&mut stream, copying.login)?;
     // The position: the epoch this log's end is in (a rewind or a partial copy may
     // have taken a history whose newest epoch begins later), its end, and how far
     // back the log could be cut if the primary's history parted from it earlier.
     let history = store.history();
     let end = store.appended_lsn();
     let epoch = history.epoch_at(end);
-    let request = format!(
-        "replicate {:032x} {} {:016x} {end} {}\r\n",
-        history.id,
-        epoch.number,
-        epoch.tag,
-        store.rewind_floor()
-    );
-    stream.write_all(request.as_bytes()).map_err(io)?;
+    let request = Replicate {
+        history_id: history.id,
+        epoch: epoch.number,
+        tag: epoch.tag,
+        lsn: end,
+        floor: store.rewind_floor(),
+        purpose: copying.purpose,
+    };
+    stream.write_all(request.line().as_bytes()).map_err(io)?;
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
     let mut chunk = vec![0u8; 256 << 10];
     let mut pending_trims: Vec<(u64, u64)> = Vec::new();
@@ -263,10 +304,10 @@ fn session(
                             })
                             .collect(),
                     };
-                    begin(&shared.tables, state, history, start)?;
+                    begin(tables, state, history, start)?;
                     greeted = true;
                     let acks = stream.try_clone().map_err(io)?;
-                    let (store, over) = (Arc::clone(&shared.store), Arc::clone(&session_over));
+                    let (store, over) = (Arc::clone(store), Arc::clone(&session_over));
                     std::thread::Builder::new()
                         .name("kura-follower-ack".to_string())
                         .spawn(move || send_acks(acks, &store, &over))
@@ -283,8 +324,7 @@ fn session(
                             .start_segment(segment, start_lsn)
                             .map_err(|e| e.to_string())?;
                     }
-                    shared
-                        .tables
+                    tables
                         .apply_copied(bytes, start_lsn)
                         .map_err(|e| e.to_string())?;
                 }
@@ -315,19 +355,14 @@ fn session(
             store.trim_log(oldest).map_err(|e| e.to_string())?;
             pending_trims.retain(|&(_, after)| after > applied);
         }
-        if stop.load(Ordering::Acquire) {
+        if stop.load(Ordering::Acquire) || (greeted && copying.is_done(state)) {
             return Ok(());
         }
     }
 }
 
 /// Sets the follower up for the stream the hello describes.
-fn begin(
-    tables: &kura_tables::Tables,
-    state: &LinkState,
-    history: History,
-    start: Start,
-) -> Result<(), String> {
+fn begin(tables: &Tables, state: &LinkState, history: History, start: Start) -> Result<(), String> {
     let store = tables.store();
     match start {
         Start::Full {
