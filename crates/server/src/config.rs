@@ -366,12 +366,14 @@ impl Config {
                 ),
             }
         }
-        let wanted =
-            self.enable_ssl || self.tls_replication || chain_cert.is_some() || ca_cert.is_some();
-        if !wanted {
+        if !self.enable_ssl && !self.tls_replication {
             anyhow::ensure!(
-                key.is_none() && verify.is_none() && min_version.is_none(),
-                "TLS settings without -Z or --tls-replication"
+                chain_cert.is_none()
+                    && key.is_none()
+                    && ca_cert.is_none()
+                    && verify.is_none()
+                    && min_version.is_none(),
+                "TLS settings without -Z or --tls-replication would be ignored: give -Z to serve TLS"
             );
             return Ok(None);
         }

@@ -188,12 +188,28 @@ fn an_open_listener_without_users_refuses_to_start_unless_meant() {
         Err(e) => e.to_string(),
     };
     assert!(error.contains("--insecure"), "{error}");
+    // TLS that lets anyone in encrypts, but protects nothing: still refused.
+    let certs = kura_testkit::tls::Certificates::generate().expect("certificates");
+    let mut options = KuraOptions::new(&bin, Durability::Fsync)
+        .listen("0.0.0.0")
+        .arg("--sql-port")
+        .arg("off");
+    for arg in certs.server_args(&[]) {
+        options = options.arg(arg);
+    }
+    let error = match options.start() {
+        Ok(_) => panic!("kura listened on 0.0.0.0 with TLS but no client certificates"),
+        Err(e) => e.to_string(),
+    };
+    assert!(error.contains("ssl_verify_mode=2"), "{error}");
     let dir = tempfile::tempdir().expect("tempdir");
     let users = dir.path().join("users");
     std::fs::write(&users, "ann:secret\n").expect("write");
+    let ca = format!("ssl_ca_cert={}", certs.path("ca.pem").display());
     for meant in [
         vec!["--insecure".to_string()],
         vec!["-Y".to_string(), users.to_string_lossy().into_owned()],
+        certs.server_args(&["ssl_verify_mode=2", &ca]),
     ] {
         let mut options = KuraOptions::new(&bin, Durability::Fsync)
             .listen("0.0.0.0")
