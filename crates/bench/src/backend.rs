@@ -631,7 +631,7 @@ fn free_port() -> Result<u16> {
 fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
     if !config.memcached_bin.exists() {
         bail!(
-            "{} not found: run `sudo scripts/install-peers.sh` (installs memcached)",
+            "{} not found: run `scripts/install-peers.sh` as root (installs memcached)",
             config.memcached_bin.display()
         );
     }
@@ -849,7 +849,7 @@ fn start_redis(name: &str, fsync: RedisFsync, config: &LaunchConfig) -> Result<B
     let bin = Path::new("/usr/bin/redis-server");
     if !bin.exists() {
         bail!(
-            "{} not found: run `sudo scripts/install-peers.sh`",
+            "{} not found: run `scripts/install-peers.sh` as root",
             bin.display()
         );
     }
@@ -945,7 +945,7 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
     let install_db = Path::new("/usr/bin/mariadb-install-db");
     if !config.mariadbd_bin.exists() || !install_db.exists() {
         bail!(
-            "{} or {} not found: run `sudo scripts/install-peers.sh` (installs mariadb-server)",
+            "{} or {} not found: run `scripts/install-peers.sh` as root (installs mariadb-server)",
             config.mariadbd_bin.display(),
             install_db.display()
         );

@@ -439,20 +439,23 @@ pub fn run(args: &DatasizeArgs) -> Result<Section> {
                     continue;
                 }
                 let start = Instant::now() + Duration::from_millis(20);
-                let window_start = start + Duration::from_secs_f64(args.warmup);
                 let plan = Plan {
                     wire: subject.backend.protocol.wire().unwrap_or(Wire::Memcached),
                     layout: game::Layout::of(subject.backend.protocol),
                     chooser: chooser.clone(),
                     row_size: args.row_size,
-                    window_start,
-                    window_end: window_start + Duration::from_secs_f64(args.duration),
+                    window: crate::window::Window::new(
+                        start,
+                        args.warmup,
+                        args.duration,
+                        u64::from(args.common.tiny),
+                    ),
                 };
                 let seed = args.common.seed.wrapping_add(rep as u64 * 31 + size as u64);
                 let sampler = sample_storage_reads(
                     subject.backend.pids.clone(),
-                    plan.window_start,
-                    plan.window_end,
+                    plan.window.start,
+                    plan.window.end,
                 );
                 let measured = game::measure_backend(
                     &subject.backend,

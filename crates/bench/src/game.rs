@@ -37,6 +37,7 @@ use crate::progress::Progress;
 use crate::proto::{Expect, Reply, Wire};
 use crate::report::{kura_ratios, opt, Better, Csv, Section, Table};
 use crate::stats::{self, median};
+use crate::window::Window;
 use crate::Common;
 
 #[derive(Args, Debug, Clone)]
@@ -311,8 +312,7 @@ pub(crate) struct Plan {
     pub layout: Layout,
     pub chooser: KeyChooser,
     pub row_size: usize,
-    pub window_start: Instant,
-    pub window_end: Instant,
+    pub window: crate::window::Window,
 }
 
 /// Runs transactions on `backend` over `connections` connections as `plan` says,
@@ -368,11 +368,10 @@ fn measure(
         let seed = seed.wrapping_add(t as u64 * 104_729);
         workers.push(thread::spawn(move || drive(&plan, conns, seed, start)));
     }
-    sleep_until(plan.window_start);
+    sleep_until(plan.window.start);
     let cpu_before = stats::CpuSample::take(server_pids);
-    sleep_until(plan.window_end);
+    let window = plan.window.wait();
     let cpu_after = stats::CpuSample::take(server_pids);
-    let window = plan.window_end - plan.window_start;
     let mut result = GameResult {
         transactions: 0,
         window,
@@ -442,12 +441,17 @@ fn drive(plan: &Plan, conns: Vec<StdTcpStream>, seed: u64, start: Instant) -> Re
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
         let now = Instant::now();
-        if now >= plan.window_end {
+        if plan.window.is_over(now) {
             break;
         }
         poll.poll(
             &mut events,
-            Some((plan.window_end - now).min(Duration::from_millis(100))),
+            Some(
+                plan.window
+                    .end
+                    .saturating_duration_since(now)
+                    .clamp(Duration::from_millis(1), Duration::from_millis(100)),
+            ),
         )
         .or_else(|e| {
             if e.kind() == ErrorKind::Interrupted {
@@ -485,7 +489,7 @@ fn drive(plan: &Plan, conns: Vec<StdTcpStream>, seed: u64, start: Instant) -> Re
                 bail!("server sent more than one reply to one request");
             }
             let done = Instant::now();
-            let counted = done >= plan.window_start && done < plan.window_end;
+            let counted = plan.window.contains(done);
             if counted {
                 stats::record(&mut result.steps[c.step], done - c.sent_at);
             }
@@ -501,6 +505,7 @@ fn drive(plan: &Plan, conns: Vec<StdTcpStream>, seed: u64, start: Instant) -> Re
                 }
                 begin_transaction(plan, c, &mut rng);
             } else if last_step && counted {
+                plan.window.count();
                 result.transactions += 1;
                 stats::record(&mut result.transaction, done - transaction_started);
             }
@@ -665,14 +670,14 @@ pub fn run(args: &GameArgs) -> Result<Section> {
                 let b = &mut backends[bi];
                 b.check_alive()?;
                 let start = Instant::now() + Duration::from_millis(20);
-                let window_start = start + Duration::from_secs_f64(args.warmup);
+                // A tiny run measures at least one transaction, however long it takes.
+                let needed = u64::from(args.common.tiny);
                 let plan = Plan {
                     wire: b.protocol.wire().unwrap_or(Wire::Memcached),
                     layout: Layout::of(b.protocol),
                     chooser: chooser.clone(),
                     row_size: args.row_size,
-                    window_start,
-                    window_end: window_start + Duration::from_secs_f64(args.duration),
+                    window: Window::new(start, args.warmup, args.duration, needed),
                 };
                 let seed = args.common.seed.wrapping_add(rep as u64 * 31 + ci as u64);
                 let r = measure_backend(b, connections, args.client_threads, &plan, start, seed)?;

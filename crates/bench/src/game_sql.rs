@@ -142,11 +142,10 @@ pub fn measure(
             drive(&plan, conn, cache, seed, start)
         }));
     }
-    sleep_until(plan.window_start);
+    sleep_until(plan.window.start);
     let cpu_before = stats::CpuSample::take(server_pids);
-    sleep_until(plan.window_end);
+    let window = plan.window.wait();
     let cpu_after = stats::CpuSample::take(server_pids);
-    let window = plan.window_end - plan.window_start;
     let mut result = GameResult {
         transactions: 0,
         window,
@@ -271,7 +270,7 @@ fn drive(
     let mut rng = Rng::new(seed);
     let mut r = GameResult {
         transactions: 0,
-        window: plan.window_end - plan.window_start,
+        window: plan.window.end - plan.window.start,
         steps: [
             stats::new_histogram()?,
             stats::new_histogram()?,
@@ -282,7 +281,7 @@ fn drive(
         cpu: stats::CpuUse::default(),
     };
     sleep_until(start);
-    while Instant::now() < plan.window_end {
+    while !plan.window.is_over(Instant::now()) {
         let id = plan.chooser.next(&mut rng);
         let began = Instant::now();
         let player = get_player(&mut conn, cache.as_mut(), id, plan.row_size)?;
@@ -315,6 +314,7 @@ fn drive(
         stats::record(&mut r.steps[1], t2 - t1);
         stats::record(&mut r.steps[2], t3 - t2);
         if found == Some(id.to_string()) {
+            plan.window.count();
             r.transactions += 1;
             stats::record(&mut r.transaction, t3 - began);
         } else {
@@ -325,5 +325,5 @@ fn drive(
 }
 
 fn in_window(plan: &Plan, t: Instant) -> bool {
-    t >= plan.window_start && t < plan.window_end
+    plan.window.contains(t)
 }

@@ -37,6 +37,7 @@ mod stats;
 mod store_fetch;
 mod throughput;
 mod tls;
+mod window;
 
 use std::path::PathBuf;
 

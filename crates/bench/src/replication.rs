@@ -285,14 +285,17 @@ pub fn run(args: &ReplicationArgs) -> Result<Section> {
                     }
                     _ => {
                         let start = Instant::now() + Duration::from_millis(20);
-                        let window_start = start + Duration::from_secs_f64(args.warmup);
                         let plan = Plan {
                             wire: Wire::Memcached,
                             layout: Layout::TwoKeys,
                             chooser: KeyChooser::new(Distribution::Uniform, args.keys),
                             row_size: 300,
-                            window_start,
-                            window_end: window_start + Duration::from_secs_f64(args.duration),
+                            window: crate::window::Window::new(
+                                start,
+                                args.warmup,
+                                args.duration,
+                                u64::from(args.common.tiny),
+                            ),
                         };
                         let r = game::measure_backend(
                             &setup.primary,

@@ -22,19 +22,26 @@ fn require_memcached() {
     );
 }
 
-/// The Kura binary built with the same profile as this test, if there is one.
-fn kura_bin() -> Option<PathBuf> {
+/// The Kura binary: `KURA_BIN`, or the one next to kura-bench (`cargo test
+/// --workspace`, the README's test command, builds it there). Without it a tiny run
+/// would measure the peers alone and pass having shown nothing of Kura, so its absence
+/// fails the test.
+fn kura_bin() -> PathBuf {
     if let Some(path) = std::env::var_os("KURA_BIN") {
-        return Some(PathBuf::from(path));
+        return PathBuf::from(path);
     }
     let bench = PathBuf::from(env!("CARGO_BIN_EXE_kura-bench"));
-    let path = bench.parent()?.join("kura");
-    path.exists().then_some(path)
+    let path = bench.with_file_name("kura");
+    assert!(
+        path.exists(),
+        "no Kura binary at {}: build it with `cargo build -p kura-server` (or set KURA_BIN)",
+        path.display()
+    );
+    path
 }
 
-/// Backends to run: memcached always, Redis when installed, the Kura modes when the
-/// binary exists.
-fn backends() -> (String, Option<PathBuf>) {
+/// Backends to run: memcached, Redis when installed, and the Kura modes.
+fn backends() -> (String, PathBuf) {
     require_memcached();
     let peers = if Path::new("/usr/bin/redis-server").exists() {
         "memcached,redis"
@@ -45,22 +52,10 @@ fn backends() -> (String, Option<PathBuf>) {
         );
         "memcached"
     };
-    match kura_bin() {
-        Some(kura) => (
-            format!("{peers},kura-fsync,kura-interval,kura-none"),
-            Some(kura),
-        ),
-        None => {
-            // Written past the test harness's capture so the note shows on success too.
-            let _ = writeln!(
-                std::io::stderr(),
-                "NOTE: Kura binary not found next to kura-bench (target/<profile>/kura) and \
-                 KURA_BIN unset: measuring the peers only. Build it with \
-                 `cargo build -p kura-server` to include Kura."
-            );
-            (peers.to_string(), None)
-        }
-    }
+    (
+        format!("{peers},kura-fsync,kura-interval,kura-none"),
+        kura_bin(),
+    )
 }
 
 /// Runs `kura-bench <workload> --tiny ...` and returns its stdout and CSV text.
@@ -69,18 +64,13 @@ fn run_tiny(workload: &str, extra: &[&str], more_backends: &str) -> (String, Str
     if !more_backends.is_empty() {
         names = format!("{names},{more_backends}");
     }
-    let (stdout, csv) = run_tiny_on(workload, &names, kura.as_deref(), extra);
+    let (stdout, csv) = run_tiny_on(workload, &names, &kura, extra);
     (stdout, csv, names.split(',').map(str::to_string).collect())
 }
 
 /// Runs `kura-bench <workload> --tiny --backends <names> ...` (with `--kura-bin` when
 /// given), checks its files and report, and returns its stdout and CSV text.
-fn run_tiny_on(
-    workload: &str,
-    names: &str,
-    kura: Option<&Path>,
-    extra: &[&str],
-) -> (String, String) {
+fn run_tiny_on(workload: &str, names: &str, kura: &Path, extra: &[&str]) -> (String, String) {
     let out_dir = tempfile::tempdir().unwrap();
     let data_root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kura-bench"));
@@ -91,10 +81,9 @@ fn run_tiny_on(
         .arg(out_dir.path())
         .arg("--data-root")
         .arg(data_root.path())
-        .args(extra);
-    if let Some(kura) = kura {
-        cmd.arg("--kura-bin").arg(kura);
-    }
+        .args(extra)
+        .arg("--kura-bin")
+        .arg(kura);
     let output = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -227,14 +216,7 @@ fn tiny_compaction_measures_every_kura_backend() {
 
 #[test]
 fn tiny_replication_measures_kura_with_and_without_a_replica() {
-    let Some(kura) = kura_bin() else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "NOTE: no Kura binary: the replication workload has nothing to measure."
-        );
-        return;
-    };
-    let (stdout, csv) = run_tiny_on("replication", "kura-fsync", Some(&kura), &[]);
+    let (stdout, csv) = run_tiny_on("replication", "kura-fsync", &kura_bin(), &[]);
     assert!(
         stdout.contains("Full synchronisation") || stdout.contains("log bytes"),
         "{stdout}"
@@ -314,12 +296,8 @@ fn sql_backends(which: Sql) -> &'static str {
 
 #[test]
 fn tiny_game_measures_every_connection_count_and_backend() {
-    // Kura's players table beside its two-key layout, when Kura is there to run.
-    let tables = if kura_bin().is_some() {
-        "kura-tables-fsync,kura-tables-interval"
-    } else {
-        ""
-    };
+    // Kura's players table beside its two-key layout.
+    let tables = "kura-tables-fsync,kura-tables-interval";
     let more: Vec<&str> = [tables, sql_backends(Sql::WithCacheAside)]
         .into_iter()
         .filter(|s| !s.is_empty())
@@ -384,21 +362,14 @@ fn tiny_datasize_measures_or_reports_each_backend_past_its_memory_limit() {
         return;
     }
     let kura = kura_bin();
-    let mut names: Vec<&str> = Vec::new();
-    if kura.is_some() {
-        names.extend([
-            "kura-fsync",
-            "kura-interval",
-            "kura-tables-fsync",
-            "kura-tables-interval",
-        ]);
-    }
+    let mut names: Vec<&str> = vec![
+        "kura-fsync",
+        "kura-interval",
+        "kura-tables-fsync",
+        "kura-tables-interval",
+    ];
     let sql = sql_backends(Sql::WithCacheAside);
     names.extend(sql.split(',').filter(|n| !n.is_empty()));
-    assert!(
-        !names.is_empty(),
-        "neither Kura nor MariaDB to measure: build kura-server, run scripts/install-peers.sh"
-    );
     let out_dir = tempfile::tempdir().unwrap();
     let data_root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kura-bench"));
@@ -406,10 +377,9 @@ fn tiny_datasize_measures_or_reports_each_backend_past_its_memory_limit() {
         .arg("--out-dir")
         .arg(out_dir.path())
         .arg("--data-root")
-        .arg(data_root.path());
-    if let Some(kura) = &kura {
-        cmd.arg("--kura-bin").arg(kura);
-    }
+        .arg(data_root.path())
+        .arg("--kura-bin")
+        .arg(&kura);
     let output = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -483,24 +453,11 @@ fn tiny_datasize_measures_or_reports_each_backend_past_its_memory_limit() {
 #[test]
 fn tiny_sql_measures_every_phase_setting_and_backend() {
     let kura = kura_bin();
-    let mut names: Vec<&str> = Vec::new();
-    if kura.is_some() {
-        names.push("kura-fsync");
-    } else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "NOTE: Kura binary not found: the tiny sql run measures MariaDB alone. Build it \
-             with `cargo build -p kura-server` to include Kura."
-        );
-    }
+    let mut names: Vec<&str> = vec!["kura-fsync"];
     names.extend(
         sql_backends(Sql::Plain)
             .split(',')
             .filter(|n| !n.is_empty()),
-    );
-    assert!(
-        !names.is_empty(),
-        "neither Kura nor MariaDB to measure: build kura-server, run scripts/install-peers.sh"
     );
     // The limit setting puts each server in a memory cgroup, which needs root.
     let settings = match cgroups_unavailable() {
@@ -517,7 +474,7 @@ fn tiny_sql_measures_every_phase_setting_and_backend() {
     let (stdout, csv) = run_tiny_on(
         "sql",
         &names.join(","),
-        kura.as_deref(),
+        &kura,
         &["--settings", &settings.join(",")],
     );
     assert!(stdout.contains("select by email"), "{stdout}");

@@ -494,8 +494,13 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
                     _ => Tear::Torn(seed),
                 };
                 disk.power_loss_after_appends(u64::from(appends), tear);
-                let _ = store.compact_oldest_finding(finding(walk_index));
+                let compacted = store.compact_oldest_finding(finding(walk_index));
                 disk.disarm();
+                // Only the power loss may make it fail.
+                assert!(
+                    compacted.is_ok() || disk.is_off(),
+                    "compaction failed with the power on: {compacted:?}"
+                );
                 if disk.is_off() {
                     drop(store);
                     disk.revive();
@@ -512,8 +517,12 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
                     _ => Tear::Torn(seed),
                 };
                 disk.power_loss_after_appends(u64::from(appends), tear);
-                let _ = store.checkpoint();
+                let written = store.checkpoint();
                 disk.disarm();
+                assert!(
+                    written.is_ok() || disk.is_off(),
+                    "checkpoint failed with the power on: {written:?}"
+                );
                 if disk.is_off() {
                     drop(store);
                     disk.revive();

@@ -117,7 +117,10 @@ fn acknowledged_writes_survive_power_loss_under_concurrent_load() {
         disk.power_loss(Tear::Torn(rng.gen()));
         stop.store(true, Ordering::Relaxed);
         for handle in handles {
-            let _ = handle.join();
+            // A writer stops at the first refused write; a panic is a failure.
+            if let Err(panic) = handle.join() {
+                std::panic::resume_unwind(panic);
+            }
         }
         drop(store);
         disk.revive();

@@ -117,4 +117,3 @@ fn write_then_sync_aside(
     }
     Ok(())
 }
-
