@@ -698,8 +698,19 @@ fn a_failed_fsync_poisons_the_store() {
         "a write whose fsync failed was acknowledged"
     );
     assert!(store.is_poisoned());
-    let refused = store.update(b"key3", Access::NoAccess, |_, _| (Change::Delete, ()));
+    let bytes = key_bytes(1);
+    let refused = store.update(Key::new(space(1), &bytes), Access::NoAccess, |_, _| {
+        (Change::Put(NewItem::new(b"new".as_slice().into(), 7)), ())
+    });
     assert!(refused.is_err(), "a poisoned store accepted a change");
+    // A look logs nothing: what was acknowledged before the failure is still served.
+    let seen = store.update(Key::new(space(1), &bytes), Access::Fetch, |item, _| {
+        (Change::Keep, item.map(|i| i.value.to_vec()))
+    });
+    assert_eq!(
+        seen.ok().map(|(value, _)| value),
+        Some(Some(b"kept".to_vec()))
+    );
 }
 
 #[test]
