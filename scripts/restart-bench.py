@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Index memory per key and warm-restart time, at N keys.
+"""Index memory per key and restart time, at N keys.
 
 Starts target/release/kura on a fresh data directory, loads N keys (`key<i>`,
 VALUE_SIZE-byte values) with pipelined sets, reads `stats` (index bytes per key, RSS),
 reads a sample of keys so they are in memory, stops the server with SIGTERM (which
-writes the index checkpoint), drops the page cache when run as root, starts it again
-and reports how long until it answers, and how many reads of the sampled keys then
-needed the disk.
+writes the index checkpoint) or, with --kill, SIGKILL (a crash: the newest checkpoint
+is whatever maintenance last wrote), drops the page cache when run as root, starts it
+again and reports how long until it answers, its peak resident memory by then
+(VmHWM), and how many reads of the sampled keys then needed the disk.
 
     scripts/restart-bench.py [--keys 10000000] [--value-size 100] [--memory-mib 256]
+        [--kill] [--kura-arg=--checkpoint-log-mib=0 ...]
 """
 import argparse, os, random, signal, socket, subprocess, tempfile, time
 
@@ -19,11 +21,13 @@ ap.add_argument("--memory-mib", type=int, default=256)
 ap.add_argument("--port", type=int, default=23091)
 ap.add_argument("--bin", default="target/release/kura")
 ap.add_argument("--dir", default=None, help="data directory (default: a new one under target/)")
+ap.add_argument("--kill", action="store_true", help="stop with SIGKILL instead of SIGTERM")
+ap.add_argument("--kura-arg", action="append", default=[], help="an extra argument for kura")
 args = ap.parse_args()
 
 data = args.dir or tempfile.mkdtemp(prefix="restart-bench-", dir="target")
 cmd = [args.bin, "-p", str(args.port), "--data-dir", data, "--durability", "interval",
-       "-m", str(args.memory_mib)]
+       "-m", str(args.memory_mib)] + args.kura_arg
 
 
 def start():
@@ -73,17 +77,26 @@ hot = random.sample(range(args.keys), min(args.keys, 200_000))
 for i in range(0, len(hot), 100):
     s.sendall(b"".join(b"get key%d\r\n" % k for k in hot[i:i + 100]))
     until(s, b"END\r\n", len(hot[i:i + 100]))
+st = stats(s)
+print(f"before the stop: {st['checkpoints']} checkpoints written, log at LSN {st['log_appended_lsn']}")
 t = time.time()
-p.send_signal(signal.SIGTERM)
-p.wait()
-print(f"shutdown with checkpoint: {time.time() - t:.2f} s")
+if args.kill:
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    print("killed (SIGKILL)")
+else:
+    p.send_signal(signal.SIGTERM)
+    p.wait()
+    print(f"shutdown with checkpoint: {time.time() - t:.2f} s")
 if os.geteuid() == 0:
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
     print("page cache dropped")
 p, s, took = start()
-print(f"restart: accepting after {took:.2f} s")
+with open(f"/proc/{p.pid}/status") as f:
+    hwm = next(l.split()[1] for l in f if l.startswith("VmHWM"))
+print(f"restart: accepting after {took:.2f} s; peak resident {int(hwm) >> 10} MiB")
 time.sleep(3)
 st = stats(s)
 print(f"after 3 s: {st['values_in_memory']} versions in memory, "

@@ -95,6 +95,12 @@ pub struct Config {
     /// shutdown; 0 = none. A restart reads the newest checkpoint and the log after it.
     #[arg(long = "checkpoint-secs", default_value_t = 60)]
     pub checkpoint_secs: u64,
+    /// Also write an index checkpoint once the log has grown this many MiB since the
+    /// last one (or by the last checkpoint's own size, when that is larger): a restart
+    /// after a crash then replays about that much at most, however fast writes came.
+    /// 0 = by time only (and with `--checkpoint-secs 0`, none at all).
+    #[arg(long = "checkpoint-log-mib", default_value_t = 128)]
+    pub checkpoint_log_mib: u64,
     /// Size at which the log starts a new segment file, in MiB (at most 64: the index
     /// addresses a record by its offset in 26 bits).
     #[arg(long = "segment-size-mib", default_value_t = 64,

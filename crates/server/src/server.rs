@@ -715,7 +715,9 @@ const MAINTENANCE_PERIOD: Duration = Duration::from_secs(1);
 
 /// Starts the maintenance thread: every second it drops expired items from the index,
 /// measures the memory the store does not count and trims the cache by it, and compacts the log while it holds more garbage than live data; every
-/// `--checkpoint-secs` it writes the index checkpoint if the log moved. It runs beside
+/// `--checkpoint-secs` it writes the index checkpoint if the log moved, and sooner
+/// once the log has grown by `--checkpoint-log-mib` (or by the last checkpoint's size)
+/// since the last one, which bounds what a restart after a crash replays. It runs beside
 /// the workers and takes each shard lock only briefly, so requests do not stall behind
 /// it.
 pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::JoinHandle<()>> {
@@ -726,6 +728,14 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
             let checkpoint_every = Duration::from_secs(shared.config.checkpoint_secs);
             let mut last_checkpoint = std::time::Instant::now();
             let mut checkpointed = shared.store.appended_lsn();
+            let growth_floor = shared.config.checkpoint_log_mib.saturating_mul(1 << 20);
+            // The last checkpoint's size: writing one costs about that much, so the log
+            // grows at least as much between two (checkpoints add at most as many bytes
+            // as the log).
+            let checkpoint_bytes = || {
+                std::fs::metadata(shared.config.data_dir.join("index.ckpt")).map_or(0, |m| m.len())
+            };
+            let mut growth_limit = growth_floor.max(checkpoint_bytes());
             let mut next = std::time::Instant::now() + MAINTENANCE_PERIOD;
             loop {
                 // Parked until the next period, or until shutdown unparks it.
@@ -746,13 +756,20 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
                     tracing::error!("compaction failed: {e}");
                 }
                 let appended = shared.store.appended_lsn();
-                if !checkpoint_every.is_zero()
+                let timely = !checkpoint_every.is_zero()
                     && last_checkpoint.elapsed() >= checkpoint_every
-                    && appended != checkpointed
-                {
+                    && appended != checkpointed;
+                // --checkpoint-secs 0 means no checkpoints at all.
+                let grown = !checkpoint_every.is_zero()
+                    && growth_floor > 0
+                    && appended.saturating_sub(checkpointed) >= growth_limit;
+                if timely || grown {
                     last_checkpoint = std::time::Instant::now();
                     match shared.store.checkpoint() {
-                        Ok(_) => checkpointed = appended,
+                        Ok(_) => {
+                            checkpointed = appended;
+                            growth_limit = growth_floor.max(checkpoint_bytes());
+                        }
                         Err(e) => tracing::error!("checkpoint failed: {e}"),
                     }
                 }

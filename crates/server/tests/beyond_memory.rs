@@ -200,3 +200,46 @@ fn keys_that_fill_the_budget_refuse_new_keys_only() {
         .unwrap_or_else(|e| panic!("get: {e}"));
     assert!(reply.starts_with(b"VALUE"), "a stored key was lost");
 }
+
+/// `--checkpoint-log-mib`: a log that grows by that much gets a checkpoint without
+/// waiting for `--checkpoint-secs`, so a restart after a SIGKILL reads the checkpoint
+/// and only the log after it, and loses nothing acknowledged.
+#[test]
+fn log_growth_brings_a_checkpoint_that_a_crash_restart_reads() {
+    let mut kura = KuraOptions::new(kura_bin(env!("CARGO_BIN_EXE_kura")), Durability::Fsync)
+        .arg("--checkpoint-secs")
+        .arg("3600")
+        .arg("--checkpoint-log-mib")
+        .arg("1")
+        .start()
+        .unwrap_or_else(|e| panic!("start: {e}"));
+    let mut c = connect(&kura);
+    // 3000 values of 4 KiB: 12 MiB of log, past the 1 MiB growth many times over.
+    for i in 0..KEYS {
+        let value = value_of(i);
+        let mut request = format!("set k{i} {i} 0 {}\r\n", value.len()).into_bytes();
+        request.extend_from_slice(&value);
+        request.extend_from_slice(b"\r\n");
+        let reply = c
+            .request(&request, b"\r\n")
+            .unwrap_or_else(|e| panic!("set: {e}"));
+        assert_eq!(reply, b"STORED\r\n");
+    }
+    // The maintenance thread looks once a second; a loaded machine gets a minute.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while stats(&mut c)["checkpoints"] == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint after 12 MiB of log"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    kura.restart()
+        .unwrap_or_else(|e| panic!("restart after SIGKILL: {e}"));
+    let mut c = connect(&kura);
+    assert!(
+        stats(&mut c)["checkpoint_restored_keys"] > 0,
+        "the restart did not read the checkpoint"
+    );
+    check_all(&mut c);
+}
