@@ -5,9 +5,12 @@
 //! encoding refuses, never panics on, values that do not fit their columns.
 #![no_main]
 
+use std::collections::HashMap;
+
 use kura_mysql::{
-    binary_row, double_text, is_ssl_request, parse_command, parse_execute, parse_login, server_capabilities,
-    text_row, write_packet, ColumnType, Command, PacketReader, ProtocolError, Value,
+    binary_row, double_text, is_ssl_request, parse_command, parse_execute, parse_login,
+    server_capabilities, text_row, write_packet, ColumnType, Command, PacketReader,
+    ProtocolError, Value,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -20,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
         read_stream(data, max_payload);
     }
     // The whole input as one payload, as each parser would see it.
-    check_payload(data, &mut Vec::new());
+    check_payload(data, &mut HashMap::new());
     round_trip_framing(data);
     check_values(data);
 });
@@ -30,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
 fn read_stream(data: &[u8], max_payload: usize) {
     let split = data.first().map_or(0, |b| usize::from(*b)).min(data.len());
     let mut reader = PacketReader::new(max_payload);
-    let mut bound = Vec::new();
+    let mut bound = HashMap::new();
     for part in [&data[..split], &data[split..]] {
         reader.buffer().extend_from_slice(part);
         loop {
@@ -52,9 +55,13 @@ fn read_stream(data: &[u8], max_payload: usize) {
     }
 }
 
-/// Runs every parser over one payload; `bound` carries a statement's
-/// parameter types from one execute to the next, as the server keeps them.
-fn check_payload(payload: &[u8], bound: &mut Vec<(ColumnType, bool)>) {
+/// The parameter types each statement was last executed with, by statement id.
+type Bound = HashMap<u32, Vec<(ColumnType, bool)>>;
+
+/// Runs every parser over one payload; `bound` carries each statement's
+/// parameter types from one execute to the next, as the server keeps them (per
+/// statement: one statement's types say nothing of another's).
+fn check_payload(payload: &[u8], bound: &mut Bound) {
     for over_tls in [false, true] {
         if let Ok(login) = parse_login(payload, over_tls) {
             assert!(server_capabilities().contains(login.capabilities));
@@ -71,6 +78,7 @@ fn check_payload(payload: &[u8], bound: &mut Vec<(ColumnType, bool)>) {
         let mut long_data: Vec<Option<Vec<u8>>> = (0..num_params)
             .map(|i| ((stmt_id >> 8) & 1 == 1 && i % 3 == 0).then(|| vec![i as u8]))
             .collect();
+        let bound = bound.entry(stmt_id).or_default();
         if let Ok(execute) = parse_execute(rest, num_params, bound, &mut long_data) {
             assert_eq!(execute.params.len(), num_params);
             assert_eq!(bound.len(), num_params);
