@@ -712,6 +712,8 @@ async fn flush<S: AsyncWrite + Unpin>(
 
 /// How often the maintenance thread purges expired items and considers compaction.
 const MAINTENANCE_PERIOD: Duration = Duration::from_secs(1);
+/// How often it measures the memory the store does not count and trims the cache by it.
+const MEMORY_PERIOD: Duration = Duration::from_millis(100);
 
 /// Starts the maintenance thread: every second it drops expired items from the index,
 /// measures the memory the store does not count and trims the cache by it, and compacts the log while it holds more garbage than live data; every
@@ -737,16 +739,27 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
             };
             let mut growth_limit = growth_floor.max(checkpoint_bytes());
             let mut next = std::time::Instant::now() + MAINTENANCE_PERIOD;
+            let mut next_memory = std::time::Instant::now() + MEMORY_PERIOD;
             loop {
                 // Parked until the next period, or until shutdown unparks it.
                 let now = std::time::Instant::now();
                 if shared.stopping.load(Ordering::Acquire) {
                     break;
                 }
-                if now < next {
-                    std::thread::park_timeout(next - now);
+                if now >= next_memory && now < next {
+                    // Between the periods, only the memory: a fast load fills the cache
+                    // within a second, and the budget must know the rest of the process
+                    // by then.
+                    next_memory = now + MEMORY_PERIOD;
+                    crate::memory::report_other_memory(&shared.store);
+                    shared.store.trim_to_budget();
                     continue;
                 }
+                if now < next {
+                    std::thread::park_timeout(next.min(next_memory) - now);
+                    continue;
+                }
+                next_memory = now + MEMORY_PERIOD;
                 next = now + MAINTENANCE_PERIOD;
                 shared.store.purge_expired();
                 shared.tables.purge_expired();
