@@ -240,6 +240,14 @@ async fn run(
         metrics::serve(listener, Arc::clone(&shared))?;
         println!("kura metrics listening on {bound}");
     }
+    // The handlers are in place before anyone is told the server is up: a SIGTERM or
+    // SIGHUP that arrived before them would end the process by the default action,
+    // without the final sync.
+    let stop_signals = StopSignals::install();
+    let hangups = {
+        use tokio::signal::unix::{signal, SignalKind};
+        signal(SignalKind::hangup())
+    };
     // Tests and scripts read the port from this line (after the SQL port's).
     println!("kura listening on {listen_addr}");
     // systemd (Type=notify): recovered and listening. Nothing happens without
@@ -247,7 +255,7 @@ async fn run(
     notify(sd_notify::NotifyState::Ready);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     tokio::spawn(async move {
-        wait_for_signal().await;
+        stop_signals.wait().await;
         notify(sd_notify::NotifyState::Stopping);
         tracing::info!("stopping: finishing the replies in hand");
         let _ = shutdown_tx.send(true);
@@ -256,8 +264,7 @@ async fn run(
     // certificates (memcached's `refresh_certs`).
     let reloading = Arc::clone(&shared);
     tokio::spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        let Ok(mut hangups) = hangups else {
             return;
         };
         while hangups.recv().await.is_some() {
@@ -333,19 +340,34 @@ fn start_logging(config: &Config) {
     }
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        // Without signal handlers the process still dies on SIGTERM, without the final sync.
-        std::future::pending::<()>().await;
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+/// SIGTERM and SIGINT, which stop the server gracefully.
+struct StopSignals(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
+
+impl StopSignals {
+    /// Installs the handlers (inside the runtime).
+    fn install() -> StopSignals {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(term), Ok(int)) => StopSignals(Some((term, int))),
+            _ => StopSignals(None),
+        }
+    }
+
+    /// Until one of them arrives.
+    async fn wait(self) {
+        let Some((mut term, mut int)) = self.0 else {
+            // Without signal handlers the process still dies on SIGTERM, without the
+            // final sync.
+            std::future::pending::<()>().await;
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
     }
 }
 
