@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 
 use crate::log::SegmentUsage;
 
-pub(crate) const FILE: &str = "index.ckpt";
+pub const FILE: &str = "index.ckpt";
 pub(crate) const TEMP_FILE: &str = "index.ckpt.tmp";
 const MAGIC: &[u8; 8] = b"KURAIDX\n";
 const VERSION: u32 = 2;

@@ -39,6 +39,7 @@ mod scan;
 pub mod sim;
 mod store;
 
+pub use checkpoint::FILE as CHECKPOINT_FILE;
 pub use clock::{Clock, CoarseClock, ManualClock, SystemClock};
 pub use cold::Unresolved;
 pub use compaction::{Compaction, FindLive};

@@ -735,7 +735,8 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
             // grows at least as much between two (checkpoints add at most as many bytes
             // as the log).
             let checkpoint_bytes = || {
-                std::fs::metadata(shared.config.data_dir.join("index.ckpt")).map_or(0, |m| m.len())
+                std::fs::metadata(shared.config.data_dir.join(kura_engine::CHECKPOINT_FILE))
+                    .map_or(0, |m| m.len())
             };
             let mut growth_limit = growth_floor.max(checkpoint_bytes());
             let mut next = std::time::Instant::now() + MAINTENANCE_PERIOD;

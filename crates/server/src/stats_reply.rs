@@ -227,10 +227,12 @@ fn settings(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "min_sync_replicas", config.min_sync_replicas);
     stat(out, "sync_timeout_ms", config.sync_timeout_ms);
     stat(out, "replica_backlog_mib", config.replica_backlog_mib);
-    if let Ok(Some(tls)) = config.tls_settings() {
-        tls.write_settings(shared.tls.is_some(), out);
-    } else {
-        stat(out, "ssl_enabled", "no");
+    // The settings as the server took them at start: those of -Z, else those of
+    // --tls-replication.
+    let tls = shared.tls.as_ref().map(|t| &t.settings);
+    match tls.or(shared.replication.tls()) {
+        Some(settings) => settings.write_settings(shared.tls.is_some(), out),
+        None => stat(out, "ssl_enabled", "no"),
     }
 }
 

@@ -22,28 +22,10 @@ const SASL_PLUGINS: &str = "/usr/lib/x86_64-linux-gnu/sasl2";
 
 /// Runs `script` against `addr` with `args` after the port; the error is its output.
 fn run(script: &str, addr: SocketAddr, args: &[&str]) -> Result<(), String> {
-    let python = root().join("target/pyenv/bin/python");
-    let output = Command::new(&python)
-        .arg(root().join("tests/clients").join(script))
-        .arg(addr.port().to_string())
-        .args(args)
-        .env("SASL_PATH", SASL_PLUGINS)
-        .output()
-        .map_err(|e| {
-            format!(
-                "cannot run {} (scripts/install-test-deps.sh makes it): {e}",
-                python.display()
-            )
-        })?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        ))
-    }
+    let args: Vec<String> = std::iter::once(addr.port().to_string())
+        .chain(args.iter().map(|a| a.to_string()))
+        .collect();
+    kura_testkit::python::run_client(script, &args, &[("SASL_PATH", SASL_PLUGINS)]).map(|_| ())
 }
 
 /// Runs a Node script against `addr`, with the modules `scripts/install-test-deps.sh`

@@ -43,27 +43,7 @@ fn start_kura(args: &[String]) -> KuraServer {
 
 /// Runs a Python client script of tests/clients (in the test virtualenv).
 fn python(script: &str, args: &[String]) -> Result<String, String> {
-    let python = root().join("target/pyenv/bin/python");
-    let output = Command::new(&python)
-        .arg(root().join("tests/clients").join(script))
-        .args(args)
-        .output()
-        .map_err(|e| {
-            format!(
-                "cannot run {} (scripts/install-test-deps.sh makes it): {e}",
-                python.display()
-            )
-        })?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    if output.status.success() {
-        Ok(text)
-    } else {
-        Err(text)
-    }
+    kura_testkit::python::run_client(script, args, &[])
 }
 
 fn connect(addr: SocketAddr, certs: &Certificates) -> tls::TlsStream {

@@ -15,6 +15,7 @@ mod kura;
 mod memcached;
 mod netns;
 mod output;
+pub mod python;
 pub mod runner;
 pub mod tls;
 pub mod transcript;

@@ -114,14 +114,13 @@ impl Replication {
     /// and logs in with `--replication-login` when there is one.
     pub fn connect(&self, address: &str, limit: Duration) -> Result<Socket, String> {
         let mut socket = Socket::connect(address, self.tls.as_ref(), limit)?;
-        self.log_in(&mut socket)?;
+        log_in(&mut socket, self.login.as_deref())?;
         Ok(socket)
     }
 
-    /// Sends the `--replication-login` (if any) on a connection to another node and
-    /// waits for its `STORED`.
-    fn log_in(&self, stream: &mut Socket) -> Result<(), String> {
-        log_in(stream, self.login.as_deref())
+    /// The TLS settings of `--tls-replication`, if given.
+    pub fn tls(&self) -> Option<&crate::tls::Settings> {
+        self.tls.as_ref()
     }
 
     /// The replicas streaming from this node now (not the backups).

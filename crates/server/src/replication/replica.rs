@@ -169,7 +169,7 @@ fn follow(
         let copying = Session {
             tables: &shared.tables,
             login: shared.replication.login.as_deref(),
-            tls: shared.replication.tls.as_ref(),
+            tls: shared.replication.tls(),
             purpose: Purpose::Replica,
             until_lsn: None,
         };
