@@ -402,6 +402,8 @@ pub(crate) struct Appended {
 pub(crate) struct Log {
     shared: Arc<Shared>,
     flusher: Mutex<Option<JoinHandle<()>>>,
+    /// In place of the flusher thread, for tests (`Options::stepped_flusher`).
+    stepped: Option<Mutex<flush::Stepped>>,
     /// Read handles on segments, for values not held in memory.
     readers: parking_lot::RwLock<std::collections::HashMap<u64, SegmentReader>>,
     /// How long a record read back is likely to be (encoded bytes): how far past the
@@ -417,6 +419,7 @@ pub(crate) struct LogConfig {
     pub fsync_interval: Duration,
     pub segment_size_bytes: u64,
     pub on_ack: Option<Arc<dyn Fn(Ack) + Send + Sync>>,
+    pub stepped_flusher: bool,
 }
 
 impl Log {
@@ -470,13 +473,19 @@ impl Log {
             rewind_floor: AtomicU64::new(rewind_floor),
             on_ack: config.on_ack,
         });
-        let flusher_shared = Arc::clone(&shared);
-        let handle = std::thread::Builder::new()
-            .name("kura-log-flusher".to_string())
-            .spawn(move || flush::flusher(flusher_shared))?;
+        let (handle, stepped) = if config.stepped_flusher {
+            (None, Some(Mutex::new(flush::Stepped::new())))
+        } else {
+            let flusher_shared = Arc::clone(&shared);
+            let handle = std::thread::Builder::new()
+                .name("kura-log-flusher".to_string())
+                .spawn(move || flush::flusher(flusher_shared))?;
+            (Some(handle), None)
+        };
         Ok(Log {
             shared,
-            flusher: Mutex::new(Some(handle)),
+            flusher: Mutex::new(handle),
+            stepped,
             readers: Default::default(),
             record_guess: AtomicU32::new(FIRST_RECORD_GUESS_BYTES),
         })
@@ -851,6 +860,18 @@ impl Log {
         if let Some(handle) = self.flusher.lock().take() {
             let _ = handle.join();
         }
+        if let Some(stepped) = &self.stepped {
+            stepped.lock().finish(&self.shared);
+        }
+    }
+
+    /// A log opened with a stepped flusher: runs the flusher's turn due `since_start`
+    /// after the log started, if one is. Returns whether it ran one; false, and
+    /// nothing done, for a log with a flusher thread.
+    pub fn step_flusher(&self, since_start: Duration) -> bool {
+        self.stepped
+            .as_ref()
+            .is_some_and(|stepped| stepped.lock().step(&self.shared, since_start))
     }
 }
 

@@ -71,6 +71,12 @@ pub struct Options {
     /// by reading their records runs. Slow.
     #[doc(hidden)]
     pub crowded_index: bool,
+    /// For tests only: no flusher thread. The test runs the flusher's turns with
+    /// [`Store::step_flusher`] at the moments it names, so what happens before and
+    /// after an interval is exact. Interval and none modes: in fsync mode nothing is
+    /// acknowledged between steps.
+    #[doc(hidden)]
+    pub stepped_flusher: bool,
 }
 
 impl Options {
@@ -84,6 +90,7 @@ impl Options {
             memory_limit_bytes: 0,
             read_only: None,
             crowded_index: false,
+            stepped_flusher: false,
         }
     }
 }
@@ -649,6 +656,15 @@ impl Store {
     /// replica confirms to its primary.)
     pub fn wait_synced(&self, lsn: u64, timeout: Duration) -> bool {
         self.log.wait_synced(lsn, timeout)
+    }
+
+    /// A store opened with `Options::stepped_flusher`: runs the flusher's turn due
+    /// `since_open` after the log started (writes what request threads left, syncs if
+    /// the interval since the last sync is up), as the thread would had it slept until
+    /// then. Returns whether a turn was due.
+    #[doc(hidden)]
+    pub fn step_flusher(&self, since_open: Duration) -> bool {
+        self.log.step_flusher(since_open)
     }
 
     /// Blocks until `lsn` is on this node's disk whatever the durability mode, syncing

@@ -136,21 +136,29 @@ fn acknowledged_writes_survive_power_loss_under_concurrent_load() {
 }
 
 /// Interval durability syncs within the interval of a write, also when the log had
-/// been idle: a power loss after that loses nothing. (The flusher used to sleep until
-/// something woke it, and interval-mode writes did not: an idle log took new writes
-/// and never synced them until a segment rolled or the server stopped.)
+/// been idle: a power loss after that loses nothing. Interval-mode writes do not wake
+/// the flusher, so a flusher that slept until woken would leave such a write unsynced
+/// until a segment rolled or the server stopped.
 #[test]
 fn interval_mode_syncs_a_write_within_the_interval() {
     let disk = SimDisk::new();
     let clock = Arc::new(ManualClock::new(1_700_000_000));
+    let interval = Duration::from_millis(50);
     let open = |disk: &SimDisk| {
         let mut options = Options::new(Durability::Interval, clock.clone());
-        options.fsync_interval = Duration::from_millis(50);
+        options.fsync_interval = interval;
+        // The test runs the flusher's turns at the moments it names.
+        options.stepped_flusher = true;
         Store::open(Arc::new(disk.clone()), options).unwrap_or_else(|e| panic!("open failed: {e}"))
     };
     let store = open(&disk);
-    // Idle for a few intervals first: the flusher has synced everything and sleeps.
-    std::thread::sleep(Duration::from_millis(200));
+    // Idle for a few intervals first: the flusher has nothing to do.
+    for i in 1..=4 {
+        assert!(
+            !store.step_flusher(interval * i),
+            "an idle log gave the flusher work"
+        );
+    }
     let value: Arc<[u8]> = (&b"durable"[..]).into();
     let written = store.update(b"k", Access::NoAccess, |_, _| {
         (Change::Put(NewItem::new(value, 7)), ())
@@ -162,7 +170,17 @@ fn interval_mode_syncs_a_write_within_the_interval() {
     // says only that the OS has it; the interval's sync makes it durable.
     assert!(store.write_now().is_ok());
     assert!(store.wait_acked(written.lsn).is_ok());
-    std::thread::sleep(Duration::from_millis(400));
+    assert!(store.stats().synced_lsn < written.lsn);
+    // Within an interval of the write (it came after the fourth step).
+    assert!(
+        store.step_flusher(interval * 5),
+        "the write left the flusher nothing to do within the interval"
+    );
+    assert!(
+        store.stats().synced_lsn >= written.lsn,
+        "{:?}",
+        store.stats()
+    );
     disk.power_loss(Tear::DropUnsynced);
     drop(store);
     disk.revive();
@@ -173,6 +191,6 @@ fn interval_mode_syncs_a_write_within_the_interval() {
     assert_eq!(
         item.as_ref().map(|i| (&i.value[..], i.client_flags)),
         Some((&b"durable"[..], 7)),
-        "a write acknowledged 400 ms before the power loss, with a 50 ms fsync interval, was lost"
+        "a write synced within its interval was lost to a power loss"
     );
 }
