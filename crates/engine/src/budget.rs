@@ -74,7 +74,7 @@ impl Store {
 
     /// Brings every shard's cache within the memory budget. Writes do this for their
     /// own shard as they go; versions that could not leave then (their record not yet
-    /// written) go on this pass. The server's maintenance thread calls it every second.
+    /// written) go on this pass. The server's maintenance thread calls it every 100 ms.
     pub fn trim_to_budget(&self) {
         if self.memory_limit() == 0 {
             return;
