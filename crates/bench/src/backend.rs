@@ -6,25 +6,29 @@
 //! is measured as it is and left alone. A started server is killed when its
 //! [`Backend`] is dropped. Kura announces readiness with one stdout line,
 //! `kura listening on <addr>`, after `kura sql listening on <addr>` when its SQL
-//! port is on; its output is drained for as long as it runs so it can never block
-//! on a full pipe.
+//! port is on: kura-testkit's [`wait_listening`] reads them, as Kura's own tests do,
+//! so the two never drift apart. Every server's output is drained (testkit's
+//! [`drain`]) for as long as it runs so it can never block on a full pipe.
 
-use std::collections::VecDeque;
 use std::fmt;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use kura_testkit::{drain, wait_listening, Log};
 
 use crate::game::Layout;
 use crate::proto::Wire;
+
+/// Kura's durability modes, as its `--durability` flag spells them: testkit's, so that
+/// tests and benchmarks spell them alike.
+pub use kura_testkit::Durability;
 
 /// Set once a signal has started the cleanup: errors the dying servers cause after
 /// that are the interruption, not findings.
@@ -77,24 +81,6 @@ pub fn cleanup_on_signal() -> Result<()> {
         }
     });
     Ok(())
-}
-
-/// Kura's durability modes, as its `--durability` flag spells them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Durability {
-    Fsync,
-    Interval,
-    None,
-}
-
-impl Durability {
-    pub fn flag(self) -> &'static str {
-        match self {
-            Durability::Fsync => "fsync",
-            Durability::Interval => "interval",
-            Durability::None => "none",
-        }
-    }
 }
 
 /// Which server a backend is.
@@ -413,7 +399,7 @@ pub struct Backend {
     child: Option<Child>,
     /// A second server this backend consists of (the cache in cache-aside).
     companion: Option<Box<Backend>>,
-    log: Option<Arc<OutputTail>>,
+    log: Option<Log>,
     _data_dir: Option<tempfile::TempDir>,
 }
 
@@ -561,7 +547,7 @@ impl Backend {
         if let Some(child) = &mut self.child {
             if let Some(status) = child.try_wait()? {
                 forget(child.id());
-                let tail = self.log.as_ref().map(|l| l.text()).unwrap_or_default();
+                let tail = self.log.as_ref().map(last_lines).unwrap_or_default();
                 bail!(
                     "{} exited ({status}) during the run; its last output:\n{tail}",
                     self.name
@@ -578,49 +564,11 @@ impl Drop for Backend {
     }
 }
 
-/// The last lines a server wrote, kept for error messages.
-#[derive(Default)]
-struct OutputTail(Mutex<VecDeque<String>>);
-
-impl OutputTail {
-    fn push(&self, line: String) {
-        if let Ok(mut lines) = self.0.lock() {
-            if lines.len() == 40 {
-                lines.pop_front();
-            }
-            lines.push_back(line);
-        }
-    }
-
-    fn text(&self) -> String {
-        self.0
-            .lock()
-            .map(|l| l.iter().cloned().collect::<Vec<_>>().join("\n"))
-            .unwrap_or_default()
-    }
-}
-
-/// Drains `stream` line by line into `tail` until it closes, calling `on_line` first.
-fn drain<R: Read + Send + 'static>(
-    stream: R,
-    tail: Arc<OutputTail>,
-    mut on_line: impl FnMut(&str) + Send + 'static,
-) {
-    thread::spawn(move || {
-        let mut reader = BufReader::new(stream);
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match reader.read_line(&mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let trimmed = line.trim_end();
-                    on_line(trimmed);
-                    tail.push(trimmed.to_string());
-                }
-            }
-        }
-    });
+/// The last lines a server wrote (its log keeps more), for error messages.
+fn last_lines(log: &Log) -> String {
+    let text = log.snapshot();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
 }
 
 fn free_port() -> Result<u16> {
@@ -639,7 +587,7 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
     let mut last_error = None;
     for _ in 0..5 {
         let port = free_port()?;
-        let tail = Arc::new(OutputTail::default());
+        let tail = Log::default();
         let mut command = server_command(&config.memcached_bin, config);
         command
             .args(["-U", "0", "-l", "127.0.0.1", "-p", &port.to_string()])
@@ -658,10 +606,10 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
             .with_context(|| format!("starting {}", config.memcached_bin.display()))?;
         remember(&child, None);
         if let Some(out) = child.stdout.take() {
-            drain(out, tail.clone(), |_| {});
+            drain(out, tail.clone(), "", None);
         }
         if let Some(err) = child.stderr.take() {
-            drain(err, tail.clone(), |_| {});
+            drain(err, tail.clone(), "", None);
         }
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         // memcached prints nothing when ready: poll until it accepts or exits.
@@ -671,7 +619,7 @@ fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
                 forget(child.id());
                 last_error = Some(format!(
                     "memcached exited at start ({status}): {}",
-                    tail.text()
+                    last_lines(&tail)
                 ));
                 break;
             }
@@ -725,7 +673,7 @@ fn start_kura(durability: Durability, layout: Layout, config: &LaunchConfig) -> 
                 config.data_root.display()
             )
         })?;
-    let tail = Arc::new(OutputTail::default());
+    let tail = Log::default();
     let (kind, protocol) = match layout {
         Layout::TwoKeys => (BackendKind::Kura(durability), Protocol::Memcached),
         Layout::Table => (
@@ -765,60 +713,16 @@ fn start_kura(durability: Durability, layout: Layout, config: &LaunchConfig) -> 
         .spawn()
         .with_context(|| format!("starting {}", config.kura_bin.display()))?;
     remember(&child, Some(data_dir.path()));
-    // (the SQL port's address if it printed one first, the memcached port's)
-    let (ready_tx, ready_rx) = mpsc::channel::<(Option<String>, String)>();
-    if let Some(out) = child.stdout.take() {
-        let mut ready_tx = Some(ready_tx);
-        let mut sql = None;
-        drain(out, tail.clone(), move |line| {
-            if let Some(addr) = line.strip_prefix("kura sql listening on ") {
-                sql = Some(addr.trim().to_string());
-            } else if let Some(addr) = line.strip_prefix("kura listening on ") {
-                if let Some(tx) = ready_tx.take() {
-                    let _ = tx.send((sql.take(), addr.trim().to_string()));
-                }
-            }
-        });
-    }
-    if let Some(err) = child.stderr.take() {
-        drain(err, tail.clone(), |_| {});
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let (sql_addr, addr) = loop {
-        match ready_rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(addrs) => break addrs,
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!(
-                    "kura closed stdout without printing `kura listening on`: {}",
-                    tail.text()
-                );
-            }
-        }
-        if let Some(status) = child.try_wait()? {
+    // Reads `kura [sql ]listening on <addr>` as the tests do; on failure the server
+    // is killed and reaped already.
+    let listening = match wait_listening(&mut child, &tail, Duration::from_secs(60)) {
+        Ok(listening) => listening,
+        Err(e) => {
             forget(child.id());
-            bail!(
-                "kura exited at start ({status}); its output:\n{}",
-                tail.text()
-            );
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!(
-                "kura did not print `kura listening on` within 60 s; output:\n{}",
-                tail.text()
-            );
+            bail!("{name} ({}): {e}", config.kura_bin.display());
         }
     };
-    let parse = |addr: &str| -> Result<SocketAddr> {
-        addr.parse()
-            .with_context(|| format!("kura printed an unparsable address {addr:?}"))
-    };
-    let addr = parse(&addr)?;
-    let sql_addr = sql_addr.as_deref().map(parse).transpose()?;
+    let (addr, sql_addr) = (listening.addr, listening.sql_addr);
     if config.kura_sql == KuraSql::AnyPort && sql_addr.is_none() {
         let _ = child.kill();
         let _ = child.wait();
@@ -826,7 +730,7 @@ fn start_kura(durability: Durability, layout: Layout, config: &LaunchConfig) -> 
         bail!(
             "kura was started with --sql-port 0 but printed no `kura sql listening on` line \
              before `kura listening on`: {}",
-            tail.text()
+            last_lines(&tail)
         );
     }
     Ok(Backend {
@@ -870,7 +774,7 @@ fn start_redis(name: &str, fsync: RedisFsync, config: &LaunchConfig) -> Result<B
     let mut last_error = String::new();
     for _ in 0..5 {
         let port = free_port()?;
-        let tail = Arc::new(OutputTail::default());
+        let tail = Log::default();
         let mut command = server_command(bin, config);
         command
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
@@ -901,17 +805,20 @@ fn start_redis(name: &str, fsync: RedisFsync, config: &LaunchConfig) -> Result<B
             .with_context(|| format!("starting {}", bin.display()))?;
         remember(&child, Some(dir.path()));
         if let Some(out) = child.stdout.take() {
-            drain(out, tail.clone(), |_| {});
+            drain(out, tail.clone(), "", None);
         }
         if let Some(err) = child.stderr.take() {
-            drain(err, tail.clone(), |_| {});
+            drain(err, tail.clone(), "", None);
         }
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(status) = child.try_wait()? {
                 forget(child.id());
-                last_error = format!("redis-server exited at start ({status}): {}", tail.text());
+                last_error = format!(
+                    "redis-server exited at start ({status}): {}",
+                    last_lines(&tail)
+                );
                 break;
             }
             if TcpStream::connect(addr).is_ok() {
@@ -989,7 +896,7 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
     let mut last_error = String::new();
     for _ in 0..5 {
         let port = free_port()?;
-        let tail = Arc::new(OutputTail::default());
+        let tail = Log::default();
         let mut command = server_command(&config.mariadbd_bin, config);
         command
             .arg("--no-defaults")
@@ -1028,17 +935,17 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
             .with_context(|| format!("starting {}", config.mariadbd_bin.display()))?;
         remember(&child, Some(dir.path()));
         if let Some(out) = child.stdout.take() {
-            drain(out, tail.clone(), |_| {});
+            drain(out, tail.clone(), "", None);
         }
         if let Some(err) = child.stderr.take() {
-            drain(err, tail.clone(), |_| {});
+            drain(err, tail.clone(), "", None);
         }
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(status) = child.try_wait()? {
                 forget(child.id());
-                last_error = format!("mariadbd exited at start ({status}): {}", tail.text());
+                last_error = format!("mariadbd exited at start ({status}): {}", last_lines(&tail));
                 break;
             }
             if crate::mysql::Connection::connect(addr, "root").is_ok() {
@@ -1062,7 +969,7 @@ fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
                 let _ = child.wait();
                 bail!(
                     "mariadbd did not accept logins on {addr} within 60 s: {}",
-                    tail.text()
+                    last_lines(&tail)
                 );
             }
             thread::sleep(Duration::from_millis(50));
