@@ -4,27 +4,37 @@
 //! Kura) its own data directory on a real disk, so that one run measures all of
 //! them under the same client on the same machine. A server given with `--server`
 //! is measured as it is and left alone. A started server is killed when its
-//! [`Backend`] is dropped. Kura announces readiness with one stdout line,
-//! `kura listening on <addr>`, after `kura sql listening on <addr>` when its SQL
-//! port is on; its output is drained for as long as it runs so it can never block
-//! on a full pipe.
+//! [`Backend`] is dropped, and by the signal handler if the run is interrupted.
+//!
+//! This file is what a backend is (its kind, protocol, launch record, lifecycle);
+//! `backend/start.rs` starts each kind of server. Kura announces readiness with one
+//! stdout line, `kura listening on <addr>`, after `kura sql listening on <addr>` when
+//! its SQL port is on, read by `kura_testkit::wait_listening` as Kura's own tests read
+//! it, so the two never drift apart.
 
-use std::collections::VecDeque;
 use std::fmt;
-use std::io::{BufRead, BufReader, Read};
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use kura_testkit::Log;
 
 use crate::game::Layout;
 use crate::proto::Wire;
+
+mod start;
+
+use start::{last_lines, start_kura, start_mariadb, start_memcached, start_redis};
+
+/// Kura's durability modes, as its `--durability` flag spells them: testkit's, so that
+/// tests and benchmarks spell them alike.
+pub use kura_testkit::Durability;
 
 /// Set once a signal has started the cleanup: errors the dying servers cause after
 /// that are the interruption, not findings.
@@ -77,24 +87,6 @@ pub fn cleanup_on_signal() -> Result<()> {
         }
     });
     Ok(())
-}
-
-/// Kura's durability modes, as its `--durability` flag spells them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Durability {
-    Fsync,
-    Interval,
-    None,
-}
-
-impl Durability {
-    pub fn flag(self) -> &'static str {
-        match self {
-            Durability::Fsync => "fsync",
-            Durability::Interval => "interval",
-            Durability::None => "none",
-        }
-    }
 }
 
 /// Which server a backend is.
@@ -413,7 +405,7 @@ pub struct Backend {
     child: Option<Child>,
     /// A second server this backend consists of (the cache in cache-aside).
     companion: Option<Box<Backend>>,
-    log: Option<Arc<OutputTail>>,
+    log: Option<Log>,
     _data_dir: Option<tempfile::TempDir>,
 }
 
@@ -561,7 +553,7 @@ impl Backend {
         if let Some(child) = &mut self.child {
             if let Some(status) = child.try_wait()? {
                 forget(child.id());
-                let tail = self.log.as_ref().map(|l| l.text()).unwrap_or_default();
+                let tail = self.log.as_ref().map(last_lines).unwrap_or_default();
                 bail!(
                     "{} exited ({status}) during the run; its last output:\n{tail}",
                     self.name
@@ -575,531 +567,6 @@ impl Backend {
 impl Drop for Backend {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-/// The last lines a server wrote, kept for error messages.
-#[derive(Default)]
-struct OutputTail(Mutex<VecDeque<String>>);
-
-impl OutputTail {
-    fn push(&self, line: String) {
-        if let Ok(mut lines) = self.0.lock() {
-            if lines.len() == 40 {
-                lines.pop_front();
-            }
-            lines.push_back(line);
-        }
-    }
-
-    fn text(&self) -> String {
-        self.0
-            .lock()
-            .map(|l| l.iter().cloned().collect::<Vec<_>>().join("\n"))
-            .unwrap_or_default()
-    }
-}
-
-/// Drains `stream` line by line into `tail` until it closes, calling `on_line` first.
-fn drain<R: Read + Send + 'static>(
-    stream: R,
-    tail: Arc<OutputTail>,
-    mut on_line: impl FnMut(&str) + Send + 'static,
-) {
-    thread::spawn(move || {
-        let mut reader = BufReader::new(stream);
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match reader.read_line(&mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let trimmed = line.trim_end();
-                    on_line(trimmed);
-                    tail.push(trimmed.to_string());
-                }
-            }
-        }
-    });
-}
-
-fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("binding a probe socket")?;
-    Ok(listener.local_addr()?.port())
-}
-
-fn start_memcached(name: &str, config: &LaunchConfig) -> Result<Backend> {
-    if !config.memcached_bin.exists() {
-        bail!(
-            "{} not found: run `scripts/install-peers.sh` as root (installs memcached)",
-            config.memcached_bin.display()
-        );
-    }
-    // A free port can be taken between the probe and memcached's bind; retry then.
-    let mut last_error = None;
-    for _ in 0..5 {
-        let port = free_port()?;
-        let tail = Arc::new(OutputTail::default());
-        let mut command = server_command(&config.memcached_bin, config);
-        command
-            .args(["-U", "0", "-l", "127.0.0.1", "-p", &port.to_string()])
-            .args(["-t", &config.server_threads.to_string()])
-            .args(["-m", &config.memcached_mem_mib.to_string()])
-            .args(["-c", "4096"])
-            // Needed when running as root (as CI does); ignored otherwise.
-            .args(["-u", "root"])
-            .args(&config.tls_server_args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let launch = Launch::of(name, &command, config, "-V");
-        let mut child = command
-            .spawn()
-            .with_context(|| format!("starting {}", config.memcached_bin.display()))?;
-        remember(&child, None);
-        if let Some(out) = child.stdout.take() {
-            drain(out, tail.clone(), |_| {});
-        }
-        if let Some(err) = child.stderr.take() {
-            drain(err, tail.clone(), |_| {});
-        }
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        // memcached prints nothing when ready: poll until it accepts or exits.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(status) = child.try_wait()? {
-                forget(child.id());
-                last_error = Some(format!(
-                    "memcached exited at start ({status}): {}",
-                    tail.text()
-                ));
-                break;
-            }
-            if TcpStream::connect(addr).is_ok() {
-                return Ok(Backend {
-                    name: name.to_string(),
-                    kind: BackendKind::Memcached {
-                        name: name.to_string(),
-                    },
-                    addr,
-                    sql_addr: None,
-                    pids: vec![child.id()],
-                    launches: vec![launch],
-                    protocol: Protocol::Memcached,
-                    tls: None,
-                    child: Some(child),
-                    companion: None,
-                    log: Some(tail),
-                    _data_dir: None,
-                });
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!("memcached did not accept connections on {addr} within 10 s");
-            }
-            thread::sleep(Duration::from_millis(5));
-        }
-    }
-    bail!(
-        "could not start memcached: {}",
-        last_error.unwrap_or_default()
-    )
-}
-
-fn start_kura(durability: Durability, layout: Layout, config: &LaunchConfig) -> Result<Backend> {
-    if !config.kura_bin.exists() {
-        bail!(
-            "Kura binary {} not found: build it with `cargo build --release -p kura-server` \
-             or point --kura-bin at it",
-            config.kura_bin.display()
-        );
-    }
-    check_real_disk(&config.data_root)?;
-    let data_dir = tempfile::Builder::new()
-        .prefix(&format!("kura-bench-{}-", durability.flag()))
-        .tempdir_in(&config.data_root)
-        .with_context(|| {
-            format!(
-                "creating a data directory under {}",
-                config.data_root.display()
-            )
-        })?;
-    let tail = Arc::new(OutputTail::default());
-    let (kind, protocol) = match layout {
-        Layout::TwoKeys => (BackendKind::Kura(durability), Protocol::Memcached),
-        Layout::Table => (
-            BackendKind::KuraTables(durability),
-            Protocol::MemcachedTables,
-        ),
-    };
-    let name = kind.name();
-    let mut command = server_command(&config.kura_bin, config);
-    command
-        .args(["-p", "0", "-l", "127.0.0.1", "--data-dir"])
-        .arg(data_dir.path())
-        .args(["--durability", durability.flag()])
-        .args(["-t", &config.server_threads.to_string()])
-        .args([
-            "--sql-port",
-            match config.kura_sql {
-                KuraSql::Off => "off",
-                KuraSql::AnyPort => "0",
-            },
-        ])
-        .args(&config.kura_args)
-        .args(&config.tls_server_args);
-    if layout == Layout::Table {
-        // Beside the log in the data directory, which Kura leaves alone.
-        let schema = data_dir.path().join("schema.sql");
-        std::fs::write(&schema, crate::game::TABLE_SCHEMA)
-            .with_context(|| format!("writing {}", schema.display()))?;
-        command.arg("--schema").arg(&schema);
-    }
-    command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let launch = Launch::of(&name, &command, config, "--version");
-    let mut child = command
-        .spawn()
-        .with_context(|| format!("starting {}", config.kura_bin.display()))?;
-    remember(&child, Some(data_dir.path()));
-    // (the SQL port's address if it printed one first, the memcached port's)
-    let (ready_tx, ready_rx) = mpsc::channel::<(Option<String>, String)>();
-    if let Some(out) = child.stdout.take() {
-        let mut ready_tx = Some(ready_tx);
-        let mut sql = None;
-        drain(out, tail.clone(), move |line| {
-            if let Some(addr) = line.strip_prefix("kura sql listening on ") {
-                sql = Some(addr.trim().to_string());
-            } else if let Some(addr) = line.strip_prefix("kura listening on ") {
-                if let Some(tx) = ready_tx.take() {
-                    let _ = tx.send((sql.take(), addr.trim().to_string()));
-                }
-            }
-        });
-    }
-    if let Some(err) = child.stderr.take() {
-        drain(err, tail.clone(), |_| {});
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let (sql_addr, addr) = loop {
-        match ready_rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(addrs) => break addrs,
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!(
-                    "kura closed stdout without printing `kura listening on`: {}",
-                    tail.text()
-                );
-            }
-        }
-        if let Some(status) = child.try_wait()? {
-            forget(child.id());
-            bail!(
-                "kura exited at start ({status}); its output:\n{}",
-                tail.text()
-            );
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!(
-                "kura did not print `kura listening on` within 60 s; output:\n{}",
-                tail.text()
-            );
-        }
-    };
-    let parse = |addr: &str| -> Result<SocketAddr> {
-        addr.parse()
-            .with_context(|| format!("kura printed an unparsable address {addr:?}"))
-    };
-    let addr = parse(&addr)?;
-    let sql_addr = sql_addr.as_deref().map(parse).transpose()?;
-    if config.kura_sql == KuraSql::AnyPort && sql_addr.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-        forget(child.id());
-        bail!(
-            "kura was started with --sql-port 0 but printed no `kura sql listening on` line \
-             before `kura listening on`: {}",
-            tail.text()
-        );
-    }
-    Ok(Backend {
-        name,
-        kind,
-        addr,
-        sql_addr,
-        pids: vec![child.id()],
-        launches: vec![launch],
-        protocol,
-        tls: None,
-        child: Some(child),
-        companion: None,
-        log: Some(tail),
-        _data_dir: Some(data_dir),
-    })
-}
-
-fn start_redis(name: &str, fsync: RedisFsync, config: &LaunchConfig) -> Result<Backend> {
-    let bin = Path::new("/usr/bin/redis-server");
-    if !bin.exists() {
-        bail!(
-            "{} not found: run `scripts/install-peers.sh` as root",
-            bin.display()
-        );
-    }
-    check_real_disk(&config.data_root)?;
-    let dir = tempfile::Builder::new()
-        .prefix("kura-bench-redis-")
-        .tempdir_in(&config.data_root)
-        .with_context(|| {
-            format!(
-                "creating a data directory under {}",
-                config.data_root.display()
-            )
-        })?;
-    let appendfsync = match fsync {
-        RedisFsync::EverySec => "everysec",
-        RedisFsync::Always => "always",
-    };
-    let mut last_error = String::new();
-    for _ in 0..5 {
-        let port = free_port()?;
-        let tail = Arc::new(OutputTail::default());
-        let mut command = server_command(bin, config);
-        command
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .arg("--dir")
-            .arg(dir.path())
-            .args([
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                appendfsync,
-                "--save",
-                "",
-            ])
-            .args([
-                "--daemonize",
-                "no",
-                "--protected-mode",
-                "no",
-                "--maxclients",
-                "4000",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let launch = Launch::of(name, &command, config, "--version");
-        let mut child = command
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        remember(&child, Some(dir.path()));
-        if let Some(out) = child.stdout.take() {
-            drain(out, tail.clone(), |_| {});
-        }
-        if let Some(err) = child.stderr.take() {
-            drain(err, tail.clone(), |_| {});
-        }
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(status) = child.try_wait()? {
-                forget(child.id());
-                last_error = format!("redis-server exited at start ({status}): {}", tail.text());
-                break;
-            }
-            if TcpStream::connect(addr).is_ok() {
-                return Ok(Backend {
-                    name: name.to_string(),
-                    kind: BackendKind::Redis(fsync),
-                    addr,
-                    sql_addr: None,
-                    pids: vec![child.id()],
-                    launches: vec![launch],
-                    protocol: Protocol::Redis,
-                    tls: None,
-                    child: Some(child),
-                    companion: None,
-                    log: Some(tail),
-                    _data_dir: Some(dir),
-                });
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!("redis-server did not accept connections on {addr} within 10 s");
-            }
-            thread::sleep(Duration::from_millis(5));
-        }
-    }
-    bail!("could not start redis-server: {last_error}")
-}
-
-fn start_mariadb(config: &LaunchConfig) -> Result<Backend> {
-    let install_db = Path::new("/usr/bin/mariadb-install-db");
-    if !config.mariadbd_bin.exists() || !install_db.exists() {
-        bail!(
-            "{} or {} not found: run `scripts/install-peers.sh` as root (installs mariadb-server)",
-            config.mariadbd_bin.display(),
-            install_db.display()
-        );
-    }
-    check_real_disk(&config.data_root)?;
-    let dir = tempfile::Builder::new()
-        .prefix("kura-bench-mariadb-")
-        .tempdir_in(&config.data_root)
-        .with_context(|| {
-            format!(
-                "creating a data directory under {}",
-                config.data_root.display()
-            )
-        })?;
-    let datadir = dir.path().join("data");
-    // Its own temporary directory: the bootstrap's temporary tables in a shared /tmp
-    // were seen to vanish under it while other tests ran ("Could not remove
-    // temporary table ... error: 2"), failing the install.
-    let tmpdir = dir.path().join("tmp");
-    std::fs::create_dir(&tmpdir).with_context(|| format!("creating {}", tmpdir.display()))?;
-    let output = Command::new(install_db)
-        .arg("--no-defaults")
-        .arg(format!("--datadir={}", datadir.display()))
-        .arg(format!("--tmpdir={}", tmpdir.display()))
-        .args([
-            "--user=root",
-            "--auth-root-authentication-method=normal",
-            "--skip-test-db",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .context("running mariadb-install-db")?;
-    if !output.status.success() {
-        bail!(
-            "mariadb-install-db failed ({}): {}{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let mut last_error = String::new();
-    for _ in 0..5 {
-        let port = free_port()?;
-        let tail = Arc::new(OutputTail::default());
-        let mut command = server_command(&config.mariadbd_bin, config);
-        command
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", datadir.display()))
-            .arg(format!(
-                "--socket={}",
-                dir.path().join("mariadbd.sock").display()
-            ))
-            .arg(format!(
-                "--pid-file={}",
-                dir.path().join("mariadbd.pid").display()
-            ))
-            .arg(format!("--port={port}"))
-            .args([
-                "--bind-address=127.0.0.1",
-                "--user=root",
-                "--skip-grant-tables",
-            ])
-            .arg(format!("--tmpdir={}", tmpdir.display()))
-            .args([
-                "--skip-log-bin",
-                "--max-connections=1000",
-                "--skip-name-resolve",
-            ])
-            .arg(format!(
-                "--innodb-buffer-pool-size={}M",
-                config.mariadb_buffer_pool_mib
-            ))
-            .args(&config.mariadb_args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let launch = Launch::of("mariadb", &command, config, "--version");
-        let mut child = command
-            .spawn()
-            .with_context(|| format!("starting {}", config.mariadbd_bin.display()))?;
-        remember(&child, Some(dir.path()));
-        if let Some(out) = child.stdout.take() {
-            drain(out, tail.clone(), |_| {});
-        }
-        if let Some(err) = child.stderr.take() {
-            drain(err, tail.clone(), |_| {});
-        }
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(status) = child.try_wait()? {
-                forget(child.id());
-                last_error = format!("mariadbd exited at start ({status}): {}", tail.text());
-                break;
-            }
-            if crate::mysql::Connection::connect(addr, "root").is_ok() {
-                return Ok(Backend {
-                    name: "mariadb".to_string(),
-                    kind: BackendKind::Mariadb,
-                    addr,
-                    sql_addr: Some(addr),
-                    pids: vec![child.id()],
-                    launches: vec![launch],
-                    protocol: Protocol::Mysql,
-                    tls: None,
-                    child: Some(child),
-                    companion: None,
-                    log: Some(tail),
-                    _data_dir: Some(dir),
-                });
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!(
-                    "mariadbd did not accept logins on {addr} within 60 s: {}",
-                    tail.text()
-                );
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
-    }
-    bail!("could not start mariadbd: {last_error}")
-}
-
-/// Refuses a data root on tmpfs or ramfs: a durable store measured on RAM would
-/// flatter every fsync.
-pub fn check_real_disk(path: &Path) -> Result<()> {
-    let path = path
-        .canonicalize()
-        .with_context(|| format!("data root {} does not exist", path.display()))?;
-    let mounts = std::fs::read_to_string("/proc/mounts").context("reading /proc/mounts")?;
-    let mut best: Option<(usize, String)> = None;
-    for line in mounts.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        if fields.len() < 3 {
-            continue;
-        }
-        let mount_point = fields[1].replace("\\040", " ");
-        if path.starts_with(&mount_point)
-            && best
-                .as_ref()
-                .is_none_or(|(len, _)| mount_point.len() >= *len)
-        {
-            best = Some((mount_point.len(), fields[2].to_string()));
-        }
-    }
-    match best {
-        Some((_, fstype)) if fstype == "tmpfs" || fstype == "ramfs" => bail!(
-            "data root {} is on {fstype}: durable modes must be measured on a real disk \
-             (use --data-root /var/tmp or a directory under the current one)",
-            path.display()
-        ),
-        _ => Ok(()),
     }
 }
 

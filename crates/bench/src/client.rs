@@ -3,8 +3,9 @@
 //!
 //! Used where one request at a time is the point (store/fetch, multi-get, the game
 //! transaction) and for preloading, where it pipelines a batch of requests and then
-//! reads their replies. Not used by the throughput load generator, which multiplexes
-//! many non-blocking connections per thread (see `load.rs`).
+//! reads their replies. Not used by the closed-loop driver of the throughput and game
+//! workloads, which multiplexes many non-blocking connections per thread (see
+//! `driver.rs`).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -23,6 +23,7 @@ use clap::Args;
 use hdrhistogram::Histogram;
 
 use crate::chart::{Chart, Kind};
+use crate::driver::Deal;
 use crate::keys::{Distribution, KeyChooser};
 use crate::load::{self, LoadSpec, OpMix};
 use crate::progress::Progress;
@@ -189,7 +190,7 @@ pub fn run(args: &CompactionArgs) -> Result<Section> {
                 wire,
                 connections: args.connections,
                 threads: args.client_threads,
-                deal: load::Deal::Blocks,
+                deal: Deal::Blocks,
                 keys: chooser.clone(),
                 key_prefix: key_prefix.to_string(),
                 value_len: args.value_size,

@@ -9,30 +9,28 @@
 //! score, level and last-seen changed, and `get email:<the row's email>` (whose id
 //! must match). Players are chosen uniformly or zipfian.
 //!
-//! Like the throughput workload, connections are driven by a few polling threads,
-//! each connection with one request in flight; each connection count is measured
-//! on every backend in turn, repetition by repetition. Reported: median TPS over
-//! repetitions, and latency percentiles per step and per transaction over all of
-//! them.
+//! Like the throughput workload, connections are driven by a few polling threads
+//! (`driver.rs`), each connection with one request in flight; each connection count
+//! is measured on every backend in turn, repetition by repetition. Reported: median
+//! TPS over repetitions, and latency percentiles per step and per transaction over
+//! all of them.
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream as StdTcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::ops::Range;
-use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use hdrhistogram::Histogram;
-use mio::net::TcpStream;
-use mio::{Events, Interest, Poll, Token};
 
 use crate::backend::{Backend, Protocol};
 use crate::chart::{Chart, Kind};
 use crate::client::Client;
+use crate::driver::{self, Deal, Measured, Next, Script};
 use crate::game_sql;
 use crate::keys::{Distribution, KeyChooser, Rng};
-use crate::load::sleep_until;
+use crate::load;
 use crate::progress::Progress;
 use crate::proto::{Expect, Reply, Wire};
 use crate::report::{kura_ratios, opt, Better, Csv, Section, Table};
@@ -71,7 +69,7 @@ pub struct GameArgs {
 }
 
 /// The three requests of a transaction, in order.
-const STEPS: [&str; 3] = ["get_player", "set_player", "get_by_email"];
+const STEP_NAMES: [&str; 3] = ["get_player", "set_player", "get_by_email"];
 
 pub(crate) fn player_key(id: u64) -> Vec<u8> {
     format!("player:{id}").into_bytes()
@@ -225,50 +223,37 @@ pub(crate) fn preload(
     connections: u64,
     progress: &Progress,
 ) -> Result<()> {
-    let per = (ids.end - ids.start).div_ceil(connections.max(1));
-    thread::scope(|scope| {
-        let mut workers = Vec::new();
-        for c in 0..connections.max(1) {
-            let from = (ids.start + c * per).min(ids.end);
-            let range = from..(from + per).min(ids.end);
-            workers.push(scope.spawn(move || -> Result<()> {
-                let mut client = Client::connect(addr, wire)?;
-                let ids: Vec<u64> = range.collect();
-                // A table keeps the email index itself: one set a player.
-                let sets_per_player = match layout {
-                    Layout::TwoKeys => 2,
-                    Layout::Table => 1,
-                };
-                for batch in ids.chunks(32) {
-                    for &id in batch {
-                        let row = layout.row(id, id % 1000, 1, unix_now(), row_size);
-                        client.push_set(&layout.player_key(id), &row);
-                        if layout == Layout::TwoKeys {
-                            client.push_set(
-                                format!("email:{}", email(id)).as_bytes(),
-                                id.to_string().as_bytes(),
-                            );
-                        }
-                    }
-                    client.flush()?;
-                    let mut refused = None;
-                    for _ in 0..batch.len() * sets_per_player {
-                        match client.read_reply(Expect::Status)? {
-                            Reply::Ok => {}
-                            other => refused = Some(other),
-                        }
-                    }
-                    if let Some(reply) = refused {
-                        return Err(StoreRefused(reply).into());
-                    }
-                    progress.add(batch.len() as u64);
+    // A table keeps the email index itself: one set a player.
+    let sets_per_player = match layout {
+        Layout::TwoKeys => 2,
+        Layout::Table => 1,
+    };
+    load::in_shares(ids, connections, |_, range| {
+        let mut client = Client::connect(addr, wire)?;
+        let ids: Vec<u64> = range.collect();
+        for batch in ids.chunks(32) {
+            for &id in batch {
+                let row = layout.row(id, id % 1000, 1, unix_now(), row_size);
+                client.push_set(&layout.player_key(id), &row);
+                if layout == Layout::TwoKeys {
+                    client.push_set(
+                        format!("email:{}", email(id)).as_bytes(),
+                        id.to_string().as_bytes(),
+                    );
                 }
-                Ok(())
-            }));
-        }
-        for w in workers {
-            w.join()
-                .map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
+            }
+            client.flush()?;
+            let mut refused = None;
+            for _ in 0..batch.len() * sets_per_player {
+                match client.read_reply(Expect::Status)? {
+                    Reply::Ok => {}
+                    other => refused = Some(other),
+                }
+            }
+            if let Some(reply) = refused {
+                return Err(StoreRefused(reply).into());
+            }
+            progress.add(batch.len() as u64);
         }
         Ok(())
     })
@@ -284,24 +269,23 @@ pub(crate) struct GameResult {
     pub cpu: stats::CpuUse,
 }
 
-struct ThreadResult {
-    transactions: u64,
-    steps: [Histogram<u64>; 3],
-    transaction: Histogram<u64>,
-    failures: u64,
-}
-
-struct Conn {
-    stream: TcpStream,
-    inbuf: Vec<u8>,
-    outbuf: Vec<u8>,
-    written: usize,
-    step: usize,
-    sent_at: Instant,
-    started_at: Instant,
-    player: u64,
-    /// `email:<email>` read from the row in step 0, looked up in step 2.
-    email_key: Vec<u8>,
+impl GameResult {
+    /// The game's figures from the driver's.
+    pub(crate) fn of(measured: Measured) -> Result<GameResult> {
+        let tally = measured.tally;
+        Ok(GameResult {
+            // The game's transactions never miss: a miss fails them.
+            transactions: tally.transactions,
+            window: measured.window,
+            steps: tally
+                .steps
+                .try_into()
+                .map_err(|_| anyhow::anyhow!("a game transaction has three steps"))?,
+            transaction: tally.transaction,
+            failures: tally.failures,
+            cpu: measured.cpu,
+        })
+    }
 }
 
 #[derive(Clone)]
@@ -344,6 +328,8 @@ pub(crate) fn measure_backend(
     }
 }
 
+/// Runs transactions on a key-value backend: the closed-loop driver's connections,
+/// dealt round-robin to the client threads, each thread a [`Transactions`] script.
 fn measure(
     addr: SocketAddr,
     connections: usize,
@@ -353,236 +339,94 @@ fn measure(
     seed: u64,
     server_pids: &[u32],
 ) -> Result<GameResult> {
-    let threads = threads.clamp(1, connections.max(1));
-    let mut streams: Vec<Vec<StdTcpStream>> = (0..threads).map(|_| Vec::new()).collect();
-    for i in 0..connections {
-        let s = StdTcpStream::connect_timeout(&addr, Duration::from_secs(10))
-            .with_context(|| format!("connecting to {addr}"))?;
-        s.set_nodelay(true)?;
-        s.set_nonblocking(true)?;
-        streams[i % threads].push(s);
-    }
-    let mut workers = Vec::new();
-    for (t, conns) in streams.into_iter().enumerate() {
-        let plan = plan.clone();
-        let seed = seed.wrapping_add(t as u64 * 104_729);
-        workers.push(thread::spawn(move || drive(&plan, conns, seed, start)));
-    }
-    sleep_until(plan.window.start);
-    let cpu_before = stats::CpuSample::take(server_pids);
-    let window = plan.window.wait();
-    let cpu_after = stats::CpuSample::take(server_pids);
-    let mut result = GameResult {
-        transactions: 0,
-        window,
-        steps: [
-            stats::new_histogram()?,
-            stats::new_histogram()?,
-            stats::new_histogram()?,
-        ],
-        transaction: stats::new_histogram()?,
-        failures: 0,
-        cpu: stats::CpuUse::between(cpu_before, cpu_after, window),
+    let opened = driver::open(addr, connections, None)?;
+    let spec = driver::Spec {
+        wire: plan.wire,
+        threads,
+        deal: Deal::RoundRobin,
+        start,
+        window: plan.window.clone(),
+        server_pids,
     };
-    for w in workers {
-        let part = w
-            .join()
-            .map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
-        result.transactions += part.transactions;
-        result.failures += part.failures;
-        for (mine, theirs) in result.steps.iter_mut().zip(part.steps.iter()) {
-            mine.add(theirs)?;
-        }
-        result.transaction.add(&part.transaction)?;
-    }
-    Ok(result)
+    let measured = driver::run(opened, &spec, |t| Transactions {
+        plan,
+        rng: Rng::new(seed.wrapping_add(t as u64 * 104_729)),
+    })?;
+    GameResult::of(measured)
 }
 
-fn drive(plan: &Plan, conns: Vec<StdTcpStream>, seed: u64, start: Instant) -> Result<ThreadResult> {
-    let mut poll = Poll::new()?;
-    let mut conns: Vec<Conn> = conns
-        .into_iter()
-        .map(|s| Conn {
-            stream: TcpStream::from_std(s),
-            inbuf: Vec::with_capacity(4096),
-            outbuf: Vec::with_capacity(4096),
-            written: 0,
-            step: 0,
-            sent_at: start,
-            started_at: start,
-            player: 0,
-            email_key: Vec::with_capacity(64),
-        })
-        .collect();
-    for (i, c) in conns.iter_mut().enumerate() {
-        poll.registry().register(
-            &mut c.stream,
-            Token(i),
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
+/// One client thread's game transactions: `get` the player's row, `set` it back
+/// changed, `get` the id by the row's email (whose id must match).
+struct Transactions<'a> {
+    plan: &'a Plan,
+    rng: Rng,
+}
+
+/// A connection's transaction: the player, and the email key its row named.
+#[derive(Default)]
+struct Transaction {
+    player: u64,
+    /// `email:<email>` read from the row in step 0, looked up in step 2.
+    email_key: Vec<u8>,
+}
+
+impl Script for Transactions<'_> {
+    type Conn = Transaction;
+    const STEPS: usize = STEP_NAMES.len();
+
+    /// `get player:<id>` for a newly chosen player.
+    fn begin(&mut self, t: &mut Transaction, out: &mut Vec<u8>) -> Expect {
+        let plan = self.plan;
+        t.player = plan.chooser.next(&mut self.rng);
+        plan.wire.encode_get(out, &plan.layout.player_key(t.player));
+        Expect::Values
     }
-    let mut rng = Rng::new(seed);
-    let mut result = ThreadResult {
-        transactions: 0,
-        steps: [
-            stats::new_histogram()?,
-            stats::new_histogram()?,
-            stats::new_histogram()?,
-        ],
-        transaction: stats::new_histogram()?,
-        failures: 0,
-    };
-    sleep_until(start);
-    for c in conns.iter_mut() {
-        begin_transaction(plan, c, &mut rng);
-        flush(c)?;
-    }
-    let mut events = Events::with_capacity(1024);
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        let now = Instant::now();
-        if plan.window.is_over(now) {
-            break;
-        }
-        poll.poll(
-            &mut events,
-            Some(
-                plan.window
-                    .end
-                    .saturating_duration_since(now)
-                    .clamp(Duration::from_millis(1), Duration::from_millis(100)),
-            ),
-        )
-        .or_else(|e| {
-            if e.kind() == ErrorKind::Interrupted {
-                Ok(())
-            } else {
-                Err(e)
-            }
-        })?;
-        for event in events.iter() {
-            let c = &mut conns[event.token().0];
-            if event.is_writable() && c.written < c.outbuf.len() {
-                flush(c)?;
-            }
-            if !event.is_readable() {
-                continue;
-            }
-            loop {
-                match c.stream.read(&mut chunk) {
-                    Ok(0) => bail!("server closed a connection"),
-                    Ok(n) => c.inbuf.extend_from_slice(&chunk[..n]),
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e).context("reading a reply"),
+
+    /// A wrong reply (a miss, a refusal, a mismatched id) fails the transaction.
+    fn reply(
+        &mut self,
+        t: &mut Transaction,
+        step: usize,
+        reply: Reply,
+        bytes: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<Next> {
+        let plan = self.plan;
+        match step {
+            0 => {
+                let values = plan.wire.values(bytes)?;
+                let Some((id, row_email, score, level)) = values
+                    .first()
+                    .and_then(|row| plan.layout.decode(t.player, row))
+                else {
+                    return Ok(Next::Failed);
+                };
+                if id != t.player || values.len() != 1 {
+                    return Ok(Next::Failed);
                 }
+                let score = score + 1 + self.rng.below(100);
+                let level = level.max(score / 1000);
+                let row = plan.layout.row(id, score, level, unix_now(), plan.row_size);
+                plan.wire.encode_set(out, &plan.layout.player_key(id), &row);
+                plan.layout.email_key(row_email, &mut t.email_key);
+                Ok(Next::Send(Expect::Status))
             }
-            let expect = if c.step == 1 {
-                Expect::Status
-            } else {
-                Expect::Values
-            };
-            let Some((reply, used)) = plan.wire.parse_reply(&c.inbuf, expect)? else {
-                continue;
-            };
-            if used != c.inbuf.len() {
-                bail!("server sent more than one reply to one request");
-            }
-            let done = Instant::now();
-            let counted = plan.window.contains(done);
-            if counted {
-                stats::record(&mut result.steps[c.step], done - c.sent_at);
-            }
-            let transaction_started = c.started_at;
-            let last_step = c.step == 2;
-            let bytes = std::mem::take(&mut c.inbuf);
-            let ok = advance(plan, c, reply, &bytes, &mut rng)?;
-            c.inbuf = bytes;
-            c.inbuf.clear();
-            if !ok {
-                if counted {
-                    result.failures += 1;
+            1 => {
+                if reply != Reply::Ok {
+                    return Ok(Next::Failed);
                 }
-                begin_transaction(plan, c, &mut rng);
-            } else if last_step && counted {
-                plan.window.count();
-                result.transactions += 1;
-                stats::record(&mut result.transaction, done - transaction_started);
+                plan.wire.encode_get(out, &t.email_key);
+                Ok(Next::Send(Expect::Values))
             }
-            flush(c)?;
+            _ => {
+                let values = plan.wire.values(bytes)?;
+                if values.len() != 1 || !plan.layout.email_names(t.player, values[0]) {
+                    return Ok(Next::Failed);
+                }
+                Ok(Next::Done)
+            }
         }
     }
-    Ok(result)
-}
-
-/// Sends `get player:<id>` for a newly chosen player.
-fn begin_transaction(plan: &Plan, c: &mut Conn, rng: &mut Rng) {
-    c.player = plan.chooser.next(rng);
-    c.step = 0;
-    c.outbuf.clear();
-    c.written = 0;
-    plan.wire
-        .encode_get(&mut c.outbuf, &plan.layout.player_key(c.player));
-    c.started_at = Instant::now();
-    c.sent_at = c.started_at;
-}
-
-/// Consumes the reply (`reply`, whose bytes are `bytes`) to the current step and
-/// sends the next request; false if the reply was wrong (a miss, a refusal, a
-/// mismatched id), which abandons the transaction.
-fn advance(plan: &Plan, c: &mut Conn, reply: Reply, bytes: &[u8], rng: &mut Rng) -> Result<bool> {
-    c.outbuf.clear();
-    c.written = 0;
-    match c.step {
-        0 => {
-            let values = plan.wire.values(bytes)?;
-            let Some((id, row_email, score, level)) = values
-                .first()
-                .and_then(|row| plan.layout.decode(c.player, row))
-            else {
-                return Ok(false);
-            };
-            if id != c.player || values.len() != 1 {
-                return Ok(false);
-            }
-            let score = score + 1 + rng.below(100);
-            let level = level.max(score / 1000);
-            let row = plan.layout.row(id, score, level, unix_now(), plan.row_size);
-            plan.wire
-                .encode_set(&mut c.outbuf, &plan.layout.player_key(id), &row);
-            plan.layout.email_key(row_email, &mut c.email_key);
-            c.step = 1;
-        }
-        1 => {
-            if reply != Reply::Ok {
-                return Ok(false);
-            }
-            plan.wire.encode_get(&mut c.outbuf, &c.email_key);
-            c.step = 2;
-        }
-        _ => {
-            let values = plan.wire.values(bytes)?;
-            if values.len() != 1 || !plan.layout.email_names(c.player, values[0]) {
-                return Ok(false);
-            }
-            begin_transaction(plan, c, rng);
-            return Ok(true);
-        }
-    }
-    c.sent_at = Instant::now();
-    Ok(true)
-}
-
-fn flush(c: &mut Conn) -> Result<()> {
-    while c.written < c.outbuf.len() {
-        match c.stream.write(&c.outbuf[c.written..]) {
-            Ok(n) => c.written += n,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e).context("sending a request"),
-        }
-    }
-    Ok(())
 }
 
 pub fn run(args: &GameArgs) -> Result<Section> {
@@ -862,7 +706,7 @@ fn report(
         }
     }
     println!("\n{}\n{}", tps_table.render(), latency_table.render());
-    println!("steps: {}", STEPS.join(", "));
+    println!("steps: {}", STEP_NAMES.join(", "));
     let path = csv.write(&args.common.out_dir, "game")?;
     println!("wrote {}", path.display());
     section.csv = path.clone();
@@ -891,7 +735,7 @@ fn report(
         format!(
             "Latency in µs over all repetitions (steps: {}) and median CPU use \
              (percent of one core):",
-            STEPS.join(", ")
+            STEP_NAMES.join(", ")
         ),
         latency_table,
     ));

@@ -19,19 +19,23 @@
 
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::thread;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 
 use crate::client::Client;
+use crate::driver::{self, Measured, Tally};
 use crate::game::{decode_row, email, encode_row, player_key, unix_now, GameResult, Plan};
 use crate::keys::Rng;
-use crate::load::sleep_until;
+use crate::load;
 use crate::mysql::{quote, Connection};
 use crate::progress::Progress;
 use crate::proto::{Expect, Wire};
 use crate::stats;
+use crate::window::sleep_until;
+
+/// The transaction's steps: get the player, update it, get the id by email.
+const STEPS: usize = 3;
 
 const DATABASE: &str = "kura_bench";
 
@@ -75,46 +79,32 @@ pub fn insert_players(
     row_size: usize,
     progress: &Progress,
 ) -> Result<()> {
-    let workers = 4u64;
-    let per = (ids.end - ids.start).div_ceil(workers);
-    thread::scope(|scope| {
-        let mut handles = Vec::new();
-        for w in 0..workers {
-            let from = (ids.start + w * per).min(ids.end);
-            let range = from..(from + per).min(ids.end);
-            handles.push(scope.spawn(move || -> Result<()> {
-                let mut conn = connect(addr)?;
-                let ids: Vec<u64> = range.collect();
-                for batch in ids.chunks(500) {
-                    let now = unix_now();
-                    let rows: Vec<String> = batch
-                        .iter()
-                        .map(|&id| {
-                            format!(
-                                "({id},'player{id}',{},{},1,{now},REPEAT('.',{}))",
-                                quote(email(id).as_bytes()),
-                                id % 1000,
-                                padding(id, row_size)
-                            )
-                        })
-                        .collect();
-                    conn.query(&format!("INSERT INTO players VALUES {}", rows.join(",")))?;
-                    let emails: Vec<String> = batch
-                        .iter()
-                        .map(|&id| format!("({},{id})", quote(email(id).as_bytes())))
-                        .collect();
-                    conn.query(&format!(
-                        "INSERT INTO player_emails VALUES {}",
-                        emails.join(",")
-                    ))?;
-                    progress.add(batch.len() as u64);
-                }
-                Ok(())
-            }));
-        }
-        for h in handles {
-            h.join()
-                .map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
+    load::in_shares(ids, 4, |_, range| {
+        let mut conn = connect(addr)?;
+        let ids: Vec<u64> = range.collect();
+        for batch in ids.chunks(500) {
+            let now = unix_now();
+            let rows: Vec<String> = batch
+                .iter()
+                .map(|&id| {
+                    format!(
+                        "({id},'player{id}',{},{},1,{now},REPEAT('.',{}))",
+                        quote(email(id).as_bytes()),
+                        id % 1000,
+                        padding(id, row_size)
+                    )
+                })
+                .collect();
+            conn.query(&format!("INSERT INTO players VALUES {}", rows.join(",")))?;
+            let emails: Vec<String> = batch
+                .iter()
+                .map(|&id| format!("({},{id})", quote(email(id).as_bytes())))
+                .collect();
+            conn.query(&format!(
+                "INSERT INTO player_emails VALUES {}",
+                emails.join(",")
+            ))?;
+            progress.add(batch.len() as u64);
         }
         Ok(())
     })
@@ -130,46 +120,21 @@ pub fn measure(
     seed: u64,
     server_pids: &[u32],
 ) -> Result<GameResult> {
-    let mut handles = Vec::new();
+    let mut workers = Vec::new();
     for i in 0..connections {
         let conn = connect(addr)?;
         let cache = cache
             .map(|c| Client::connect(c, Wire::Memcached))
             .transpose()?;
-        let plan = plan.clone();
         let seed = seed.wrapping_add(i as u64 * 104_729);
-        handles.push(thread::spawn(move || {
-            drive(&plan, conn, cache, seed, start)
-        }));
+        workers.push(move || drive(plan, conn, cache, seed, start));
     }
-    sleep_until(plan.window.start);
-    let cpu_before = stats::CpuSample::take(server_pids);
-    let window = plan.window.wait();
-    let cpu_after = stats::CpuSample::take(server_pids);
-    let mut result = GameResult {
-        transactions: 0,
-        window,
-        steps: [
-            stats::new_histogram()?,
-            stats::new_histogram()?,
-            stats::new_histogram()?,
-        ],
-        transaction: stats::new_histogram()?,
-        failures: 0,
-        cpu: stats::CpuUse::between(cpu_before, cpu_after, window),
-    };
-    for h in handles {
-        let part = h
-            .join()
-            .map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
-        result.transactions += part.transactions;
-        result.failures += part.failures;
-        for (mine, theirs) in result.steps.iter_mut().zip(part.steps.iter()) {
-            mine.add(theirs)?;
-        }
-        result.transaction.add(&part.transaction)?;
+    let (parts, window, cpu) = driver::measure(&plan.window, server_pids, workers)?;
+    let mut tally = Tally::new(STEPS)?;
+    for part in &parts {
+        tally.add(part)?;
     }
-    Ok(result)
+    GameResult::of(Measured { tally, window, cpu })
 }
 
 fn text(cell: &Option<Vec<u8>>) -> Result<&str> {
@@ -266,20 +231,9 @@ fn drive(
     mut cache: Option<Client>,
     seed: u64,
     start: Instant,
-) -> Result<GameResult> {
+) -> Result<Tally> {
     let mut rng = Rng::new(seed);
-    let mut r = GameResult {
-        transactions: 0,
-        window: plan.window.end - plan.window.start,
-        steps: [
-            stats::new_histogram()?,
-            stats::new_histogram()?,
-            stats::new_histogram()?,
-        ],
-        transaction: stats::new_histogram()?,
-        failures: 0,
-        cpu: stats::CpuUse::default(),
-    };
+    let mut r = Tally::new(STEPS)?;
     sleep_until(start);
     while !plan.window.is_over(Instant::now()) {
         let id = plan.chooser.next(&mut rng);

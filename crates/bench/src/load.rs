@@ -1,34 +1,28 @@
-//! The closed-loop load generator behind the throughput workload.
+//! The throughput load: gets, sets or a mix of keys drawn from a preloaded key
+//! space, each op a one-request transaction of the closed-loop [`driver`], and the
+//! preloading that fills the key space first.
 //!
-//! N connections are spread over T client threads. Each thread owns one epoll
-//! (via mio) and its share of the connections, each with exactly one request in
-//! flight: when a reply completes, its latency is recorded and the next request is
-//! written at once. One thread per connection would cost a context switch per
-//! request on a machine where the client and the server share two cores; a few
-//! threads each serving many ready connections per `epoll_wait` spend that CPU on
-//! requests instead, so the server, not the client, is what saturates first.
-//!
-//! Time is split into a warm-up (replies counted nowhere) and a measured window
-//! (replies completing inside it are counted and their latencies recorded). CPU
-//! use of this process and of the server, when known, is sampled at the window's
-//! edges so a client-bound result shows as such.
+//! Time is split into a warm-up (replies counted nowhere) and a measured window of
+//! fixed length (replies completing inside it are counted and their latencies
+//! recorded). An error reply or a set not stored still counts as an op, and as an
+//! error; a get that finds nothing counts as an op and as a miss.
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream as StdTcpStream};
+use std::net::SocketAddr;
+use std::ops::Range;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
-use mio::net::TcpStream;
-use mio::{Events, Interest, Poll, Token};
 
 use crate::backend::Backend;
 use crate::client::Client;
+use crate::driver::{self, Deal, Next, Script};
 use crate::keys::{key_name, value_bytes, KeyChooser, Rng};
 use crate::progress::Progress;
 use crate::proto::{Expect, Reply, Wire};
 use crate::stats;
+use crate::window::Window;
 
 /// Which requests a load sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,18 +43,6 @@ impl OpMix {
             OpMix::Mix { set_percent } => format!("mix{}/{}", 100 - set_percent, set_percent),
         }
     }
-}
-
-/// How the connections are dealt to the client threads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Deal {
-    /// Consecutive connections to the same thread: each client thread's connections
-    /// land on every server worker.
-    Blocks,
-    /// Connection i to thread i mod T. A server that hands connections to its workers
-    /// round-robin (memcached and Kura do) then pairs each client thread with one
-    /// worker for the whole run: T lockstep ping-pong pairs.
-    RoundRobin,
 }
 
 /// One measured load against one server.
@@ -147,291 +129,190 @@ pub fn preload(
     progress: &Progress,
 ) -> Result<()> {
     let connections = connections.clamp(1, 16) as u64;
-    let per = keys.div_ceil(connections);
-    thread::scope(|scope| {
-        let mut workers = Vec::new();
-        for c in 0..connections {
-            let range = (c * per)..((c + 1) * per).min(keys);
-            let tls = tls.clone();
-            workers.push(scope.spawn(move || -> Result<()> {
-                let mut client = Client::connect_tls(addr, wire, tls.as_deref())?;
-                let value = value_bytes(value_len, c);
-                let mut key = Vec::new();
-                let ids: Vec<u64> = range.collect();
-                for batch in ids.chunks(64) {
-                    for id in batch {
-                        key_name(&mut key, key_prefix, *id);
-                        client.push_set(&key, &value);
-                    }
-                    client.flush()?;
-                    for _ in batch {
-                        match client.read_reply(Expect::Status)? {
-                            Reply::Ok => {}
-                            other => bail!("preload set refused: {other:?}"),
-                        }
-                    }
-                    progress.add(batch.len() as u64);
+    in_shares(0..keys, connections, |c, range| {
+        let mut client = Client::connect_tls(addr, wire, tls.as_deref())?;
+        let value = value_bytes(value_len, c);
+        let mut key = Vec::new();
+        let ids: Vec<u64> = range.collect();
+        for batch in ids.chunks(64) {
+            for id in batch {
+                key_name(&mut key, key_prefix, *id);
+                client.push_set(&key, &value);
+            }
+            client.flush()?;
+            for _ in batch {
+                match client.read_reply(Expect::Status)? {
+                    Reply::Ok => {}
+                    other => bail!("preload set refused: {other:?}"),
                 }
-                Ok(())
-            }));
-        }
-        for w in workers {
-            w.join()
-                .map_err(|_| anyhow::anyhow!("a preload thread panicked"))??;
+            }
+            progress.add(batch.len() as u64);
         }
         Ok(())
     })
 }
 
-/// Runs one load and measures it.
-pub fn run(spec: &LoadSpec, server_pids: &[u32]) -> Result<LoadResult> {
-    let threads = spec.threads.clamp(1, spec.connections.max(1));
-    let mut streams: Vec<Vec<Opened>> = (0..threads).map(|_| Vec::new()).collect();
-    for i in 0..spec.connections {
-        let mut stream = StdTcpStream::connect_timeout(&spec.addr, Duration::from_secs(10))
-            .with_context(|| format!("connecting to {}", spec.addr))?;
-        stream.set_nodelay(true)?;
-        // The handshake happens here, before the clock starts: a load measures
-        // requests on open connections.
-        let session = match &spec.tls {
-            Some(tls) => Some(tls.handshake(&mut stream)?),
-            None => None,
-        };
-        stream.set_nonblocking(true)?;
-        // Servers hand accepted connections to their workers round-robin (memcached
-        // and Kura both), so dealing them out round-robin here too pairs each client
-        // thread with one server worker for the whole run: lockstep ping-pong pairs,
-        // whose throughput on two cores swings from run to run with how the pairs are
-        // placed. Dealing in blocks mixes them, and starves some connections instead.
-        let thread = match spec.deal {
-            Deal::Blocks => i * threads / spec.connections,
-            Deal::RoundRobin => i % threads,
-        };
-        streams[thread].push((stream, session));
-    }
-    // Threads start together a little after all connections are up.
-    let start = Instant::now() + Duration::from_millis(20);
-    let window_start = start + spec.warmup;
-    let window_end = window_start + spec.duration;
-    let mut workers = Vec::new();
-    for (t, conns) in streams.into_iter().enumerate() {
-        let spec = spec.clone();
-        workers.push(thread::spawn(move || {
-            drive(
-                &spec,
-                conns,
-                spec.seed.wrapping_add(t as u64 * 7919),
-                start,
-                window_start,
-                window_end,
-            )
-        }));
-    }
-    sleep_until(window_start);
-    let cpu_before = stats::CpuSample::take(server_pids);
-    sleep_until(window_end);
-    let cpu_after = stats::CpuSample::take(server_pids);
-    let mut histogram = stats::new_histogram()?;
-    let (mut ops, mut misses, mut errors) = (0, 0, 0);
-    for w in workers {
-        let part = w
-            .join()
-            .map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
-        ops += part.ops;
-        misses += part.misses;
-        errors += part.errors;
-        histogram.add(&part.histogram)?;
-    }
-    let window = window_end - window_start;
-    Ok(LoadResult {
-        ops,
-        window,
-        histogram,
-        misses,
-        errors,
-        cpu: stats::CpuUse::between(cpu_before, cpu_after, window),
+/// Splits `ids` into `shares` runs of consecutive ids (the last may be shorter, or
+/// empty) and calls `work(share, run)` for each on a thread of its own: how every
+/// workload loads its data over several connections. Waits for all of them; the
+/// first error (in share order) is the result.
+pub fn in_shares(
+    ids: Range<u64>,
+    shares: u64,
+    work: impl Fn(u64, Range<u64>) -> Result<()> + Sync,
+) -> Result<()> {
+    let shares = shares.max(1);
+    let per = (ids.end - ids.start).div_ceil(shares);
+    let work = &work;
+    thread::scope(|scope| {
+        let handles: Vec<_> = (0..shares)
+            .map(|share| {
+                let from = (ids.start + share * per).min(ids.end);
+                let run = from..(from + per).min(ids.end);
+                scope.spawn(move || work(share, run))
+            })
+            .collect();
+        let mut first = Ok(());
+        for h in handles {
+            let result = h
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("a loading thread panicked")));
+            if first.is_ok() {
+                first = result;
+            }
+        }
+        first
     })
 }
 
-pub fn sleep_until(t: Instant) {
-    let now = Instant::now();
-    if t > now {
-        thread::sleep(t - now);
-    }
-}
-
-struct ThreadResult {
-    ops: u64,
-    misses: u64,
-    errors: u64,
-    histogram: Histogram<u64>,
-}
-
-/// A connected socket, and its TLS session when the load speaks TLS.
-type Opened = (StdTcpStream, Option<rustls::ClientConnection>);
-
-/// One connection's state: at most one request in flight.
-struct Conn {
-    stream: TcpStream,
-    tls: Option<rustls::ClientConnection>,
-    inbuf: Vec<u8>,
-    outbuf: Vec<u8>,
-    written: usize,
-    sent_at: Instant,
-    expect: Expect,
-}
-
-fn drive(
-    spec: &LoadSpec,
-    conns: Vec<Opened>,
-    seed: u64,
-    start: Instant,
-    window_start: Instant,
-    window_end: Instant,
-) -> Result<ThreadResult> {
-    let mut poll = Poll::new()?;
-    let mut conns: Vec<Conn> = conns
+/// Runs one load and measures it.
+pub fn run(spec: &LoadSpec, server_pids: &[u32]) -> Result<LoadResult> {
+    let connections = driver::open(spec.addr, spec.connections, spec.tls.as_deref())?;
+    // Threads start together a little after all connections are up.
+    let start = Instant::now() + Duration::from_millis(20);
+    let window = Window::new(
+        start,
+        spec.warmup.as_secs_f64(),
+        spec.duration.as_secs_f64(),
+        0,
+    );
+    let driven = driver::Spec {
+        wire: spec.wire,
+        threads: spec.threads,
+        deal: spec.deal,
+        start,
+        window,
+        server_pids,
+    };
+    let measured = driver::run(connections, &driven, |t| {
+        let seed = spec.seed.wrapping_add(t as u64 * 7919);
+        Ops {
+            spec,
+            rng: Rng::new(seed),
+            key: Vec::with_capacity(64),
+            value: value_bytes(spec.value_len, seed),
+        }
+    })?;
+    let tally = measured.tally;
+    let histogram = tally
+        .steps
         .into_iter()
-        .map(|(s, tls)| Conn {
-            stream: TcpStream::from_std(s),
-            tls,
-            inbuf: Vec::with_capacity(4096),
-            outbuf: Vec::with_capacity(4096),
-            written: 0,
-            sent_at: start,
-            expect: Expect::Status,
+        .next()
+        .context("a load has one step")?;
+    Ok(LoadResult {
+        // An error reply is an op too: it took the server a request.
+        ops: tally.transactions + tally.failures,
+        window: measured.window,
+        histogram,
+        misses: tally.misses,
+        errors: tally.failures,
+        cpu: measured.cpu,
+    })
+}
+
+/// One client thread's ops: each a transaction of one request, a get or a set of a
+/// key drawn from the key space.
+struct Ops<'a> {
+    spec: &'a LoadSpec,
+    rng: Rng,
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl Script for Ops<'_> {
+    type Conn = ();
+    const STEPS: usize = 1;
+
+    fn begin(&mut self, _: &mut (), out: &mut Vec<u8>) -> Expect {
+        let spec = self.spec;
+        key_name(
+            &mut self.key,
+            &spec.key_prefix,
+            spec.keys.next(&mut self.rng),
+        );
+        let set = match spec.mix {
+            OpMix::Get => false,
+            OpMix::Set => true,
+            OpMix::Mix { set_percent } => self.rng.below(100) < u64::from(set_percent),
+        };
+        if set {
+            spec.wire.encode_set(out, &self.key, &self.value);
+            Expect::Status
+        } else {
+            spec.wire.encode_get(out, &self.key);
+            Expect::Values
+        }
+    }
+
+    fn reply(
+        &mut self,
+        _: &mut (),
+        _: usize,
+        reply: Reply,
+        _: &[u8],
+        _: &mut Vec<u8>,
+    ) -> Result<Next> {
+        Ok(match reply {
+            Reply::Values { hits: 0 } => Next::Missed,
+            Reply::Values { .. } | Reply::Ok => Next::Done,
+            // Sets not stored, and error replies.
+            Reply::Refused | Reply::Error => Next::Failed,
         })
-        .collect();
-    for (i, c) in conns.iter_mut().enumerate() {
-        poll.registry().register(
-            &mut c.stream,
-            Token(i),
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
     }
-    let mut rng = Rng::new(seed);
-    let value = value_bytes(spec.value_len, seed);
-    let mut key = Vec::with_capacity(64);
-    let mut result = ThreadResult {
-        ops: 0,
-        misses: 0,
-        errors: 0,
-        histogram: stats::new_histogram()?,
-    };
-    sleep_until(start);
-    for c in conns.iter_mut() {
-        next_request(spec, c, &mut rng, &mut key, &value);
-        flush(c)?;
-    }
-    let mut events = Events::with_capacity(1024);
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        let now = Instant::now();
-        if now >= window_end {
-            break;
-        }
-        poll.poll(
-            &mut events,
-            Some((window_end - now).min(Duration::from_millis(100))),
-        )
-        .or_else(|e| {
-            if e.kind() == ErrorKind::Interrupted {
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    #[test]
+    fn shares_cover_every_id_once_in_order() {
+        for (ids, shares) in [(0..10, 3), (5..6, 4), (0..0, 2), (100..1100, 16), (0..7, 0)] {
+            let seen = Mutex::new(Vec::new());
+            in_shares(ids.clone(), shares, |share, run| {
+                seen.lock().unwrap().push((share, run));
                 Ok(())
-            } else {
-                Err(e)
-            }
-        })?;
-        for event in events.iter() {
-            let c = &mut conns[event.token().0];
-            if event.is_writable() {
-                flush(c)?;
-            }
-            if !event.is_readable() {
-                continue;
-            }
-            // Edge-triggered: read until the socket is empty.
-            if let Some(session) = &mut c.tls {
-                let open = crate::tls::receive(session, &mut c.stream, &mut c.inbuf, &mut chunk)
-                    .context("reading a reply over TLS")?;
-                if !open {
-                    bail!("server closed a connection");
-                }
-                crate::tls::send(session, &mut c.stream).context("TLS")?;
-            } else {
-                loop {
-                    match c.stream.read(&mut chunk) {
-                        Ok(0) => bail!("server closed a connection"),
-                        Ok(n) => c.inbuf.extend_from_slice(&chunk[..n]),
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                        Err(e) => return Err(e).context("reading a reply"),
-                    }
-                }
-            }
-            let Some((reply, used)) = spec.wire.parse_reply(&c.inbuf, c.expect)? else {
-                continue;
-            };
-            if used != c.inbuf.len() {
-                bail!("server sent more than one reply to one request");
-            }
-            c.inbuf.clear();
-            let done = Instant::now();
-            if done >= window_start && done < window_end {
-                result.ops += 1;
-                stats::record(&mut result.histogram, done - c.sent_at);
-                match reply {
-                    Reply::Values { hits: 0 } => result.misses += 1,
-                    Reply::Values { .. } | Reply::Ok => {}
-                    Reply::Refused | Reply::Error => result.errors += 1,
-                }
-            }
-            next_request(spec, c, &mut rng, &mut key, &value);
-            flush(c)?;
+            })
+            .unwrap();
+            let mut seen = seen.into_inner().unwrap();
+            seen.sort_by_key(|(share, _)| *share);
+            assert_eq!(seen.len() as u64, shares.max(1), "{ids:?} in {shares}");
+            let all: Vec<u64> = seen.into_iter().flat_map(|(_, run)| run).collect();
+            assert_eq!(all, ids.collect::<Vec<_>>());
         }
     }
-    Ok(result)
-}
 
-fn next_request(spec: &LoadSpec, c: &mut Conn, rng: &mut Rng, key: &mut Vec<u8>, value: &[u8]) {
-    key_name(key, &spec.key_prefix, spec.keys.next(rng));
-    let set = match spec.mix {
-        OpMix::Get => false,
-        OpMix::Set => true,
-        OpMix::Mix { set_percent } => rng.below(100) < u64::from(set_percent),
-    };
-    c.outbuf.clear();
-    c.written = 0;
-    if set {
-        spec.wire.encode_set(&mut c.outbuf, key, value);
-        c.expect = Expect::Status;
-    } else {
-        spec.wire.encode_get(&mut c.outbuf, key);
-        c.expect = Expect::Values;
+    #[test]
+    fn the_first_share_to_fail_is_the_error() {
+        let result = in_shares(0..8, 4, |share, _| {
+            if share >= 1 {
+                bail!("share {share} failed")
+            }
+            Ok(())
+        });
+        assert_eq!(result.unwrap_err().to_string(), "share 1 failed");
     }
-    c.sent_at = Instant::now();
-}
-
-/// Writes what the socket takes; the rest goes out on the next writable event.
-fn flush(c: &mut Conn) -> Result<()> {
-    if let Some(session) = &mut c.tls {
-        // The session takes the whole request (encrypted when written); what the
-        // socket does not take waits in it for the next writable event.
-        if c.written < c.outbuf.len() {
-            session
-                .writer()
-                .write_all(&c.outbuf[c.written..])
-                .context("encrypting a request")?;
-            c.written = c.outbuf.len();
-        }
-        return crate::tls::send(session, &mut c.stream).context("sending a request");
-    }
-    while c.written < c.outbuf.len() {
-        match c.stream.write(&c.outbuf[c.written..]) {
-            Ok(n) => c.written += n,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e).context("sending a request"),
-        }
-    }
-    Ok(())
 }

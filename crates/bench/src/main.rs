@@ -19,6 +19,7 @@ mod chart;
 mod client;
 mod compaction;
 mod datasize;
+mod driver;
 mod full;
 mod game;
 mod game_sql;

@@ -26,9 +26,10 @@ use clap::Args;
 
 use crate::backend::{Backend, BackendKind, Durability, LaunchConfig};
 use crate::chart::{Chart, Kind};
+use crate::driver::Deal;
 use crate::game::{self, Layout, Plan};
 use crate::keys::{Distribution, KeyChooser};
-use crate::load::{self, Deal, LoadSpec, OpMix};
+use crate::load::{self, LoadSpec, OpMix};
 use crate::progress::Progress;
 use crate::proto::Wire;
 use crate::report::{Csv, Section, Table};

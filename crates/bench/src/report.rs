@@ -102,7 +102,9 @@ impl Table {
     }
 }
 
-/// Rows for a CSV file; cells are quoted only when they need it.
+/// Rows for a CSV file (RFC 4180): cells are quoted only when they hold a comma, a
+/// quote or a line break, with quotes doubled inside. Hand-written rather than the
+/// `csv` crate: writing is all kura-bench does with CSV, and this is the whole of it.
 #[derive(Debug, Default)]
 pub struct Csv {
     lines: Vec<String>,
@@ -119,7 +121,7 @@ impl Csv {
         let cells: Vec<String> = row
             .into_iter()
             .map(|c| {
-                if c.contains([',', '"', '\n']) {
+                if c.contains([',', '"', '\n', '\r']) {
                     format!("\"{}\"", c.replace('"', "\"\""))
                 } else {
                     c
@@ -476,9 +478,14 @@ mod tests {
     fn csv_quotes() {
         let mut c = Csv::new(&["a", "b"]);
         c.push(vec!["x,y".into(), "z\"".into()]);
+        c.push(vec!["carriage\rreturn".into(), "plain".into()]);
         assert_eq!(
             c.lines,
-            vec!["a,b".to_string(), "\"x,y\",\"z\"\"\"".to_string()]
+            vec![
+                "a,b".to_string(),
+                "\"x,y\",\"z\"\"\"".to_string(),
+                "\"carriage\rreturn\",plain".to_string()
+            ]
         );
     }
 }

@@ -7,13 +7,13 @@
 //! `SELECT k, v ... WHERE k IN (...)`, the SQL side of seed 003.
 
 use std::net::SocketAddr;
-use std::thread;
 
 use anyhow::{bail, Result};
 
 use crate::backend::{Backend, Protocol};
 use crate::client::Client;
 use crate::keys::{key_name, value_bytes};
+use crate::load;
 use crate::mysql::{quote, Connection};
 use crate::progress::Progress;
 use crate::proto::{Expect, Reply, Wire};
@@ -93,39 +93,24 @@ pub fn preload(
     progress: &Progress,
 ) -> Result<()> {
     SqlKv::create(addr, table)?;
-    let workers = 4u64;
-    let per = keys.div_ceil(workers);
-    thread::scope(|scope| {
-        let mut handles = Vec::new();
-        for w in 0..workers {
-            let range = (w * per)..((w + 1) * per).min(keys);
-            handles.push(scope.spawn(move || -> Result<()> {
-                let mut kv = SqlKv::connect(addr, table)?;
-                let value = quote(&value_bytes(value_len, w));
-                let mut key = Vec::new();
-                let ids: Vec<u64> = range.collect();
-                for batch in ids.chunks(500) {
-                    let rows: Vec<String> = batch
-                        .iter()
-                        .map(|&id| {
-                            key_name(&mut key, prefix, id);
-                            format!("({}, {value})", quote(&key))
-                        })
-                        .collect();
-                    kv.conn.query(&format!(
-                        "INSERT INTO {table} (k, v) VALUES {}",
-                        rows.join(",")
-                    ))?;
-                    progress.add(batch.len() as u64);
-                }
-                Ok(())
-            }));
-        }
-        for h in handles {
-            match h.join() {
-                Ok(result) => result?,
-                Err(_) => bail!("a preload thread panicked"),
-            }
+    load::in_shares(0..keys, 4, |w, range| {
+        let mut kv = SqlKv::connect(addr, table)?;
+        let value = quote(&value_bytes(value_len, w));
+        let mut key = Vec::new();
+        let ids: Vec<u64> = range.collect();
+        for batch in ids.chunks(500) {
+            let rows: Vec<String> = batch
+                .iter()
+                .map(|&id| {
+                    key_name(&mut key, prefix, id);
+                    format!("({}, {value})", quote(&key))
+                })
+                .collect();
+            kv.conn.query(&format!(
+                "INSERT INTO {table} (k, v) VALUES {}",
+                rows.join(",")
+            ))?;
+            progress.add(batch.len() as u64);
         }
         Ok(())
     })

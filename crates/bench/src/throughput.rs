@@ -15,8 +15,9 @@ use clap::Args;
 
 use crate::backend::Backend;
 use crate::chart::{Chart, Kind};
+use crate::driver::Deal;
 use crate::keys::{Distribution, KeyChooser};
-use crate::load::{self, Deal, LoadSpec, OpMix};
+use crate::load::{self, LoadSpec, OpMix};
 use crate::progress::Progress;
 use crate::report::{kura_ratios, opt, Better, Csv, Section, Table};
 use crate::stats::median;

@@ -3,6 +3,9 @@
 //! counted (at most [`GRACE`] longer). Tiny runs ask for one, so that a stalled machine
 //! makes a run longer rather than empty: a test then checks what was done, never how
 //! fast. Full runs ask for none and end on time.
+//!
+//! Its length is exactly `end - start` unless it had to wait for its transactions:
+//! then it is the time until it had them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -42,9 +45,13 @@ impl Window {
         t >= self.start && (t < self.end || self.wanting())
     }
 
-    /// Counts a transaction that completed inside the window.
+    /// Counts a transaction that completed inside the window. Only until the window
+    /// has what it needs: past that (and always, for a window that needs none) client
+    /// threads only read the shared counter, so they do not contend for its cache line.
     pub fn count(&self) {
-        self.counted.fetch_add(1, Ordering::AcqRel);
+        if self.counted.load(Ordering::Acquire) < self.min_transactions {
+            self.counted.fetch_add(1, Ordering::AcqRel);
+        }
     }
 
     /// Whether the window is over at `now`.
@@ -54,10 +61,21 @@ impl Window {
 
     /// Waits until the window is over, and returns how long it ran.
     pub fn wait(&self) -> Duration {
-        crate::load::sleep_until(self.end);
+        sleep_until(self.end);
+        if !self.wanting() {
+            return self.end - self.start;
+        }
         while self.wanting() {
             std::thread::sleep(Duration::from_millis(5));
         }
-        Instant::now().max(self.end) - self.start
+        Instant::now() - self.start
+    }
+}
+
+/// Sleeps until `t` (not at all if it has passed).
+pub fn sleep_until(t: Instant) {
+    let now = Instant::now();
+    if t > now {
+        std::thread::sleep(t - now);
     }
 }

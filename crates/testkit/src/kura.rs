@@ -254,52 +254,70 @@ impl KuraServer {
         let mut child = command.spawn().map_err(|e| {
             io::Error::new(e.kind(), format!("cannot run kura at {}: {e} (build it with `cargo build -p kura-server` or set KURA_BIN)", options.bin.display()))
         })?;
-        let (lines_tx, lines_rx) = mpsc::channel();
-        if let Some(stdout) = child.stdout.take() {
-            drain(stdout, self.log.clone(), "", Some(lines_tx));
+        match wait_listening(&mut child, &self.log, START_TIMEOUT) {
+            Ok(listening) => {
+                self.child = Some(child);
+                self.addr = Some(listening.addr);
+                self.sql_addr = listening.sql_addr;
+                Ok(())
+            }
+            Err(e) => Err(io::Error::new(
+                e.kind(),
+                format!("kura {}: {e}", options.bin.display()),
+            )),
         }
-        if let Some(stderr) = child.stderr.take() {
-            drain(stderr, self.log.clone(), "", None);
-        }
-        let deadline = Instant::now() + START_TIMEOUT;
-        let addr = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match lines_rx.recv_timeout(left) {
-                Ok(line) => {
-                    if let Some(addr) = line.strip_prefix(SQL_LISTENING_PREFIX) {
-                        self.sql_addr = addr.trim().parse::<SocketAddr>().ok();
-                    }
-                    if let Some(addr) = line.strip_prefix(LISTENING_PREFIX) {
-                        match addr.trim().parse::<SocketAddr>() {
-                            Ok(addr) => break addr,
-                            Err(e) => {
-                                return Err(
-                                    self.fail(child, &format!("bad address in {line:?}: {e}"))
-                                )
-                            }
-                        }
-                    }
+    }
+}
+
+/// What kura announced on stdout once it accepted connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Listening {
+    /// The memcached port: `kura listening on <addr>`.
+    pub addr: SocketAddr,
+    /// The SQL port, when kura has one: `kura sql listening on <addr>`, printed before
+    /// the memcached port's line.
+    pub sql_addr: Option<SocketAddr>,
+}
+
+/// Waits up to `timeout` for a just-spawned kura (`child`, its stdout and stderr
+/// piped) to print `kura listening on <addr>`, draining both streams into `log`
+/// meanwhile and for as long as it runs, so it never blocks on a full pipe.
+///
+/// A kura that closes stdout (exits) first, prints an address that does not parse,
+/// or stays silent too long is killed and reaped, and the error carries its exit
+/// status and output. It never panics: kura-bench starts its Kura this way too.
+pub fn wait_listening(child: &mut Child, log: &Log, timeout: Duration) -> io::Result<Listening> {
+    let (lines_tx, lines_rx) = mpsc::channel();
+    if let Some(stdout) = child.stdout.take() {
+        drain(stdout, log.clone(), "", Some(lines_tx));
+    }
+    if let Some(stderr) = child.stderr.take() {
+        drain(stderr, log.clone(), "", None);
+    }
+    let deadline = Instant::now() + timeout;
+    let mut sql_addr = None;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let why = match lines_rx.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(addr) = line.strip_prefix(SQL_LISTENING_PREFIX) {
+                    sql_addr = addr.trim().parse::<SocketAddr>().ok();
                 }
-                Err(RecvTimeoutError::Timeout) => {
-                    return Err(self.fail(
-                        child,
-                        &format!("no `{LISTENING_PREFIX}<addr>` line within {START_TIMEOUT:?}"),
-                    ));
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(self.fail(
-                        child,
-                        &format!("kura closed stdout before printing `{LISTENING_PREFIX}<addr>`"),
-                    ));
+                let Some(addr) = line.strip_prefix(LISTENING_PREFIX) else {
+                    continue;
+                };
+                match addr.trim().parse::<SocketAddr>() {
+                    Ok(addr) => return Ok(Listening { addr, sql_addr }),
+                    Err(e) => format!("bad address in {line:?}: {e}"),
                 }
             }
+            Err(RecvTimeoutError::Timeout) => {
+                format!("no `{LISTENING_PREFIX}<addr>` line within {timeout:?}")
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                format!("kura closed stdout before printing `{LISTENING_PREFIX}<addr>`")
+            }
         };
-        self.child = Some(child);
-        self.addr = Some(addr);
-        Ok(())
-    }
-
-    fn fail(&self, mut child: Child, why: &str) -> io::Error {
         let _ = child.kill();
         let status = child
             .wait()
@@ -307,11 +325,10 @@ impl KuraServer {
             .unwrap_or_else(|e| e.to_string());
         // Give the drain threads a moment to collect the last words.
         std::thread::sleep(Duration::from_millis(50));
-        io::Error::other(format!(
-            "{why}; kura {} ({status}); its output:\n{}",
-            self.options.bin.display(),
-            self.log.snapshot()
-        ))
+        return Err(io::Error::other(format!(
+            "{why} ({status}); its output:\n{}",
+            log.snapshot()
+        )));
     }
 }
 

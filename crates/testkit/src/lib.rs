@@ -5,6 +5,11 @@
 //! Not for production code paths: it panics freely in tests' favour and spawns
 //! processes. std only (plus tempfile, libc, and rustls, which the server builds
 //! anyway, for the TLS tests' client).
+//!
+//! kura-bench, a harness too, starts Kura with what this crate knows of its startup:
+//! [`wait_listening`] (the `kura listening on` announcement) and [`drain`]/[`Log`]
+//! (its output), which return errors rather than panic, and [`Durability`]. Whatever
+//! kura-bench uses stays panic-free.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod auth;
@@ -23,7 +28,8 @@ pub mod transcript;
 pub use client::{Client, Reply, ReplyEnd, REPLY_TIMEOUT};
 pub use escape::{escape, unescape};
 pub use kura::{
-    assert_not_tmpfs, crash_seed, kill_under_load, kura_bin, Durability, KuraOptions, KuraServer,
+    assert_not_tmpfs, crash_seed, kill_under_load, kura_bin, wait_listening, Durability,
+    KuraOptions, KuraServer, Listening,
 };
 pub use memcached::{Login, MemcachedServer, MEMCACHED_BIN};
 pub use netns::NetNamespace;

@@ -41,7 +41,6 @@
 
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -53,13 +52,15 @@ use crate::cgroup::{Hierarchy, MemoryCgroup};
 use crate::chart::{Chart, Kind};
 use crate::client::Client;
 use crate::datasize::{self, mib, ratio_label, rss_bytes, Limited};
+use crate::driver;
 use crate::game::email;
-use crate::load::sleep_until;
+use crate::load;
 use crate::mysql::{quote, Connection, Outcome, Row, ServerError};
 use crate::progress::Progress;
 use crate::proto::{Expect, Reply, Wire};
 use crate::report::{kura_ratios, opt, Better, Csv, Section, Table};
 use crate::stats::{self, median};
+use crate::window::{sleep_until, Window};
 use crate::{Common, SqlBackends};
 
 mod check;
@@ -335,31 +336,6 @@ impl std::fmt::Display for SetRefused {
 
 impl std::error::Error for SetRefused {}
 
-/// Runs `work` on `connections` threads at once, each given its share of `ids`.
-fn split(
-    ids: Range<u64>,
-    connections: u64,
-    work: impl Fn(Range<u64>) -> Result<()> + Sync,
-) -> Result<()> {
-    let connections = connections.max(1);
-    let per = (ids.end - ids.start).div_ceil(connections);
-    let work = &work;
-    thread::scope(|scope| {
-        let workers: Vec<_> = (0..connections)
-            .map(|c| {
-                let from = (ids.start + c * per).min(ids.end);
-                let range = from..(from + per).min(ids.end);
-                scope.spawn(move || work(range))
-            })
-            .collect();
-        for w in workers {
-            w.join()
-                .map_err(|_| anyhow::anyhow!("a load thread panicked"))??;
-        }
-        Ok(())
-    })
-}
-
 /// Stores rows `ids` in Kura's table through its memcached port at `addr`, over
 /// `connections` connections, each pipelining 100 sets at a time; counts rows on
 /// `progress`.
@@ -370,7 +346,7 @@ fn load_memcached(
     connections: u64,
     progress: &Progress,
 ) -> Result<()> {
-    split(ids, connections, |range| {
+    load::in_shares(ids, connections, |_, range| {
         let mut client = Client::connect(addr, Wire::Memcached)?;
         let ids: Vec<u64> = range.collect();
         for batch in ids.chunks(SET_ROWS) {
@@ -404,7 +380,7 @@ fn load(
     connections: u64,
     progress: &Progress,
 ) -> Result<()> {
-    split(ids, connections, |range| {
+    load::in_shares(ids, connections, |_, range| {
         let mut conn = connect(addr)?;
         let ids: Vec<u64> = range.collect();
         for batch in ids.chunks(INSERT_ROWS) {
@@ -461,14 +437,6 @@ struct Part {
     first_failure: Option<String>,
 }
 
-/// When a phase runs.
-#[derive(Clone, Copy)]
-struct Window {
-    start: Instant,
-    measured_from: Instant,
-    end: Instant,
-}
-
 /// Runs `phase` on `backend` with `connections` connections.
 fn measure(
     backend: &Backend,
@@ -485,58 +453,48 @@ fn measure(
         });
     }
     let start = Instant::now() + Duration::from_millis(20);
-    let measured_from = start + Duration::from_secs_f64(args.warmup);
-    let window = Window {
-        start,
-        measured_from,
-        end: measured_from + Duration::from_secs_f64(args.duration),
-    };
-    let mut threads = Vec::new();
-    for (i, link) in links.into_iter().enumerate() {
-        let seed = seed.wrapping_add(i as u64 * 104_729);
-        threads.push(thread::spawn(move || {
-            drive(phase, link, shape, window, seed)
-        }));
-    }
-    let reads = datasize::sample_storage_reads(backend.pids.clone(), measured_from, window.end);
-    sleep_until(measured_from);
-    let cpu_before = stats::CpuSample::take(&backend.pids);
-    sleep_until(window.end);
-    let cpu_after = stats::CpuSample::take(&backend.pids);
-    let length = window.end - measured_from;
+    let window = Window::new(start, args.warmup, args.duration, 0);
+    let workers: Vec<_> = links
+        .into_iter()
+        .enumerate()
+        .map(|(i, link)| {
+            let seed = seed.wrapping_add(i as u64 * 104_729);
+            let window = &window;
+            move || drive(phase, link, shape, start, window, seed)
+        })
+        .collect();
+    let reads = datasize::sample_storage_reads(backend.pids.clone(), window.start, window.end);
+    let (parts, length, cpu) = driver::measure(&window, &backend.pids, workers)?;
     let mut result = PhaseResult {
         ops: 0,
         window: length,
         latency: stats::new_histogram()?,
         failures: 0,
         first_failure: None,
-        cpu: stats::CpuUse::between(cpu_before, cpu_after, length),
+        cpu,
         storage_read_bytes: None,
     };
-    let mut error = None;
-    for t in threads {
-        match t.join() {
-            Ok(Ok(part)) => {
-                result.ops += part.ops;
-                result.failures += part.failures;
-                result.latency.add(&part.latency)?;
-                if result.first_failure.is_none() {
-                    result.first_failure = part.first_failure;
-                }
-            }
-            Ok(Err(e)) => error = error.or(Some(e)),
-            Err(_) => error = error.or(Some(anyhow::anyhow!("a client thread panicked"))),
+    for part in parts {
+        result.ops += part.ops;
+        result.failures += part.failures;
+        result.latency.add(&part.latency)?;
+        if result.first_failure.is_none() {
+            result.first_failure = part.first_failure;
         }
-    }
-    if let Some(e) = error {
-        return Err(e);
     }
     result.storage_read_bytes = reads.join().ok().flatten();
     Ok(result)
 }
 
 /// One connection's loop: requests back to back until the window ends.
-fn drive(phase: Phase, mut link: Link, shape: Shape, window: Window, seed: u64) -> Result<Part> {
+fn drive(
+    phase: Phase,
+    mut link: Link,
+    shape: Shape,
+    start: Instant,
+    window: &Window,
+    seed: u64,
+) -> Result<Part> {
     let mut rng = crate::keys::Rng::new(seed);
     let mut part = Part {
         ops: 0,
@@ -544,12 +502,12 @@ fn drive(phase: Phase, mut link: Link, shape: Shape, window: Window, seed: u64) 
         failures: 0,
         first_failure: None,
     };
-    sleep_until(window.start);
-    while Instant::now() < window.end {
+    sleep_until(start);
+    while !window.is_over(Instant::now()) {
         let began = Instant::now();
         let verdict = request(phase, &mut link, shape, &mut rng);
         let done = Instant::now();
-        if done >= window.measured_from && done < window.end {
+        if window.contains(done) {
             part.ops += 1;
             stats::record(&mut part.latency, done - began);
         }
