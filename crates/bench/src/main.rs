@@ -87,7 +87,7 @@ pub(crate) enum Workload {
 pub struct Common {
     /// Backends to start, comma-separated: memcached, memcached2, kura-fsync,
     /// kura-interval, kura-none, redis, redis-always, mariadb (not throughput),
-    /// mariadb+memcached (game only). Default: memcached and every Kura mode (Kura is
+    /// mariadb+memcached (game and datasize). Default: memcached and every Kura mode (Kura is
     /// skipped with a note if its binary is absent), or none when --server is given.
     #[arg(long, value_delimiter = ',')]
     pub backends: Option<Vec<String>>,
