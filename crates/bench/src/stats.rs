@@ -56,11 +56,14 @@ pub fn machine_busy_secs() -> Option<f64> {
 }
 
 /// CPU counters at one instant: this process, the servers, the whole machine.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct CpuSample {
     client: Option<f64>,
     servers: Option<f64>,
-    kernel: Option<f64>,
+    /// Each kernel thread's CPU seconds, by pid: kernel threads come and go (a
+    /// worker that exits takes its count with it), so the window's use is summed
+    /// thread by thread, never as a difference of two totals.
+    kernel: Option<std::collections::HashMap<u32, f64>>,
     machine: Option<f64>,
 }
 
@@ -75,16 +78,14 @@ impl CpuSample {
     }
 }
 
-/// CPU seconds used so far by kernel threads (kthreadd and its children): journal
-/// commits, writeback and deferred softirqs, much of it done for a server's fsyncs.
-pub fn kernel_threads_cpu_secs() -> Option<f64> {
-    let mut total = 0.0;
+/// CPU seconds used so far by each kernel thread (kthreadd and its children), by pid:
+/// journal commits, writeback and deferred softirqs, much of it done for a server's
+/// fsyncs.
+pub fn kernel_threads_cpu_secs() -> Option<std::collections::HashMap<u32, f64>> {
+    let mut threads = std::collections::HashMap::new();
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
         };
         let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
@@ -94,7 +95,7 @@ pub fn kernel_threads_cpu_secs() -> Option<f64> {
             continue;
         };
         let fields: Vec<&str> = text[close + 2..].split(' ').collect();
-        let is_kernel = pid == "2" || fields.get(1) == Some(&"2");
+        let is_kernel = pid == 2 || fields.get(1) == Some(&"2");
         if !is_kernel {
             continue;
         }
@@ -104,9 +105,24 @@ pub fn kernel_threads_cpu_secs() -> Option<f64> {
                 .and_then(|f| f.parse::<f64>().ok())
                 .unwrap_or(0.0)
         };
-        total += ticks(11) + ticks(12);
+        threads.insert(pid, (ticks(11) + ticks(12)) / USER_HZ);
     }
-    Some(total / USER_HZ)
+    Some(threads)
+}
+
+/// CPU seconds kernel threads used between two readings: each thread's growth (a
+/// thread that began meanwhile counts from zero; one that ended counts nothing).
+fn kernel_secs_between(
+    before: Option<&std::collections::HashMap<u32, f64>>,
+    after: Option<&std::collections::HashMap<u32, f64>>,
+) -> Option<f64> {
+    let (before, after) = (before?, after?);
+    Some(
+        after
+            .iter()
+            .map(|(pid, secs)| (secs - before.get(pid).copied().unwrap_or(0.0)).max(0.0))
+            .sum(),
+    )
 }
 
 /// CPU use over a window, in percent of one core: the client (this process), the
@@ -124,7 +140,8 @@ impl CpuUse {
     pub fn between(before: CpuSample, after: CpuSample, wall: Duration) -> CpuUse {
         let client = cpu_percent(before.client, after.client, wall);
         let server = cpu_percent(before.servers, after.servers, wall);
-        let kernel = cpu_percent(before.kernel, after.kernel, wall);
+        let kernel = kernel_secs_between(before.kernel.as_ref(), after.kernel.as_ref())
+            .and_then(|used| cpu_percent(Some(0.0), Some(used), wall));
         let machine = cpu_percent(before.machine, after.machine, wall);
         let others = machine.map(|m| {
             let accounted = client.unwrap_or(0.0) + server.unwrap_or(0.0) + kernel.unwrap_or(0.0);
@@ -187,7 +204,18 @@ mod tests {
         let spent = cpu_secs(None);
         assert!(spent.is_some_and(|s| s >= 0.0));
         assert!(machine_busy_secs().is_some_and(|s| s > 0.0));
-        assert!(kernel_threads_cpu_secs().is_some_and(|s| s >= 0.0));
+        let threads = kernel_threads_cpu_secs().expect("reading /proc");
+        assert!(threads.contains_key(&2), "kthreadd is missing: {threads:?}");
+        assert!(threads.values().all(|&s| s >= 0.0));
+    }
+
+    /// A kernel thread that ends in the window takes its count with it; one that
+    /// begins counts from zero. Neither makes the window's use negative.
+    #[test]
+    fn kernel_use_is_summed_thread_by_thread() {
+        let before = [(10, 5.0), (11, 300.0)].into_iter().collect();
+        let after = [(10, 5.5), (12, 0.25)].into_iter().collect();
+        assert_eq!(kernel_secs_between(Some(&before), Some(&after)), Some(0.75));
     }
 
     #[test]
