@@ -22,9 +22,9 @@ use super::{Shared, Tail};
 
 /// What the flusher should do now.
 enum Next {
-    /// A turn: write, and sync if due (`now`: at once, for a shutdown or a segment
-    /// near its end).
-    Turn { shutdown: bool, now: bool },
+    /// A turn: write, and sync if due (`sync_now`: at once, for a shutdown or a
+    /// segment near its end).
+    Turn { shutdown: bool, sync_now: bool },
     /// Nothing until woken, or until this moment if there is one.
     Wait(Option<Instant>),
 }
@@ -39,17 +39,17 @@ fn next(
     last_sync: Instant,
     waited_out: bool,
 ) -> Next {
-    let turn = |tail: &mut Tail| Next::Turn {
+    let take_turn = |tail: &mut Tail| Next::Turn {
         shutdown: tail.shutdown,
-        now: std::mem::take(&mut tail.sync_soon),
+        sync_now: std::mem::take(&mut tail.sync_soon),
     };
     if tail.shutdown {
-        return turn(tail);
+        return take_turn(tail);
     }
     let pending =
         !tail.buf.is_empty() && (shared.durability == Durability::Fsync || tail.write_wanted);
     if pending || tail.sync_soon {
-        return turn(tail);
+        return take_turn(tail);
     }
     if shared.durability == Durability::Fsync {
         return Next::Wait(None);
@@ -57,7 +57,7 @@ fn next(
     // Interval and none: appends do not wake this thread, so it wakes itself when a
     // sync falls due, and at least once an interval to look.
     if waited_out && !tail.buf.is_empty() {
-        return turn(tail);
+        return take_turn(tail);
     }
     let unsynced =
         shared.appended_lsn.load(Ordering::Acquire) > shared.synced_lsn.load(Ordering::Acquire);
@@ -67,7 +67,7 @@ fn next(
         now + shared.fsync_interval
     };
     if now >= due {
-        return turn(tail);
+        return take_turn(tail);
     }
     Next::Wait(Some(due))
 }
@@ -104,7 +104,7 @@ pub(super) fn flusher(shared: Arc<Shared>) {
             let mut tail = shared.tail.lock();
             loop {
                 match next(&shared, &mut tail, Instant::now(), last_sync, waited_out) {
-                    Next::Turn { shutdown, now } => break (shutdown, now),
+                    Next::Turn { shutdown, sync_now } => break (shutdown, sync_now),
                     Next::Wait(None) => {
                         shared.flusher_wake.wait(&mut tail);
                         waited_out = false;
@@ -144,10 +144,7 @@ impl Stepped {
         let now = self.started + since_start;
         let decided = next(shared, &mut shared.tail.lock(), now, self.last_sync, true);
         match decided {
-            Next::Turn {
-                shutdown,
-                now: sync_now,
-            } => {
+            Next::Turn { shutdown, sync_now } => {
                 turn(shared, shutdown, sync_now, now, &mut self.last_sync);
                 true
             }
@@ -160,11 +157,7 @@ impl Stepped {
         let now = self.last_sync.max(Instant::now());
         loop {
             let decided = next(shared, &mut shared.tail.lock(), now, self.last_sync, true);
-            let Next::Turn {
-                shutdown,
-                now: sync_now,
-            } = decided
-            else {
+            let Next::Turn { shutdown, sync_now } = decided else {
                 return;
             };
             if !turn(shared, shutdown, sync_now, now, &mut self.last_sync) {
