@@ -45,6 +45,32 @@ impl Unresolved {
     }
 }
 
+/// Every record `missing` names, in order: segment and offset.
+fn places_of(missing: &[Unresolved]) -> Vec<(u64, u32)> {
+    missing
+        .iter()
+        .flat_map(|u| {
+            u.records
+                .iter()
+                .map(|&(_, segment, offset)| (segment, offset))
+        })
+        .collect()
+}
+
+/// The reads that bring some keys' versions into memory, planned and not yet made
+/// ([`Store::plan_cold_reads`]).
+pub struct ColdReads {
+    missing: Vec<Unresolved>,
+    plan: log::PlannedReads,
+}
+
+impl ColdReads {
+    /// The positional reads to make, each of a segment's blocks.
+    pub fn runs(&self) -> &[log::Run] {
+        self.plan.runs()
+    }
+}
+
 /// How many times a request reads records and looks again before it gives up: each
 /// round means compaction moved the record between the lookup and the read.
 pub(crate) const MAX_ROUNDS: u32 = 16;
@@ -152,15 +178,42 @@ impl Store {
     /// disk. The first error (of a record still in use) is returned after every other
     /// read is done.
     pub fn resolve_many(&self, missing: Vec<Unresolved>) -> Result<(), Error> {
-        let places: Vec<(u64, u32)> = missing
-            .iter()
-            .flat_map(|u| {
-                u.records
-                    .iter()
-                    .map(|&(_, segment, offset)| (segment, offset))
-            })
-            .collect();
-        let mut bytes = self.log.read_records(&places).into_iter();
+        let read = self.log.read_records(&places_of(&missing));
+        self.install_many(missing, read)
+    }
+
+    /// Plans the reads that [`Store::resolve_many`] would make for `missing`, for a
+    /// caller that makes them its own way (the server's io_uring): it reads each of
+    /// [`ColdReads::runs`], hands the bytes to [`Store::cold_read_done`], then calls
+    /// [`Store::install_cold_reads`].
+    pub fn plan_cold_reads(&self, missing: Vec<Unresolved>) -> ColdReads {
+        ColdReads {
+            plan: self.log.plan_reads(places_of(&missing)),
+            missing,
+        }
+    }
+
+    /// Takes what run `run` of `reads` read: the bytes from its offset (fewer where
+    /// the segment ends), or why the read failed.
+    pub fn cold_read_done(&self, reads: &mut ColdReads, run: usize, read: std::io::Result<&[u8]>) {
+        reads.plan.finish_run(&self.log, run, read);
+    }
+
+    /// Puts the versions `reads` fetched in memory, as [`Store::resolve_many`] does
+    /// once it has read them.
+    pub fn install_cold_reads(&self, reads: ColdReads) -> Result<(), Error> {
+        self.install_many(reads.missing, reads.plan.into_records())
+    }
+
+    /// Installs what was read for each of `missing`, in order (`read` holds their
+    /// records one after the other). The first error of a record still in use is
+    /// returned after every other is installed.
+    fn install_many(
+        &self,
+        missing: Vec<Unresolved>,
+        read: Vec<std::io::Result<Vec<u8>>>,
+    ) -> Result<(), Error> {
+        let mut bytes = read.into_iter();
         let mut first_error = None;
         for u in missing {
             let read: Vec<_> = bytes.by_ref().take(u.records.len()).collect();

@@ -78,6 +78,13 @@ pub trait ReadFile: Send + Sync {
     fn read_up_to(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// How many bytes the file holds now.
     fn size(&self) -> io::Result<u64>;
+    /// The open file's descriptor, for a caller that reads it its own way (an
+    /// io_uring), with reads of whole aligned blocks into aligned memory, which suit
+    /// a direct file too; the handle keeps it open. `None` where there is no such
+    /// file (the simulated disk).
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
 }
 
 impl ReadFile for File {
@@ -104,6 +111,10 @@ impl ReadFile for File {
 
     fn size(&self) -> io::Result<u64> {
         Ok(self.metadata()?.len())
+    }
+
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(std::os::fd::AsRawFd::as_raw_fd(self))
     }
 }
 
@@ -183,6 +194,10 @@ impl ReadFile for DirectFile {
 
     fn size(&self) -> io::Result<u64> {
         Ok(self.0.metadata()?.len())
+    }
+
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(std::os::fd::AsRawFd::as_raw_fd(&self.0))
     }
 }
 

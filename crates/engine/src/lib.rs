@@ -41,7 +41,7 @@ mod store;
 
 pub use checkpoint::FILE as CHECKPOINT_FILE;
 pub use clock::{Clock, CoarseClock, ManualClock, SystemClock};
-pub use cold::Unresolved;
+pub use cold::{ColdReads, Unresolved};
 pub use compaction::{Compaction, FindLive};
 pub use error::Error;
 pub use expiry::exptime_to_absolute;
@@ -49,4 +49,5 @@ pub use history::{Epoch, History};
 pub use item::{Access, Change, Item, ItemOf, ItemRef, NewCas, NewItem, Written};
 pub use key::{Class, Key, Space, KEY_MAX_BYTES};
 pub use log::Cursor;
+pub use log::Run as ReadRun;
 pub use store::{Ack, Durability, Options, Stats, Store};

@@ -51,6 +51,7 @@ pub(crate) use copy::Copied;
 pub use cursor::Cursor;
 use read::FIRST_RECORD_GUESS_BYTES;
 pub(crate) use read::{in_one_read, read_record_from, Window};
+pub use read::{PlannedReads, Run};
 
 /// The file name of segment `sequence`.
 pub(crate) fn segment_name(sequence: u64) -> String {

@@ -894,6 +894,79 @@ fn a_batch_of_misses_is_read_in_one_pass() {
 /// from outside) is replayed whole, and the checkpoint goes for good: the log resumes
 /// short of its position with space reserved past it, which reads as zeros there, so
 /// the next restart must not take the checkpoint for good again.
+/// Reads planned for a caller that makes them its own way (the server's io_uring):
+/// each starts and ends on a block boundary; whole reads bring every version back, a
+/// read cut short has its records completed by positional reads, and a failed read
+/// installs nothing and is an error, after which a lookup reads the record itself.
+#[test]
+fn planned_reads_made_elsewhere_whole_short_or_failed() {
+    let disk = SimDisk::new();
+    let clock = Arc::new(ManualClock::new(START_SECS));
+    let store = open_with(&disk, &clock, Durability::Fsync, TINY_MEMORY);
+    let value_of = |key: u8| -> Vec<u8> {
+        let len = if key % 5 == 2 {
+            6000
+        } else {
+            100 + usize::from(key)
+        };
+        (0..len).map(|i| (i as u8).wrapping_add(key)).collect()
+    };
+    for key in 0..40u8 {
+        let lsn = put(&store, key, &value_of(key), 0);
+        assert!(store.wait_acked(lsn).is_ok());
+    }
+    let keys: Vec<Vec<u8>> = (0..40u8).map(key_bytes).collect();
+    for cut in [None, Some(64usize), Some(0)] {
+        store.set_memory_limit(TINY_MEMORY);
+        store.set_memory_limit(0);
+        let missing: Vec<_> = keys.iter().filter_map(|k| store.unresolved(k)).collect();
+        assert_eq!(missing.len(), 40, "every key was out of memory");
+        let mut reads = store.plan_cold_reads(missing);
+        assert!(!reads.runs().is_empty());
+        for run in 0..reads.runs().len() {
+            let (offset, span) = (reads.runs()[run].offset(), reads.runs()[run].span());
+            assert!(offset % 4096 == 0 && span % 4096 == 0, "{offset} {span}");
+            let file = reads.runs()[run].file().map(Arc::clone);
+            let mut buf = vec![0u8; span];
+            let read = match (file, cut) {
+                (_, Some(0)) => Err(std::io::Error::other("the read failed")),
+                (Some(file), cut) => file.read_up_to(&mut buf, offset).map(|got| {
+                    buf.truncate(cut.map_or(got, |cut| got.min(cut)));
+                    buf
+                }),
+                (None, _) => panic!("run {run} has no file"),
+            };
+            store.cold_read_done(
+                &mut reads,
+                run,
+                read.as_deref()
+                    .map_err(|e| std::io::Error::other(e.to_string())),
+            );
+        }
+        let installed = store.install_cold_reads(reads);
+        if cut == Some(0) {
+            assert!(installed.is_err(), "a failed read is an error");
+            assert!(
+                keys.iter().all(|k| store.unresolved(k).is_some()),
+                "nothing installed"
+            );
+        } else {
+            assert!(installed.is_ok(), "{installed:?}");
+            assert!(
+                keys.iter().all(|k| store.unresolved(k).is_none()),
+                "{cut:?}"
+            );
+        }
+        for key in 0..40u8 {
+            assert_eq!(
+                get(&store, key).map(|i| i.value.to_vec()),
+                Some(value_of(key)),
+                "key {key}, reads cut at {cut:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_checkpoint_past_the_end_of_the_log_is_dropped() {
     use kura_engine::disk::Disk;

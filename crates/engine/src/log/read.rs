@@ -146,6 +146,106 @@ pub(crate) fn read_record_from(file: &dyn ReadFile, offset: u32) -> std::io::Res
     finish_record(file, offset, &frame)
 }
 
+/// The positional reads that fetch some records, planned before any is made
+/// ([`Log::plan_reads`]): one read per run of nearby records of one segment. Whoever
+/// makes the reads (this thread in [`Log::read_records`], or a caller with a way of
+/// its own, such as an io_uring) hands each one's bytes to [`PlannedReads::finish_run`].
+pub struct PlannedReads {
+    places: Vec<(u64, u32)>,
+    /// `places`' indices, in the order of their places.
+    order: Vec<usize>,
+    runs: Vec<Run>,
+    /// Each place's record, once its run is finished.
+    out: Vec<Option<std::io::Result<Vec<u8>>>>,
+}
+
+/// One read of a plan: `len` bytes of a segment from `offset`, both multiples of the
+/// block size.
+pub struct Run {
+    /// `order[members]` are the places it reads.
+    members: std::ops::Range<usize>,
+    /// Where its first record starts.
+    first: u32,
+    /// The segment's read handle, or why it could not be opened.
+    file: std::io::Result<Arc<dyn ReadFile>>,
+    offset: u64,
+    len: usize,
+}
+
+impl Run {
+    /// The segment to read, if it could be opened.
+    pub fn file(&self) -> Option<&Arc<dyn ReadFile>> {
+        self.file.as_ref().ok()
+    }
+
+    /// Where the read starts in the segment: a multiple of the block size.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// How many bytes to read: a multiple of the block size.
+    pub fn span(&self) -> usize {
+        self.len
+    }
+}
+
+impl PlannedReads {
+    /// The reads to make.
+    pub fn runs(&self) -> &[Run] {
+        &self.runs
+    }
+
+    /// Takes what run `run` read (the bytes from its offset; fewer where the segment
+    /// ends) and cuts its records out of them. A record longer than the read is
+    /// completed with a positional read on this thread: rare, as reads reach as far
+    /// as records have lately been long.
+    pub fn finish_run(&mut self, log: &Log, run: usize, read: std::io::Result<&[u8]>) {
+        let Run {
+            members,
+            first,
+            file,
+            offset,
+            ..
+        } = &self.runs[run];
+        let lead = (u64::from(*first) - offset) as usize;
+        let read = match file {
+            Ok(file) => read.map(|bytes| (file, bytes)),
+            Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
+        };
+        match read {
+            Ok((file, bytes)) => {
+                let got = bytes.len();
+                for &i in &self.order[members.clone()] {
+                    let at = self.places[i].1;
+                    let from = (lead + (at - first) as usize).min(got);
+                    let read = match record_in(&bytes[from..got]) {
+                        Some(bytes) => Ok(bytes.to_vec()),
+                        None => finish_record(&**file, at, &bytes[from..got]),
+                    };
+                    if let Ok(bytes) = &read {
+                        log.saw_record(bytes.len());
+                    }
+                    self.out[i] = Some(read);
+                }
+            }
+            Err(e) => {
+                for &i in &self.order[members.clone()] {
+                    self.out[i] = Some(Err(std::io::Error::new(e.kind(), e.to_string())));
+                }
+            }
+        }
+    }
+
+    /// The records, in the order of the places planned; a place whose run was not
+    /// finished is an error.
+    pub fn into_records(self) -> Vec<std::io::Result<Vec<u8>>> {
+        self.out
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(std::io::ErrorKind::NotFound.into())))
+            .collect()
+    }
+}
+
 impl Log {
     /// An open read handle on a segment, opened once and shared. A segment no longer
     /// written is read past the page cache (`O_DIRECT`): Kura keeps the values worth
@@ -176,71 +276,62 @@ impl Log {
         Ok(Arc::clone(&entry.0))
     }
     /// The bytes of the records at `places` (segment, offset), in that order, with as
-    /// few positional reads as their places allow: records of one segment that lie
-    /// within [`RUN_SPAN_BYTES`] of each other are read together, through the block
-    /// where the last one ends if it is as long as records have lately been, so a run
-    /// of small records costs one read, and a lone record one read rather than frame
-    /// then body. A record longer than that is completed with a second read.
+    /// few positional reads as their places allow ([`Log::plan_reads`]), made on the
+    /// calling thread.
     pub fn read_records(&self, places: &[(u64, u32)]) -> Vec<std::io::Result<Vec<u8>>> {
-        let mut order: Vec<usize> = (0..places.len()).collect();
-        order.sort_unstable_by_key(|&i| places[i]);
-        let mut out: Vec<Option<std::io::Result<Vec<u8>>>> =
-            std::iter::repeat_with(|| None).take(places.len()).collect();
-        READ_BUFFER.with_borrow_mut(|buf| self.read_runs(places, &order, &mut out, buf));
-        out.into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(std::io::ErrorKind::NotFound.into())))
-            .collect()
+        let mut plan = self.plan_reads(places.to_vec());
+        READ_BUFFER.with_borrow_mut(|buf| {
+            for run in 0..plan.runs.len() {
+                let read = match &plan.runs[run].file {
+                    Ok(file) => {
+                        buf.resize(plan.runs[run].len, 0);
+                        file.read_up_to(buf, plan.runs[run].offset)
+                            .map(|got| &buf[..got])
+                    }
+                    Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
+                };
+                plan.finish_run(self, run, read);
+            }
+        });
+        plan.into_records()
     }
 
-    /// [`Log::read_records`]'s reads: `order` sorts `places`; each result goes to its
-    /// place's slot in `out`; `buf` is the reading thread's buffer.
-    fn read_runs(
-        &self,
-        places: &[(u64, u32)],
-        order: &[usize],
-        out: &mut [Option<std::io::Result<Vec<u8>>>],
-        buf: &mut Vec<u8>,
-    ) {
+    /// Plans the reads of the records at `places` (segment, offset): records of one
+    /// segment that lie within [`RUN_SPAN_BYTES`] of each other are read together,
+    /// through the block where the last one ends if it is as long as records have
+    /// lately been, so a run of small records costs one read, and a lone record one
+    /// read rather than frame then body. Each read starts and ends on a block
+    /// boundary, so it suits a direct read into an aligned buffer as it stands.
+    pub fn plan_reads(&self, places: Vec<(u64, u32)>) -> PlannedReads {
+        let mut order: Vec<usize> = (0..places.len()).collect();
+        order.sort_unstable_by_key(|&i| places[i]);
+        let mut runs = Vec::new();
         let mut run_start = 0;
         while run_start < order.len() {
             let (segment, first) = places[order[run_start]];
             let mut run_end = run_start + 1;
-            while run_end < order.len() {
-                if !in_one_read((segment, first), places[order[run_end]]) {
-                    break;
-                }
+            while run_end < order.len() && in_one_read((segment, first), places[order[run_end]]) {
                 run_end += 1;
             }
             let last = places[order[run_end - 1]].1;
-            let run = &order[run_start..run_end];
             let guess = u64::from(self.record_guess.load(Ordering::Relaxed));
+            let offset = u64::from(first) - u64::from(first) % READ_BLOCK_BYTES;
             let end = (u64::from(last) + guess).next_multiple_of(READ_BLOCK_BYTES);
-            match self.reader(segment).and_then(|file| {
-                buf.resize((end - u64::from(first)) as usize, 0);
-                let got = file.read_up_to(buf, u64::from(first))?;
-                Ok((file, got))
-            }) {
-                Ok((file, got)) => {
-                    for &i in run {
-                        let offset = places[i].1;
-                        let from = ((offset - first) as usize).min(got);
-                        let read = match record_in(&buf[from..got]) {
-                            Some(bytes) => Ok(bytes.to_vec()),
-                            None => finish_record(&*file, offset, &buf[from..got]),
-                        };
-                        if let Ok(bytes) = &read {
-                            self.saw_record(bytes.len());
-                        }
-                        out[i] = Some(read);
-                    }
-                }
-                Err(e) => {
-                    for &i in run {
-                        out[i] = Some(Err(std::io::Error::new(e.kind(), e.to_string())));
-                    }
-                }
-            }
+            runs.push(Run {
+                members: run_start..run_end,
+                first,
+                file: self.reader(segment),
+                offset,
+                len: usize::try_from(end - offset).unwrap_or(usize::MAX),
+            });
             run_start = run_end;
+        }
+        let out = std::iter::repeat_with(|| None).take(places.len()).collect();
+        PlannedReads {
+            places,
+            order,
+            runs,
+            out,
         }
     }
 
