@@ -19,6 +19,15 @@ pub enum DurabilityFlag {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColdReadsFlag {
+    /// Each worker reads through an io_uring of its own, with no hand-off to another
+    /// thread (the reader threads where the kernel refuses io_uring).
+    IoUring,
+    /// The workers hand reads to the reader threads (`--read-threads`).
+    Threads,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
@@ -67,8 +76,13 @@ pub struct Config {
     /// do stores get `SERVER_ERROR out of memory storing object`. 0 = no limit.
     #[arg(short = 'm', long = "memory-limit", default_value_t = 1024)]
     pub memory_limit_mib: u64,
-    /// Threads that read values not held in memory from the log: how many such reads
-    /// can be in flight at once (the disk's queue depth Kura uses).
+    /// How values not held in memory are read from the log: on each worker through
+    /// an io_uring, or by the reader threads.
+    #[arg(long = "cold-reads", value_enum, default_value_t = ColdReadsFlag::IoUring)]
+    pub cold_reads: ColdReadsFlag,
+    /// Threads that read values not held in memory from the log, with `--cold-reads
+    /// threads` or where the kernel refuses io_uring: how many such reads can be in
+    /// flight at once (the disk's queue depth Kura uses).
     #[arg(long, default_value_t = 16)]
     pub read_threads: usize,
     /// Largest item, as memcached's -I: bytes, or with a k or m suffix.

@@ -17,6 +17,7 @@ mod stats;
 mod stats_reply;
 mod tables;
 mod tls;
+mod uring;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -477,6 +477,11 @@ impl Collector for Snapshot {
             store.value_reads,
         )?;
         out.counter(
+            "kura_io_uring_reads",
+            "Positional reads of values made through a worker's io_uring (a read may bring several).",
+            count("io_uring_reads"),
+        )?;
+        out.counter(
             "kura_value_evictions",
             "Values moved out of memory.",
             store.evictions,

@@ -1,9 +1,11 @@
-//! Versions that are not in memory are read off the event loops.
+//! Versions that are not in memory are read without blocking the event loops.
 //!
 //! Before a request runs, its connection asks the store which of its keys may be only
 //! in the log (the index keeps no key in memory, only a slot that points at the key's
-//! record), hands those reads to a fixed pool of reader threads (one positional read
-//! each), and awaits them; the other connections of its worker go on meanwhile. A
+//! record), has them read, and awaits the reads; the other connections of its worker
+//! go on meanwhile. A worker with an io_uring makes the reads itself (`uring.rs`);
+//! otherwise they go to a fixed pool of reader threads (one positional read each),
+//! described here. A
 //! multi-get's misses are all issued at once, so fifty keys out of memory cost about
 //! one read's latency, not fifty; records that lie near each other in the log (keys
 //! written together) are fetched with one positional read. Then the request runs as if every version had been in
@@ -195,6 +197,9 @@ pub async fn load_key(shared: &Arc<Shared>, key: &[u8]) {
 async fn resolve(shared: &Arc<Shared>, missing: Vec<Unresolved>) {
     if missing.is_empty() {
         return;
+    }
+    if crate::uring::on_this_thread() {
+        return crate::uring::resolve(shared, missing).await;
     }
     // No more jobs than threads: more could not run at once anyway, and every job
     // costs a wake-up of a reader and of this worker. Records near each other stay in

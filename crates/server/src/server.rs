@@ -172,6 +172,11 @@ fn worker(
         }
     };
     runtime.block_on(async move {
+        if shared.config.cold_reads == crate::config::ColdReadsFlag::IoUring {
+            if let Err(e) = crate::uring::start() {
+                tracing::warn!("worker {n} reads with the reader threads: io_uring: {e}");
+            }
+        }
         let mut tasks = tokio::task::JoinSet::new();
         // Connections watch this worker's own channel, not the server-wide one: waiting
         // on a channel registers a waiter on every read, and a channel shared by every

@@ -146,6 +146,7 @@ counters!(
     conn_yields,
     idle_kicks,
     log_wait_batches,
+    io_uring_reads,
 );
 
 pub fn bump(counter: &AtomicU64) {

@@ -64,6 +64,18 @@ fn check_all(client: &mut Client) {
 
 #[test]
 fn data_three_times_the_memory_limit_is_served_from_disk() {
+    three_times_the_memory_limit("io-uring");
+}
+
+/// The same with the reader threads reading in place of the workers' rings.
+#[test]
+fn data_three_times_the_memory_limit_is_served_by_reader_threads() {
+    three_times_the_memory_limit("threads");
+}
+
+/// Loads three times `-m`, reads it all back (each value whole and right), changes
+/// values that are out of memory, and crash-restarts, with `--cold-reads` as `mode`.
+fn three_times_the_memory_limit(mode: &str) {
     let base = tempfile::Builder::new()
         .prefix("beyond-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
@@ -71,6 +83,8 @@ fn data_three_times_the_memory_limit_is_served_from_disk() {
     let mut server = KuraOptions::new(kura_bin(env!("CARGO_BIN_EXE_kura")), Durability::Fsync)
         .arg("-m")
         .arg(MEMORY_MIB)
+        .arg("--cold-reads")
+        .arg(mode)
         .start_on(base.path())
         .unwrap_or_else(|e| panic!("start: {e}"));
     let mut client = connect(&server);
@@ -106,6 +120,15 @@ fn data_three_times_the_memory_limit_is_served_from_disk() {
         after["value_reads"] > 0,
         "nothing was read from disk: {after:?}"
     );
+    // Every worker has a ring on this kernel; with the threads none is used.
+    if mode == "io-uring" {
+        assert!(
+            after["io_uring_reads"] > 0,
+            "no read went through io_uring: {after:?}"
+        );
+    } else {
+        assert_eq!(after["io_uring_reads"], 0, "{after:?}");
+    }
     assert!(
         after["index_bytes"] + after["value_cache_bytes"] <= budget,
         "reads pushed it over the budget: {after:?}"
