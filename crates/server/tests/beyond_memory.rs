@@ -35,6 +35,25 @@ fn connect(server: &KuraServer) -> Client {
     Client::connect(server.addr()).unwrap_or_else(|e| panic!("connect: {e}"))
 }
 
+/// Stores every key, 100 to a burst.
+fn load(client: &mut Client) {
+    for chunk in (0..KEYS).collect::<Vec<_>>().chunks(100) {
+        let mut burst = Vec::new();
+        for &i in chunk {
+            burst.extend_from_slice(format!("set k{i} {i} 0 {VALUE_BYTES}\r\n").as_bytes());
+            burst.extend_from_slice(&value_of(i));
+            burst.extend_from_slice(b"\r\n");
+        }
+        burst.extend_from_slice(b"mn\r\n");
+        let reply = client
+            .request(&burst, b"MN\r\n")
+            .unwrap_or_else(|e| panic!("sets: {e}"));
+        let mut expected = b"STORED\r\n".repeat(chunk.len());
+        expected.extend_from_slice(b"MN\r\n");
+        assert!(reply == expected, "sets refused");
+    }
+}
+
 /// Every key, fetched 50 to a request, has its value.
 fn check_all(client: &mut Client) {
     for chunk in (0..KEYS).collect::<Vec<_>>().chunks(50) {
@@ -88,21 +107,7 @@ fn three_times_the_memory_limit(mode: &str) {
         .start_on(base.path())
         .unwrap_or_else(|e| panic!("start: {e}"));
     let mut client = connect(&server);
-    for chunk in (0..KEYS).collect::<Vec<_>>().chunks(100) {
-        let mut burst = Vec::new();
-        for &i in chunk {
-            burst.extend_from_slice(format!("set k{i} {i} 0 {VALUE_BYTES}\r\n").as_bytes());
-            burst.extend_from_slice(&value_of(i));
-            burst.extend_from_slice(b"\r\n");
-        }
-        burst.extend_from_slice(b"mn\r\n");
-        let reply = client
-            .request(&burst, b"MN\r\n")
-            .unwrap_or_else(|e| panic!("sets: {e}"));
-        let mut expected = b"STORED\r\n".repeat(chunk.len());
-        expected.extend_from_slice(b"MN\r\n");
-        assert!(reply == expected, "sets refused");
-    }
+    load(&mut client);
     let before = stats(&mut client);
     let budget = 4u64 << 20;
     assert_eq!(before["limit_maxbytes"], budget);
@@ -170,6 +175,53 @@ fn three_times_the_memory_limit(mode: &str) {
     expected.extend_from_slice(&value_of(7));
     expected.extend_from_slice(b"xyz\r\nVALUE n 0 2\r\n42\r\nEND\r\n");
     assert!(reply == expected, "after restart");
+}
+
+/// SIGTERM while connections have reads of values out of memory in flight (the whole
+/// key space asked for at once on several connections, replies left unread): Kura
+/// exits cleanly (its rings wait for the reads the kernel still fills), and every
+/// value is there after a restart.
+#[test]
+fn sigterm_with_cold_reads_in_flight_exits_cleanly() {
+    let base = tempfile::Builder::new()
+        .prefix("beyond-term-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let mut server = KuraOptions::new(kura_bin(env!("CARGO_BIN_EXE_kura")), Durability::Fsync)
+        .arg("-m")
+        .arg(MEMORY_MIB)
+        .start_on(base.path())
+        .unwrap_or_else(|e| panic!("start: {e}"));
+    let mut client = connect(&server);
+    load(&mut client);
+    assert!(stats(&mut client)["value_evictions"] > 0);
+    let mut readers: Vec<Client> = (0..8).map(|_| connect(&server)).collect();
+    for (n, reader) in readers.iter_mut().enumerate() {
+        let mut request = Vec::new();
+        for chunk in (0..KEYS).collect::<Vec<_>>().chunks(100) {
+            request.extend_from_slice(b"get");
+            // Each connection starts elsewhere in the key space.
+            for i in chunk {
+                request.extend_from_slice(format!(" k{}", (i + n * 397) % KEYS).as_bytes());
+            }
+            request.extend_from_slice(b"\r\n");
+        }
+        reader
+            .send(&request)
+            .unwrap_or_else(|e| panic!("send: {e}"));
+    }
+    let status = server
+        .terminate()
+        .unwrap_or_else(|e| panic!("terminate: {e}"));
+    assert!(
+        status.success(),
+        "kura exited with {status} after SIGTERM:\n{}",
+        server.log()
+    );
+    drop(readers);
+    server.restart().unwrap_or_else(|e| panic!("restart: {e}"));
+    let mut client = connect(&server);
+    check_all(&mut client);
 }
 
 /// Every key keeps a slot in memory: once the slots alone fill `-m`, a store of a new
