@@ -47,6 +47,15 @@ const IN_FLIGHT_MAX: usize = 1024;
 /// device (the engine plans reads in such blocks).
 const ALIGN: usize = 4096;
 
+/// Buffers of up to this many blocks are kept for the next read, up to
+/// [`SPARE_PER_SIZE`] of each size; larger ones (a run of many records) are freed.
+/// A buffer freed after every read is churn the allocator keeps as dirty pages until
+/// it purges them (up to a second), and `-m` counts those against the cache.
+const SPARE_BLOCKS: usize = 4;
+
+/// Buffers kept of each size: at most 16 × (4 + 8 + 12 + 16) KiB, 640 KiB a worker.
+const SPARE_PER_SIZE: usize = 16;
+
 thread_local! {
     /// This worker's ring, if it has one.
     static RING: RefCell<Option<Ring>> = const { RefCell::new(None) };
@@ -98,6 +107,8 @@ struct Slot {
 
 struct Ring {
     uring: IoUring,
+    /// Buffers of 1 to [`SPARE_BLOCKS`] blocks from reads done, by blocks less one.
+    spare: [Vec<AlignedBuf>; SPARE_BLOCKS],
     slots: Vec<Option<Slot>>,
     free: Vec<usize>,
     in_flight: usize,
@@ -185,6 +196,16 @@ impl Ring {
         }
     }
 
+    /// Keeps `buf` for a later read of its size, or frees it.
+    fn recycle(&mut self, buf: AlignedBuf) {
+        let blocks = buf.layout.size() / ALIGN;
+        if let Some(spare) = self.spare.get_mut(blocks.wrapping_sub(1)) {
+            if spare.len() < SPARE_PER_SIZE {
+                spare.push(buf);
+            }
+        }
+    }
+
     /// Queues a read of `len` bytes of `file` (descriptor `fd`) from `offset`; `None`
     /// if it cannot be queued now (too many in flight, no memory, a full queue).
     fn push(
@@ -198,7 +219,13 @@ impl Ring {
             return None;
         }
         let len32 = u32::try_from(len).ok()?;
-        let buf = AlignedBuf::new(len)?;
+        let buf = match self.spare.get_mut(len.div_ceil(ALIGN).saturating_sub(1)) {
+            Some(spare) => match spare.pop() {
+                Some(buf) => buf,
+                None => AlignedBuf::new(len)?,
+            },
+            None => AlignedBuf::new(len)?,
+        };
         let index = match self.free.pop() {
             Some(index) => index,
             None => {
@@ -283,6 +310,7 @@ pub fn start() -> std::io::Result<()> {
     RING.with_borrow_mut(|ring| {
         *ring = Some(Ring {
             uring,
+            spare: Default::default(),
             slots: Vec::new(),
             free: Vec::new(),
             in_flight: 0,
@@ -446,6 +474,13 @@ pub async fn resolve(shared: &Arc<Shared>, missing: Vec<Unresolved>) {
                 .map(|(buf, n)| buf.filled(*n))
                 .map_err(clone_error),
         );
+        if let Ok((buf, _)) = read {
+            RING.with_borrow_mut(|ring| {
+                if let Some(ring) = ring.as_mut() {
+                    ring.recycle(buf);
+                }
+            });
+        }
     }
     let _ = store.install_cold_reads(reads);
 }
