@@ -53,11 +53,42 @@ pub fn allocator() -> Allocator {
 /// leave holes that a third of the cache's size can take), its metadata, freed pages
 /// not yet returned, thread stacks and the program's own pages. The cache then
 /// shrinks by all of it. Where the resident set cannot be read, allocations alone.
+///
+/// When the resident set comes within a sixteenth of `-m`, the allocator is first
+/// made to hand its freed pages back at once: under a fast load into a small `-m`
+/// they are most of the excess, and its background thread would take up to a
+/// second, while the cache that shrinks by them may be smaller than they are. The
+/// sixteenth is room for what a load adds before the next look.
 pub fn report_other_memory(store: &Store) {
-    let held = resident_bytes().max(allocator().allocated);
+    let limit = store.memory_limit();
+    let mut resident = resident_bytes();
+    if limit > 0 && resident > limit - limit / 16 && purge_freed_pages() {
+        resident = resident_bytes();
+    }
+    let held = resident.max(allocator().allocated);
     if held > 0 {
         store.set_other_memory(held.saturating_sub(store.accounted_memory()));
     }
+}
+
+/// Makes jemalloc return every arena's freed pages to the kernel now; false if it
+/// would not.
+#[allow(unsafe_code)]
+fn purge_freed_pages() -> bool {
+    // 4096 is MALLCTL_ARENAS_ALL: every arena.
+    const PURGE_ALL: &std::ffi::CStr = c"arena.4096.purge";
+    // SAFETY: the name is NUL-terminated and static; this control takes no old or new
+    // value, so every pointer is null and the length zero, as it requires.
+    let done = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            PURGE_ALL.as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    done == 0
 }
 
 /// The process's resident set (VmRSS), in bytes; 0 if /proc cannot be read.
