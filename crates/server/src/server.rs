@@ -174,7 +174,9 @@ fn worker(
     runtime.block_on(async move {
         if shared.config.cold_reads == crate::config::ColdReadsFlag::IoUring {
             if let Err(e) = crate::uring::start() {
-                tracing::warn!("worker {n} reads with the reader threads: io_uring: {e}");
+                // Said once: every worker meets the same kernel.
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| tracing::warn!("cold reads go to the reader threads: io_uring: {e}"));
             }
         }
         let mut tasks = tokio::task::JoinSet::new();
