@@ -199,6 +199,12 @@ impl Store {
         reads.plan.finish_run(&self.log, run, read);
     }
 
+    /// Makes run `run` of `reads` on this thread (a positional read that blocks), for a
+    /// caller whose own way of reading cannot take it.
+    pub fn cold_read_here(&self, reads: &mut ColdReads, run: usize) {
+        reads.plan.read_here(&self.log, run);
+    }
+
     /// Puts the versions `reads` fetched in memory, as [`Store::resolve_many`] does
     /// once it has read them.
     pub fn install_cold_reads(&self, reads: ColdReads) -> Result<(), Error> {

@@ -122,11 +122,8 @@ struct Ring {
 impl Ring {
     /// Takes every completion the kernel has posted, waking the reads' connections.
     fn reap(&mut self) {
-        let mut done = Vec::new();
         for cqe in self.uring.completion() {
-            done.push((cqe.user_data() as usize, cqe.result()));
-        }
-        for (index, result) in done {
+            let (index, result) = (cqe.user_data() as usize, cqe.result());
             self.in_flight -= 1;
             let Some(slot) = self.slots.get_mut(index).and_then(Option::as_mut) else {
                 continue;
@@ -219,11 +216,9 @@ impl Ring {
             return None;
         }
         let len32 = u32::try_from(len).ok()?;
-        let buf = match self.spare.get_mut(len.div_ceil(ALIGN).saturating_sub(1)) {
-            Some(spare) => match spare.pop() {
-                Some(buf) => buf,
-                None => AlignedBuf::new(len)?,
-            },
+        let spare = self.spare.get_mut(len.div_ceil(ALIGN).saturating_sub(1));
+        let buf = match spare.and_then(Vec::pop) {
+            Some(buf) => buf,
             None => AlignedBuf::new(len)?,
         };
         let index = match self.free.pop() {
@@ -414,7 +409,7 @@ impl Drop for Ticket {
 
 /// Reads `missing` through this thread's ring, all at once, and puts their versions in
 /// memory. A read that cannot go through the ring (a file without a descriptor, too
-/// many in flight) is made here. Errors are left for the request itself to meet, as
+/// many in flight) is made here, as the reader threads make theirs. Errors are left for the request itself to meet, as
 /// with the reader threads.
 pub async fn resolve(shared: &Arc<Shared>, missing: Vec<Unresolved>) {
     let store = &shared.store;
@@ -448,18 +443,7 @@ pub async fn resolve(shared: &Arc<Shared>, missing: Vec<Unresolved>) {
         }
     });
     for run_index in inline {
-        let run = &reads.runs()[run_index];
-        let read = match run.file() {
-            Some(file) => {
-                let mut buf = vec![0u8; run.span()];
-                file.read_up_to(&mut buf, run.offset()).map(|n| {
-                    buf.truncate(n);
-                    buf
-                })
-            }
-            None => Err(std::io::ErrorKind::NotFound.into()),
-        };
-        store.cold_read_done(&mut reads, run_index, read.as_deref().map_err(clone_error));
+        store.cold_read_here(&mut reads, run_index);
     }
     crate::stats::add(
         &shared.counters.local().io_uring_reads,

@@ -90,7 +90,7 @@ impl Window {
 }
 
 thread_local! {
-    /// Each reading thread's buffer for [`Log::read_records`] (up to 68 KiB), kept
+    /// Each reading thread's buffer for [`PlannedReads::read_here`] (up to 68 KiB), kept
     /// between reads rather than allocated and freed for every miss.
     static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -236,6 +236,23 @@ impl PlannedReads {
         }
     }
 
+    /// Makes run `run`'s read on this thread, through the thread's read buffer, and
+    /// takes what it brought as [`PlannedReads::finish_run`] does.
+    pub fn read_here(&mut self, log: &Log, run: usize) {
+        READ_BUFFER.with_borrow_mut(|buf| {
+            let read = match &self.runs[run].file {
+                Ok(file) => {
+                    buf.resize(self.runs[run].len, 0);
+                    file.read_up_to(buf, self.runs[run].offset)
+                        .map(|got| &buf[..got])
+                }
+                // Nothing read: finish_run reports why the segment could not be opened.
+                Err(_) => Ok(&[][..]),
+            };
+            self.finish_run(log, run, read);
+        });
+    }
+
     /// The records, in the order of the places planned; a place whose run was not
     /// finished is an error.
     pub fn into_records(self) -> Vec<std::io::Result<Vec<u8>>> {
@@ -280,19 +297,9 @@ impl Log {
     /// calling thread.
     pub fn read_records(&self, places: &[(u64, u32)]) -> Vec<std::io::Result<Vec<u8>>> {
         let mut plan = self.plan_reads(places.to_vec());
-        READ_BUFFER.with_borrow_mut(|buf| {
-            for run in 0..plan.runs.len() {
-                let read = match &plan.runs[run].file {
-                    Ok(file) => {
-                        buf.resize(plan.runs[run].len, 0);
-                        file.read_up_to(buf, plan.runs[run].offset)
-                            .map(|got| &buf[..got])
-                    }
-                    Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
-                };
-                plan.finish_run(self, run, read);
-            }
-        });
+        for run in 0..plan.runs.len() {
+            plan.read_here(self, run);
+        }
         plan.into_records()
     }
 
