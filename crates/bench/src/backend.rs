@@ -89,6 +89,50 @@ pub fn cleanup_on_signal() -> Result<()> {
     Ok(())
 }
 
+/// The other backends' servers, stopped (`SIGSTOP`) while one is measured and
+/// continued when this is dropped. The workloads start every backend of a run at once,
+/// so without this a backend's window takes the others' background work: InnoDB
+/// flushing the pages its load or its updates dirtied, Kura compacting and
+/// checkpointing, the kernel writing back their dirty pages (`sync` waits for those
+/// before the window).
+pub struct Paused(Vec<u32>);
+
+impl Paused {
+    pub fn stop(pids: Vec<u32>) -> Paused {
+        signal_all(&pids, "-STOP");
+        let _ = Command::new("sync").status();
+        Paused(pids)
+    }
+
+    /// Every server of `backends` but the `measured`th.
+    pub fn all_but(backends: &[Backend], measured: usize) -> Paused {
+        Paused::stop(
+            backends
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != measured)
+                .flat_map(|(_, b)| b.pids.iter().copied())
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        signal_all(&self.0, "-CONT");
+    }
+}
+
+/// Sends `signal` to `pids` with kill(1), as the clean-up on a signal does.
+fn signal_all(pids: &[u32], signal: &str) {
+    if !pids.is_empty() {
+        let _ = Command::new("kill")
+            .arg(signal)
+            .args(pids.iter().map(u32::to_string))
+            .status();
+    }
+}
+
 /// Which server a backend is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BackendKind {

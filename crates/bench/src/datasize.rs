@@ -23,13 +23,12 @@
 //! `row_size + 31 + 3 × digits(id)` bytes ([`data_bytes`]). Servers' own
 //! overhead (hash tables, item headers, InnoDB pages and indexes) comes on top.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use clap::Args;
 
-use crate::backend::{Backend, BackendKind, LaunchConfig, Protocol};
+use crate::backend::{Backend, BackendKind, LaunchConfig, Paused, Protocol};
 use crate::cgroup::{Hierarchy, MemoryCgroup};
 use crate::game::{self, GameResult, Plan, StoreRefused};
 use crate::game_sql;
@@ -263,44 +262,6 @@ pub(crate) fn sample_storage_reads(
     })
 }
 
-/// The other backends' servers, stopped (`SIGSTOP`) while one is measured and
-/// continued when this is dropped. Every server of the run is up at once, so without
-/// this a backend's window would take the background work of the others' loads:
-/// InnoDB flushing the pages its load dirtied, Kura compacting and checkpointing, the
-/// kernel writing back their dirty pages (`sync` waits for those before the window).
-struct Paused(Vec<u32>);
-
-impl Paused {
-    fn all_but(subjects: &[Subject], measured: usize) -> Paused {
-        let pids: Vec<u32> = subjects
-            .iter()
-            .enumerate()
-            .filter(|&(i, s)| i != measured && s.alive)
-            .flat_map(|(_, s)| s.backend.pids.iter().copied())
-            .collect();
-        signal_all(&pids, "-STOP");
-        let _ = Command::new("sync").status();
-        Paused(pids)
-    }
-}
-
-impl Drop for Paused {
-    fn drop(&mut self) {
-        signal_all(&self.0, "-CONT");
-    }
-}
-
-/// Sends `signal` to `pids` with kill(1): std has no kill(2) without unsafe.
-fn signal_all(pids: &[u32], signal: &str) {
-    if pids.is_empty() {
-        return;
-    }
-    let _ = Command::new("kill")
-        .arg(signal)
-        .args(pids.iter().map(u32::to_string))
-        .status();
-}
-
 /// One backend under test, its cgroup and what it has been through.
 struct Subject {
     // Field order is drop order: the servers stop before their cgroup is removed.
@@ -479,7 +440,14 @@ pub fn run(args: &DatasizeArgs) -> Result<Section> {
                     progress.add(1);
                     continue;
                 }
-                let _others = Paused::all_but(&subjects, measured);
+                let _others = Paused::stop(
+                    subjects
+                        .iter()
+                        .enumerate()
+                        .filter(|&(i, s)| i != measured && s.alive)
+                        .flat_map(|(_, s)| s.backend.pids.iter().copied())
+                        .collect(),
+                );
                 let subject = &mut subjects[measured];
                 let start = Instant::now() + Duration::from_millis(20);
                 let plan = Plan {

@@ -24,7 +24,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use hdrhistogram::Histogram;
 
-use crate::backend::{Backend, Protocol};
+use crate::backend::{Backend, Paused, Protocol};
 use crate::chart::{Chart, Kind};
 use crate::client::Client;
 use crate::driver::{self, Deal, Measured, Next, Script};
@@ -511,6 +511,7 @@ pub fn run(args: &GameArgs) -> Result<Section> {
         for (ci, &connections) in args.connections.iter().enumerate() {
             for i in 0..count {
                 let bi = (i + rep) % count;
+                let _others = Paused::all_but(&backends, bi);
                 let b = &mut backends[bi];
                 b.check_alive()?;
                 let start = Instant::now() + Duration::from_millis(20);

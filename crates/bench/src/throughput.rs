@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Paused};
 use crate::chart::{Chart, Kind};
 use crate::driver::Deal;
 use crate::keys::{Distribution, KeyChooser};
@@ -174,6 +174,7 @@ pub fn run(args: &ThroughputArgs) -> Result<Section> {
             let first = rep == 0 && case_index == 0;
             for i in 0..backends.len() {
                 let count = backends.len();
+                let _others = Paused::all_but(&backends, (i + rep) % count);
                 let b = &mut backends[(i + rep) % count];
                 if !args.reuse_servers && !first {
                     b.restart(&launch)?;
