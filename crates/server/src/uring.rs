@@ -437,7 +437,7 @@ pub async fn resolve(shared: &Arc<Shared>, missing: Vec<Unresolved>) {
         }
         // Submitted at once, not after a yield that would let the worker's other ready
         // connections queue theirs for one io_uring_enter: that measured no faster
-        // (docs/bench.md) and each read waited a turn longer.
+        // (docs/figures.md) and each read waited a turn longer.
         if let Some(ring) = ring.as_mut() {
             ring.submit_reaping();
         }

@@ -10,7 +10,7 @@
 //! is loaded by multi-row `INSERT`s; Kura by `set @@players.<id>` through its
 //! memcached port (`--kura-load memcached`, the default: the same table write, index
 //! entries and all) or by the same `INSERT`s (`sql`). The default because it loads
-//! Kura fastest and holds nothing beyond `-m` while it does (`docs/bench.md`).
+//! Kura fastest and holds nothing beyond `-m` while it does (`docs/figures.md`).
 //!
 //! Five phases, each measured on its own for a window of `--duration` seconds after
 //! `--warmup`, with `--connections` connections of one blocking thread each (the
