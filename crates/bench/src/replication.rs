@@ -65,6 +65,15 @@ pub struct ReplicationArgs {
     /// timed; 0 skips it.
     #[arg(long, default_value_t = 10_000_000)]
     pub full_sync_keys: u64,
+    /// An extra argument for the replicas alone (repeatable), after `--kura-arg`s: for
+    /// example `--replica-arg=--durability=interval`, a replica that syncs its log
+    /// once an interval rather than every batch it applies.
+    #[arg(long = "replica-arg", allow_hyphen_values = true)]
+    pub replica_args: Vec<String>,
+    /// Leaves out the synchronous replica: with a `--replica-arg` that makes replicas
+    /// sync seldom, every acknowledged write would wait for that.
+    #[arg(long)]
+    pub no_sync_replica: bool,
 }
 
 /// One primary, with or without a replica.
@@ -81,7 +90,7 @@ fn kura(config: &LaunchConfig, extra: &[String]) -> Result<Backend> {
 }
 
 impl Setup {
-    fn start(name: &'static str, config: &LaunchConfig) -> Result<Setup> {
+    fn start(name: &'static str, config: &LaunchConfig, replica_args: &[String]) -> Result<Setup> {
         let (replicas, sync) = match name {
             "no replica" => (false, false),
             "async replica" => (true, false),
@@ -95,7 +104,9 @@ impl Setup {
         let mut primary = kura(config, &sync_args)?;
         primary.name = format!("kura ({name})");
         let replica = if replicas {
-            let replica = kura(config, &[format!("--replica-of={}", primary.addr)])?;
+            let mut args = vec![format!("--replica-of={}", primary.addr)];
+            args.extend(replica_args.iter().cloned());
+            let replica = kura(config, &args)?;
             wait_connected(primary.addr, 1)?;
             Some(replica)
         } else {
@@ -197,8 +208,12 @@ pub fn run(args: &ReplicationArgs) -> Result<Section> {
     section.parameters = format!("{args:#?}");
     let config = args.common.launch_config();
     let mut setups = Vec::new();
-    for name in SETUPS {
-        let setup = Setup::start(name, &config)?;
+    let names: Vec<&'static str> = SETUPS
+        .into_iter()
+        .filter(|&name| !(args.no_sync_replica && name == "sync replica"))
+        .collect();
+    for &name in &names {
+        let setup = Setup::start(name, &config, &args.replica_args)?;
         eprintln!("started {} on {}", setup.primary.name, setup.primary.addr);
         let progress = Progress::new(
             format!("preloading {}", setup.primary.name),
@@ -413,6 +428,10 @@ fn report(
     full_sync: Option<FullSync>,
     section: &mut Section,
 ) -> Result<()> {
+    let names: Vec<&str> = SETUPS
+        .into_iter()
+        .filter(|&name| measured.iter().any(|m| m.setup == name))
+        .collect();
     let mut table = Table::new(&[
         "workload",
         "setup",
@@ -468,7 +487,7 @@ fn report(
     };
     for workload in ["set", "game"] {
         let alone = rate(workload, "no replica");
-        for setup in SETUPS {
+        for &setup in &names {
             let of: Vec<&Measured> = measured
                 .iter()
                 .filter(|m| m.workload == workload && m.setup == setup)
@@ -537,7 +556,7 @@ fn report(
         y_label: "ratio to no replica".to_string(),
         kind: Kind::Bars,
         categories: vec!["set".to_string(), "game".to_string()],
-        series: SETUPS
+        series: names
             .iter()
             .map(|setup| {
                 let ratios = ["set", "game"]
