@@ -1,5 +1,6 @@
 //! The `kura` binary: flags, the store, the listener, signals.
 
+mod acks;
 mod auth;
 mod backup;
 mod binary;
@@ -25,7 +26,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use kura_engine::{Ack, CoarseClock, Durability, Options, Store};
+use kura_engine::{CoarseClock, Durability, Options, Store};
 use kura_protocol::Limits;
 use kura_tables::Tables;
 use tokio::sync::watch;
@@ -58,14 +59,15 @@ fn main() -> anyhow::Result<()> {
         DurabilityFlag::Interval => Durability::Interval,
         DurabilityFlag::None => Durability::None,
     };
-    let (ack_tx, ack_rx) = watch::channel(Ack::UpTo(0));
+    let acks = Arc::new(acks::Acks::new());
     let clock = CoarseClock::start().context("starting the clock thread")?;
     let mut options = Options::new(durability, clock);
     options.fsync_interval = config.fsync_interval();
     options.segment_size_bytes = config.segment_size_mib.max(1) << 20;
     options.memory_limit_bytes = config.memory_limit_mib.saturating_mul(1 << 20);
-    options.on_ack = Some(Arc::new(move |ack| {
-        ack_tx.send_replace(ack);
+    options.on_ack = Some(Arc::new({
+        let acks = Arc::clone(&acks);
+        move |ack| acks.publish(ack)
     }));
     // A replica stays one across restarts: a second primary of one history would
     // take changes the first never sees.
@@ -111,14 +113,14 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    runtime.block_on(run(config, store, tables, ack_rx, replica_of))
+    runtime.block_on(run(config, store, tables, acks, replica_of))
 }
 
 async fn run(
     config: Config,
     store: Arc<Store>,
     tables: Tables,
-    ack: watch::Receiver<Ack>,
+    acks: Arc<acks::Acks>,
     replica_of: Option<String>,
 ) -> anyhow::Result<()> {
     let sql_listener = match config.sql_port.0 {
@@ -200,7 +202,7 @@ async fn run(
         prefixes: PrefixStats::default(),
         connections: Connections::default(),
         started: Instant::now(),
-        ack,
+        acks,
         verbosity: AtomicU64::new(u64::from(config.verbose)),
         reader: reader::ValueReader::start(config.read_threads).context("starting readers")?,
         stopping: AtomicBool::new(false),

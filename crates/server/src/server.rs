@@ -39,7 +39,8 @@ pub struct Shared {
     pub prefixes: PrefixStats,
     pub connections: Connections,
     pub started: Instant,
-    pub ack: watch::Receiver<Ack>,
+    /// Connections waiting for the log to acknowledge their changes.
+    pub acks: Arc<crate::acks::Acks>,
     pub verbosity: AtomicU64,
     /// Reads values that are not in memory, off the event loops.
     pub reader: crate::reader::ValueReader,
@@ -429,7 +430,6 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
             last_cmd_secs: Arc::clone(&last_cmd_secs),
         },
     );
-    let mut ack = shared.ack.clone();
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut conn = Conn {
         out: Vec::with_capacity(16 * 1024),
@@ -532,7 +532,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
         let replied = !conn.out.is_empty();
-        let flushed = flush(&mut stream, &mut conn, &shared, &mut ack).await;
+        let flushed = flush(&mut stream, &mut conn, &shared).await;
         if replied {
             shared.counters.record_batch(batch_started.elapsed());
         }
@@ -657,12 +657,7 @@ const LOG_FAILED_REPLY: &[u8] = b"SERVER_ERROR log write failed; change not stor
 /// Waits until every reply in `conn.out` may be sent, then sends them. If the log has
 /// failed, sends only the replies whose changes were acknowledged, then an error, and
 /// returns false so the connection closes: no client is told a lost write was stored.
-async fn flush<S: AsyncWrite + Unpin>(
-    stream: &mut S,
-    conn: &mut Conn,
-    shared: &Shared,
-    ack: &mut watch::Receiver<Ack>,
-) -> bool {
+async fn flush<S: AsyncWrite + Unpin>(stream: &mut S, conn: &mut Conn, shared: &Shared) -> bool {
     if conn.out.is_empty() {
         return true;
     }
@@ -681,14 +676,7 @@ async fn flush<S: AsyncWrite + Unpin>(
     }
     if need > shared.store.acked_lsn() {
         bump(&shared.counters.local().log_wait_batches);
-        let state = ack
-            .wait_for(|a| match *a {
-                Ack::UpTo(lsn) => lsn >= need,
-                Ack::Failed => true,
-            })
-            .await
-            .map(|a| *a);
-        if !matches!(state, Ok(Ack::UpTo(_))) {
+        if shared.acks.wait(need).await == Ack::Failed {
             let acked = shared.store.acked_lsn();
             let first_lost = conn.marks.iter().find(|m| m.lsn > acked);
             let cut = first_lost.map_or(conn.out.len(), |m| m.start);
