@@ -72,11 +72,7 @@ pub fn cleanup_on_signal() -> Result<()> {
             INTERRUPTED.store(true, Ordering::SeqCst);
             let started = STARTED.lock().map(|s| s.clone()).unwrap_or_default();
             for (pid, dir) in started {
-                // std has no kill(2) without unsafe; the kill command does it.
-                let _ = Command::new("kill")
-                    .arg("-KILL")
-                    .arg(pid.to_string())
-                    .status();
+                signal_all(&[pid], "-KILL");
                 if let Some(dir) = dir {
                     let _ = std::fs::remove_dir_all(dir);
                 }
@@ -123,7 +119,7 @@ impl Drop for Paused {
     }
 }
 
-/// Sends `signal` to `pids` with kill(1), as the clean-up on a signal does.
+/// Sends `signal` to `pids` with kill(1): std has no kill(2) without unsafe.
 fn signal_all(pids: &[u32], signal: &str) {
     if !pids.is_empty() {
         let _ = Command::new("kill")
