@@ -151,6 +151,15 @@ pub struct Config {
     #[arg(long = "replica-backlog-mib", default_value_t = 1024,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub replica_backlog_mib: u64,
+    /// How long a stream to an asynchronous replica lets the log gather after it has
+    /// sent all it could, in milliseconds: a busy primary then wakes each stream, and
+    /// each replica applies, syncs and acknowledges, once per linger rather than once
+    /// per group commit; the replica's lag grows by up to this much. A stream looks
+    /// again at once while a request waits for replicas (`--min-sync-replicas`, a meta
+    /// `Y` flag). 0 = send every group commit.
+    #[arg(long = "replica-linger-ms", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(0..=1000))]
+    pub replica_linger_ms: u64,
     /// Serve Prometheus metrics (`GET /metrics`) on this port of `--metrics-listen`;
     /// 0 picks a free one (printed on stdout). Off unless given.
     #[arg(long = "metrics-port")]

@@ -227,6 +227,7 @@ fn settings(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "min_sync_replicas", config.min_sync_replicas);
     stat(out, "sync_timeout_ms", config.sync_timeout_ms);
     stat(out, "replica_backlog_mib", config.replica_backlog_mib);
+    stat(out, "replica_linger_ms", config.replica_linger_ms);
     // The settings as the server took them at start: those of -Z, else those of
     // --tls-replication.
     let tls = shared.tls.as_ref().map(|t| &t.settings);

@@ -174,6 +174,49 @@ fn a_change_waits_for_its_replica_and_is_refused_or_fails_without_it() {
     assert!(stats["sync_refusals"] != "0" && stats["sync_timeouts"] != "0");
 }
 
+/// A stream to an asynchronous replica lingers after each send (`--replica-linger-ms`),
+/// but not while a request waits for replicas: a `Y1` change right after a plain one,
+/// whose send began a linger three times the sync timeout, is confirmed in time.
+#[test]
+fn a_change_that_waits_for_a_replica_is_not_held_by_the_streams_linger() {
+    let (pdir, rdir) = (data_dir("linger-primary-"), data_dir("linger-replica-"));
+    let primary = sync_options(0, 300)
+        .arg("--replica-linger-ms")
+        .arg("1000")
+        .start_on(pdir.path())
+        .expect("start the primary");
+    let proxy = Proxy::start(primary.addr());
+    let replica = replica_of(&proxy, rdir.path());
+    connected(&primary, 1);
+    let mut c = client(&primary);
+    let settings = request(&mut c, b"stats settings\r\n", b"END\r\n");
+    assert!(
+        settings.contains("STAT replica_linger_ms 1000\r\n"),
+        "{settings}"
+    );
+    for round in 0..5 {
+        assert_eq!(set(&mut c, &format!("plain{round}"), "p"), "STORED\r\n");
+        assert_eq!(
+            request(
+                &mut c,
+                format!("ms waited{round} 1 Y1\r\nw\r\n").as_bytes(),
+                b"\r\n"
+            ),
+            "HD\r\n",
+            "round {round}"
+        );
+        // Confirmed means the replica holds it, and the plain change before it.
+        assert_eq!(
+            get(&replica, &format!("waited{round}")),
+            format!("VALUE waited{round} 0 1\r\nw\r\nEND\r\n")
+        );
+        assert_eq!(
+            get(&replica, &format!("plain{round}")),
+            format!("VALUE plain{round} 0 1\r\np\r\nEND\r\n")
+        );
+    }
+}
+
 #[test]
 fn the_durability_flag_syncs_a_change_the_mode_would_sync_later() {
     let server = kura_testkit::KuraOptions::new(

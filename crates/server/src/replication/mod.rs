@@ -430,6 +430,7 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
         "replica_backlog_mib",
         &shared.config.replica_backlog_mib,
     );
+    stat(out, "replica_linger_ms", &shared.config.replica_linger_ms);
     stat(
         out,
         "backlog_drops",

@@ -29,12 +29,6 @@ const READ_BYTES: u64 = 256 << 10;
 /// How often a stream with nothing to send says where the log is.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
-/// How long a stream that has sent all it could lets the log gather before it looks
-/// again, unless a request waits for replicas (`Confirmations::linger`): what an
-/// asynchronous replica's lag gains, against a wake-up, a send, a sync and an
-/// acknowledgement per group commit.
-const LINGER: Duration = Duration::from_millis(1);
-
 /// A replica gone quiet this long (no acknowledgement) is cut off; it reconnects.
 const SILENT_LIMIT: Duration = Duration::from_secs(10);
 
@@ -340,8 +334,15 @@ fn stream_log(
         link.sent_lsn.store(cursor.lsn(), Ordering::Relaxed);
         if read == 0 {
             store.wait_synced(cursor.lsn() + 1, Duration::from_millis(200));
-        } else if cursor.lsn() >= until && shared.config.min_sync_replicas == 0 {
-            shared.replication.confirmations.linger(LINGER);
+        } else if cursor.lsn() >= until
+            && shared.config.min_sync_replicas == 0
+            && shared.config.replica_linger_ms > 0
+        {
+            // `--replica-linger-ms`: what an asynchronous replica's lag gives, against
+            // a wake-up, a send, and the replica's apply, sync and acknowledgement per
+            // group commit (`Confirmations::linger` ends it when a request waits).
+            let linger = Duration::from_millis(shared.config.replica_linger_ms);
+            shared.replication.confirmations.linger(linger);
         }
     }
 }
