@@ -102,9 +102,12 @@ impl Future for AckWait<'_> {
         let this = &mut *self;
         let mut state = this.acks.state.lock();
         if covers(state.acked, this.need) {
-            if let Some(id) = this.id.take() {
-                state.waiters.retain(|w| w.id != id);
-            }
+            // A listed waiter was taken out by the acknowledgement that covered it,
+            // under this lock, so there is nothing to remove.
+            debug_assert!(this
+                .id
+                .is_none_or(|id| !state.waiters.iter().any(|w| w.id == id)));
+            this.id = None;
             return Poll::Ready(state.acked);
         }
         // Still listed (an acknowledgement takes only the waiters it covers, and
