@@ -8,7 +8,8 @@
 //! primary writes and compacts past its position gets one full synchronisation, and
 //! deleted keys stay gone; a replica SIGKILLed mid-stream applies nothing twice
 //! (appends); a primary SIGKILLed and restarted is followed on from where the replica
-//! was; a replica refuses changes, naming its primary, and serves reads.
+//! was; a replica refuses changes, naming its primary, and serves reads; a primary
+//! stopped by SIGTERM tells its replica so, though its stream was lingering.
 
 mod replicas;
 
@@ -235,5 +236,47 @@ fn a_replica_further_behind_than_the_backlog_is_cut_off_and_gets_a_full_copy() {
     assert!(
         settings.contains("STAT replica_backlog_mib 1\r\n"),
         "{settings}"
+    );
+}
+
+#[test]
+fn a_primary_stopped_while_its_stream_lingers_tells_its_replica_why() {
+    let (pdir, rdir) = (data_dir("bye-primary-"), data_dir("bye-replica-"));
+    let mut primary = options()
+        .arg("--replica-linger-ms")
+        .arg("1000")
+        .start_on(pdir.path())
+        .unwrap_or_else(|e| panic!("start: {e}"));
+    let proxy = Proxy::start(primary.addr());
+    // `-v`: the replica logs each end of its link with the reason.
+    let replica = options()
+        .arg("-v")
+        .arg("--replica-of")
+        .arg(proxy.addr.to_string())
+        .start_on(rdir.path())
+        .unwrap_or_else(|e| panic!("start the replica: {e}"));
+    let mut c = client(&primary);
+    let mut keys = Vec::new();
+    write_round(&mut c, 0, &mut keys);
+    caught_up(&primary, &replica);
+    // The stream sends this round and then lingers for a second, into the stop.
+    write_round(&mut c, 1, &mut keys);
+    drop(c);
+    let status = primary
+        .terminate()
+        .unwrap_or_else(|e| panic!("terminate: {e}"));
+    assert!(status.success(), "{status}");
+    let deadline = Instant::now() + HUNG_AFTER;
+    let ended = loop {
+        let log = replica.log();
+        if let Some(line) = log.lines().find(|l| l.contains("following ")) {
+            break line.to_string();
+        }
+        assert!(Instant::now() < deadline, "the link did not end:\n{log}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        ended.ends_with("the primary ended: the primary is shutting down"),
+        "{ended}"
     );
 }

@@ -43,6 +43,11 @@ const ROLE_FILE: &str = "replica-of";
 /// How long a connection to another node may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long shutdown waits for the streams to replicas to say `Bye`. A stream sees
+/// the stop within 200 ms (its longest wait for the log); one stuck writing to a
+/// replica that does not read is left to the process's exit.
+const STREAMS_END_WITHIN: Duration = Duration::from_secs(1);
+
 /// Opens a connection to the node at `address` (`host:port`) for a replication
 /// stream (a replica's, or `kura backup`'s): over TLS with `tls`, checking the
 /// node's certificate, else plain TCP.
@@ -291,10 +296,18 @@ impl Replication {
         self.confirmations.publish(held);
     }
 
-    /// Stops the follower and the fencer, at shutdown.
+    /// At shutdown, once `Shared::stopping` is set: stops the follower and the
+    /// fencer, and waits up to [`STREAMS_END_WITHIN`] for the streams to replicas and
+    /// backups to tell their peers that this node is stopping (a `Bye`, which a
+    /// replica logs and shows as its `primary_last_error`).
     pub fn shutdown(&self) {
         self.stop_following();
         self.stop_fencing();
+        self.confirmations.stop_lingering();
+        let deadline = std::time::Instant::now() + STREAMS_END_WITHIN;
+        while !self.links.lock().is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }
 

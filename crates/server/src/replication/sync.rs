@@ -33,8 +33,9 @@ pub struct Confirmations {
     /// Wakes the threads that wait without a runtime (SQL connections).
     lock: Mutex<()>,
     cond: Condvar,
-    /// How many requests are waiting for replicas now; the streams to the replicas
-    /// [`Confirmations::linger`] only while none is.
+    /// How many requests are waiting for replicas now, and one more for good once
+    /// the server stops; the streams to the replicas [`Confirmations::linger`] only
+    /// while this is 0.
     waiting: Mutex<usize>,
     /// Ends a stream's lingering when a request begins to wait.
     nudge: Condvar,
@@ -79,6 +80,13 @@ impl Confirmations {
         if *waiting == 0 {
             let _ = self.nudge.wait_for(&mut waiting, most);
         }
+    }
+
+    /// Ends every stream's [`Confirmations::linger`] for good, at shutdown, so that
+    /// each sees at once that the server is stopping.
+    pub fn stop_lingering(&self) {
+        *self.waiting.lock() += 1;
+        self.nudge.notify_all();
     }
 
     /// Counts a request as waiting for replicas until the guard drops, and ends any
