@@ -85,7 +85,7 @@ fn one_users_file_for_text_and_binary_with_hashes_limits_and_counters() {
     let stats = String::from_utf8_lossy(&stats);
     assert!(stats.contains("STAT auth_cmds 7\r\n"), "{stats}");
     assert!(stats.contains("STAT auth_errors 5\r\n"), "{stats}");
-    let log = kura.log();
+    let log = kura.wait_for_log("after 5 failed logins", kura_testkit::REPLY_TIMEOUT);
     assert!(log.contains("failed text login as \"bob\""), "{log}");
     assert!(log.contains("after 5 failed logins"), "{log}");
     assert!(!log.contains("hunter3"), "the log shows a password: {log}");
@@ -250,5 +250,6 @@ fn sighup_reads_the_users_file_again() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert_eq!(login("one"), b"CLIENT_ERROR authentication failure\r\n");
-    assert!(kura.log().contains("reloaded the users"), "{}", kura.log());
+    let log = kura.wait_for_log("reloaded the users", kura_testkit::REPLY_TIMEOUT);
+    assert!(log.contains("reloaded the users"), "{log}");
 }

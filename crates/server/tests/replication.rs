@@ -266,15 +266,11 @@ fn a_primary_stopped_while_its_stream_lingers_tells_its_replica_why() {
         .terminate()
         .unwrap_or_else(|e| panic!("terminate: {e}"));
     assert!(status.success(), "{status}");
-    let deadline = Instant::now() + HUNG_AFTER;
-    let ended = loop {
-        let log = replica.log();
-        if let Some(line) = log.lines().find(|l| l.contains("following ")) {
-            break line.to_string();
-        }
-        assert!(Instant::now() < deadline, "the link did not end:\n{log}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let log = replica.wait_for_log("following ", HUNG_AFTER);
+    let ended = log
+        .lines()
+        .find(|l| l.contains("following "))
+        .unwrap_or_else(|| panic!("the link did not end:\n{log}"));
     assert!(
         ended.ends_with("the primary ended: the primary is shutting down"),
         "{ended}"

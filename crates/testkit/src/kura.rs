@@ -17,6 +17,9 @@ use crate::output::{drain, Log};
 
 /// How long kura may take to print its listening line (recovery included).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long [`KuraServer::terminate`] waits, after the exit, for the rest of kura's
+/// output to reach the log.
+const OUTPUT_CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 const LISTENING_PREFIX: &str = "kura listening on ";
 /// kura prints its SQL port's line before the memcached port's.
 const SQL_LISTENING_PREFIX: &str = "kura sql listening on ";
@@ -175,6 +178,13 @@ impl KuraServer {
         self.log.snapshot()
     }
 
+    /// Waits up to `timeout` for kura to print a line containing `text` (its output
+    /// reaches [`KuraServer::log`] a moment after it is printed); returns the log.
+    pub fn wait_for_log(&self, text: &str, timeout: Duration) -> String {
+        self.log.wait_for(text, timeout);
+        self.log.snapshot()
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
@@ -200,7 +210,10 @@ impl KuraServer {
         };
         let pid = libc::pid_t::try_from(child.id()).map_err(io::Error::other)?;
         signal(pid, libc::SIGTERM)?;
-        child.wait()
+        let status = child.wait()?;
+        // Everything it printed up to its exit, in the log before this returns.
+        self.log.wait_closed(OUTPUT_CLOSE_TIMEOUT);
+        Ok(status)
     }
 
     /// Stops the process (SIGSTOP) without killing it: its sockets stay open and

@@ -2,9 +2,11 @@
 //! blocks on a full pipe, while keeping the text for error messages.
 
 use std::io::{BufRead, BufReader, Read};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
+use std::time::{Duration, Instant};
 
 /// Keep at most this much of a child's output; older text is dropped.
 const LOG_MAX_BYTES: usize = 256 * 1024;
@@ -13,6 +15,8 @@ const LOG_MAX_BYTES: usize = 256 * 1024;
 #[derive(Clone, Default)]
 pub struct Log {
     text: Arc<Mutex<String>>,
+    /// Streams still being drained into this log.
+    open: Arc<AtomicUsize>,
 }
 
 impl Log {
@@ -21,6 +25,35 @@ impl Log {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Waits up to `timeout` for a line containing `text`: what a child prints
+    /// reaches the log through a thread, a moment after the child printed it.
+    /// Returns whether it came.
+    pub fn wait_for(&self, text: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.snapshot().contains(text) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits up to `timeout` for every stream drained into this log to reach its end
+    /// (the child exited and everything it printed is here). Returns whether they did.
+    pub fn wait_closed(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while self.open.load(Ordering::Acquire) > 0 {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        true
     }
 
     fn push(&self, line: &str) {
@@ -46,6 +79,7 @@ pub fn drain(
     prefix: &'static str,
     lines: Option<Sender<String>>,
 ) {
+    log.open.fetch_add(1, Ordering::AcqRel);
     thread::spawn(move || {
         let mut reader = BufReader::new(stream);
         let mut raw = Vec::new();
@@ -62,5 +96,6 @@ pub fn drain(
                 }
             }
         }
+        log.open.fetch_sub(1, Ordering::AcqRel);
     });
 }
