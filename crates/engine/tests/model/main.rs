@@ -301,6 +301,47 @@ fn open(disk: &SimDisk, clock: &Arc<ManualClock>, durability: Durability) -> Sto
 /// written, so reads and updates go to the log for it.
 const TINY_MEMORY: u64 = 2000;
 
+/// A power loss armed to strike after `appends` more appends, during one operation.
+#[derive(Clone, Copy)]
+struct Crash {
+    appends: u8,
+    seed: u64,
+}
+
+impl Crash {
+    /// Runs `operation` with the power loss armed, and disarms it after. Interval
+    /// mode promises nothing across a power loss, so its crash keeps what was written
+    /// (a kill); in the other modes it tears the unsynced writes.
+    fn arm<T>(self, disk: &SimDisk, durability: Durability, operation: impl FnOnce() -> T) -> T {
+        let tear = match durability {
+            Durability::Interval => Tear::KeepWritten,
+            _ => Tear::Torn(self.seed),
+        };
+        disk.power_loss_after_appends(u64::from(self.appends), tear);
+        let outcome = operation();
+        disk.disarm();
+        outcome
+    }
+
+    /// If the power went: drops the store, restores power, and reopens the store on
+    /// what the disk kept.
+    fn restart_if_off(
+        self,
+        disk: &SimDisk,
+        store: Store,
+        clock: &Arc<ManualClock>,
+        durability: Durability,
+        memory: u64,
+    ) -> Store {
+        if !disk.is_off() {
+            return store;
+        }
+        drop(store);
+        disk.revive();
+        open_with(disk, clock, durability, memory)
+    }
+}
+
 fn open_with(
     disk: &SimDisk,
     clock: &Arc<ManualClock>,
@@ -488,46 +529,29 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
                 seed,
                 walk_index,
             } => {
-                // Interval mode promises nothing across a power loss; a kill is its crash.
-                let tear = match durability {
-                    Durability::Interval => Tear::KeepWritten,
-                    _ => Tear::Torn(seed),
-                };
-                disk.power_loss_after_appends(u64::from(appends), tear);
-                let compacted = store.compact_oldest_finding(finding(walk_index));
-                disk.disarm();
+                let crash = Crash { appends, seed };
+                let compacted = crash.arm(&disk, durability, || {
+                    store.compact_oldest_finding(finding(walk_index))
+                });
                 // Only the power loss may make it fail.
                 assert!(
                     compacted.is_ok() || disk.is_off(),
                     "compaction failed with the power on: {compacted:?}"
                 );
-                if disk.is_off() {
-                    drop(store);
-                    disk.revive();
-                    store = open_with(&disk, &clock, durability, memory);
-                }
+                store = crash.restart_if_off(&disk, store, &clock, durability, memory);
             }
             Op::Checkpoint => {
                 let written = store.checkpoint();
                 assert!(written.is_ok(), "checkpoint failed: {written:?}");
             }
             Op::CheckpointCrash { appends, seed } => {
-                let tear = match durability {
-                    Durability::Interval => Tear::KeepWritten,
-                    _ => Tear::Torn(seed),
-                };
-                disk.power_loss_after_appends(u64::from(appends), tear);
-                let written = store.checkpoint();
-                disk.disarm();
+                let crash = Crash { appends, seed };
+                let written = crash.arm(&disk, durability, || store.checkpoint());
                 assert!(
                     written.is_ok() || disk.is_off(),
                     "checkpoint failed with the power on: {written:?}"
                 );
-                if disk.is_off() {
-                    drop(store);
-                    disk.revive();
-                    store = open_with(&disk, &clock, durability, memory);
-                }
+                store = crash.restart_if_off(&disk, store, &clock, durability, memory);
             }
             Op::PurgeExpired => {
                 store.purge_expired();
