@@ -4,8 +4,9 @@
 # sasl2-bin and libsasl2-modules (memcached's SASL checks users in a sasldb that
 # saslpasswd2 writes; PLAIN is a plugin), memjs from npm into target/node, and a
 # Python virtualenv in target/pyenv with the clients the tests drive (PyMySQL,
-# mysql-connector-python, pymemcache, pylibmc, python-binary-memcached and
-# prometheus-client, the Prometheus project's parser, pinned).
+# mysql-connector-python, SQLAlchemy (an ORM's flushes), pymemcache, python-memcached,
+# pylibmc, python-binary-memcached and prometheus-client, the Prometheus project's
+# parser, pinned).
 # Called from the README's test command; safe to run every time.
 #
 # Idempotent: if both are present it does nothing, and `apt-get update` runs once,
@@ -35,7 +36,7 @@ python_clients() {
     local venv
     venv="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target/pyenv"
     if [[ -x "$venv/bin/python" ]] &&
-        "$venv/bin/python" -c 'import pymysql, mysql.connector, pymemcache, pylibmc, bmemcached, prometheus_client' 2>/dev/null; then
+        "$venv/bin/python" -c 'import pymysql, mysql.connector, sqlalchemy, pymemcache, memcache, pylibmc, bmemcached, prometheus_client' 2>/dev/null; then
         echo "install-test-deps: present: python clients in $venv"
         return
     fi
@@ -43,7 +44,8 @@ python_clients() {
     rm -rf "$venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q --disable-pip-version-check \
-        PyMySQL==1.2.4 mysql-connector-python==26.10.0 pymemcache==4.0.0 \
+        PyMySQL==1.2.4 mysql-connector-python==26.10.0 SQLAlchemy==2.0.44 \
+        pymemcache==4.0.0 python-memcached==1.62 \
         pylibmc==1.6.3 python-binary-memcached==0.33.0 prometheus-client==0.21.1
 }
 python_clients
