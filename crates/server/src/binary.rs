@@ -148,7 +148,7 @@ async fn sasl_auth(
     let login = (!step && mechanism == kura_protocol::auth::SASL_MECHANISMS)
         .then(|| kura_protocol::auth::parse_plain(data))
         .flatten();
-    let ok = match login {
+    let user = match login {
         Some((user, password)) => {
             crate::auth::check(shared, conn.peer, "sasl", user, password).await
         }
@@ -156,10 +156,10 @@ async fn sasl_auth(
             let c = shared.counters.local();
             bump(&c.auth_cmds);
             bump(&c.auth_errors);
-            false
+            None
         }
     };
-    if ok {
+    if user.is_some() {
         binary::response(
             &mut conn.out,
             to,
@@ -172,7 +172,7 @@ async fn sasl_auth(
     } else {
         binary::error(&mut conn.out, to, Status::AuthError, None);
     }
-    conn.logged_in(ok)
+    conn.logged_in(user)
 }
 
 /// The key a command reads or changes.

@@ -172,6 +172,13 @@ pub struct Config {
     /// meta ones as with memcached's -Y, binary ones with SASL PLAIN.
     #[arg(short = 'Y', long = "auth-file")]
     pub auth_file: Option<PathBuf>,
+    /// Administrative users, in the -Y file's format: who may run the commands that
+    /// change what the node is (`replicaof`, `fence`, replication and backup streams,
+    /// `shutdown`, `refresh_certs`, `cache_memlimit`, `verbosity`). They may do all
+    /// that -Y's users may; -Y's users may not run these. Replicas and `kura backup`
+    /// log in as one of them (`--replication-login`).
+    #[arg(long = "admin-auth-file", value_name = "FILE")]
+    pub admin_auth_file: Option<PathBuf>,
     /// Listen off the loopback (`-l`) with no users file (-Y): anyone who reaches the
     /// port may read and change everything. Without this flag Kura refuses to start so.
     #[arg(long = "insecure")]

@@ -148,8 +148,12 @@ async fn run(
         Some(path) => Some(auth::login_from_file(path)?),
         None => None,
     };
-    let users = match (&config.auth_file, config.enable_sasl) {
-        (Some(path), _) => Some(auth::UsersFile::open(path)?),
+    let users = auth::Logins::open(
+        config.auth_file.as_deref(),
+        config.admin_auth_file.as_deref(),
+    )?;
+    let users = match (users, config.enable_sasl) {
+        (Some(users), _) => Some(users),
         (None, true) => {
             anyhow::bail!("-S: Kura's SASL checks the users of an auth file; give one with -Y FILE")
         }
