@@ -318,14 +318,16 @@ impl Conn {
         }
     }
 
-    /// Records a login's outcome; the flow closes the connection after too many
+    /// Records a login's outcome; a failed one logs the connection out, as a failed
+    /// SASL exchange does in memcached. The flow closes the connection after too many
     /// failures.
     pub(crate) fn logged_in(&mut self, user: Option<crate::auth::User>) -> Flow {
+        self.authenticated = user.is_some();
         if let Some(user) = user {
-            self.authenticated = true;
             self.user = Some(user);
             return Flow::Continue;
         }
+        self.user = None;
         self.failed_logins += 1;
         if self.failed_logins >= crate::auth::FAILED_LOGINS_MAX {
             tracing::warn!(
