@@ -261,3 +261,24 @@ fn sighup_reads_the_users_file_again() {
     let log = kura.wait_for_log("reloaded the users", kura_testkit::REPLY_TIMEOUT);
     assert!(log.contains("reloaded the users"), "{log}");
 }
+
+/// A user with an empty password could log in with no password at all: such a file
+/// stops the server at start, naming the line, whichever flag names it.
+#[test]
+fn an_empty_password_is_refused_at_start_naming_the_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let users = dir.path().join("users");
+    std::fs::write(&users, "# users\nann:secret\nalice:\n").expect("write");
+    let users = users.to_string_lossy().into_owned();
+    let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
+    for flag in ["-Y", "--admin-auth-file"] {
+        let error = match KuraServer::start(&bin, Durability::Fsync, &[flag, &users]) {
+            Ok(_) => panic!("kura started with {flag} naming a user with an empty password"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            error.contains(&format!("{users}, line 3")) && error.contains("empty"),
+            "{flag}: {error}"
+        );
+    }
+}
