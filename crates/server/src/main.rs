@@ -188,6 +188,23 @@ async fn run(
             config.listen
         );
     }
+    let metrics_token = config
+        .metrics_token_file
+        .as_deref()
+        .map(metrics::Token::from_file)
+        .transpose()?;
+    if config.metrics_port.is_some()
+        && metrics_token.is_none()
+        && !config.insecure
+        && !sql::is_loopback(&config.metrics_listen)
+    {
+        anyhow::bail!(
+            "serving metrics on {} without a token would show them to anyone who reaches \
+             the port: give --metrics-token-file FILE, listen on loopback, or pass \
+             --insecure to mean it",
+            config.metrics_listen
+        );
+    }
     let addr = format!("{}:{}", config.listen, config.port);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
@@ -244,7 +261,7 @@ async fn run(
         let listener = std::net::TcpListener::bind(&addr)
             .with_context(|| format!("metrics: listening on {addr}"))?;
         let bound = listener.local_addr()?;
-        metrics::serve(listener, Arc::clone(&shared))?;
+        metrics::serve(listener, Arc::clone(&shared), metrics_token)?;
         println!("kura metrics listening on {bound}");
     }
     // The handlers are in place before anyone is told the server is up: a SIGTERM or
