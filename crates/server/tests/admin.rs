@@ -103,6 +103,28 @@ fn an_application_user_can_neither_demote_nor_fence_a_primary() {
         log.contains("refused replicaof from application user \"ann\""),
         "{log}"
     );
+
+    // Without any users file every client is trusted, as with memcached; what it
+    // runs is logged all the same.
+    let mut local = Client::connect(empty.addr()).expect("connect");
+    assert_eq!(request(&mut local, "verbosity 1"), "OK\r\n");
+    let log = empty.wait_for_log("ran verbosity 1", kura_testkit::REPLY_TIMEOUT);
+    assert!(
+        log.contains("a client from 127.0.0.1:") && log.contains("ran verbosity 1"),
+        "{log}"
+    );
+}
+
+/// A binary request packet.
+fn packet(opcode: u8, key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x80, opcode];
+    out.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    out.extend_from_slice(&[0, 0, 0, 0]);
+    out.extend_from_slice(&((key.len() + value.len()) as u32).to_be_bytes());
+    out.extend_from_slice(&[0; 12]);
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+    out
 }
 
 /// An admin's `replicaof` and `verbosity` run, and the log names the admin; the admin
@@ -146,6 +168,33 @@ fn an_admin_user_runs_administrative_commands_and_is_logged() {
         "{log}"
     );
     assert!(log.contains("ran verbosity 1"), "{log}");
+
+    // Admins log in over SASL too, and SIGHUP reads the admins' file again.
+    let sasl = |password: &str| -> u8 {
+        let mut binary = Client::connect(node.addr()).expect("connect");
+        let message = format!("\0root\0{password}");
+        binary
+            .send(&packet(0x21, b"PLAIN", message.as_bytes()))
+            .expect("send");
+        let reply = binary
+            .read_reply_until(|r| r.len() >= 24, kura_testkit::REPLY_TIMEOUT)
+            .expect("reply")
+            .bytes;
+        reply[7]
+    };
+    assert_eq!(sasl("t0ps3cret"), 0x00);
+    std::fs::write(&admins, "root:n3wpass\n").expect("rewrite");
+    let hup = std::process::Command::new("kill")
+        .arg("-HUP")
+        .arg(node.pid().expect("running").to_string())
+        .status()
+        .expect("kill -HUP");
+    assert!(hup.success());
+    let reloaded = format!("reloaded the users of {admins}");
+    let log = node.wait_for_log(&reloaded, kura_testkit::REPLY_TIMEOUT);
+    assert!(log.contains(&reloaded), "{log}");
+    assert_eq!(sasl("n3wpass"), 0x00);
+    assert_eq!(sasl("t0ps3cret"), 0x20);
 }
 
 /// Reads `key` on `server` until it shows `value` (at most 30 s); the replica's
