@@ -159,7 +159,7 @@ fn an_admin_user_runs_administrative_commands_and_is_logged() {
     assert_eq!(stat(&stats, "role"), "replica", "{stats:?}");
     let log = node.wait_for_log("replicaof", kura_testkit::REPLY_TIMEOUT);
     assert!(
-        log.contains(&format!("admin \"root\" from 127.0.0.1:"))
+        log.contains("admin \"root\" from 127.0.0.1:")
             && log.contains(&format!(
                 "ran replicaof {} {}",
                 other_addr.ip(),
