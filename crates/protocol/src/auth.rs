@@ -4,7 +4,8 @@
 //! - The users file is memcached's auth file: a `user:password` line per user, the
 //!   user ending at the first `:`. Kura also takes a password field that is an
 //!   argon2 hash in PHC form (`$argon2id$v=19$m=…`), skips empty lines and lines
-//!   beginning `#`, and refuses a user listed twice; memcached reads at most eight
+//!   beginning `#`, and refuses a user listed twice or with an empty password (who
+//!   could log in without one); memcached reads at most eight
 //!   users of 256 bytes a line, Kura any number.
 //! - A text connection that has not logged in gets one thing read from it, as in
 //!   memcached 1.6.18's `try_read_command_asciiauth`: a line of at least five
@@ -68,6 +69,11 @@ pub fn parse_users(text: &[u8]) -> Result<Vec<UserLine<'_>>, UsersError> {
         }
         if users.iter().any(|u| u.user == user) {
             return Err(fail("this user is listed twice"));
+        }
+        if password.is_empty() {
+            return Err(fail(
+                "the password is empty (anyone could log in as this user without one)",
+            ));
         }
         let secret = match std::str::from_utf8(password) {
             Ok(hash) if hash.starts_with("$argon2") => Secret::Argon2(hash),
@@ -199,6 +205,7 @@ mod tests {
         assert_eq!(parse_users(b":pw\n").unwrap_err().line, 1);
         assert_eq!(parse_users(b"a:1\na:2\n").unwrap_err().line, 2);
         assert_eq!(parse_users(b"a b:1\n").unwrap_err().line, 1);
+        assert_eq!(parse_users(b"a:1\n\nalice:\r\n").unwrap_err().line, 3);
     }
 
     #[test]

@@ -1,12 +1,21 @@
-//! Who may use the memcached port: the users file (`-Y`, memcached's auth file), which
-//! both the text protocol's login (memcached's `-Y`) and SASL PLAIN on the binary
-//! protocol (memcached's `-S`) check; memcached cannot offer both on one port.
+//! Who may use the memcached port, and who may change what the node is.
+//!
+//! Two users files, both in memcached's auth-file format: `-Y` names the application
+//! users, `--admin-auth-file` the administrative users. Both log in the same ways: the
+//! text protocol's login (memcached's `-Y`) and SASL PLAIN on the binary protocol
+//! (memcached's `-S`), which memcached cannot offer both on one port. A user name may
+//! be in one file only. An admin may do everything an application user may, and also
+//! run the administrative commands ([`administrative`]); each one run is logged with
+//! who ran it, and an application user's is refused with `CLIENT_ERROR` and changes
+//! nothing. Without either file no one logs in and every client is trusted, as with
+//! memcached (the server then listens on loopback only, or with client certificates
+//! required, or with `--insecure`).
 //!
 //! A connection of a server with a users file starts logged out. Text and meta
 //! requests get `CLIENT_ERROR unauthenticated` until a login; binary requests other
 //! than SASL's and `VERSION` get `Auth failure.` and the connection closes, as in
 //! memcached. Passwords are compared in constant time; argon2 hashes are verified on
-//! tokio's blocking threads, never on an event loop. SIGHUP reads the file again. A
+//! tokio's blocking threads, never on an event loop. SIGHUP reads the files again. A
 //! failed login is counted
 //! (`auth_errors`) and logged with the user and the peer, never the password; after
 //! [`FAILED_LOGINS_MAX`] on one connection, it is closed.
@@ -19,6 +28,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use argon2::password_hash::{PasswordHash, PasswordVerifier};
 use kura_protocol::auth::{parse_users, Secret};
+use kura_protocol::Request;
 
 use crate::server::Shared;
 use crate::stats::bump;
@@ -36,35 +46,115 @@ pub struct Users {
     users: HashMap<Vec<u8>, Stored>,
 }
 
-/// The `-Y` file and the users read from it last; SIGHUP reads it again, as memcached
+/// One users file and the users read from it last; SIGHUP reads it again, as memcached
 /// rereads its auth file.
-pub struct UsersFile {
+struct UsersFile {
     path: std::path::PathBuf,
     current: parking_lot::RwLock<Arc<Users>>,
 }
 
 impl UsersFile {
-    pub fn open(path: &Path) -> anyhow::Result<UsersFile> {
+    fn open(path: &Path) -> anyhow::Result<UsersFile> {
         Ok(UsersFile {
             path: path.to_path_buf(),
             current: parking_lot::RwLock::new(Arc::new(Users::from_file(path)?)),
         })
     }
 
-    /// Reads the file again. A file that no longer reads leaves the users as they were.
+    fn current(&self) -> Arc<Users> {
+        Arc::clone(&self.current.read())
+    }
+}
+
+/// Who has logged in on a connection.
+#[derive(Debug, Clone)]
+pub struct User {
+    /// The name, fit for a log line.
+    pub name: String,
+    pub admin: bool,
+}
+
+/// The application users (`-Y`) and the administrative users (`--admin-auth-file`):
+/// at least one of the two.
+pub struct Logins {
+    app: Option<UsersFile>,
+    admin: Option<UsersFile>,
+}
+
+impl Logins {
+    /// Reads the files; none when neither is given (every client trusted). A user
+    /// in both files is refused: which password and which rights would be unclear.
+    pub fn open(app: Option<&Path>, admin: Option<&Path>) -> anyhow::Result<Option<Logins>> {
+        if app.is_none() && admin.is_none() {
+            return Ok(None);
+        }
+        let logins = Logins {
+            app: app.map(UsersFile::open).transpose()?,
+            admin: admin.map(UsersFile::open).transpose()?,
+        };
+        if let (Some(app), Some(admin)) = (&logins.app, &logins.admin) {
+            disjoint(app, &app.current(), admin, &admin.current())?;
+        }
+        Ok(Some(logins))
+    }
+
+    /// Reads the files again. If either no longer reads, or they share a user, the
+    /// users stay as they were.
     pub fn reload(&self) {
-        match Users::from_file(&self.path) {
-            Ok(users) => {
-                *self.current.write() = Arc::new(users);
-                tracing::info!("reloaded the users of {}", self.path.display());
+        let read = |file: &Option<UsersFile>| {
+            file.as_ref()
+                .map(|f| Users::from_file(&f.path).map(Arc::new))
+                .transpose()
+        };
+        let fresh = read(&self.app).and_then(|app| Ok((app, read(&self.admin)?)));
+        let fresh = fresh.and_then(|(app, admin)| {
+            if let (Some(f), Some(users), Some(g), Some(admins)) =
+                (&self.app, &app, &self.admin, &admin)
+            {
+                disjoint(f, users, g, admins)?;
+            }
+            Ok((app, admin))
+        });
+        match fresh {
+            Ok((app, admin)) => {
+                for (file, users) in [(&self.app, app), (&self.admin, admin)] {
+                    if let (Some(file), Some(users)) = (file, users) {
+                        *file.current.write() = users;
+                        tracing::info!("reloaded the users of {}", file.path.display());
+                    }
+                }
             }
             Err(e) => tracing::warn!("kept the users as they were: {e:#}"),
         }
     }
 
-    fn current(&self) -> Arc<Users> {
-        Arc::clone(&self.current.read())
+    /// The file that holds `user`, and whether it is the admins'.
+    fn holding(&self, user: &[u8]) -> Option<(Arc<Users>, bool)> {
+        if let Some(admins) = self.admin.as_ref().map(UsersFile::current) {
+            if admins.users.contains_key(user) {
+                return Some((admins, true));
+            }
+        }
+        self.app.as_ref().map(|f| (f.current(), false))
     }
+}
+
+/// Refuses two files that list one user.
+fn disjoint(
+    app: &UsersFile,
+    users: &Users,
+    admin: &UsersFile,
+    admins: &Users,
+) -> anyhow::Result<()> {
+    if let Some(user) = users.users.keys().find(|u| admins.users.contains_key(*u)) {
+        anyhow::bail!(
+            "user {:?} is in both {} and {}: a user is an application user or an admin, not both",
+            printable(user),
+            app.path.display(),
+            admin.path.display()
+        );
+    }
+    Ok(())
 }
 
 impl Users {
@@ -157,34 +247,115 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Checks a login against the users file, counts it, and logs a failure. `how` names
-/// the way it came (`text`, `sasl`).
+/// Checks a login against the users files, counts it, and logs a failure. `how` names
+/// the way it came (`text`, `sasl`). The user when the password is right.
 pub async fn check(
     shared: &Arc<Shared>,
     peer: SocketAddr,
     how: &str,
     user: &[u8],
     password: &[u8],
-) -> bool {
+) -> Option<User> {
     let c = shared.counters.local();
     bump(&c.auth_cmds);
-    let Some(file) = &shared.users else {
-        return false;
-    };
-    let users = file.current();
-    let ok = if users.is_hashed(user) {
-        let (user, password) = (user.to_vec(), password.to_vec());
-        tokio::task::spawn_blocking(move || users.verify(&user, &password))
-            .await
-            .unwrap_or(false)
-    } else {
-        users.verify(user, password)
+    let logins = shared.users.as_ref()?;
+    let (ok, admin) = match logins.holding(user) {
+        Some((users, admin)) if users.is_hashed(user) => {
+            let (user, password) = (user.to_vec(), password.to_vec());
+            let ok = tokio::task::spawn_blocking(move || users.verify(&user, &password))
+                .await
+                .unwrap_or(false);
+            (ok, admin)
+        }
+        Some((users, admin)) => (users.verify(user, password), admin),
+        None => (false, false),
     };
     if !ok {
         bump(&shared.counters.local().auth_errors);
         tracing::warn!("failed {how} login as {:?} from {peer}", printable(user));
+        return None;
     }
-    ok
+    Some(User {
+        name: printable(user),
+        admin,
+    })
+}
+
+/// The name of `request`'s command if it changes what the node is rather than its
+/// data: whom it follows (`replicaof`, promotion by `replicaof no one`, `fence`), a
+/// replication or backup stream taken from it (`replicate`), its certificates, memory
+/// limit, log level, or its running at all.
+pub fn administrative(request: &Request<'_>) -> Option<&'static str> {
+    Some(match request {
+        Request::ReplicaOf { .. } => "replicaof",
+        Request::Fence { .. } => "fence",
+        Request::Replicate { .. } => "replicate",
+        Request::Shutdown { .. } => "shutdown",
+        Request::RefreshCerts => "refresh_certs",
+        Request::CacheMemlimit { .. } => "cache_memlimit",
+        Request::Verbosity { .. } => "verbosity",
+        _ => return None,
+    })
+}
+
+/// Whether `request` may run for the connection's `user` (none: no users file, or not
+/// logged in). An administrative command that runs is logged with who ran it; one an
+/// application user sent is logged, refused with `CLIENT_ERROR` (nothing under
+/// `noreply`) and changes nothing. `line` is the request's command line, for the log.
+pub fn permitted(
+    shared: &Shared,
+    user: Option<&User>,
+    peer: SocketAddr,
+    request: &Request<'_>,
+    line: &[u8],
+    out: &mut Vec<u8>,
+) -> bool {
+    let Some(command) = administrative(request) else {
+        return true;
+    };
+    let line = printable_line(line);
+    match user {
+        _ if shared.users.is_none() => {
+            tracing::info!(
+                "a client from {peer} ran {line} (no users file: every client is trusted)"
+            );
+            true
+        }
+        Some(user) if user.admin => {
+            tracing::info!("admin {:?} from {peer} ran {line}", user.name);
+            true
+        }
+        _ => {
+            let name = user.map_or("", |u| u.name.as_str());
+            tracing::warn!(
+                "refused {command} from application user {name:?} at {peer}: not an admin"
+            );
+            let noreply = matches!(
+                request,
+                Request::CacheMemlimit { noreply: true, .. }
+                    | Request::Verbosity { noreply: true, .. }
+            );
+            if !noreply {
+                out.extend_from_slice(
+                    format!("CLIENT_ERROR {command} is administrative: log in as a user of --admin-auth-file\r\n")
+                        .as_bytes(),
+                );
+            }
+            false
+        }
+    }
+}
+
+/// A command line fit for a log line: at most 200 bytes, escaped, without its end.
+fn printable_line(line: &[u8]) -> String {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let shown = &line[..line.len().min(200)];
+    let mut text = String::from_utf8_lossy(shown).escape_debug().to_string();
+    if line.len() > shown.len() {
+        text.push_str("...");
+    }
+    text
 }
 
 /// A user name fit for a log line: at most 64 bytes, escaped.

@@ -135,8 +135,12 @@ pub(crate) async fn step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) ->
     }
 }
 
-/// SASL_AUTH and SASL_STEP. Kura offers PLAIN, which is done in one step: a
-/// SASL_STEP has nothing to continue (as memcached answers a step before an auth).
+/// SASL_AUTH and SASL_STEP, as memcached with Cyrus SASL answers them. Kura offers
+/// PLAIN (its name in any case), which is done in one step: a SASL_STEP has nothing to
+/// continue. Once an exchange has succeeded, memcached's SASL connection does not start
+/// again: a second SASL_AUTH fails, whatever its password. Every failure logs the
+/// connection out, so its next request other than SASL's and `VERSION` gets
+/// `Auth failure.` and a close; after a failure a new SASL_AUTH may succeed.
 async fn sasl_auth(
     shared: &Arc<Shared>,
     conn: &mut Conn,
@@ -145,10 +149,12 @@ async fn sasl_auth(
     mechanism: &[u8],
     data: &[u8],
 ) -> Flow {
-    let login = (!step && mechanism == kura_protocol::auth::SASL_MECHANISMS)
+    let done_before = conn.user.is_some();
+    let plain = mechanism.eq_ignore_ascii_case(kura_protocol::auth::SASL_MECHANISMS);
+    let login = (!step && !done_before && plain)
         .then(|| kura_protocol::auth::parse_plain(data))
         .flatten();
-    let ok = match login {
+    let user = match login {
         Some((user, password)) => {
             crate::auth::check(shared, conn.peer, "sasl", user, password).await
         }
@@ -156,10 +162,10 @@ async fn sasl_auth(
             let c = shared.counters.local();
             bump(&c.auth_cmds);
             bump(&c.auth_errors);
-            false
+            None
         }
     };
-    if ok {
+    if user.is_some() {
         binary::response(
             &mut conn.out,
             to,
@@ -172,7 +178,7 @@ async fn sasl_auth(
     } else {
         binary::error(&mut conn.out, to, Status::AuthError, None);
     }
-    conn.logged_in(ok)
+    conn.logged_in(user)
 }
 
 /// The key a command reads or changes.

@@ -164,16 +164,30 @@ pub struct Config {
     /// 0 picks a free one (printed on stdout). Off unless given.
     #[arg(long = "metrics-port")]
     pub metrics_port: Option<u16>,
-    /// The interface of `--metrics-port`: loopback unless the operator opens it.
+    /// The interface of `--metrics-port`: loopback unless the operator opens it. Off
+    /// the loopback it needs `--metrics-token-file` (or `--insecure`).
     #[arg(long = "metrics-listen", default_value = "127.0.0.1")]
     pub metrics_listen: String,
+    /// A file whose first line is a bearer token (16 or more visible ASCII
+    /// characters): every metrics request must carry `Authorization: Bearer <token>`,
+    /// else it gets 401.
+    #[arg(long = "metrics-token-file", value_name = "FILE")]
+    pub metrics_token_file: Option<PathBuf>,
     /// memcached's auth file: `user:password` lines (or `user:<argon2 PHC hash>`) of
     /// who may use the memcached port. Every connection then logs in first: text and
     /// meta ones as with memcached's -Y, binary ones with SASL PLAIN.
     #[arg(short = 'Y', long = "auth-file")]
     pub auth_file: Option<PathBuf>,
+    /// Administrative users, in the -Y file's format: who may run the commands that
+    /// change what the node is (`replicaof`, `fence`, replication and backup streams,
+    /// `shutdown`, `refresh_certs`, `cache_memlimit`, `verbosity`). They may do all
+    /// that -Y's users may; -Y's users may not run these. Replicas and `kura backup`
+    /// log in as one of them (`--replication-login`).
+    #[arg(long = "admin-auth-file", value_name = "FILE")]
+    pub admin_auth_file: Option<PathBuf>,
     /// Listen off the loopback (`-l`) with no users file (-Y): anyone who reaches the
     /// port may read and change everything. Without this flag Kura refuses to start so.
+    /// Also lets metrics be served off the loopback without `--metrics-token-file`.
     #[arg(long = "insecure")]
     pub insecure: bool,
     /// A file with one `user:password` line: how this node logs in (with the text

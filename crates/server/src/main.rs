@@ -14,6 +14,7 @@ mod semantics;
 mod server;
 mod slabs;
 mod sql;
+mod startup;
 mod stats;
 mod stats_reply;
 mod tables;
@@ -45,6 +46,8 @@ fn main() -> anyhow::Result<()> {
             .cloned()
             .collect();
         print!("{}", Config::check(&rest)?);
+        // The start's own validation: what start would refuse, check refuses.
+        startup::prepare(&Config::load(&rest)?)?;
         return Ok(());
     }
     if let Some(done) = backup::command(&args) {
@@ -52,6 +55,8 @@ fn main() -> anyhow::Result<()> {
     }
     let config = Config::load(&args)?;
     start_logging(&config);
+    // Before anything is opened: a setting it refuses leaves the data directory alone.
+    let prepared = startup::prepare(&config)?;
     // Room for -c connections plus the log, the listener and the runtime's own files.
     raise_open_files_limit(config.connections_max as u64 + 64);
     let durability = match config.durability {
@@ -113,77 +118,35 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    runtime.block_on(run(config, store, tables, acks, replica_of))
+    runtime.block_on(run(config, prepared, store, tables, acks, replica_of))
 }
 
 async fn run(
     config: Config,
+    prepared: startup::Prepared,
     store: Arc<Store>,
     tables: Tables,
     acks: Arc<acks::Acks>,
     replica_of: Option<String>,
 ) -> anyhow::Result<()> {
-    let sql_listener = match config.sql_port.0 {
-        Some(port) => {
-            let users = match &config.sql_users {
-                Some(path) => sql::Users::from_file(path)?,
-                None => sql::Users::root_only(),
-            };
-            if users.has_passwordless() && !sql::is_loopback(&config.listen) {
-                anyhow::bail!(
-                    "the SQL port would let a user in without a password on {}: give \
-                     passwords with --sql-users FILE, listen on loopback, or --sql-port off",
-                    config.listen
-                );
-            }
+    let startup::Prepared {
+        users,
+        sql_users,
+        replication_login,
+        tls_settings,
+        tls,
+        metrics_token,
+    } = prepared;
+    let sql_listener = match (config.sql_port.0, sql_users) {
+        (Some(port), Some(users)) => {
             let addr = format!("{}:{port}", config.listen);
             let listener = std::net::TcpListener::bind(&addr).with_context(|| {
                 format!("SQL port: listening on {addr} (--sql-port off serves no SQL)")
             })?;
             Some((listener, users))
         }
-        None => None,
-    };
-    let replication_login = match &config.replication_login {
-        Some(path) => Some(auth::login_from_file(path)?),
-        None => None,
-    };
-    let users = match (&config.auth_file, config.enable_sasl) {
-        (Some(path), _) => Some(auth::UsersFile::open(path)?),
-        (None, true) => {
-            anyhow::bail!("-S: Kura's SASL checks the users of an auth file; give one with -Y FILE")
-        }
-        (None, false) => None,
-    };
-    let tls_settings = config.tls_settings()?;
-    let tls = match (&tls_settings, config.enable_ssl) {
-        (Some(settings), true) => {
-            Some(tls::Tls::start(settings.clone()).map_err(|e| anyhow::anyhow!("-Z: {e}"))?)
-        }
         _ => None,
     };
-    if config.tls_replication {
-        // Checked now, not at the first connection to a primary.
-        tls_settings
-            .as_ref()
-            .map(tls::Settings::client_config)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
-    // Who may use the port: the users of -Y, or the holders of a client certificate
-    // that TLS requires. TLS alone encrypts, but lets anyone in.
-    let guarded = users.is_some()
-        || tls
-            .as_ref()
-            .is_some_and(|t| t.settings.verify.requires_certificate());
-    if !guarded && !config.insecure && !sql::is_loopback(&config.listen) {
-        anyhow::bail!(
-            "listening on {} with no users file would let anyone who reaches the port read \
-             and change everything: give -Y FILE (or -Z with client certificates required, \
-             ssl_verify_mode=2), listen on loopback, or pass --insecure to mean it",
-            config.listen
-        );
-    }
     let addr = format!("{}:{}", config.listen, config.port);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
@@ -240,7 +203,7 @@ async fn run(
         let listener = std::net::TcpListener::bind(&addr)
             .with_context(|| format!("metrics: listening on {addr}"))?;
         let bound = listener.local_addr()?;
-        metrics::serve(listener, Arc::clone(&shared))?;
+        metrics::serve(listener, Arc::clone(&shared), metrics_token)?;
         println!("kura metrics listening on {bound}");
     }
     // The handlers are in place before anyone is told the server is up: a SIGTERM or

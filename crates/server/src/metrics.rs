@@ -13,6 +13,12 @@
 //! The endpoint is a thread with a blocking listener that answers one request per
 //! connection (`Connection: close`): scrapes are seconds apart, and a handful of
 //! lines of HTTP is less to trust than a web framework.
+//!
+//! With `--metrics-token-file`, every request must carry `Authorization: Bearer
+//! <token>` (Prometheus's `authorization: credentials_file:`); any other gets `401`
+//! and nothing else. The tokens are compared in constant time. The server refuses
+//! to serve metrics off the loopback without a token, as it refuses `-l` off the
+//! loopback without logins (`--insecure` lifts both).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -33,8 +39,61 @@ const REQUEST_HEAD_MAX_BYTES: usize = 8 * 1024;
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Serves `/metrics` on `listener` from a thread of its own.
-pub fn serve(listener: TcpListener, shared: Arc<Shared>) -> std::io::Result<()> {
+/// The bearer token of `--metrics-token-file`: the file's first line.
+pub struct Token(Vec<u8>);
+
+impl Token {
+    /// Reads the token: the file's first line, at least 16 bytes of visible ASCII
+    /// (a header carries it, and a short one is guessed).
+    pub fn from_file(path: &std::path::Path) -> anyhow::Result<Token> {
+        let text = std::fs::read(path)
+            .map_err(|e| anyhow::anyhow!("reading the metrics token {}: {e}", path.display()))?;
+        let line = text.split(|&b| b == b'\n').next().unwrap_or(&[]);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.len() < 16 || !line.iter().all(u8::is_ascii_graphic) {
+            anyhow::bail!(
+                "{}: the metrics token is the first line, at least 16 visible ASCII characters without spaces",
+                path.display()
+            );
+        }
+        Ok(Token(line.to_vec()))
+    }
+
+    /// Whether a request head carries `Authorization: Bearer <this token>`.
+    fn admits(&self, head: &[u8]) -> bool {
+        let shown = head.split(|&b| b == b'\n').skip(1).find_map(|line| {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let colon = line.iter().position(|&b| b == b':')?;
+            let (name, value) = (&line[..colon], &line[colon + 1..]);
+            name.eq_ignore_ascii_case(b"authorization")
+                .then(|| value.trim_ascii())
+        });
+        let Some(value) = shown else {
+            return false;
+        };
+        let Some(token) = value
+            .get(..7)
+            .filter(|scheme| scheme.eq_ignore_ascii_case(b"bearer "))
+            .map(|_| value[7..].trim_ascii())
+        else {
+            return false;
+        };
+        token.len() == self.0.len()
+            && token
+                .iter()
+                .zip(&self.0)
+                .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+                == 0
+    }
+}
+
+/// Serves `/metrics` on `listener` from a thread of its own; with a token, only to
+/// requests that show it.
+pub fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    token: Option<Token>,
+) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("kura-metrics".to_string())
         .spawn(move || {
@@ -44,7 +103,7 @@ pub fn serve(listener: TcpListener, shared: Arc<Shared>) -> std::io::Result<()> 
                 }
                 match stream {
                     Ok(stream) => {
-                        if let Err(e) = answer(stream, &shared) {
+                        if let Err(e) = answer(stream, &shared, token.as_ref()) {
                             tracing::warn!("metrics request: {e}");
                         }
                     }
@@ -59,7 +118,11 @@ pub fn serve(listener: TcpListener, shared: Arc<Shared>) -> std::io::Result<()> 
 }
 
 /// Reads one request head and answers it.
-fn answer(mut stream: TcpStream, shared: &Arc<Shared>) -> std::io::Result<()> {
+fn answer(
+    mut stream: TcpStream,
+    shared: &Arc<Shared>,
+    token: Option<&Token>,
+) -> std::io::Result<()> {
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut head = Vec::with_capacity(512);
@@ -78,6 +141,11 @@ fn answer(mut stream: TcpStream, shared: &Arc<Shared>) -> std::io::Result<()> {
                 b"",
             );
         }
+    }
+    if token.is_some_and(|t| !t.admits(&head)) {
+        let head = "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer\r\nContent-Type: text/plain\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        stream.write_all(head.as_bytes())?;
+        return stream.flush();
     }
     let line = head.split(|&b| b == b'\r').next().unwrap_or(&[]);
     let mut words = line.split(|&b| b == b' ');

@@ -28,8 +28,9 @@ use crate::stats::{add, bump, ConnInfo, Connections, CounterSet, PrefixStats};
 
 /// What every connection shares.
 pub struct Shared {
-    /// The users of `-Y`: when set, every connection logs in first (`crate::auth`).
-    pub users: Option<crate::auth::UsersFile>,
+    /// The users of `-Y` and `--admin-auth-file`: when set, every connection logs in
+    /// first (`crate::auth`).
+    pub users: Option<crate::auth::Logins>,
     pub store: Arc<Store>,
     /// Tables over the same store: rows reached through `@@container.key`.
     pub tables: Arc<kura_tables::Tables>,
@@ -251,6 +252,8 @@ pub(crate) struct Conn {
     dialect: Dialect,
     /// Whether it may run requests: logged in, or no users file.
     pub(crate) authenticated: bool,
+    /// Who logged in (none without a users file).
+    pub(crate) user: Option<crate::auth::User>,
     /// Logins refused on this connection.
     pub(crate) failed_logins: u32,
     pub(crate) peer: SocketAddr,
@@ -315,13 +318,16 @@ impl Conn {
         }
     }
 
-    /// Records a login's outcome; the flow closes the connection after too many
+    /// Records a login's outcome; a failed one logs the connection out, as a failed
+    /// SASL exchange does in memcached. The flow closes the connection after too many
     /// failures.
-    pub(crate) fn logged_in(&mut self, ok: bool) -> Flow {
-        if ok {
-            self.authenticated = true;
+    pub(crate) fn logged_in(&mut self, user: Option<crate::auth::User>) -> Flow {
+        self.authenticated = user.is_some();
+        if let Some(user) = user {
+            self.user = Some(user);
             return Flow::Continue;
         }
+        self.user = None;
         self.failed_logins += 1;
         if self.failed_logins >= crate::auth::FAILED_LOGINS_MAX {
             tracing::warn!(
@@ -439,6 +445,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
         session: crate::tables::Session::default(),
         dialect: Dialect::Undecided,
         authenticated: shared.users.is_none(),
+        user: None,
         failed_logins: 0,
         peer,
     };
@@ -578,12 +585,15 @@ async fn text_login(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step
             password,
             consumed,
         } => {
-            let ok = crate::auth::check(shared, conn.peer, "text", user, password).await;
-            conn.out
-                .extend_from_slice(if ok { LOGGED_IN } else { LOGIN_FAILED });
+            let user = crate::auth::check(shared, conn.peer, "text", user, password).await;
+            conn.out.extend_from_slice(if user.is_some() {
+                LOGGED_IN
+            } else {
+                LOGIN_FAILED
+            });
             Step::Ran {
                 consumed,
-                flow: conn.logged_in(ok),
+                flow: conn.logged_in(user),
             }
         }
     }
@@ -597,6 +607,14 @@ async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step 
     match parse(input, &shared.limits) {
         Parsed::Incomplete => Step::Incomplete,
         Parsed::Request { request, consumed } => {
+            let line = &input[..consumed];
+            let (user, peer) = (conn.user.as_ref(), conn.peer);
+            if !crate::auth::permitted(shared, user, peer, &request, line, &mut conn.out) {
+                return Step::Ran {
+                    consumed,
+                    flow: Flow::Continue,
+                };
+            }
             let wanted = sync::wanted(shared, &request);
             if let Some(refusal) = wanted.and_then(|w| sync::refusal(shared, w)) {
                 conn.out.extend_from_slice(&refusal);

@@ -208,11 +208,15 @@ fn settings(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "num_threads", config.threads);
     stat(out, "cas_enabled", "yes");
     stat(out, "binding_protocol", "auto-negotiate");
-    let auth_file = config.auth_file.as_ref().map(|f| f.display().to_string());
+    let auth_file = config
+        .auth_file
+        .as_ref()
+        .or(config.admin_auth_file.as_ref())
+        .map(|f| f.display().to_string());
     stat(
         out,
         "auth_enabled_sasl",
-        if auth_file.is_some() { "yes" } else { "no" },
+        if shared.users.is_some() { "yes" } else { "no" },
     );
     stat(
         out,

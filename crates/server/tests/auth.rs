@@ -1,7 +1,7 @@
 //! Logging in on the memcached port with a users file (`-Y`): text and binary on one
 //! port with one file, argon2-hashed passwords, the limit on failed logins, the
 //! counters, a log that names the user but never the password, and a replica that
-//! logs in to its primary (`--replication-login`).
+//! logs in to its primary (`--replication-login`, an admin of `--admin-auth-file`).
 //! (`auth_text` and `binprot_sasl` in the transcripts compare the replies with
 //! memcached's.)
 #![allow(clippy::expect_used)]
@@ -124,13 +124,21 @@ fn eventually_reads(server: &KuraServer, key: &str, value: &str) -> bool {
 fn a_replica_logs_in_to_a_primary_with_a_users_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let users = dir.path().join("users");
-    std::fs::write(&users, "ann:secret\nrepl:r3pl\n").expect("write");
+    std::fs::write(&users, "ann:secret\n").expect("write");
+    let admins = dir.path().join("admins");
+    std::fs::write(&admins, "repl:r3pl\n").expect("write");
     let login = dir.path().join("login");
     std::fs::write(&login, "repl:r3pl\n").expect("write");
     let users = users.to_string_lossy().into_owned();
+    let admins = admins.to_string_lossy().into_owned();
     let login = login.to_string_lossy().into_owned();
     let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
-    let primary = KuraServer::start(&bin, Durability::Fsync, &["-Y", &users]).expect("primary");
+    let primary = KuraServer::start(
+        &bin,
+        Durability::Fsync,
+        &["-Y", &users, "--admin-auth-file", &admins],
+    )
+    .expect("primary");
     let primary_addr = primary.addr().to_string();
     let replica = KuraServer::start(
         &bin,
@@ -252,4 +260,25 @@ fn sighup_reads_the_users_file_again() {
     assert_eq!(login("one"), b"CLIENT_ERROR authentication failure\r\n");
     let log = kura.wait_for_log("reloaded the users", kura_testkit::REPLY_TIMEOUT);
     assert!(log.contains("reloaded the users"), "{log}");
+}
+
+/// A user with an empty password could log in with no password at all: such a file
+/// stops the server at start, naming the line, whichever flag names it.
+#[test]
+fn an_empty_password_is_refused_at_start_naming_the_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let users = dir.path().join("users");
+    std::fs::write(&users, "# users\nann:secret\nalice:\n").expect("write");
+    let users = users.to_string_lossy().into_owned();
+    let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
+    for flag in ["-Y", "--admin-auth-file"] {
+        let error = match KuraServer::start(&bin, Durability::Fsync, &[flag, &users]) {
+            Ok(_) => panic!("kura started with {flag} naming a user with an empty password"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            error.contains(&format!("{users}, line 3")) && error.contains("empty"),
+            "{flag}: {error}"
+        );
+    }
 }

@@ -11,7 +11,7 @@
 //! segment is flipped, or the manifest is damaged, or a file is added, or a record is
 //! damaged under a manifest made to match it; `restore` refuses such a backup and a
 //! target that is not empty. A primary that holds nothing backs up with its history;
-//! one with a users file is backed up with `--replication-login`, and refuses a
+//! one with a users file is backed up with `--replication-login` (an admin's), and refuses a
 //! backup without it before any directory is made. A table's rows, a deleted row, a
 //! unique index and an ordered index's range read the same on the restored node.
 
@@ -521,12 +521,16 @@ fn a_primary_that_holds_nothing_yet_backs_up_and_restores_to_an_empty_primary() 
 fn a_backup_logs_in_to_a_primary_with_a_users_file() {
     let work = data_dir("backup-work-");
     let users = work.path().join("users");
-    std::fs::write(&users, "ann:secret\nrepl:r3pl\n").expect("write");
+    std::fs::write(&users, "ann:secret\n").expect("write");
+    let admins = work.path().join("admins");
+    std::fs::write(&admins, "repl:r3pl\n").expect("write");
     let login = work.path().join("login");
     std::fs::write(&login, "repl:r3pl\n").expect("write");
     let primary = options()
         .arg("-Y")
         .arg(&users)
+        .arg("--admin-auth-file")
+        .arg(&admins)
         .start()
         .unwrap_or_else(|e| panic!("start: {e}"));
     let mut c = client(&primary);

@@ -114,3 +114,81 @@ fn a_server_runs_from_a_file_and_its_flags_win() {
         "the command line's -p 0 wins over the file"
     );
 }
+
+/// `kura config check` runs the server's own validation: every setting the server
+/// refuses at start, check refuses too, with a non-zero exit and the same reason.
+#[test]
+fn check_refuses_what_start_refuses() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        path.to_string_lossy().into_owned()
+    };
+    let users = write("users", "ann:secret\n");
+    let empty = write("empty-password", "ann:secret\nalice:\n");
+    let admins_with_ann = write("admins", "ann:other\n");
+    let token = write("token", "short\n");
+    let off = ["--sql-port", "off"];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["-S"], "-Y FILE"),
+        (vec!["-l", "0.0.0.0", "--sql-port", "off"], "--insecure"),
+        (
+            vec!["-l", "0.0.0.0", "-Y", &users, "--sql-port", "0"],
+            "--sql-users",
+        ),
+        (vec!["-Y", &empty], "line 2"),
+        (vec!["--admin-auth-file", &empty], "line 2"),
+        (
+            vec!["-Y", &users, "--admin-auth-file", &admins_with_ann],
+            "both",
+        ),
+        (
+            vec!["--metrics-port", "0", "--metrics-listen", "0.0.0.0"],
+            "--metrics-token-file",
+        ),
+        (vec!["--metrics-token-file", &token], "16"),
+        (vec!["--ssl-key", &users], "-Z"),
+        (vec!["-Z"], "ssl_chain_cert"),
+    ];
+    let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
+    for (args, reason) in &cases {
+        let with_off: Vec<&str> = if args.contains(&"--sql-port") {
+            args.clone()
+        } else {
+            args.iter().copied().chain(off).collect()
+        };
+        let started = KuraServer::start(&bin, Durability::Fsync, &with_off);
+        let refused = match started {
+            Ok(_) => panic!("kura started with {with_off:?}"),
+            Err(e) => e.to_string(),
+        };
+        assert!(refused.contains(reason), "start {with_off:?}: {refused}");
+        let output = kura()
+            .args(["config", "check"])
+            .args(&with_off)
+            .output()
+            .expect("run kura config check");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success(),
+            "config check {with_off:?} exited 0:\n{}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        assert!(
+            stderr.contains(reason),
+            "config check {with_off:?}: {stderr}"
+        );
+    }
+    // What start takes, check takes.
+    let output = kura()
+        .args(["config", "check", "-Y", &users])
+        .args(off)
+        .output()
+        .expect("run kura config check");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

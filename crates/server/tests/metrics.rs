@@ -59,3 +59,56 @@ fn metrics_parse_and_agree_with_stats() {
         assert!(reply.starts_with(status), "{request:?} got {reply:?}");
     }
 }
+
+/// One request to the metrics port with an optional `Authorization` header; the reply.
+fn get_metrics(addr: SocketAddr, authorization: Option<&str>) -> String {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    let header = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{header}\r\n");
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).expect("read");
+    reply
+}
+
+/// `--metrics-listen` off the loopback follows `-l`'s rule: refused unless the port
+/// is protected, here by a bearer token (`--metrics-token-file`) every scrape must
+/// show, or unless `--insecure` says the operator means it.
+#[test]
+fn metrics_off_the_loopback_need_a_bearer_token() {
+    let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
+    let open = ["--metrics-port", "0", "--metrics-listen", "0.0.0.0"];
+    let error = match KuraServer::start(&bin, Durability::Fsync, &open) {
+        Ok(_) => panic!("metrics served on 0.0.0.0 with nothing to protect them"),
+        Err(e) => e.to_string(),
+    };
+    assert!(error.contains("--metrics-token-file"), "{error}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "s3cr3t-t0ken-for-prometheus\n").expect("write");
+    let token_file = token_file.to_string_lossy().into_owned();
+    let mut args = open.to_vec();
+    args.extend(["--metrics-token-file", &token_file]);
+    let kura = KuraServer::start(&bin, Durability::Fsync, &args).expect("kura with a token");
+    let metrics = SocketAddr::from(([127, 0, 0, 1], metrics_addr(&kura).port()));
+    for wrong in [
+        None,
+        Some("Bearer s3cr3t-t0ken-for-prometheuS"),
+        Some("Basic s3cr3t-t0ken-for-prometheus"),
+    ] {
+        let reply = get_metrics(metrics, wrong);
+        assert!(reply.starts_with("HTTP/1.1 401"), "{wrong:?}: {reply}");
+        assert!(reply.contains("WWW-Authenticate: Bearer"), "{reply}");
+        assert!(!reply.contains("memcached_"), "{reply}");
+    }
+    let reply = get_metrics(metrics, Some("Bearer s3cr3t-t0ken-for-prometheus"));
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(reply.contains("memcached_current_connections"), "{reply}");
+
+    let mut args = open.to_vec();
+    args.push("--insecure");
+    let kura = KuraServer::start(&bin, Durability::Fsync, &args).expect("kura --insecure");
+    let metrics = SocketAddr::from(([127, 0, 0, 1], metrics_addr(&kura).port()));
+    assert!(get_metrics(metrics, None).starts_with("HTTP/1.1 200"));
+}
