@@ -261,6 +261,9 @@ pub struct MetaFlags<'a> {
     /// reports is on this node's disk (`Y`, `Y0`) and on `n` replicas' disks, never
     /// less than the server's default.
     pub durability: Option<u8>,
+    /// `r` (Kura's own, mg only): a table range's rows one by one instead of one
+    /// item holding them all (`docs/tables.md`).
+    pub rows: bool,
     /// Every flag letter in request order, including the ones above and the
     /// accepted-but-ignored proxy flags `P` and `L`.
     pub order: FlagOrder,

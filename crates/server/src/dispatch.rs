@@ -330,6 +330,11 @@ pub fn execute(
             out.extend_from_slice(b"ERROR: shutdown not enabled\r\n");
             Outcome::done()
         }
+        Request::MetaGet(request) if request.flags.rows => {
+            // Kura's `r` is for table ranges: memcached's keys refuse it as memcached does.
+            write_error(&ProtocolError::InvalidFlag, out);
+            Outcome::done()
+        }
         Request::MetaGet(request) => {
             bump(&c.cmd_meta);
             meta_get(shared, &request, out)
