@@ -309,10 +309,14 @@ impl<'a> Command<'a, '_> {
                 b"quit" => self.ok(Request::Quit),
                 b"verbosity" => self.verbosity(),
                 // memcached's slab, LRU and log-watch administration has no
-                // meaning for Kura's store; those commands answer ERROR.
-                b"lru_crawler" | b"watch" | b"lru" | b"extstore" => {
-                    self.fail(ProtocolError::UnknownCommand)
-                }
+                // meaning for Kura's store; those commands answer ERROR. memcached
+                // reads `noreply` on `lru`, `watch` and `extstore` (not on
+                // `lru_crawler`) before anything else, and then answers nothing.
+                b"lru" | b"watch" | b"extstore" => self.fail_noreply(
+                    ProtocolError::UnknownCommand,
+                    self.line.last() == b"noreply",
+                ),
+                b"lru_crawler" => self.fail(ProtocolError::UnknownCommand),
                 _ if self.line.last().starts_with(b"HTTP/") => Parsed::Error {
                     error: ProtocolError::HttpRequest,
                     consumed: self.buf.len(),

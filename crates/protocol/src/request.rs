@@ -433,6 +433,20 @@ pub enum Request<'a> {
 }
 
 impl Request<'_> {
+    /// Whether the client asked for no reply (`noreply`, the classic commands only).
+    pub fn noreply(&self) -> bool {
+        match self {
+            Request::Storage { noreply, .. }
+            | Request::Delete { noreply, .. }
+            | Request::Arithmetic { noreply, .. }
+            | Request::Touch { noreply, .. }
+            | Request::FlushAll { noreply, .. }
+            | Request::CacheMemlimit { noreply, .. }
+            | Request::Verbosity { noreply, .. } => *noreply,
+            _ => false,
+        }
+    }
+
     /// Appends the request as a client would send it (data block included).
     /// `parse` of these bytes gives back an equal request, for requests that
     /// satisfy the invariants in the module docs.

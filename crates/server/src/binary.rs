@@ -109,6 +109,17 @@ pub(crate) async fn step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) ->
             flow: Flow::Continue,
         };
     }
+    if changes(&command) {
+        // A replica refuses a change before it looks at the data (no EXISTS for a
+        // CAS that does not match, no NOT_FOUND for a missing key).
+        if let Err(e) = shared.store.check_writable() {
+            engine_error(&mut conn.out, to, &e);
+            return Step::Ran {
+                consumed,
+                flow: Flow::Continue,
+            };
+        }
+    }
     let wanted = if changes(&command) {
         sync::wanted_by_default(shared)
     } else {

@@ -624,7 +624,9 @@ async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step 
             noreply,
             unlink_key,
         } => {
-            if !noreply {
+            if noreply {
+                bump(&shared.counters.local().noreply_errors_dropped);
+            } else {
                 dispatch::write_error(&error, &mut conn.out);
             }
             if let Some(key) = unlink_key {

@@ -17,9 +17,9 @@
 //! and the modes S E R on ms, `C k O q` on md). `incr decr append prepend ma`, and
 //! memcached's own mechanisms (vivify, recache and win tokens, invalidation, base64
 //! keys), get `CLIENT_ERROR`: rows have no counter column, and tables keep memcached's
-//! rules out. A value that does not fit its row gets `CLIENT_ERROR <reason>`, and the
-//! reply goes out under `noreply` too (as memcached's `out_errstring` does for a
-//! store it refused), so that a refused write is never silent.
+//! rules out. A value that does not fit its row gets `CLIENT_ERROR <reason>`; under
+//! `noreply` it is dropped with every other reply (`dispatch::execute`), as memcached
+//! drops a refused store's.
 //!
 //! What it is not for: what a row is, or how it and its indexes are written
 //! (`kura-tables`).
@@ -226,7 +226,6 @@ pub fn execute(
                 Ok(result) => {
                     let (reply, lsn): (&[u8], _) = match result {
                         WriteOutcome::NoMemory => {
-                            // As memcached's out-of-memory reply: sent under noreply too.
                             out.extend_from_slice(NO_MEMORY_REPLY);
                             return Some(Outcome::after(None));
                         }
