@@ -660,7 +660,9 @@ const LOG_FAILED_REPLY: &[u8] = b"SERVER_ERROR log write failed; change not stor
 /// failed, sends only the replies whose changes were acknowledged, then an error, and
 /// returns false so the connection closes: no client is told a lost write was stored.
 async fn flush<S: AsyncWrite + Unpin>(stream: &mut S, conn: &mut Conn, shared: &Shared) -> bool {
-    if conn.out.is_empty() {
+    // A quiet change that waits for replicas has no reply yet, but may get an error:
+    // it goes out when the wait ends, not with the client's next request.
+    if conn.out.is_empty() && conn.waits.is_empty() {
         return true;
     }
     let need = conn.marks.iter().map(|m| m.lsn).max().unwrap_or(0);
