@@ -245,6 +245,10 @@ pub(crate) struct Conn {
     pub(crate) waits: Vec<crate::replication::sync::Wait>,
     /// Bytes still to discard from the stream (the data block of a refused store).
     pub(crate) swallow_bytes: usize,
+    /// How much of `out` memcached would have written already: on a binary
+    /// connection, through the last reply that flushes its pipeline (an error status,
+    /// or NOOP). A request that closes the connection at once leaves these.
+    pub(crate) pushed: usize,
     /// What the connection chose with `get @@<container>`.
     session: crate::tables::Session,
     /// Which protocol the connection speaks, once its first byte has arrived.
@@ -340,6 +344,16 @@ impl Conn {
         self.out.clear();
         self.marks.clear();
         self.waits.clear();
+        self.pushed = 0;
+    }
+
+    /// Forgets the replies after `pushed`, which memcached would not have written
+    /// before a request that closes the connection at once.
+    pub(crate) fn drop_unpushed(&mut self) {
+        let kept = self.pushed;
+        self.out.truncate(kept);
+        self.marks.retain(|m| m.start < kept);
+        self.waits.retain(|w| w.end <= kept);
     }
 }
 
@@ -436,6 +450,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
         marks: Vec::new(),
         waits: Vec::new(),
         swallow_bytes: 0,
+        pushed: 0,
         session: crate::tables::Session::default(),
         dialect: Dialect::Undecided,
         authenticated: shared.users.is_none(),
@@ -703,6 +718,7 @@ async fn flush<S: AsyncWrite + Unpin>(stream: &mut S, conn: &mut Conn, shared: &
         conn.out.len() as u64,
     );
     conn.out.clear();
+    conn.pushed = 0;
     if conn.out.capacity() > 1 << 20 {
         conn.out = Vec::with_capacity(16 * 1024);
     }
