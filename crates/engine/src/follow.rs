@@ -85,7 +85,9 @@ impl Store {
         self.read_only.store(read_only, Ordering::Release);
     }
 
-    pub(crate) fn check_writable(&self) -> Result<(), Error> {
+    /// [`Error::ReadOnly`] on a replica's store: a caller refuses a change with it
+    /// before it looks at the data, so that the refusal never depends on what is there.
+    pub fn check_writable(&self) -> Result<(), Error> {
         if self.is_read_only() {
             return Err(Error::ReadOnly {
                 primary: self.primary.lock().clone(),

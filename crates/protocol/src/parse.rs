@@ -59,6 +59,14 @@ const META_TOKENS_MAX: usize = 20;
 /// memcached's `MFLAG_MAX_OPAQUE_LENGTH`, counting the `O` itself.
 const OPAQUE_TOKEN_MAX_BYTES: usize = 32;
 
+/// Whether a meta command takes Kura's `r` flag (mg does; ms, md and ma answer it as
+/// memcached answers any flag it does not know).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RowsFlag {
+    Accepted,
+    Refused,
+}
+
 /// The outcome of one [`parse`] call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Parsed<'a> {
@@ -301,10 +309,14 @@ impl<'a> Command<'a, '_> {
                 b"quit" => self.ok(Request::Quit),
                 b"verbosity" => self.verbosity(),
                 // memcached's slab, LRU and log-watch administration has no
-                // meaning for Kura's store; those commands answer ERROR.
-                b"lru_crawler" | b"watch" | b"lru" | b"extstore" => {
-                    self.fail(ProtocolError::UnknownCommand)
-                }
+                // meaning for Kura's store; those commands answer ERROR. memcached
+                // reads `noreply` on `lru`, `watch` and `extstore` (not on
+                // `lru_crawler`) before anything else, and then answers nothing.
+                b"lru" | b"watch" | b"extstore" => self.fail_noreply(
+                    ProtocolError::UnknownCommand,
+                    self.line.last() == b"noreply",
+                ),
+                b"lru_crawler" => self.fail(ProtocolError::UnknownCommand),
                 _ if self.line.last().starts_with(b"HTTP/") => Parsed::Error {
                     error: ProtocolError::HttpRequest,
                     consumed: self.buf.len(),
@@ -609,7 +621,11 @@ impl<'a> Command<'a, '_> {
     }
 
     /// `_meta_flag_preparse` over the tokens from `first`.
-    fn meta_flags(&self, first: usize) -> Result<(Cow<'a, [u8]>, MetaFlags<'a>), ProtocolError> {
+    fn meta_flags(
+        &self,
+        first: usize,
+        rows_flag: RowsFlag,
+    ) -> Result<(Cow<'a, [u8]>, MetaFlags<'a>), ProtocolError> {
         let mut key = Cow::Borrowed(self.line.token(1));
         let mut flags = MetaFlags::default();
         let mut seen = [false; 127];
@@ -693,6 +709,8 @@ impl<'a> Command<'a, '_> {
                     None => bad(Some(ProtocolError::InvalidDeltaValue)),
                 },
                 b'I' => flags.invalidate = true,
+                // Kura's own, on mg only: a table range's rows one by one.
+                b'r' if rows_flag == RowsFlag::Accepted => flags.rows = true,
                 // Kura's own: how durable the change must be before the reply.
                 b'Y' => match durability_level(value) {
                     Some(level) => flags.durability = Some(level),
@@ -713,7 +731,7 @@ impl<'a> Command<'a, '_> {
         if let Err(error) = self.meta_prologue(ProtocolError::MetaGetOptionsTooLong) {
             return self.fail(error);
         }
-        match self.meta_flags(2) {
+        match self.meta_flags(2, RowsFlag::Accepted) {
             Err(error) => self.fail(error),
             Ok((_, flags)) if opaque_too_long(&flags) => self.fail(ProtocolError::OpaqueTooLong),
             Ok((key, flags)) => self.ok(Request::MetaGet(MetaRequest { key, flags })),
@@ -725,7 +743,7 @@ impl<'a> Command<'a, '_> {
         if let Err(error) = self.meta_prologue(ProtocolError::OptionsTooLong) {
             return self.fail(error);
         }
-        match self.meta_flags(2) {
+        match self.meta_flags(2, RowsFlag::Refused) {
             Err(_) => self.fail(ProtocolError::InvalidOrDuplicateFlag),
             Ok((_, flags)) if opaque_too_long(&flags) => self.fail(ProtocolError::OpaqueTooLong),
             Ok((key, flags)) => self.ok(Request::MetaDelete(MetaRequest { key, flags })),
@@ -737,7 +755,7 @@ impl<'a> Command<'a, '_> {
         if let Err(error) = self.meta_prologue(ProtocolError::OptionsTooLong) {
             return self.fail(error);
         }
-        match self.meta_flags(2) {
+        match self.meta_flags(2, RowsFlag::Refused) {
             Err(_) => self.fail(ProtocolError::InvalidOrDuplicateFlag),
             Ok((_, flags)) if !matches!(flags.mode, None | Some(b'I' | b'+' | b'D' | b'-')) => {
                 self.fail(ProtocolError::InvalidArithmeticMode)
@@ -760,7 +778,7 @@ impl<'a> Command<'a, '_> {
             return self.fail(ProtocolError::BadCommandLineFormat);
         };
         // From here on memcached swallows the data block after an error.
-        let (key, flags) = match self.meta_flags(3) {
+        let (key, flags) = match self.meta_flags(3, RowsFlag::Refused) {
             Ok(parsed) => parsed,
             Err(error) => return self.fail_swallow(error, block_bytes),
         };

@@ -261,6 +261,9 @@ pub struct MetaFlags<'a> {
     /// reports is on this node's disk (`Y`, `Y0`) and on `n` replicas' disks, never
     /// less than the server's default.
     pub durability: Option<u8>,
+    /// `r` (Kura's own, mg only): a table range's rows one by one instead of one
+    /// item holding them all (`docs/tables.md`).
+    pub rows: bool,
     /// Every flag letter in request order, including the ones above and the
     /// accepted-but-ignored proxy flags `P` and `L`.
     pub order: FlagOrder,
@@ -430,6 +433,20 @@ pub enum Request<'a> {
 }
 
 impl Request<'_> {
+    /// Whether the client asked for no reply (`noreply`, the classic commands only).
+    pub fn noreply(&self) -> bool {
+        match self {
+            Request::Storage { noreply, .. }
+            | Request::Delete { noreply, .. }
+            | Request::Arithmetic { noreply, .. }
+            | Request::Touch { noreply, .. }
+            | Request::FlushAll { noreply, .. }
+            | Request::CacheMemlimit { noreply, .. }
+            | Request::Verbosity { noreply, .. } => *noreply,
+            _ => false,
+        }
+    }
+
     /// Appends the request as a client would send it (data block included).
     /// `parse` of these bytes gives back an equal request, for requests that
     /// satisfy the invariants in the module docs.

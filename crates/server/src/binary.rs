@@ -30,8 +30,38 @@ use crate::stats::{bump, PrefixEvent};
 /// The version a binary `VERSION` answers: memcached's, then Kura's.
 const VERSION: &str = concat!("1.6.18-kura-", env!("CARGO_PKG_VERSION"));
 
-/// Parses and runs the first request in `input`.
+/// Parses and runs the first request in `input`, and notes when its reply flushes
+/// memcached's pipeline.
 pub(crate) async fn step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step {
+    let start = conn.out.len();
+    let step = run_step(shared, conn, input).await;
+    // An error that discards a body moves memcached to `conn_swallow`, not to a write.
+    if conn.swallow_bytes == 0 && flushes_pipeline(conn.out.get(start..).unwrap_or_default()) {
+        conn.pushed = conn.out.len();
+    }
+    step
+}
+
+/// Whether memcached writes out every reply so far after these reply packets: an
+/// error status (`write_bin_error` moves to `conn_mwrite` when it discards nothing)
+/// or a NOOP ("NOOP forces
+/// pipeline flush"). Other replies wait in memcached's buffer for more of the read,
+/// and are lost when a later header in it closes the connection.
+fn flushes_pipeline(replies: &[u8]) -> bool {
+    let mut rest = replies;
+    while rest.len() >= binary::HEADER_BYTES {
+        let opcode = rest[1];
+        let status = u16::from_be_bytes([rest[6], rest[7]]);
+        if status != 0 || opcode == binary::opcode::NOOP {
+            return true;
+        }
+        let body = u32::from_be_bytes([rest[8], rest[9], rest[10], rest[11]]) as usize;
+        rest = rest.get(binary::HEADER_BYTES + body..).unwrap_or_default();
+    }
+    false
+}
+
+async fn run_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step {
     let sasl = match (&shared.users, conn.authenticated) {
         (None, _) => Sasl::Off,
         (Some(_), false) => Sasl::Required,
@@ -40,9 +70,9 @@ pub(crate) async fn step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) ->
     let (header, command, consumed) = match binary::parse(input, &shared.limits, sasl) {
         Parsed::Incomplete => return Step::Incomplete,
         Parsed::Close => {
-            // memcached closes at once: replies to this read's earlier requests
-            // never leave either.
-            conn.drop_unsent();
+            // memcached closes at once: of this read's earlier replies, only those it
+            // already wrote out leave.
+            conn.drop_unpushed();
             return Step::Ran {
                 consumed: input.len(),
                 flow: Flow::Close,
@@ -108,6 +138,17 @@ pub(crate) async fn step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) ->
             consumed,
             flow: Flow::Continue,
         };
+    }
+    if changes(&command) {
+        // A replica refuses a change before it looks at the data (no EXISTS for a
+        // CAS that does not match, no NOT_FOUND for a missing key).
+        if let Err(e) = shared.store.check_writable() {
+            engine_error(&mut conn.out, to, &e);
+            return Step::Ran {
+                consumed,
+                flow: Flow::Continue,
+            };
+        }
     }
     let wanted = if changes(&command) {
         sync::wanted_by_default(shared)

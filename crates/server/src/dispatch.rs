@@ -85,13 +85,42 @@ pub fn write_engine_error(e: &kura_engine::Error, out: &mut Vec<u8>) {
     }
 }
 
-/// Runs one request and appends its reply to `out`.
+/// Runs one request and appends its reply to `out`. A `noreply` request leaves
+/// nothing there, its errors included: memcached sends nothing for it, and a client
+/// that asked for no reply reads the next one as its next command's (counted in
+/// `stats` as `noreply_errors_dropped`).
 pub fn execute(
     shared: &Shared,
     session: &mut Session,
     request: Request<'_>,
     out: &mut Vec<u8>,
 ) -> Outcome {
+    let noreply = request.noreply();
+    let start = out.len();
+    let outcome = execute_request(shared, session, request, out);
+    // A noreply command writes nothing when it succeeds, so anything here reports a
+    // failure.
+    if noreply && out.len() > start {
+        out.truncate(start);
+        bump(&shared.counters.local().noreply_errors_dropped);
+    }
+    outcome
+}
+
+fn execute_request(
+    shared: &Shared,
+    session: &mut Session,
+    request: Request<'_>,
+    out: &mut Vec<u8>,
+) -> Outcome {
+    // A replica refuses a change before it looks at the data: a cas must not answer
+    // EXISTS, nor a delete NOT_FOUND, where the primary might answer otherwise.
+    if crate::replication::sync::changes(&request) {
+        if let Err(e) = shared.store.check_writable() {
+            write_engine_error(&e, out);
+            return Outcome::done();
+        }
+    }
     if let Some(outcome) = tables::execute(shared, session, &request, out) {
         return outcome;
     }
@@ -328,6 +357,11 @@ pub fn execute(
         Request::Shutdown { mode: _ } => {
             // As memcached started without -A: shutdown is by signal only.
             out.extend_from_slice(b"ERROR: shutdown not enabled\r\n");
+            Outcome::done()
+        }
+        Request::MetaGet(request) if request.flags.rows => {
+            // Kura's `r` is for table ranges: memcached's keys refuse it as memcached does.
+            write_error(&ProtocolError::InvalidFlag, out);
             Outcome::done()
         }
         Request::MetaGet(request) => {

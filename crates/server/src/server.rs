@@ -246,6 +246,10 @@ pub(crate) struct Conn {
     pub(crate) waits: Vec<crate::replication::sync::Wait>,
     /// Bytes still to discard from the stream (the data block of a refused store).
     pub(crate) swallow_bytes: usize,
+    /// How much of `out` memcached would have written already: on a binary
+    /// connection, through the last reply that flushes its pipeline (an error status,
+    /// or NOOP). A request that closes the connection at once leaves these.
+    pub(crate) pushed: usize,
     /// What the connection chose with `get @@<container>`.
     session: crate::tables::Session,
     /// Which protocol the connection speaks, once its first byte has arrived.
@@ -346,6 +350,16 @@ impl Conn {
         self.out.clear();
         self.marks.clear();
         self.waits.clear();
+        self.pushed = 0;
+    }
+
+    /// Forgets the replies after `pushed`, which memcached would not have written
+    /// before a request that closes the connection at once.
+    pub(crate) fn drop_unpushed(&mut self) {
+        let kept = self.pushed;
+        self.out.truncate(kept);
+        self.marks.retain(|m| m.start < kept);
+        self.waits.retain(|w| w.end <= kept);
     }
 }
 
@@ -442,6 +456,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
         marks: Vec::new(),
         waits: Vec::new(),
         swallow_bytes: 0,
+        pushed: 0,
         session: crate::tables::Session::default(),
         dialect: Dialect::Undecided,
         authenticated: shared.users.is_none(),
@@ -642,7 +657,9 @@ async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step 
             noreply,
             unlink_key,
         } => {
-            if !noreply {
+            if noreply {
+                bump(&shared.counters.local().noreply_errors_dropped);
+            } else {
                 dispatch::write_error(&error, &mut conn.out);
             }
             if let Some(key) = unlink_key {
@@ -676,7 +693,9 @@ const LOG_FAILED_REPLY: &[u8] = b"SERVER_ERROR log write failed; change not stor
 /// failed, sends only the replies whose changes were acknowledged, then an error, and
 /// returns false so the connection closes: no client is told a lost write was stored.
 async fn flush<S: AsyncWrite + Unpin>(stream: &mut S, conn: &mut Conn, shared: &Shared) -> bool {
-    if conn.out.is_empty() {
+    // A quiet change that waits for replicas has no reply yet, but may get an error:
+    // it goes out when the wait ends, not with the client's next request.
+    if conn.out.is_empty() && conn.waits.is_empty() {
         return true;
     }
     let need = conn.marks.iter().map(|m| m.lsn).max().unwrap_or(0);
@@ -717,6 +736,7 @@ async fn flush<S: AsyncWrite + Unpin>(stream: &mut S, conn: &mut Conn, shared: &
         conn.out.len() as u64,
     );
     conn.out.clear();
+    conn.pushed = 0;
     if conn.out.capacity() > 1 << 20 {
         conn.out = Vec::with_capacity(16 * 1024);
     }

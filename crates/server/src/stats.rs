@@ -147,6 +147,7 @@ counters!(
     idle_kicks,
     log_wait_batches,
     io_uring_reads,
+    noreply_errors_dropped,
 );
 
 pub fn bump(counter: &AtomicU64) {

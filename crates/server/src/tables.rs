@@ -17,9 +17,9 @@
 //! and the modes S E R on ms, `C k O q` on md). `incr decr append prepend ma`, and
 //! memcached's own mechanisms (vivify, recache and win tokens, invalidation, base64
 //! keys), get `CLIENT_ERROR`: rows have no counter column, and tables keep memcached's
-//! rules out. A value that does not fit its row gets `CLIENT_ERROR <reason>`, and the
-//! reply goes out under `noreply` too (as memcached's `out_errstring` does for a
-//! store it refused), so that a refused write is never silent.
+//! rules out. A value that does not fit its row gets `CLIENT_ERROR <reason>`; under
+//! `noreply` it is dropped with every other reply (`dispatch::execute`), as memcached
+//! drops a refused store's.
 //!
 //! What it is not for: what a row is, or how it and its indexes are written
 //! (`kura-tables`).
@@ -37,6 +37,8 @@ use crate::dispatch::{write_engine_error, Outcome};
 use crate::semantics::NO_MEMORY_REPLY;
 use crate::server::Shared;
 use crate::stats::bump;
+
+mod range;
 
 /// What a connection remembers between requests.
 #[derive(Debug, Default)]
@@ -224,7 +226,6 @@ pub fn execute(
                 Ok(result) => {
                     let (reply, lsn): (&[u8], _) = match result {
                         WriteOutcome::NoMemory => {
-                            // As memcached's out-of-memory reply: sent under noreply too.
                             out.extend_from_slice(NO_MEMORY_REPLY);
                             return Some(Outcome::after(None));
                         }
@@ -372,18 +373,13 @@ pub fn retrieve(
             bump(&c.cmd_get);
             match shared.tables.range(&catalog, container, row_key) {
                 Ok(rows) => {
-                    // Each row by its table's key, which names it alone.
+                    // One item under the key asked for, holding every row.
+                    bump(&c.get_hits);
                     let table = &catalog.tables[container.table].table.name;
-                    let mut lsn = None;
-                    for (pk, item) in rows {
-                        bump(&c.get_hits);
-                        let mut key = format!("@@{table}.").into_bytes();
-                        key.extend_from_slice(&pk);
-                        let cas = command.returns_cas().then_some(item.cas);
-                        write_value(out, &key, item.client_flags, &item.value, cas);
-                        lsn = lsn.max(Some(item.lsn));
-                    }
-                    Ok(lsn)
+                    let combined = range::combine(table, &rows);
+                    let cas = command.returns_cas().then_some(combined.cas);
+                    write_value(out, key, 0, &combined.value, cas);
+                    Ok(combined.lsn)
                 }
                 Err(e) => {
                     write_error(out, &e);
@@ -483,8 +479,15 @@ fn meta_get(
     m: &MetaRequest<'_>,
     out: &mut Vec<u8>,
 ) -> Outcome {
+    if kura_tables::ordered::is_range(row_key) {
+        return meta_range(shared, catalog, container, row_key, m, out);
+    }
     let c = shared.counters.local();
     let f = &m.flags;
+    if f.rows {
+        client_error(out, "flag r takes a range");
+        return Outcome::after(None);
+    }
     let tables = &shared.tables;
     let result = match f.ttl {
         Some(ttl) => {
@@ -524,6 +527,14 @@ fn meta_get(
         }
     };
     let now = shared.store.now_secs();
+    write_meta_item(out, &item, &m.key, m, now);
+    Outcome::after(Some(item.lsn))
+}
+
+/// A row, or a range's item, as mg shows it: `VA`/`HD` with the flags asked for, `k`
+/// naming it `key`.
+fn write_meta_item(out: &mut Vec<u8>, item: &RowItem, key: &[u8], m: &MetaRequest<'_>, now: u32) {
+    let f = &m.flags;
     if f.return_value {
         out.extend_from_slice(b"VA ");
         push_u64(out, item.value.len() as u64);
@@ -552,6 +563,10 @@ fn meta_get(
                 out.extend_from_slice(b" f");
                 push_u64(out, u64::from(item.client_flags));
             }
+            b'k' => {
+                out.extend_from_slice(b" k");
+                out.extend_from_slice(key);
+            }
             &other => push_echo_letter(out, other, m),
         }
     }
@@ -560,7 +575,65 @@ fn meta_get(
         out.extend_from_slice(&item.value);
         out.extend_from_slice(b"\r\n");
     }
-    Outcome::after(Some(item.lsn))
+}
+
+/// `mg` of a range: one item holding its rows (as `get`), or with `r` each row as
+/// its own `VA`/`HD` line (named by its table key with `k`), then `EN` with `r0` (the
+/// whole range) or `r1` (cut at its limit) where the request put `r`.
+fn meta_range(
+    shared: &Shared,
+    catalog: &Catalog,
+    container: Container,
+    spec: &[u8],
+    m: &MetaRequest<'_>,
+    out: &mut Vec<u8>,
+) -> Outcome {
+    let c = shared.counters.local();
+    let f = &m.flags;
+    if f.ttl.is_some() {
+        client_error(out, "mg T takes keys, not ranges");
+        return Outcome::after(None);
+    }
+    bump(&c.cmd_get);
+    let rows = match shared.tables.range(catalog, container, spec) {
+        Ok(rows) => rows,
+        Err(e) => {
+            write_error(out, &e);
+            return Outcome::after(None);
+        }
+    };
+    bump(&c.get_hits);
+    let now = shared.store.now_secs();
+    let table = &catalog.tables[container.table].table.name;
+    if !f.rows {
+        let combined = range::combine(table, &rows);
+        let item = RowItem {
+            value: combined.value,
+            client_flags: 0,
+            exptime: 0,
+            cas: combined.cas,
+            lsn: combined.lsn.unwrap_or(0),
+        };
+        write_meta_item(out, &item, &m.key, m, now);
+        return Outcome::after(combined.lsn);
+    }
+    let mut lsn = None;
+    for (pk, item) in &rows.rows {
+        let mut key = format!("@@{table}.").into_bytes();
+        key.extend_from_slice(pk);
+        write_meta_item(out, item, &key, m, now);
+        lsn = lsn.max(Some(item.lsn));
+    }
+    out.extend_from_slice(b"EN");
+    for &letter in f.order.as_slice() {
+        if letter == b'r' {
+            out.extend_from_slice(if rows.cut { b" r1" } else { b" r0" });
+        } else {
+            push_echo_letter(out, letter, m);
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+    Outcome::after(lsn)
 }
 
 fn meta_set(

@@ -144,3 +144,40 @@ fn sasl_clients_log_in_as_with_memcached() {
 fn pymemcache_logs_in_with_the_text_login_as_with_memcached() {
     against_memcached_then_kura(Logins::Text, &[Script::Python("text_auth.py")]);
 }
+
+/// A range read through `get` is one item whose value holds every row: pymemcache,
+/// python-memcached and pylibmc read a 300-row range whole and split it back into
+/// the rows, alone and in a multi-get with a plain key (`tests/clients/table_ranges.py`).
+/// memcached has no tables: the script runs against kura alone.
+#[test]
+fn common_clients_read_a_table_range_whole() {
+    let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
+    let schema = root().join("tests/transcripts/tables/schema.sql");
+    let schema = schema.to_string_lossy().into_owned();
+    let kura = KuraServer::start(&bin, Durability::Fsync, &["--schema", &schema])
+        .unwrap_or_else(|e| panic!("cannot start kura: {e}"));
+    if let Err(e) = run("table_ranges.py", kura.addr(), &[]) {
+        panic!(
+            "table_ranges.py against kura:\n{e}\nkura's log:\n{}",
+            kura.log()
+        );
+    }
+}
+
+/// pymemcache sends `set` with `noreply` by default: a row Kura refuses returns as its
+/// noreply writes do, its error never lands on the next command, and `stats` counts
+/// it (`tests/clients/table_noreply.py`). memcached has no tables: kura alone.
+#[test]
+fn pymemcache_noreply_row_errors_do_not_reach_the_next_command() {
+    let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
+    let schema = root().join("tests/transcripts/tables/schema.sql");
+    let schema = schema.to_string_lossy().into_owned();
+    let kura = KuraServer::start(&bin, Durability::Fsync, &["--schema", &schema])
+        .unwrap_or_else(|e| panic!("cannot start kura: {e}"));
+    if let Err(e) = run("table_noreply.py", kura.addr(), &[]) {
+        panic!(
+            "table_noreply.py against kura:\n{e}\nkura's log:\n{}",
+            kura.log()
+        );
+    }
+}

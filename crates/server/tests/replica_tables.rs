@@ -50,10 +50,16 @@ fn sql_ok(server: &KuraServer, statement: &str) -> String {
 }
 
 fn get(server: &KuraServer, key: &str) -> String {
+    // A range is one item whose value ends with its own END line.
+    let end: &[u8] = if key.contains(".@") {
+        b"END\r\n\r\nEND\r\n"
+    } else {
+        b"END\r\n"
+    };
     request(
         &mut client(server),
         format!("get {key}\r\n").as_bytes(),
-        b"END\r\n",
+        end,
     )
 }
 

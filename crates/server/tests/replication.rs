@@ -276,3 +276,84 @@ fn a_primary_stopped_while_its_stream_lingers_tells_its_replica_why() {
         "{ended}"
     );
 }
+
+/// A replica refuses every change before it looks at the data, in every protocol: a
+/// `cas` with a stale CAS, an `ms … C`, a delete or touch of a missing key, an `add`
+/// of a key it holds all get the replica's refusal, never the `EXISTS`, `EX`,
+/// `NOT_FOUND` or `NOT_STORED` the data alone would give (which the primary might not).
+#[test]
+fn a_replica_refuses_every_change_before_it_looks_at_the_data() {
+    let (pdir, rdir) = (data_dir("ro-primary-"), data_dir("ro-replica-"));
+    let primary = options()
+        .start_on(pdir.path())
+        .unwrap_or_else(|e| panic!("start: {e}"));
+    let proxy = Proxy::start(primary.addr());
+    let replica = replica_of(&proxy, rdir.path());
+    let mut p = client(&primary);
+    assert_eq!(
+        request(&mut p, b"set k 0 0 1\r\nv\r\n", b"\r\n"),
+        "STORED\r\n"
+    );
+    caught_up(&primary, &replica);
+    let refusal = format!(
+        "SERVER_ERROR this server is a replica of {}; send changes there\r\n",
+        proxy.addr
+    );
+    let mut r = client(&replica);
+    for change in [
+        "cas k 0 0 1 999\r\nx\r\n",
+        "cas missing 0 0 1 1\r\nx\r\n",
+        "add k 0 0 1\r\nx\r\n",
+        "replace missing 0 0 1\r\nx\r\n",
+        "append missing 0 0 1\r\nx\r\n",
+        "delete missing\r\n",
+        "touch missing 10\r\n",
+        "incr missing 1\r\n",
+        "gat 10 missing\r\n",
+        "ms k 1 C999\r\nx\r\n",
+        "ms missing 1 MR\r\nx\r\n",
+        "md missing\r\n",
+        "md k C999\r\n",
+        "ma missing\r\n",
+        "mg missing T10 v\r\n",
+    ] {
+        assert_eq!(
+            request(&mut r, change.as_bytes(), b"\r\n"),
+            refusal,
+            "{change:?}"
+        );
+    }
+    // The data is the primary's, untouched; reads are served.
+    assert_eq!(
+        request(&mut r, b"get k\r\n", b"END\r\n"),
+        "VALUE k 0 1\r\nv\r\nEND\r\n"
+    );
+    // The binary protocol: status 0x84 with the same reason, for the same changes.
+    let reason = refusal
+        .trim_start_matches("SERVER_ERROR ")
+        .trim_end()
+        .to_string();
+    for change in [
+        "set key=k value=x cas=999",
+        "add key=k value=x",
+        "replace key=missing value=x",
+        "delete key=missing",
+        "delete key=k cas=999",
+        "incr key=missing exptime=0xffffffff",
+        "touch key=missing exptime=10",
+        "appendq key=missing value=x",
+    ] {
+        let packet = kura_testkit::binary::compose(change).unwrap_or_else(|e| panic!("{e}"));
+        let mut b = client(&replica);
+        b.send(&[packet, kura_testkit::binary::marker()].concat())
+            .unwrap_or_else(|e| panic!("{change}: {e}"));
+        let reply = b
+            .read_reply_until(kura_testkit::binary::complete, HUNG_AFTER)
+            .unwrap_or_else(|e| panic!("{change}: {e}"));
+        let shown = kura_testkit::binary::render(&reply.bytes);
+        assert!(
+            shown[0].contains("status=0x84") && shown[0].contains(&reason),
+            "{change}: {shown:?}"
+        );
+    }
+}

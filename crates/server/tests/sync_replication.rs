@@ -418,3 +418,37 @@ fn every_acknowledged_write_survives_killing_the_primary_and_promoting_a_replica
         replica.resume().expect("SIGCONT a replica");
     }
 }
+
+/// A quiet change (`ms … q Y1`) whose replica does not confirm: its error goes out
+/// when the wait ends, as memcached sends a quiet request's error when it happens,
+/// not when the client sends its next request (which a client may never do).
+#[test]
+fn a_quiet_changes_error_goes_out_without_a_next_request() {
+    let (pdir, rdir) = (data_dir("quiet-primary-"), data_dir("quiet-replica-"));
+    let primary = sync_options(0, 300)
+        .start_on(pdir.path())
+        .expect("start the primary");
+    let proxy = Proxy::start(primary.addr());
+    let replica = replica_of(&proxy, rdir.path());
+    connected(&primary, 1);
+    let mut c = client(&primary);
+    assert_eq!(
+        request(&mut c, b"ms k 1 q Y1\r\nx\r\nmn\r\n", b"MN\r\n"),
+        "MN\r\n"
+    );
+    replica.pause().expect("SIGSTOP the replica");
+    for quiet in ["ms k 1 q Y1\r\ny\r\n", "md k q Y1\r\n"] {
+        c.send(quiet.as_bytes()).expect("send");
+        let reply = c
+            .read_reply_until_suffix(b"\r\n", HUNG_AFTER)
+            .expect("read");
+        assert_eq!(
+            String::from_utf8_lossy(&reply.bytes),
+            TIMED_OUT,
+            "{quiet:?}: the error came only with a later request, or never"
+        );
+        // Said once: the next request gets its own reply alone.
+        assert_eq!(request(&mut c, b"mn\r\n", b"MN\r\n"), "MN\r\n");
+    }
+    replica.resume().expect("SIGCONT the replica");
+}

@@ -28,6 +28,6 @@ pub use catalog::{Catalog, Container, TableDef, Via};
 pub use ddl::DdlError;
 pub use error::Error;
 pub use read::RowRead;
-pub use rows::{CatalogCache, ChangeOutcome, RowItem, Tables, WriteMode, WriteOutcome};
+pub use rows::{CatalogCache, ChangeOutcome, RangeRows, RowItem, Tables, WriteMode, WriteOutcome};
 pub use schema::{parse_schema, Column, Index, IndexKind, Table};
 pub use value::{ColumnType, Value};

@@ -69,6 +69,15 @@ pub struct RowItem {
     pub lsn: u64,
 }
 
+/// The rows of a range, as [`Tables::range`] reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeRows {
+    /// Each row's primary key as text, and the row as its table's container shows it.
+    pub rows: Vec<(Vec<u8>, RowItem)>,
+    /// The range holds more rows than [`RANGE_ROWS_MAX`]: `rows` are its first ones.
+    pub cut: bool,
+}
+
 /// The storage commands as they apply to rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteMode {

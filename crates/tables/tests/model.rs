@@ -508,6 +508,7 @@ fn check(world: &World, model: &Model, now: u32) {
             .tables()
             .range(&catalog, container, spec.as_bytes())
             .unwrap_or_else(|e| panic!("range {spec}: {e}"))
+            .rows
             .into_iter()
             .map(|(k, item)| {
                 (

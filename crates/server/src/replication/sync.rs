@@ -158,22 +158,14 @@ pub struct Wanted {
 /// `--min-sync-replicas` if it changes anything. None: the mode's acknowledgement.
 pub fn wanted(shared: &Shared, request: &Request<'_>) -> Option<Wanted> {
     let default = shared.config.min_sync_replicas;
-    let (flag, changes) = match request {
-        Request::Storage { .. }
-        | Request::Delete { .. }
-        | Request::Arithmetic { .. }
-        | Request::Touch { .. }
-        | Request::FlushAll { .. } => (None, true),
-        Request::Retrieval { command, .. } => (None, command.touches()),
-        Request::MetaGet(r) => (
-            r.flags.durability,
-            r.flags.ttl.is_some() || r.flags.vivify_ttl.is_some(),
-        ),
-        Request::MetaSet { request: r, .. }
+    let flag = match request {
+        Request::MetaGet(r)
+        | Request::MetaSet { request: r, .. }
         | Request::MetaDelete(r)
-        | Request::MetaArithmetic(r) => (r.flags.durability, true),
-        _ => (None, false),
+        | Request::MetaArithmetic(r) => r.flags.durability,
+        _ => None,
     };
+    let changes = changes(request);
     let floor = if changes { default } else { 0 };
     match flag {
         Some(n) => Some(Wanted {
@@ -181,6 +173,25 @@ pub fn wanted(shared: &Shared, request: &Request<'_>) -> Option<Wanted> {
         }),
         None if floor > 0 => Some(Wanted { replicas: floor }),
         None => None,
+    }
+}
+
+/// Whether `request` is a change: a store, delete, counter, touch (`touch`, `gat`,
+/// `mg T`), vivify (`mg N`) or flush. A replica refuses these before it looks at the
+/// data.
+pub fn changes(request: &Request<'_>) -> bool {
+    match request {
+        Request::Storage { .. }
+        | Request::Delete { .. }
+        | Request::Arithmetic { .. }
+        | Request::Touch { .. }
+        | Request::FlushAll { .. }
+        | Request::MetaSet { .. }
+        | Request::MetaDelete(_)
+        | Request::MetaArithmetic(_) => true,
+        Request::Retrieval { command, .. } => command.touches(),
+        Request::MetaGet(r) => r.flags.ttl.is_some() || r.flags.vivify_ttl.is_some(),
+        _ => false,
     }
 }
 

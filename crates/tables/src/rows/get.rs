@@ -128,24 +128,29 @@ impl Tables {
     /// The rows whose key in `container` is in the range `spec` (`@>=A@<B`: see
     /// [`crate::ordered::parse_range`]), in that key's order (then the primary key's),
     /// at most [`RANGE_ROWS_MAX`]; each with its primary key as text and as its
-    /// table's container shows it. From the ordered index in memory when the container
-    /// keeps one; otherwise from the table's rows in the log, which reads the log.
+    /// table's container shows it, and whether the range holds more rows than that.
+    /// From the ordered index in memory when the container keeps one; otherwise from
+    /// the table's rows in the log, which reads the log.
     pub fn range(
         &self,
         catalog: &Catalog,
         container: Container,
         spec: &[u8],
-    ) -> Result<Vec<(Vec<u8>, RowItem)>, Error> {
+    ) -> Result<RangeRows, Error> {
         let def = &catalog.tables[container.table];
         let range = parse_range(def, container.via, spec)?;
         let key_col = key_column(def, container.via);
         let now = self.store.now_secs();
         let mut rows: Vec<(Vec<Value>, Item)> = Vec::new();
+        let cut;
+        // One more than the limit tells whether the range goes on past it.
         match self
             .ordered
-            .range(def, container.via, &range, now, RANGE_ROWS_MAX)
+            .range(def, container.via, &range, now, RANGE_ROWS_MAX + 1)
         {
-            Some(pks) => {
+            Some(mut pks) => {
+                cut = pks.len() > RANGE_ROWS_MAX;
+                pks.truncate(RANGE_ROWS_MAX);
                 for pk in pks {
                     let rk = row_key_of_entry(def, &pk);
                     let Some(item) = self.get_row(&rk, Access::Fetch)? else {
@@ -183,10 +188,11 @@ impl Tables {
                     key
                 };
                 rows.sort_by_cached_key(|(values, _)| order(values));
+                cut = rows.len() > RANGE_ROWS_MAX;
                 rows.truncate(RANGE_ROWS_MAX);
             }
         }
-        Ok(rows
+        let rows = rows
             .into_iter()
             .map(|(values, item)| {
                 let mut key = Vec::new();
@@ -201,6 +207,7 @@ impl Tables {
                 };
                 (key, row)
             })
-            .collect())
+            .collect();
+        Ok(RangeRows { rows, cut })
     }
 }
