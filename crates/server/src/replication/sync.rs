@@ -21,6 +21,7 @@ use parking_lot::{Condvar, Mutex};
 use tokio::sync::watch;
 
 use crate::server::Shared;
+use crate::stats::bump;
 
 /// The reply that replaces one whose replicas did not confirm in time.
 pub const TIMED_OUT_REPLY: &[u8] =
@@ -152,6 +153,11 @@ impl Drop for Waiter<'_> {
 pub struct Wanted {
     /// Replicas that must hold the change (this node's disk comes first in any case).
     pub replicas: u8,
+    /// The client asked for no reply (text `noreply`): a refusal or a timeout is
+    /// counted in `noreply_errors_dropped`, never sent, as memcached sends nothing for
+    /// a failed `noreply` command (the client would read it as its next command's
+    /// reply). Quiet meta and binary requests still get their errors.
+    pub noreply: bool,
 }
 
 /// What `request` asks for beyond the durability mode: its meta `Y` flag, or
@@ -167,11 +173,16 @@ pub fn wanted(shared: &Shared, request: &Request<'_>) -> Option<Wanted> {
     };
     let changes = changes(request);
     let floor = if changes { default } else { 0 };
+    let noreply = request.noreply();
     match flag {
         Some(n) => Some(Wanted {
             replicas: n.max(floor),
+            noreply,
         }),
-        None if floor > 0 => Some(Wanted { replicas: floor }),
+        None if floor > 0 => Some(Wanted {
+            replicas: floor,
+            noreply,
+        }),
         None => None,
     }
 }
@@ -199,11 +210,15 @@ pub fn changes(request: &Request<'_>) -> bool {
 /// `--min-sync-replicas`, if set.
 pub fn wanted_by_default(shared: &Shared) -> Option<Wanted> {
     let replicas = shared.config.min_sync_replicas;
-    (replicas > 0).then_some(Wanted { replicas })
+    (replicas > 0).then_some(Wanted {
+        replicas,
+        noreply: false,
+    })
 }
 
-/// The reply that refuses a request wanting more replicas than are connected, or
-/// None if it may run. A replica's own refusal (read-only) comes from the store.
+/// The reply that refuses a request wanting more replicas than are connected (empty
+/// for a `noreply` request, whose refusal is counted instead), or None if it may run.
+/// A replica's own refusal (read-only) comes from the store.
 pub fn refusal(shared: &Shared, wanted: Wanted) -> Option<Vec<u8>> {
     let connected = shared.replication.confirmations.connected();
     if wanted.replicas == 0
@@ -216,6 +231,10 @@ pub fn refusal(shared: &Shared, wanted: Wanted) -> Option<Vec<u8>> {
         .replication
         .sync_refusals
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if wanted.noreply {
+        bump(&shared.counters.local().noreply_errors_dropped);
+        return Some(Vec::new());
+    }
     Some(
         format!(
             "SERVER_ERROR not enough replicas: {connected} connected, {} needed; nothing changed\r\n",
@@ -270,10 +289,14 @@ pub async fn settle(shared: &Shared, out: &mut Vec<u8>, waits: &[Wait], log_fail
             .replication
             .sync_timeouts
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let unconfirmed = |w: &Wait| !holds(&held, w.wanted.replicas, w.lsn);
+        for _ in waits.iter().filter(|w| w.wanted.noreply && unconfirmed(w)) {
+            bump(&shared.counters.local().noreply_errors_dropped);
+        }
         replace(
             out,
             waits,
-            |w| !holds(&held, w.wanted.replicas, w.lsn),
+            |w| !w.wanted.noreply && unconfirmed(w),
             TIMED_OUT_REPLY,
         );
     }
@@ -331,7 +354,10 @@ mod tests {
     #[test]
     fn failed_replies_are_replaced_in_place() {
         let mut out = b"STORED\r\nEND\r\nSTORED\r\n".to_vec();
-        let wanted = Wanted { replicas: 1 };
+        let wanted = Wanted {
+            replicas: 1,
+            noreply: false,
+        };
         let setq = kura_protocol::binary::ReplyTo {
             opcode: kura_protocol::binary::opcode::SETQ,
             opaque: 9,
