@@ -2,6 +2,10 @@
 //! (autocommit) or checked and kept in the open transaction, whose own reads see them
 //! through the overlay; COMMIT and ROLLBACK.
 //!
+//! COMMIT applies them with what the transaction read ([`kura_tables::Reads`], noted by
+//! the virtual tables): a row, key, range or table read and changed since by another
+//! writer refuses the whole batch (1213).
+//!
 //! An open transaction's changes are checked again as a whole with each statement
 //! ([`Tables::check_changes`]), which says how every row it touches would end up: that
 //! is the overlay, exact for REPLACE, INSERT IGNORE and ON DUPLICATE KEY UPDATE too.
@@ -130,18 +134,28 @@ impl Session {
         }
     }
 
-    /// COMMIT: the transaction's changes as one batch.
+    /// COMMIT: the transaction's changes as one batch, if nothing it read changed
+    /// since. A transaction that wrote nothing and made no locking read commits
+    /// without the check: its reads were answered already, as MySQL's are.
     pub(crate) fn commit(&mut self) -> Result<(), SqlError> {
-        let changes = std::mem::take(&mut self.shared.state.lock().transaction);
+        let (changes, reads, locking) = {
+            let mut state = self.shared.state.lock();
+            (
+                std::mem::take(&mut state.transaction),
+                std::mem::take(&mut state.read_set),
+                state.locking,
+            )
+        };
         self.in_transaction = false;
-        let result = if changes.is_empty() {
+        let result = if changes.is_empty() && (!locking || reads.is_empty()) {
             Ok(())
         } else {
             let catalog = self.shared.state.lock().catalog.clone();
             let tables = Arc::clone(&self.shared.tables);
-            let applied = tables.apply_changes(&catalog, &changes, &mut |rule, old, new| {
-                self.upsert(rule, old, new)
-            });
+            let applied =
+                tables.commit_changes(&catalog, &changes, &reads, &mut |rule, old, new| {
+                    self.upsert(rule, old, new)
+                });
             match applied {
                 Ok(applied) => {
                     if let Some(lsn) = applied.lsn {
@@ -165,6 +179,8 @@ impl Session {
         state.transaction_affected = 0;
         state.overlay.clear();
         state.read_cas.clear();
+        state.read_set.clear();
+        state.locking = false;
         drop(state);
         self.in_transaction = false;
         self.upserts.clear();

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use kura_tables::keys::{self, Position};
 use kura_tables::ordered::Range;
 use kura_tables::{
-    Catalog, ColumnType, OnConflict, RowChange, RowRead, TableDef, Tables, Value, Via,
+    Catalog, ColumnType, OnConflict, Reads, RowChange, RowRead, TableDef, Tables, Value, Via,
 };
 use parking_lot::Mutex;
 use rusqlite::types::ValueRef;
@@ -81,6 +81,11 @@ pub struct State {
     pub conflict: OnConflict,
     /// The CAS of each row read (table, encoded primary key), for the writes' check.
     pub read_cas: HashMap<(u32, Vec<u8>), u64>,
+    /// What the statement (or the open transaction) read, checked at COMMIT.
+    pub read_set: Reads,
+    /// Whether the open transaction made a locking read (`FOR UPDATE`, `FOR SHARE`):
+    /// its COMMIT checks its reads even when it writes nothing.
+    pub locking: bool,
     /// The first error a write of the running statement met, in MySQL's terms.
     pub error: Option<SqlError>,
     pub reads: ReadCounters,
@@ -108,6 +113,8 @@ impl State {
             overlay: Overlay::new(),
             conflict: OnConflict::Fail,
             read_cas: HashMap::new(),
+            read_set: Reads::new(),
+            locking: false,
             error: None,
             reads: ReadCounters::default(),
             max_lsn: 0,
@@ -541,14 +548,16 @@ impl KuraCursor<'_> {
         &self.tab.shared.tables
     }
 
-    /// Notes a row read: its CAS, for a write that follows.
-    fn seen(&self, row: &RowRead) {
-        let pk = &row.values[self.def().table.primary];
+    /// Notes a row read: its CAS, for a write that follows, and (`keyed`: read by
+    /// key or in a range, not by a scan) in the read set.
+    fn seen(&self, row: &RowRead, keyed: bool) {
+        let pk = pk_key(&row.values[self.def().table.primary]);
         let mut state = self.tab.shared.state.lock();
         state.max_lsn = state.max_lsn.max(row.lsn);
-        state
-            .read_cas
-            .insert((self.def().number, pk_key(pk)), row.cas);
+        if keyed {
+            state.read_set.row(self.def(), &pk, Some(row.cas));
+        }
+        state.read_cas.insert((self.def().number, pk), row.cas);
     }
 
     /// Rows looked up by exact values of `column` (the primary key's, or unique index
@@ -569,9 +578,20 @@ impl KuraCursor<'_> {
                 Some(i) => self.tables().row_by_unique(self.def(), i, key),
             }
             .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
-            if let Some(row) = found {
-                self.seen(&row);
-                out.push(row);
+            match (found, unique) {
+                (Some(row), _) => {
+                    self.seen(&row, true);
+                    out.push(row);
+                }
+                (None, None) => {
+                    let def = self.def();
+                    let mut state = self.tab.shared.state.lock();
+                    state.read_set.row(def, &pk_key(key), None);
+                }
+                (None, Some(i)) => {
+                    let def = self.def();
+                    self.tab.shared.state.lock().read_set.no_unique(def, i, key);
+                }
             }
             // The transaction's own rows with this value.
             let state = self.tab.shared.state.lock();
@@ -677,7 +697,7 @@ impl KuraCursor<'_> {
                     continue;
                 }
             }
-            self.seen(&row);
+            self.seen(&row, true);
             self.rows.push_back(row);
         }
         Ok(())
@@ -774,6 +794,8 @@ impl KuraCursor<'_> {
                     .tables()
                     .ordered_pks(self.def(), via, &range, usize::MAX)
                     .unwrap_or_default();
+                let def = self.def();
+                (self.tab.shared.state.lock().read_set).range(def, via, &range, &pks);
                 let overlays = self.tab.shared.state.lock().overlays(self.def().number);
                 if overlays {
                     // The transaction's rows join the range's, in the range's order.
@@ -784,7 +806,7 @@ impl KuraCursor<'_> {
                             .row_by_pk_bytes(self.def(), &pk)
                             .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?
                         {
-                            self.seen(&row);
+                            self.seen(&row, true);
                             rows.push(row);
                         }
                     }
@@ -809,12 +831,19 @@ impl KuraCursor<'_> {
             }
             _ => {
                 let mut rows = Vec::new();
+                // Taken before the scan: a write during it counts as one after it.
+                let writes = self.tables().table_writes(self.def());
                 self.tables()
                     .scan_rows(self.def(), |row| rows.push(row))
                     .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
-                self.tab.shared.state.lock().reads.rnd_next += rows.len() as u64;
+                {
+                    let def = self.def();
+                    let mut state = self.tab.shared.state.lock();
+                    state.reads.rnd_next += rows.len() as u64;
+                    state.read_set.scan(def, writes);
+                }
                 for row in &rows {
-                    self.seen(row);
+                    self.seen(row, false);
                 }
                 rows.extend(self.overlay_rows());
                 self.rows = self.overlaid(rows).into();

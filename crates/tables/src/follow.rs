@@ -44,6 +44,9 @@ impl Tables {
         }
         if catalog_changed {
             let end = self.store.apply_copied(run, start_lsn)?;
+            for row_key in &rows {
+                self.writes.wrote_row(row_key);
+            }
             self.follow_catalog()?;
             return Ok(end);
         }
@@ -62,6 +65,9 @@ impl Tables {
             watched.push((def, row_key, before));
         }
         let end = self.store.apply_copied(run, start_lsn)?;
+        for row_key in &rows {
+            self.writes.wrote_row(row_key);
+        }
         for (def, row_key, before) in watched {
             let after = self.row_values(def, row_key)?;
             self.ordered.apply(

@@ -180,8 +180,12 @@ impl Tables {
                     Err(e) => (keep(), Err(e)),
                 }
             };
-            // Ordered indexes change with the row, under its lock, in its order.
-            let applied = |attempt: &Result<Attempt, Error>, _: &[Option<Written>]| {
+            // Ordered indexes and the table's write count change with the row, under
+            // its lock, in its order.
+            let applied = |attempt: &Result<Attempt, Error>, written: &[Option<Written>]| {
+                if written.first().is_some_and(Option::is_some) {
+                    self.writes.wrote(def.number);
+                }
                 if !self.ordered.has(def) {
                     return;
                 }
