@@ -12,18 +12,30 @@
 
 use std::sync::Arc;
 
-use kura_tables::{ApplyError, RowChange, Tables, Value};
+use kura_tables::{Applied, ApplyError, RowChange, Tables, Value};
 
 use crate::error::SqlError;
 use crate::result::Done;
 use crate::session::Session;
 
 impl Session {
+    /// MySQL's `CLIENT_FOUND_ROWS`, which the client asked for at login: an UPDATE (or
+    /// an upsert) reports the rows it found, changed or not, as affected.
+    pub fn set_found_rows(&mut self, on: bool) {
+        self.shared.state.lock().found_rows = on;
+    }
+
     /// Applies a statement's changes (autocommit), or checks and keeps them (in a
     /// transaction).
     pub(crate) fn commit_statement(&mut self, changes: Vec<RowChange>) -> Result<Done, ApplyError> {
-        let catalog = self.shared.state.lock().catalog.clone();
+        let (catalog, found_rows) = {
+            let state = self.shared.state.lock();
+            (state.catalog.clone(), state.found_rows)
+        };
         let tables: Arc<Tables> = Arc::clone(&self.shared.tables);
+        // The rows affected as the client counts them.
+        let count =
+            |applied: &Applied| applied.affected + if found_rows { applied.unchanged } else { 0 };
         let applied = if self.in_transaction {
             let (mut all, before) = {
                 let state = self.shared.state.lock();
@@ -36,8 +48,10 @@ impl Session {
                 })?;
             let mut state = self.shared.state.lock();
             // This statement's rows: the transaction's so far came to `before`.
-            state.transaction_affected = applied.affected;
-            applied.affected -= before.min(applied.affected);
+            state.transaction_affected = (applied.affected, applied.unchanged, applied.matched);
+            applied.affected -= before.0.min(applied.affected);
+            applied.unchanged -= before.1.min(applied.unchanged);
+            applied.matched -= before.2.min(applied.matched);
             state.overlay = after
                 .into_iter()
                 .map(|(table, pk, values)| ((table, pk), values))
@@ -55,7 +69,8 @@ impl Session {
             }
             applied
         };
-        self.shared.state.lock().row_count = applied.affected as i64;
+        let affected = count(&applied);
+        self.shared.state.lock().row_count = affected as i64;
         let info = if applied.matched > 0 {
             format!(
                 "Rows matched: {}  Changed: {}  Warnings: 0",
@@ -65,7 +80,7 @@ impl Session {
             String::new()
         };
         Ok(Done {
-            affected: applied.affected,
+            affected,
             last_insert_id: 0,
             info,
         })
@@ -176,7 +191,7 @@ impl Session {
     pub(crate) fn rollback(&mut self) {
         let mut state = self.shared.state.lock();
         state.transaction.clear();
-        state.transaction_affected = 0;
+        state.transaction_affected = (0, 0, 0);
         state.overlay.clear();
         state.read_cas.clear();
         state.read_set.clear();

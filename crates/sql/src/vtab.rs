@@ -73,8 +73,9 @@ pub struct State {
     pub statement: Vec<RowChange>,
     /// The open transaction's changes before this statement, in order.
     pub transaction: Vec<RowChange>,
-    /// The rows those changes affect, as their last check counted them.
-    pub transaction_affected: u64,
+    /// The rows those changes affect, find and leave unchanged, and match (MySQL's
+    /// "Rows matched"), as their last check counted them.
+    pub transaction_affected: (u64, u64, u64),
     /// The rows the open transaction changed, as it left them.
     pub overlay: Overlay,
     /// What an insert of the running statement does on a duplicate.
@@ -99,6 +100,9 @@ pub struct State {
     pub last_insert_id: u64,
     /// Rows the last statement changed (MySQL's ROW_COUNT()).
     pub row_count: i64,
+    /// The client's `CLIENT_FOUND_ROWS`: rows found and left unchanged count as
+    /// affected.
+    pub found_rows: bool,
     pub connection_id: u32,
     pub user: String,
 }
@@ -109,7 +113,7 @@ impl State {
             catalog,
             statement: Vec::new(),
             transaction: Vec::new(),
-            transaction_affected: 0,
+            transaction_affected: (0, 0, 0),
             overlay: Overlay::new(),
             conflict: OnConflict::Fail,
             read_cas: HashMap::new(),
@@ -122,6 +126,7 @@ impl State {
             database: None,
             last_insert_id: 0,
             row_count: -1,
+            found_rows: false,
             connection_id: 0,
             user: String::new(),
         }

@@ -108,6 +108,9 @@ pub struct Applied {
     pub affected: u64,
     /// Rows an update found (changed or not): MySQL's "Rows matched".
     pub matched: u64,
+    /// Rows an update or an upsert found and left as they were: what MySQL's
+    /// `CLIENT_FOUND_ROWS` counts in the rows affected too.
+    pub unchanged: u64,
     /// The batch's LSN: acknowledge after it. None when nothing was written.
     pub lsn: Option<u64>,
 }
@@ -305,6 +308,8 @@ impl Tables {
         for key in reads.keys() {
             add(&mut keys, key.clone());
         }
+        // Counted under way (for the scans of transactions) until it returns.
+        let writing = write.then(|| self.writes.writing(changes.iter().map(RowChange::table)));
         for _ in 0..ATTEMPTS {
             let engine_keys: Vec<Key<'_>> = keys.iter().map(|(s, k)| Key::new(*s, k)).collect();
             let decide = |current: &[Option<ItemRef<'_>>], now: u32| {
@@ -321,6 +326,7 @@ impl Tables {
                         |n| def_of(n).ok(),
                         &self.ordered,
                         &self.writes,
+                        writing.as_ref(),
                         now,
                     )
                 {
@@ -338,12 +344,7 @@ impl Tables {
                     Err(e) => (keep(), Decided::Refused(e)),
                 }
             };
-            let applied_then = |decided: &Decided, written: &[Option<kura_engine::Written>]| {
-                for ((space, key), w) in keys.iter().zip(written) {
-                    if *space == ROW_SPACE && w.is_some() {
-                        self.writes.wrote_row(key);
-                    }
-                }
+            let applied_then = |decided: &Decided, _: &[Option<kura_engine::Written>]| {
                 if let Decided::Done(_, ordered, _) = decided {
                     for change in ordered {
                         if let Ok(def) = def_of(change.table) {
@@ -572,6 +573,8 @@ impl<'a, 'c> Run<'a, 'c> {
                             if new != old {
                                 self.change_row(def, o, old, (client_flags, exptime), new)?;
                                 applied.affected += 2;
+                            } else {
+                                applied.unchanged += 1;
                             }
                             return Ok(());
                         }
@@ -593,6 +596,7 @@ impl<'a, 'c> Run<'a, 'c> {
                 }
                 applied.matched += 1;
                 if old == *values {
+                    applied.unchanged += 1;
                     return Ok(());
                 }
                 self.change_row(def, old_at, old, (client_flags, exptime), values.clone())?;

@@ -42,11 +42,14 @@ impl Tables {
             }
             pos += len;
         }
+        // Counted under way (for the scans of transactions) until it returns.
+        let _writing = self.writes.writing(
+            rows.iter()
+                .filter_map(|k| k.get(..4))
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+        );
         if catalog_changed {
             let end = self.store.apply_copied(run, start_lsn)?;
-            for row_key in &rows {
-                self.writes.wrote_row(row_key);
-            }
             self.follow_catalog()?;
             return Ok(end);
         }
@@ -65,9 +68,6 @@ impl Tables {
             watched.push((def, row_key, before));
         }
         let end = self.store.apply_copied(run, start_lsn)?;
-        for row_key in &rows {
-            self.writes.wrote_row(row_key);
-        }
         for (def, row_key, before) in watched {
             let after = self.row_values(def, row_key)?;
             self.ordered.apply(

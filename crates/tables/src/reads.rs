@@ -10,13 +10,14 @@
 //!   range must hold the same ones (a row inserted into the range, deleted from it, or
 //!   moved in or out by an update is a change);
 //! - tables scanned whole, with the count of writes to the table when the scan began
-//!   ([`TableWrites`]): any write to the table since is a change.
+//!   ([`TableWrites`]): any write to the table since, or under way, is a change.
 //!
 //! The batch locks the keys read with the keys it writes, and checks the read set
 //! under those locks before it decides anything, so nothing changes between the check
 //! and the write. Ranges and scan counts are looked at under the same locks: a writer
-//! changes a row's ordered entries and its table's count while it holds the row's
-//! lock, so a write this check does not see is one that comes after the commit.
+//! changes a row's ordered entries while it holds the row's lock, and is counted under
+//! way from before it locks to after it lets go, so a write this check does not see is
+//! one that comes after the commit.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -110,6 +111,7 @@ impl Reads {
         def: impl Fn(u32) -> Option<&'c TableDef>,
         ordered: &Ordered,
         writes: &TableWrites,
+        own: Option<&Writing<'_>>,
         now: u32,
     ) -> bool {
         for (key, cas) in &self.keys {
@@ -118,7 +120,7 @@ impl Reads {
             }
         }
         for (&table, &since) in &self.scans {
-            if writes.of(table) != since {
+            if !writes.unchanged(table, since, own) {
                 return false;
             }
         }
@@ -138,39 +140,80 @@ impl Reads {
 /// How many slots [`TableWrites`] counts in.
 const SLOTS: usize = 64;
 
-/// Writes to each table's rows, counted while the writer holds the row's lock: a
-/// transaction that scanned a table commits only if the count did not move. Tables
-/// share a slot when their numbers are equal modulo 64; a write to one then also
-/// refuses a transaction that scanned the other, which is never a lost change.
+/// Writes to each table's rows, counted around the writer's batch: `started` before it
+/// takes its locks, `finished` after it lets them go (also when it fails). A scan
+/// notes `finished` before it reads; the transaction commits only if, under its
+/// batch's locks, `finished` is the same and no other writer is between the two (a
+/// row a writer moved while the scan read the log may have been missed by it).
+/// Tables share a slot when their numbers are equal modulo 64: a write to one then
+/// also refuses a transaction that scanned the other, which is never a lost change.
 #[derive(Debug)]
 pub struct TableWrites {
-    slots: [AtomicU64; SLOTS],
+    started: [AtomicU64; SLOTS],
+    finished: [AtomicU64; SLOTS],
 }
 
 impl Default for TableWrites {
     fn default() -> TableWrites {
         TableWrites {
-            slots: std::array::from_fn(|_| AtomicU64::new(0)),
+            started: std::array::from_fn(|_| AtomicU64::new(0)),
+            finished: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }
 
-impl TableWrites {
-    /// The count of table `number` now.
-    pub fn of(&self, number: u32) -> u64 {
-        self.slots[number as usize % SLOTS].load(Ordering::SeqCst)
-    }
+/// A batch writing rows of some tables: counted finished when dropped.
+pub(crate) struct Writing<'w> {
+    writes: &'w TableWrites,
+    slots: Vec<usize>,
+}
 
-    /// A row of table `number` was written.
-    pub(crate) fn wrote(&self, number: u32) {
-        self.slots[number as usize % SLOTS].fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// A row with key `row_key` (its table's number first) was written.
-    pub(crate) fn wrote_row(&self, row_key: &[u8]) {
-        if let Some(b) = row_key.get(..4) {
-            self.wrote(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        for &slot in &self.slots {
+            self.writes.finished[slot].fetch_add(1, Ordering::SeqCst);
         }
+    }
+}
+
+impl Writing<'_> {
+    /// How many of the writers now under way on table `number`'s slot are this one.
+    fn own(&self, number: u32) -> u64 {
+        u64::from(self.slots.contains(&slot(number)))
+    }
+}
+
+fn slot(number: u32) -> usize {
+    number as usize % SLOTS
+}
+
+impl TableWrites {
+    /// The count of finished writes to table `number` now.
+    pub fn of(&self, number: u32) -> u64 {
+        self.finished[slot(number)].load(Ordering::SeqCst)
+    }
+
+    /// A batch starts writing rows of the tables `numbers`.
+    pub(crate) fn writing(&self, numbers: impl IntoIterator<Item = u32>) -> Writing<'_> {
+        let mut slots: Vec<usize> = numbers.into_iter().map(slot).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        for &s in &slots {
+            self.started[s].fetch_add(1, Ordering::SeqCst);
+        }
+        Writing {
+            writes: self,
+            slots,
+        }
+    }
+
+    /// Whether table `number` had no write finish since `since` and has none under way
+    /// but `own`'s.
+    fn unchanged(&self, number: u32, since: u64, own: Option<&Writing<'_>>) -> bool {
+        let finished = self.finished[slot(number)].load(Ordering::SeqCst);
+        let started = self.started[slot(number)].load(Ordering::SeqCst);
+        let own = own.map_or(0, |w| w.own(number));
+        finished == since && started == finished + own
     }
 }
 
