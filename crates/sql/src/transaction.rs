@@ -137,14 +137,7 @@ impl Session {
             // MySQL's answer on a replica started with --read-only.
             ApplyError::Other(kura_tables::Error::Engine(kura_engine::Error::ReadOnly {
                 primary,
-            })) => SqlError::new(
-                1290,
-                b"HY000",
-                format!(
-                    "The MySQL server is running with the --read-only option so it cannot \
-                     execute this statement (a replica of {primary}; send changes there)"
-                ),
-            ),
+            })) => SqlError::read_only(&primary),
             ApplyError::Other(e) => SqlError::internal(e),
         }
     }
