@@ -98,6 +98,13 @@ fn a_row_read_then_changed_by_another_writer_fails_the_commit() {
     done(&mut b, "UPDATE players SET level = 6 WHERE id = 2");
     assert_eq!(error(&mut b, "COMMIT").code, 1213);
     assert_eq!(level(&mut a, 2), vec![vec![Cell::Int(7)]]);
+    // A row read and deleted since.
+    done(&mut b, "BEGIN");
+    assert_eq!(level(&mut b, 3), vec![vec![Cell::Int(5)]]);
+    done(&mut a, "DELETE FROM players WHERE id = 3");
+    done(&mut b, "UPDATE players SET level = 6 WHERE id = 2");
+    assert_eq!(error(&mut b, "COMMIT").code, 1213);
+    assert_eq!(level(&mut a, 2), vec![vec![Cell::Int(7)]]);
     // Unchanged reads commit.
     done(&mut b, "BEGIN");
     assert_eq!(level(&mut b, 1), vec![vec![Cell::Int(8)]]);
@@ -254,6 +261,11 @@ fn locking_reads_are_accepted_and_join_the_checked_reads() {
         done(&mut a, "UPDATE players SET level = 7 WHERE id = 2");
     }
     assert_eq!(level(&mut a, 2), vec![vec![Cell::Int(7)]]);
+    // In autocommit mode a locking read is a plain read.
+    assert_eq!(
+        rows(&mut a, "SELECT level FROM players WHERE id = 2 FOR UPDATE"),
+        vec![vec![Cell::Int(7)]]
+    );
     // Kura holds no locks, so no row is ever skipped: SKIP LOCKED is refused rather
     // than read as if every worker could take the same row.
     for suffix in ["FOR UPDATE SKIP LOCKED", "FOR SHARE SKIP LOCKED"] {
