@@ -336,6 +336,11 @@ impl Wire {
         }
         let mut session = Session::new(Arc::clone(&shared.tables), id, &login.user)
             .map_err(|e| io::Error::other(e.to_string()))?;
+        session.set_found_rows(
+            login
+                .capabilities
+                .contains(CapabilityFlags::CLIENT_FOUND_ROWS),
+        );
         if let Some(db) = &login.database {
             if let Err(e) = session.use_database(db) {
                 self.error(&e)?;
@@ -564,7 +569,9 @@ impl<'a> Connection<'a> {
             }
             Command::ResetConnection => {
                 match Session::new(Arc::clone(&self.shared.tables), self.id, &self.user) {
-                    Ok(s) => {
+                    Ok(mut s) => {
+                        let found = CapabilityFlags::CLIENT_FOUND_ROWS;
+                        s.set_found_rows(self.wire.caps.contains(found));
                         self.session = s;
                         self.statements.clear();
                         let status = self.status();

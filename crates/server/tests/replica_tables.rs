@@ -173,3 +173,35 @@ fn an_sql_change_waits_for_a_replica_when_the_primary_needs_one() {
     // Acknowledged means the replica has it.
     assert_eq!(sql_ok(&replica, "SELECT v FROM t ORDER BY id"), "10\n20\n");
 }
+
+#[test]
+fn ddl_on_a_replica_is_refused_as_read_only() {
+    let (pdir, rdir) = (data_dir("ddl-primary-"), data_dir("ddl-replica-"));
+    let primary = options().start_on(pdir.path()).expect("start the primary");
+    let proxy = Proxy::start(primary.addr());
+    let replica = replica_of(&proxy, rdir.path());
+    sql_ok(
+        &primary,
+        "CREATE TABLE players (id INT PRIMARY KEY, name VARCHAR(32) NOT NULL)",
+    );
+    caught_up(&primary, &replica);
+    // MySQL's answer with read_only: 1290 ER_OPTION_PREVENTS_STATEMENT, for DDL as for
+    // the rows' changes.
+    for statement in [
+        "CREATE TABLE other (id INT PRIMARY KEY)",
+        "CREATE INDEX name ON players (name)",
+        "ALTER TABLE players ADD COLUMN level INT NULL",
+        "ALTER TABLE players ADD INDEX name (name)",
+        "DROP TABLE players",
+    ] {
+        let (ok, refused) = sql(&replica, statement);
+        assert!(
+            !ok && refused.contains("ERROR 1290") && refused.contains("read-only"),
+            "{statement}: {refused}"
+        );
+    }
+    // Nothing changed, there or on the primary.
+    let shown = sql_ok(&replica, "SHOW TABLES");
+    assert_eq!(shown, "players\n");
+    assert_eq!(sql_ok(&primary, "SHOW TABLES"), "players\n");
+}

@@ -73,6 +73,9 @@ impl Session {
             Ok(created) if created.is_empty() => Err(SqlError::table_exists(name)),
             Ok(_) => Ok(()),
             Err(kura_tables::Error::Mismatch(_)) => Err(SqlError::table_exists(name)),
+            Err(kura_tables::Error::Engine(kura_engine::Error::ReadOnly { primary })) => {
+                Err(SqlError::read_only(&primary))
+            }
             Err(e) => Err(SqlError::unsupported(e)),
         }
     }
@@ -161,6 +164,9 @@ fn ddl_error(table: &str, e: DdlError) -> SqlError {
         }
         DdlError::Duplicate { index, value } => SqlError::duplicate(&value, table, &index),
         DdlError::Refused(why) => SqlError::unsupported(why),
+        DdlError::Failed(kura_tables::Error::Engine(kura_engine::Error::ReadOnly { primary })) => {
+            SqlError::read_only(&primary)
+        }
         DdlError::Failed(e) => SqlError::internal(e),
     }
 }

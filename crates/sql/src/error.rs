@@ -112,6 +112,20 @@ impl SqlError {
         )
     }
 
+    /// 1290 ER_OPTION_PREVENTS_STATEMENT: MySQL's answer to a change (rows or DDL) on
+    /// a server started with --read-only; Kura's replicas answer it, naming their
+    /// primary.
+    pub fn read_only(primary: &str) -> SqlError {
+        SqlError::new(
+            1290,
+            b"HY000",
+            format!(
+                "The MySQL server is running with the --read-only option so it cannot \
+                 execute this statement (a replica of {primary}; send changes there)"
+            ),
+        )
+    }
+
     /// 1235 ER_NOT_SUPPORTED_YET.
     pub fn unsupported(what: impl fmt::Display) -> SqlError {
         SqlError::new(

@@ -271,7 +271,8 @@ impl Session {
     }
 
     fn parse(sql: &str) -> Result<Statement, SqlError> {
-        let mut statements = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| {
+        let sql = crate::translate::share_mode(sql);
+        let mut statements = Parser::parse_sql(&MySqlDialect {}, &sql).map_err(|e| {
             SqlError::syntax(format!(
                 "{}; check the manual that corresponds to your MySQL server version",
                 e.to_string().trim_start_matches("sql parser error: ")
@@ -441,8 +442,12 @@ impl Session {
 
     /// Runs a translated statement in SQLite, and applies what it wrote.
     fn run(&mut self, t: &Translated, params: &[Param]) -> Result<Output, SqlError> {
-        if t.writes && !self.autocommit && !self.in_transaction {
+        // With autocommit off a transaction starts at any statement, a read too.
+        if !self.autocommit && !self.in_transaction {
             self.in_transaction = true;
+        }
+        if t.locking && self.in_transaction {
+            self.shared.state.lock().locking = true;
         }
         let conflict = match &t.upsert {
             Some(upsert) => {
@@ -473,6 +478,7 @@ impl Session {
                 state.conflict = conflict;
                 if !self.in_transaction {
                     state.read_cas.clear();
+                    state.read_set.clear();
                 }
             }
             let result = self.step(t, params);

@@ -2,24 +2,40 @@
 //! (autocommit) or checked and kept in the open transaction, whose own reads see them
 //! through the overlay; COMMIT and ROLLBACK.
 //!
+//! COMMIT applies them with what the transaction read ([`kura_tables::Reads`], noted by
+//! the virtual tables): a row, key, range or table read and changed since by another
+//! writer refuses the whole batch (1213).
+//!
 //! An open transaction's changes are checked again as a whole with each statement
 //! ([`Tables::check_changes`]), which says how every row it touches would end up: that
 //! is the overlay, exact for REPLACE, INSERT IGNORE and ON DUPLICATE KEY UPDATE too.
 
 use std::sync::Arc;
 
-use kura_tables::{ApplyError, RowChange, Tables, Value};
+use kura_tables::{Applied, ApplyError, RowChange, Tables, Value};
 
 use crate::error::SqlError;
 use crate::result::Done;
 use crate::session::Session;
 
 impl Session {
+    /// MySQL's `CLIENT_FOUND_ROWS`, which the client asked for at login: an UPDATE (or
+    /// an upsert) reports the rows it found, changed or not, as affected.
+    pub fn set_found_rows(&mut self, on: bool) {
+        self.shared.state.lock().found_rows = on;
+    }
+
     /// Applies a statement's changes (autocommit), or checks and keeps them (in a
     /// transaction).
     pub(crate) fn commit_statement(&mut self, changes: Vec<RowChange>) -> Result<Done, ApplyError> {
-        let catalog = self.shared.state.lock().catalog.clone();
+        let (catalog, found_rows) = {
+            let state = self.shared.state.lock();
+            (state.catalog.clone(), state.found_rows)
+        };
         let tables: Arc<Tables> = Arc::clone(&self.shared.tables);
+        // The rows affected as the client counts them.
+        let count =
+            |applied: &Applied| applied.affected + if found_rows { applied.unchanged } else { 0 };
         let applied = if self.in_transaction {
             let (mut all, before) = {
                 let state = self.shared.state.lock();
@@ -32,8 +48,10 @@ impl Session {
                 })?;
             let mut state = self.shared.state.lock();
             // This statement's rows: the transaction's so far came to `before`.
-            state.transaction_affected = applied.affected;
-            applied.affected -= before.min(applied.affected);
+            state.transaction_affected = (applied.affected, applied.unchanged, applied.matched);
+            applied.affected -= before.0.min(applied.affected);
+            applied.unchanged -= before.1.min(applied.unchanged);
+            applied.matched -= before.2.min(applied.matched);
             state.overlay = after
                 .into_iter()
                 .map(|(table, pk, values)| ((table, pk), values))
@@ -51,7 +69,8 @@ impl Session {
             }
             applied
         };
-        self.shared.state.lock().row_count = applied.affected as i64;
+        let affected = count(&applied);
+        self.shared.state.lock().row_count = affected as i64;
         let info = if applied.matched > 0 {
             format!(
                 "Rows matched: {}  Changed: {}  Warnings: 0",
@@ -61,7 +80,7 @@ impl Session {
             String::new()
         };
         Ok(Done {
-            affected: applied.affected,
+            affected,
             last_insert_id: 0,
             info,
         })
@@ -118,30 +137,33 @@ impl Session {
             // MySQL's answer on a replica started with --read-only.
             ApplyError::Other(kura_tables::Error::Engine(kura_engine::Error::ReadOnly {
                 primary,
-            })) => SqlError::new(
-                1290,
-                b"HY000",
-                format!(
-                    "The MySQL server is running with the --read-only option so it cannot \
-                     execute this statement (a replica of {primary}; send changes there)"
-                ),
-            ),
+            })) => SqlError::read_only(&primary),
             ApplyError::Other(e) => SqlError::internal(e),
         }
     }
 
-    /// COMMIT: the transaction's changes as one batch.
+    /// COMMIT: the transaction's changes as one batch, if nothing it read changed
+    /// since. A transaction that wrote nothing and made no locking read commits
+    /// without the check: its reads were answered already, as MySQL's are.
     pub(crate) fn commit(&mut self) -> Result<(), SqlError> {
-        let changes = std::mem::take(&mut self.shared.state.lock().transaction);
+        let (changes, reads, locking) = {
+            let mut state = self.shared.state.lock();
+            (
+                std::mem::take(&mut state.transaction),
+                std::mem::take(&mut state.read_set),
+                state.locking,
+            )
+        };
         self.in_transaction = false;
-        let result = if changes.is_empty() {
+        let result = if changes.is_empty() && (!locking || reads.is_empty()) {
             Ok(())
         } else {
             let catalog = self.shared.state.lock().catalog.clone();
             let tables = Arc::clone(&self.shared.tables);
-            let applied = tables.apply_changes(&catalog, &changes, &mut |rule, old, new| {
-                self.upsert(rule, old, new)
-            });
+            let applied =
+                tables.commit_changes(&catalog, &changes, &reads, &mut |rule, old, new| {
+                    self.upsert(rule, old, new)
+                });
             match applied {
                 Ok(applied) => {
                     if let Some(lsn) = applied.lsn {
@@ -162,9 +184,11 @@ impl Session {
     pub(crate) fn rollback(&mut self) {
         let mut state = self.shared.state.lock();
         state.transaction.clear();
-        state.transaction_affected = 0;
+        state.transaction_affected = (0, 0, 0);
         state.overlay.clear();
         state.read_cas.clear();
+        state.read_set.clear();
+        state.locking = false;
         drop(state);
         self.in_transaction = false;
         self.upserts.clear();

@@ -8,10 +8,15 @@
 //! - `INSERT IGNORE`: SQLite's `INSERT OR IGNORE`; `REPLACE` is the same in both.
 //! - A result column with no alias is named by its text as written, as MySQL names it
 //!   (SQLite would name it by the text sqlparser prints).
+//! - `FOR UPDATE`, `FOR SHARE` (with `OF` or `NOWAIT`) and `LOCK IN SHARE MODE` at the
+//!   end of a SELECT: dropped, and the statement marked a locking read (Kura holds no
+//!   row locks: what a transaction read is checked at its COMMIT). `SKIP LOCKED` is
+//!   refused, as no row is ever skipped.
 //!
 //! What it is not for: statements SQLite does not run (SHOW, SET, USE, DDL), which the
 //! session answers itself.
 
+use std::borrow::Cow;
 use std::ops::ControlFlow;
 
 use kura_tables::{Catalog, OnConflict};
@@ -46,6 +51,25 @@ pub struct Translated {
     /// Its ON DUPLICATE KEY UPDATE (its inserts' conflict is then
     /// [`OnConflict::Update`], numbered by the session).
     pub upsert: Option<Upsert>,
+    /// Whether it is a locking read (`FOR UPDATE`, `FOR SHARE`, `LOCK IN SHARE MODE`).
+    pub locking: bool,
+}
+
+/// MySQL's older `LOCK IN SHARE MODE` at the end of a statement, spelt as MySQL 8's
+/// `FOR SHARE`, which the parser knows.
+pub fn share_mode(sql: &str) -> Cow<'_, str> {
+    let mut rest = sql.trim_end().trim_end_matches(';');
+    for word in ["MODE", "SHARE", "IN", "LOCK"] {
+        let trimmed = rest.trim_end();
+        let Some(start) = trimmed.rfind(char::is_whitespace).map(|i| i + 1) else {
+            return Cow::Borrowed(sql);
+        };
+        if !trimmed[start..].eq_ignore_ascii_case(word) {
+            return Cow::Borrowed(sql);
+        }
+        rest = &trimmed[..start];
+    }
+    Cow::Owned(format!("{rest}FOR SHARE"))
 }
 
 /// Translates `statement`, parsed from `original`, over the tables of `catalog`.
@@ -81,6 +105,7 @@ pub fn translate(
     }
     let mut conflict = OnConflict::Fail;
     let mut upsert = None;
+    let mut locking = false;
     let writes = match &mut statement {
         Statement::Insert(insert) => {
             match insert.on.take() {
@@ -109,6 +134,19 @@ pub fn translate(
             true
         }
         Statement::Update(_) | Statement::Delete(_) => true,
+        Statement::Query(query) => {
+            let skip = |l: &sqlparser::ast::LockClause| {
+                l.nonblock == Some(sqlparser::ast::NonBlock::SkipLocked)
+            };
+            if query.locks.iter().any(skip) {
+                return Err(SqlError::unsupported(
+                    "SKIP LOCKED (Kura holds no row locks, so it would skip no row)",
+                ));
+            }
+            locking = !query.locks.is_empty();
+            query.locks.clear();
+            false
+        }
         _ => false,
     };
     Ok(Translated {
@@ -116,6 +154,7 @@ pub fn translate(
         conflict,
         writes,
         upsert,
+        locking,
     })
 }
 

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use kura_tables::keys::{self, Position};
 use kura_tables::ordered::Range;
 use kura_tables::{
-    Catalog, ColumnType, OnConflict, RowChange, RowRead, TableDef, Tables, Value, Via,
+    Catalog, ColumnType, OnConflict, Reads, RowChange, RowRead, TableDef, Tables, Value, Via,
 };
 use parking_lot::Mutex;
 use rusqlite::types::ValueRef;
@@ -73,14 +73,20 @@ pub struct State {
     pub statement: Vec<RowChange>,
     /// The open transaction's changes before this statement, in order.
     pub transaction: Vec<RowChange>,
-    /// The rows those changes affect, as their last check counted them.
-    pub transaction_affected: u64,
+    /// The rows those changes affect, find and leave unchanged, and match (MySQL's
+    /// "Rows matched"), as their last check counted them.
+    pub transaction_affected: (u64, u64, u64),
     /// The rows the open transaction changed, as it left them.
     pub overlay: Overlay,
     /// What an insert of the running statement does on a duplicate.
     pub conflict: OnConflict,
     /// The CAS of each row read (table, encoded primary key), for the writes' check.
     pub read_cas: HashMap<(u32, Vec<u8>), u64>,
+    /// What the statement (or the open transaction) read, checked at COMMIT.
+    pub read_set: Reads,
+    /// Whether the open transaction made a locking read (`FOR UPDATE`, `FOR SHARE`):
+    /// its COMMIT checks its reads even when it writes nothing.
+    pub locking: bool,
     /// The first error a write of the running statement met, in MySQL's terms.
     pub error: Option<SqlError>,
     pub reads: ReadCounters,
@@ -94,6 +100,9 @@ pub struct State {
     pub last_insert_id: u64,
     /// Rows the last statement changed (MySQL's ROW_COUNT()).
     pub row_count: i64,
+    /// The client's `CLIENT_FOUND_ROWS`: rows found and left unchanged count as
+    /// affected.
+    pub found_rows: bool,
     pub connection_id: u32,
     pub user: String,
 }
@@ -104,10 +113,12 @@ impl State {
             catalog,
             statement: Vec::new(),
             transaction: Vec::new(),
-            transaction_affected: 0,
+            transaction_affected: (0, 0, 0),
             overlay: Overlay::new(),
             conflict: OnConflict::Fail,
             read_cas: HashMap::new(),
+            read_set: Reads::new(),
+            locking: false,
             error: None,
             reads: ReadCounters::default(),
             max_lsn: 0,
@@ -115,6 +126,7 @@ impl State {
             database: None,
             last_insert_id: 0,
             row_count: -1,
+            found_rows: false,
             connection_id: 0,
             user: String::new(),
         }
@@ -541,14 +553,16 @@ impl KuraCursor<'_> {
         &self.tab.shared.tables
     }
 
-    /// Notes a row read: its CAS, for a write that follows.
-    fn seen(&self, row: &RowRead) {
-        let pk = &row.values[self.def().table.primary];
+    /// Notes a row read: its CAS, for a write that follows, and (`keyed`: read by
+    /// key or in a range, not by a scan) in the read set.
+    fn seen(&self, row: &RowRead, keyed: bool) {
+        let pk = pk_key(&row.values[self.def().table.primary]);
         let mut state = self.tab.shared.state.lock();
         state.max_lsn = state.max_lsn.max(row.lsn);
-        state
-            .read_cas
-            .insert((self.def().number, pk_key(pk)), row.cas);
+        if keyed {
+            state.read_set.row(self.def(), &pk, Some(row.cas));
+        }
+        state.read_cas.insert((self.def().number, pk), row.cas);
     }
 
     /// Rows looked up by exact values of `column` (the primary key's, or unique index
@@ -569,9 +583,20 @@ impl KuraCursor<'_> {
                 Some(i) => self.tables().row_by_unique(self.def(), i, key),
             }
             .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
-            if let Some(row) = found {
-                self.seen(&row);
-                out.push(row);
+            match (found, unique) {
+                (Some(row), _) => {
+                    self.seen(&row, true);
+                    out.push(row);
+                }
+                (None, None) => {
+                    let def = self.def();
+                    let mut state = self.tab.shared.state.lock();
+                    state.read_set.row(def, &pk_key(key), None);
+                }
+                (None, Some(i)) => {
+                    let def = self.def();
+                    self.tab.shared.state.lock().read_set.no_unique(def, i, key);
+                }
             }
             // The transaction's own rows with this value.
             let state = self.tab.shared.state.lock();
@@ -677,7 +702,7 @@ impl KuraCursor<'_> {
                     continue;
                 }
             }
-            self.seen(&row);
+            self.seen(&row, true);
             self.rows.push_back(row);
         }
         Ok(())
@@ -774,6 +799,8 @@ impl KuraCursor<'_> {
                     .tables()
                     .ordered_pks(self.def(), via, &range, usize::MAX)
                     .unwrap_or_default();
+                let def = self.def();
+                (self.tab.shared.state.lock().read_set).range(def, via, &range, &pks);
                 let overlays = self.tab.shared.state.lock().overlays(self.def().number);
                 if overlays {
                     // The transaction's rows join the range's, in the range's order.
@@ -784,7 +811,7 @@ impl KuraCursor<'_> {
                             .row_by_pk_bytes(self.def(), &pk)
                             .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?
                         {
-                            self.seen(&row);
+                            self.seen(&row, true);
                             rows.push(row);
                         }
                     }
@@ -809,12 +836,19 @@ impl KuraCursor<'_> {
             }
             _ => {
                 let mut rows = Vec::new();
+                // Taken before the scan: a write during it counts as one after it.
+                let writes = self.tables().table_writes(self.def());
                 self.tables()
                     .scan_rows(self.def(), |row| rows.push(row))
                     .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
-                self.tab.shared.state.lock().reads.rnd_next += rows.len() as u64;
+                {
+                    let def = self.def();
+                    let mut state = self.tab.shared.state.lock();
+                    state.reads.rnd_next += rows.len() as u64;
+                    state.read_set.scan(def, writes);
+                }
                 for row in &rows {
-                    self.seen(row);
+                    self.seen(row, false);
                 }
                 rows.extend(self.overlay_rows());
                 self.rows = self.overlaid(rows).into();

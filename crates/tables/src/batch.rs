@@ -14,7 +14,10 @@
 //! Optimistic concurrency: an update or delete names the CAS of the row as the
 //! statement read it; if another writer (SQL or memcached) changed the row since, the
 //! whole batch is refused with [`ApplyError::Conflict`] and the caller may run the
-//! statement again. A row's flags and exptime stay what they were through an update.
+//! statement again. A transaction's batch also carries what it read ([`Reads`]): the
+//! keys read are locked with the keys written and the whole read set is checked under
+//! those locks before anything is decided. A row's flags and exptime stay what they
+//! were through an update.
 //!
 //! What it is not for: memcached's storage commands, which change one row through
 //! [`Tables::write`] with memcached's modes.
@@ -28,6 +31,7 @@ use kura_engine::{Change, ItemRef, Key, NewItem, Space};
 use crate::catalog::{Catalog, TableDef};
 use crate::error::{value_error, Error};
 use crate::ordered::keeps_order;
+use crate::reads::Reads;
 use crate::row;
 use crate::rows::{pk_bytes, row_key, unique_keys_of, Tables, ATTEMPTS, ROW_SPACE, UNIQUE_SPACE};
 use crate::value::Value;
@@ -104,6 +108,9 @@ pub struct Applied {
     pub affected: u64,
     /// Rows an update found (changed or not): MySQL's "Rows matched".
     pub matched: u64,
+    /// Rows an update or an upsert found and left as they were: what MySQL's
+    /// `CLIENT_FOUND_ROWS` counts in the rows affected too.
+    pub unchanged: u64,
     /// The batch's LSN: acknowledge after it. None when nothing was written.
     pub lsn: Option<u64>,
 }
@@ -184,7 +191,21 @@ impl Tables {
         changes: &[RowChange],
         upsert: &mut Upsert<'_>,
     ) -> Result<Applied, ApplyError> {
-        self.batch(catalog, changes, upsert, true)
+        self.batch(catalog, changes, &Reads::new(), upsert, true)
+            .map(|(applied, _)| applied)
+    }
+
+    /// Applies a transaction's `changes` as [`Tables::apply_changes`] does, if nothing
+    /// in `reads` changed since it was read (else [`ApplyError::Conflict`], nothing
+    /// written). With no changes it only checks.
+    pub fn commit_changes(
+        &self,
+        catalog: &Catalog,
+        changes: &[RowChange],
+        reads: &Reads,
+        upsert: &mut Upsert<'_>,
+    ) -> Result<Applied, ApplyError> {
+        self.batch(catalog, changes, reads, upsert, true)
             .map(|(applied, _)| applied)
     }
 
@@ -198,13 +219,14 @@ impl Tables {
         changes: &[RowChange],
         upsert: &mut Upsert<'_>,
     ) -> Result<(Applied, Vec<RowAfter>), ApplyError> {
-        self.batch(catalog, changes, upsert, false)
+        self.batch(catalog, changes, &Reads::new(), upsert, false)
     }
 
     fn batch(
         &self,
         catalog: &Catalog,
         changes: &[RowChange],
+        reads: &Reads,
         upsert: &mut Upsert<'_>,
         write: bool,
     ) -> Result<(Applied, Vec<RowAfter>), ApplyError> {
@@ -283,11 +305,33 @@ impl Tables {
                 }
             }
         }
+        for key in reads.keys() {
+            add(&mut keys, key.clone());
+        }
+        // Counted under way (for the scans of transactions) until it returns.
+        let writing = write.then(|| self.writes.writing(changes.iter().map(RowChange::table)));
         for _ in 0..ATTEMPTS {
             let engine_keys: Vec<Key<'_>> = keys.iter().map(|(s, k)| Key::new(*s, k)).collect();
-            let decide = |current: &[Option<ItemRef<'_>>], _now: u32| {
+            let decide = |current: &[Option<ItemRef<'_>>], now: u32| {
                 let keep = || current.iter().map(|_| Change::Keep).collect::<Vec<_>>();
                 let mut run = Run::new(catalog, &keys, current);
+                let cas_now = |key: &_| {
+                    run.position
+                        .get(key)
+                        .map(|&i| current[i].as_ref().map(|item| item.cas))
+                };
+                if !reads.is_empty()
+                    && !reads.unchanged(
+                        cas_now,
+                        |n| def_of(n).ok(),
+                        &self.ordered,
+                        &self.writes,
+                        writing.as_ref(),
+                        now,
+                    )
+                {
+                    return (keep(), Decided::Refused(ApplyError::Conflict));
+                }
                 match run.decide(changes, &mut *upsert) {
                     Ok(Some(applied)) => match run.finish() {
                         Ok((engine_changes, ordered)) if write => {
@@ -529,6 +573,8 @@ impl<'a, 'c> Run<'a, 'c> {
                             if new != old {
                                 self.change_row(def, o, old, (client_flags, exptime), new)?;
                                 applied.affected += 2;
+                            } else {
+                                applied.unchanged += 1;
                             }
                             return Ok(());
                         }
@@ -550,6 +596,7 @@ impl<'a, 'c> Run<'a, 'c> {
                 }
                 applied.matched += 1;
                 if old == *values {
+                    applied.unchanged += 1;
                     return Ok(());
                 }
                 self.change_row(def, old_at, old, (client_flags, exptime), values.clone())?;

@@ -42,6 +42,12 @@ impl Tables {
             }
             pos += len;
         }
+        // Counted under way (for the scans of transactions) until it returns.
+        let _writing = self.writes.writing(
+            rows.iter()
+                .filter_map(|k| k.get(..4))
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+        );
         if catalog_changed {
             let end = self.store.apply_copied(run, start_lsn)?;
             self.follow_catalog()?;

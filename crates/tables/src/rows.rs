@@ -35,6 +35,7 @@ use parking_lot::RwLock;
 use crate::catalog::{Catalog, Container, TableDef, Via};
 use crate::error::{value_error, Error};
 use crate::ordered::{keeps_order, parse_range, Ordered};
+use crate::reads::TableWrites;
 use crate::schema::parse_schema;
 use crate::text::{self, Field};
 use crate::value::{parse_owned, parse_text, Value, ValueRef};
@@ -134,6 +135,8 @@ pub struct Tables {
     pub(crate) gate: RwLock<()>,
     /// Ordered indexes (KEY, and USING BTREE), in memory beside the store.
     pub(crate) ordered: Ordered,
+    /// Writes to each table's rows, for the scans of transactions ([`crate::reads`]).
+    pub(crate) writes: TableWrites,
     pub counters: TableCounters,
 }
 
@@ -332,6 +335,7 @@ impl Tables {
             generation: AtomicU64::new(1),
             gate: RwLock::new(()),
             ordered: Ordered::default(),
+            writes: TableWrites::default(),
             counters: TableCounters::default(),
         };
         // A replica's catalog is its primary's: a change left half done there is

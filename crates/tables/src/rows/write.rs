@@ -154,6 +154,8 @@ impl Tables {
         // row, whose entries are new: it locks them from the start.
         let mut entries_locked =
             !matches!(&op, RowOp::Write { mode, .. } if *mode != WriteMode::Add);
+        // Counted under way (for the scans of transactions) until it returns.
+        let _writing = self.writes.writing([def.number]);
         for _ in 0..ATTEMPTS {
             let mut engine_keys: Vec<Key<'_>> =
                 Vec::with_capacity(1 + new_entries.len() + old_keys.len());

@@ -1,0 +1,300 @@
+//! What a transaction read is checked at COMMIT: a row read by key, a key looked up
+//! and not found, a range of an ordered index and a whole table, each changed by
+//! another writer after the read, make a COMMIT that writes answer 1213 and apply
+//! nothing; `SELECT ... FOR UPDATE` and `LOCK IN SHARE MODE` read into that set.
+#![allow(clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kura_engine::sim::SimDisk;
+use kura_engine::{Durability, ManualClock, Options, Store};
+use kura_sql::{Cell, Output, Session, SqlError};
+use kura_tables::Tables;
+
+const SCHEMA: &str = "CREATE TABLE players (
+    id INT PRIMARY KEY,
+    name VARCHAR(32) NOT NULL,
+    email VARCHAR(64),
+    level INT NOT NULL DEFAULT 1,
+    UNIQUE KEY email (email),
+    KEY level (level)
+)";
+
+fn tables() -> Arc<Tables> {
+    let clock = Arc::new(ManualClock::new(1_700_000_000));
+    let mut options = Options::new(Durability::Fsync, clock);
+    options.fsync_interval = Duration::from_millis(1);
+    let store = Store::open(Arc::new(SimDisk::new()), options).expect("store");
+    Arc::new(Tables::open(Arc::new(store)).expect("tables"))
+}
+
+fn rows(session: &mut Session, sql: &str) -> Vec<Vec<Cell>> {
+    match session.query(sql) {
+        Ok(Output::Rows(rs)) => rs.rows,
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
+fn done(session: &mut Session, sql: &str) -> u64 {
+    match session.query(sql) {
+        Ok(Output::Done(d)) => d.affected,
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
+fn error(session: &mut Session, sql: &str) -> SqlError {
+    match session.query(sql) {
+        Err(e) => e,
+        other => panic!("{sql}: wanted an error, got {other:?}"),
+    }
+}
+
+/// Two sessions over players 1..=4 (levels 5, 7, 5, 9; table `notes` without an
+/// ordered index, for scans).
+fn two() -> (Session, Session) {
+    let tables = tables();
+    let mut a = Session::new(Arc::clone(&tables), 1, "root").expect("session");
+    let b = Session::new(Arc::clone(&tables), 2, "root").expect("session");
+    done(&mut a, SCHEMA);
+    done(
+        &mut a,
+        "CREATE TABLE notes (id INT PRIMARY KEY, body VARCHAR(32) NOT NULL, n INT NOT NULL)",
+    );
+    done(
+        &mut a,
+        "INSERT INTO players (id, name, email, level) VALUES \
+         (1, 'ann', 'ann@x.com', 5), (2, 'bob', 'bob@x.com', 7), (3, 'cy', NULL, 5), \
+         (4, 'di', 'di@x.com', 9)",
+    );
+    done(
+        &mut a,
+        "INSERT INTO notes (id, body, n) VALUES (1, 'a', 1), (2, 'b', 2)",
+    );
+    (a, b)
+}
+
+fn level(s: &mut Session, id: i64) -> Vec<Vec<Cell>> {
+    rows(s, &format!("SELECT level FROM players WHERE id = {id}"))
+}
+
+#[test]
+fn a_row_read_then_changed_by_another_writer_fails_the_commit() {
+    let (mut a, mut b) = two();
+    done(&mut b, "BEGIN");
+    assert_eq!(level(&mut b, 1), vec![vec![Cell::Int(5)]]);
+    assert_eq!(
+        done(&mut a, "UPDATE players SET level = level + 1 WHERE id = 1"),
+        1
+    );
+    done(&mut b, "UPDATE players SET level = 10 WHERE id = 1");
+    assert_eq!(error(&mut b, "COMMIT").code, 1213);
+    // A's update stays; nothing of B's is applied.
+    assert_eq!(level(&mut a, 1), vec![vec![Cell::Int(6)]]);
+    // The same with the write to another row than the one read.
+    done(&mut b, "BEGIN");
+    assert_eq!(level(&mut b, 1), vec![vec![Cell::Int(6)]]);
+    done(&mut a, "UPDATE players SET level = 8 WHERE id = 1");
+    done(&mut b, "UPDATE players SET level = 6 WHERE id = 2");
+    assert_eq!(error(&mut b, "COMMIT").code, 1213);
+    assert_eq!(level(&mut a, 2), vec![vec![Cell::Int(7)]]);
+    // A row read and deleted since.
+    done(&mut b, "BEGIN");
+    assert_eq!(level(&mut b, 3), vec![vec![Cell::Int(5)]]);
+    done(&mut a, "DELETE FROM players WHERE id = 3");
+    done(&mut b, "UPDATE players SET level = 6 WHERE id = 2");
+    assert_eq!(error(&mut b, "COMMIT").code, 1213);
+    assert_eq!(level(&mut a, 2), vec![vec![Cell::Int(7)]]);
+    // Unchanged reads commit.
+    done(&mut b, "BEGIN");
+    assert_eq!(level(&mut b, 1), vec![vec![Cell::Int(8)]]);
+    done(&mut b, "UPDATE players SET level = 9 WHERE id = 1");
+    done(&mut b, "COMMIT");
+    assert_eq!(level(&mut a, 1), vec![vec![Cell::Int(9)]]);
+}
+
+#[test]
+fn with_autocommit_off_the_transaction_starts_at_its_first_read() {
+    let (mut a, mut b) = two();
+    done(&mut b, "SET autocommit = 0");
+    assert_eq!(level(&mut b, 1), vec![vec![Cell::Int(5)]]);
+    done(&mut a, "UPDATE players SET level = level + 1 WHERE id = 1");
+    done(&mut b, "UPDATE players SET level = 10 WHERE id = 1");
+    assert_eq!(error(&mut b, "COMMIT").code, 1213);
+    assert_eq!(level(&mut a, 1), vec![vec![Cell::Int(6)]]);
+}
+
+#[test]
+fn keys_looked_up_and_not_found_fail_the_commit_when_they_appear() {
+    let (mut a, mut b) = two();
+    // By primary key.
+    done(&mut b, "BEGIN");
+    assert!(rows(&mut b, "SELECT id FROM players WHERE id = 30").is_empty());
+    done(&mut a, "INSERT INTO players (id, name) VALUES (30, 'new')");
+    done(&mut b, "UPDATE players SET level = 1 WHERE id = 2");
+    assert_eq!(error(&mut b, "COMMIT").code, 1213);
+    assert_eq!(level(&mut a, 2), vec![vec![Cell::Int(7)]]);
+    // Through a unique index.
+    done(&mut b, "BEGIN");
+    assert!(rows(&mut b, "SELECT id FROM players WHERE email = 'eve@x.com'").is_empty());
+    done(
+        &mut a,
+        "INSERT INTO players (id, name, email) VALUES (31, 'eve', 'eve@x.com')",
+    );
+    done(
+        &mut b,
+        "INSERT INTO players (id, name, email) VALUES (32, 'eve2', 'eve2@x.com')",
+    );
+    assert_eq!(error(&mut b, "COMMIT").code, 1213);
+    assert!(rows(&mut a, "SELECT id FROM players WHERE id = 32").is_empty());
+}
+
+#[test]
+fn a_range_read_fails_the_commit_when_a_row_enters_or_leaves_it() {
+    let (mut a, mut b) = two();
+    let in_range = "SELECT id FROM players WHERE level BETWEEN 5 AND 7 ORDER BY level, id";
+    // A row inserted into the range.
+    done(&mut b, "BEGIN");
+    assert_eq!(rows(&mut b, in_range).len(), 3);
+    done(
+        &mut a,
+        "INSERT INTO players (id, name, level) VALUES (40, 'in', 6)",
+    );
+    done(&mut b, "UPDATE players SET name = 'x' WHERE id = 4");
+    assert_eq!(error(&mut b, "COMMIT").code, 1213);
+    // A row deleted from it.
+    done(&mut b, "BEGIN");
+    assert_eq!(rows(&mut b, in_range).len(), 4);
+    done(&mut a, "DELETE FROM players WHERE id = 40");
+    done(&mut b, "UPDATE players SET name = 'x' WHERE id = 4");
+    assert_eq!(error(&mut b, "COMMIT").code, 1213);
+    // A row moved into it by an update.
+    done(&mut b, "BEGIN");
+    assert_eq!(rows(&mut b, in_range).len(), 3);
+    done(&mut a, "UPDATE players SET level = 6 WHERE id = 4");
+    done(&mut b, "UPDATE players SET name = 'x' WHERE id = 1");
+    assert_eq!(error(&mut b, "COMMIT").code, 1213);
+    assert_eq!(
+        rows(&mut a, "SELECT name FROM players WHERE id = 1"),
+        vec![vec![Cell::Bytes(b"ann".to_vec())]]
+    );
+    // A change outside the range does not matter.
+    done(&mut b, "BEGIN");
+    assert_eq!(rows(&mut b, in_range).len(), 4);
+    done(
+        &mut a,
+        "INSERT INTO players (id, name, level) VALUES (41, 'out', 20)",
+    );
+    done(&mut b, "UPDATE players SET name = 'y' WHERE id = 1");
+    done(&mut b, "COMMIT");
+    assert_eq!(
+        rows(&mut a, "SELECT name FROM players WHERE id = 1"),
+        vec![vec![Cell::Bytes(b"y".to_vec())]]
+    );
+}
+
+#[test]
+fn a_table_scanned_fails_the_commit_when_another_writer_changes_it() {
+    let (mut a, mut b) = two();
+    done(&mut b, "BEGIN");
+    assert_eq!(
+        rows(&mut b, "SELECT SUM(n) FROM notes"),
+        vec![vec![Cell::Int(3)]]
+    );
+    done(&mut a, "INSERT INTO notes (id, body, n) VALUES (3, 'c', 3)");
+    done(
+        &mut b,
+        "INSERT INTO notes (id, body, n) VALUES (100, 'sum', 3)",
+    );
+    assert_eq!(error(&mut b, "COMMIT").code, 1213);
+    assert!(rows(&mut a, "SELECT id FROM notes WHERE id = 100").is_empty());
+    // Without the other writer, it commits.
+    done(&mut b, "BEGIN");
+    assert_eq!(
+        rows(&mut b, "SELECT SUM(n) FROM notes"),
+        vec![vec![Cell::Int(6)]]
+    );
+    done(
+        &mut b,
+        "INSERT INTO notes (id, body, n) VALUES (100, 'sum', 6)",
+    );
+    done(&mut b, "COMMIT");
+    assert_eq!(
+        rows(&mut a, "SELECT n FROM notes WHERE id = 100"),
+        vec![vec![Cell::Int(6)]]
+    );
+}
+
+#[test]
+fn a_read_only_transaction_commits_whatever_changed() {
+    let (mut a, mut b) = two();
+    done(&mut b, "BEGIN");
+    assert_eq!(level(&mut b, 1), vec![vec![Cell::Int(5)]]);
+    done(&mut a, "UPDATE players SET level = 6 WHERE id = 1");
+    assert_eq!(level(&mut b, 1), vec![vec![Cell::Int(6)]]);
+    done(&mut b, "COMMIT");
+}
+
+#[test]
+fn locking_reads_are_accepted_and_join_the_checked_reads() {
+    let (mut a, mut b) = two();
+    for suffix in [
+        "FOR UPDATE",
+        "LOCK IN SHARE MODE",
+        "FOR SHARE",
+        "FOR UPDATE OF players",
+        "FOR UPDATE NOWAIT",
+        "FOR SHARE NOWAIT",
+    ] {
+        done(&mut b, "BEGIN");
+        assert_eq!(
+            rows(
+                &mut b,
+                &format!("SELECT level FROM players WHERE id = 2 {suffix}")
+            ),
+            vec![vec![Cell::Int(7)]],
+            "{suffix}"
+        );
+        done(&mut a, "UPDATE players SET level = level + 1 WHERE id = 2");
+        done(&mut b, "UPDATE players SET level = 100 WHERE id = 2");
+        assert_eq!(error(&mut b, "COMMIT").code, 1213, "{suffix}");
+        done(&mut a, "UPDATE players SET level = 7 WHERE id = 2");
+    }
+    assert_eq!(level(&mut a, 2), vec![vec![Cell::Int(7)]]);
+    // In autocommit mode a locking read is a plain read.
+    assert_eq!(
+        rows(&mut a, "SELECT level FROM players WHERE id = 2 FOR UPDATE"),
+        vec![vec![Cell::Int(7)]]
+    );
+    // Kura holds no locks, so no row is ever skipped: SKIP LOCKED is refused rather
+    // than read as if every worker could take the same row.
+    for suffix in ["FOR UPDATE SKIP LOCKED", "FOR SHARE SKIP LOCKED"] {
+        let e = error(
+            &mut b,
+            &format!("SELECT level FROM players WHERE id = 2 {suffix}"),
+        );
+        assert_eq!(e.code, 1235, "{suffix}: {e:?}");
+    }
+}
+
+#[test]
+fn a_locking_read_is_checked_at_commit_even_without_writes() {
+    let (mut a, mut b) = two();
+    done(&mut b, "BEGIN");
+    assert_eq!(
+        rows(&mut b, "SELECT level FROM players WHERE id = 3 FOR UPDATE"),
+        vec![vec![Cell::Int(5)]]
+    );
+    done(&mut a, "UPDATE players SET level = 6 WHERE id = 3");
+    assert_eq!(error(&mut b, "COMMIT").code, 1213);
+    // Unchanged, it commits.
+    done(&mut b, "BEGIN");
+    assert_eq!(
+        rows(
+            &mut b,
+            "SELECT level FROM players WHERE id = 3 LOCK IN SHARE MODE"
+        ),
+        vec![vec![Cell::Int(6)]]
+    );
+    done(&mut b, "COMMIT");
+}

@@ -1,0 +1,226 @@
+//! What a SQL transaction read, checked when it commits: if another writer (SQL or
+//! memcached) changed any of it since, the transaction's batch is refused whole with
+//! [`crate::ApplyError::Conflict`] (MySQL's 1213 to the client).
+//!
+//! A read set holds:
+//! - rows read by key (a primary key, a unique value, a row of a range), with the CAS
+//!   the row had at its first read, and keys looked up and not found (a row's key, a
+//!   unique-index entry's), which must still be absent;
+//! - ranges read through an ordered index, with the primary keys the range held: the
+//!   range must hold the same ones (a row inserted into the range, deleted from it, or
+//!   moved in or out by an update is a change);
+//! - tables scanned whole, with the count of writes to the table when the scan began
+//!   ([`TableWrites`]): any write to the table since, or under way, is a change.
+//!
+//! The batch locks the keys read with the keys it writes, and checks the read set
+//! under those locks before it decides anything, so nothing changes between the check
+//! and the write. Ranges and scan counts are looked at under the same locks: a writer
+//! changes a row's ordered entries while it holds the row's lock, and is counted under
+//! way from before it locks to after it lets go, so a write this check does not see is
+//! one that comes after the commit.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use kura_engine::Space;
+
+use crate::catalog::{TableDef, Via};
+use crate::ordered::{Ordered, Range};
+use crate::rows::{row_key_of_entry, unique_key, ROW_SPACE, UNIQUE_SPACE};
+use crate::value::Value;
+
+/// A key of the store: its space and bytes.
+pub(crate) type StoreKey = (Space, Vec<u8>);
+
+/// A range read through an ordered index, and the primary keys it held.
+#[derive(Debug, Clone)]
+struct RangeRead {
+    table: u32,
+    via: Via,
+    range: Range,
+    pks: Vec<Vec<u8>>,
+}
+
+/// What a transaction read (see the module's docs).
+#[derive(Debug, Clone, Default)]
+pub struct Reads {
+    /// Keys read, with the CAS the item had (None: absent).
+    keys: HashMap<StoreKey, Option<u64>>,
+    ranges: Vec<RangeRead>,
+    /// Tables scanned: number, and the table's write count when the first scan began.
+    scans: HashMap<u32, u64>,
+}
+
+impl Reads {
+    pub fn new() -> Reads {
+        Reads::default()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.ranges.is_empty() && self.scans.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.ranges.clear();
+        self.scans.clear();
+    }
+
+    /// The row of `def` whose primary key encodes to `pk` was read with CAS `cas`
+    /// (None: it was not there). The first read of a row is the one checked.
+    pub fn row(&mut self, def: &TableDef, pk: &[u8], cas: Option<u64>) {
+        self.keys
+            .entry((ROW_SPACE, row_key_of_entry(def, pk)))
+            .or_insert(cas);
+    }
+
+    /// No row of `def` held `value` under unique index `index`.
+    pub fn no_unique(&mut self, def: &TableDef, index: usize, value: &Value) {
+        if let Ok(Some(key)) = unique_key(def, index, value) {
+            self.keys.entry((UNIQUE_SPACE, key)).or_insert(None);
+        }
+    }
+
+    /// The range `range` of `def`'s ordered `via` held the rows whose primary keys
+    /// (encoded, in index order) are `pks`.
+    pub fn range(&mut self, def: &TableDef, via: Via, range: &Range, pks: &[Vec<u8>]) {
+        self.ranges.push(RangeRead {
+            table: def.number,
+            via,
+            range: range.clone(),
+            pks: pks.to_vec(),
+        });
+    }
+
+    /// `def` was scanned whole from when its write count was `writes`.
+    pub fn scan(&mut self, def: &TableDef, writes: u64) {
+        self.scans.entry(def.number).or_insert(writes);
+    }
+
+    /// The keys the commit's batch locks to check the read set.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &StoreKey> {
+        self.keys.keys()
+    }
+
+    /// Whether everything read is as it was. `cas_now` gives a locked key's CAS now
+    /// (`Some(None)`: absent; None: the key is not locked, which the caller prevents);
+    /// `def` a table's definition by number (None: dropped); `now` the store's time.
+    pub(crate) fn unchanged<'c>(
+        &self,
+        cas_now: impl Fn(&StoreKey) -> Option<Option<u64>>,
+        def: impl Fn(u32) -> Option<&'c TableDef>,
+        ordered: &Ordered,
+        writes: &TableWrites,
+        own: Option<&Writing<'_>>,
+        now: u32,
+    ) -> bool {
+        for (key, cas) in &self.keys {
+            if cas_now(key) != Some(*cas) {
+                return false;
+            }
+        }
+        for (&table, &since) in &self.scans {
+            if !writes.unchanged(table, since, own) {
+                return false;
+            }
+        }
+        for read in &self.ranges {
+            let Some(def) = def(read.table) else {
+                return false;
+            };
+            match ordered.range(def, read.via, &read.range, now, usize::MAX) {
+                Some(pks) if pks == read.pks => {}
+                _ => return false,
+            }
+        }
+        true
+    }
+}
+
+/// How many slots [`TableWrites`] counts in.
+const SLOTS: usize = 64;
+
+/// Writes to each table's rows, counted around the writer's batch: `started` before it
+/// takes its locks, `finished` after it lets them go (also when it fails). A scan
+/// notes `finished` before it reads; the transaction commits only if, under its
+/// batch's locks, `finished` is the same and no other writer is between the two (a
+/// row a writer moved while the scan read the log may have been missed by it).
+/// Tables share a slot when their numbers are equal modulo 64: a write to one then
+/// also refuses a transaction that scanned the other, which is never a lost change.
+#[derive(Debug)]
+pub struct TableWrites {
+    started: [AtomicU64; SLOTS],
+    finished: [AtomicU64; SLOTS],
+}
+
+impl Default for TableWrites {
+    fn default() -> TableWrites {
+        TableWrites {
+            started: std::array::from_fn(|_| AtomicU64::new(0)),
+            finished: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+/// A batch writing rows of some tables: counted finished when dropped.
+pub(crate) struct Writing<'w> {
+    writes: &'w TableWrites,
+    slots: Vec<usize>,
+}
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        for &slot in &self.slots {
+            self.writes.finished[slot].fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Writing<'_> {
+    /// How many of the writers now under way on table `number`'s slot are this one.
+    fn own(&self, number: u32) -> u64 {
+        u64::from(self.slots.contains(&slot(number)))
+    }
+}
+
+fn slot(number: u32) -> usize {
+    number as usize % SLOTS
+}
+
+impl TableWrites {
+    /// The count of finished writes to table `number` now.
+    pub fn of(&self, number: u32) -> u64 {
+        self.finished[slot(number)].load(Ordering::SeqCst)
+    }
+
+    /// A batch starts writing rows of the tables `numbers`.
+    pub(crate) fn writing(&self, numbers: impl IntoIterator<Item = u32>) -> Writing<'_> {
+        let mut slots: Vec<usize> = numbers.into_iter().map(slot).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        for &s in &slots {
+            self.started[s].fetch_add(1, Ordering::SeqCst);
+        }
+        Writing {
+            writes: self,
+            slots,
+        }
+    }
+
+    /// Whether table `number` had no write finish since `since` and has none under way
+    /// but `own`'s.
+    fn unchanged(&self, number: u32, since: u64, own: Option<&Writing<'_>>) -> bool {
+        let finished = self.finished[slot(number)].load(Ordering::SeqCst);
+        let started = self.started[slot(number)].load(Ordering::SeqCst);
+        let own = own.map_or(0, |w| w.own(number));
+        finished == since && started == finished + own
+    }
+}
+
+impl crate::rows::Tables {
+    /// The count of writes to `def`'s rows now: a scan takes it before it reads, for
+    /// [`Reads::scan`].
+    pub fn table_writes(&self, def: &TableDef) -> u64 {
+        self.writes.of(def.number)
+    }
+}
