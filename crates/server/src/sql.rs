@@ -17,6 +17,7 @@ use std::net::{IpAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use kura_mysql::{
@@ -29,6 +30,10 @@ use crate::server::Shared;
 
 /// The largest packet a client may send (MySQL's default max_allowed_packet).
 const PACKET_MAX_BYTES: usize = 64 << 20;
+
+/// How long the rest of a packet over [`PACKET_MAX_BYTES`] may take to arrive before
+/// the connection ends without its error (MySQL's net_read_timeout, 30 s).
+const SKIP_LIMIT: Duration = Duration::from_secs(30);
 
 /// The most bytes one read from a connection takes.
 const READ_BYTES: usize = 16 << 10;
@@ -180,8 +185,35 @@ impl Write for SqlStream {
     }
 }
 
-/// How long a client has for its TLS handshake.
-const HANDSHAKE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+impl SqlStream {
+    /// The TCP socket under the stream.
+    fn socket(&self) -> Option<&TcpStream> {
+        match self {
+            SqlStream::Plain(s) => Some(s),
+            SqlStream::Tls(s) => Some(&s.sock),
+            SqlStream::Switching => None,
+        }
+    }
+}
+
+/// Bounds the socket's next reads and writes by `deadline` (None: unbounded); a
+/// deadline already past is MySQL's connect_timeout expiring.
+fn bound_by(socket: &TcpStream, deadline: Option<Instant>) -> io::Result<()> {
+    let left = match deadline {
+        None => None,
+        Some(at) => match at.checked_duration_since(Instant::now()) {
+            Some(left) if !left.is_zero() => Some(left),
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the login did not complete within --sql-connect-timeout-secs",
+                ))
+            }
+        },
+    };
+    socket.set_read_timeout(left)?;
+    socket.set_write_timeout(left)
+}
 
 /// A connection's bytes: the packets read, the replies written, the sequence ids.
 struct Wire {
@@ -194,6 +226,8 @@ struct Wire {
     out: Vec<u8>,
     seq: u8,
     caps: CapabilityFlags,
+    /// Until the login completes: when the connection is dropped (connect_timeout).
+    deadline: Option<Instant>,
 }
 
 impl Wire {
@@ -203,7 +237,16 @@ impl Wire {
             match self.reader.next_packet() {
                 Ok(Some(p)) => return Ok(Some(p)),
                 Ok(None) => {}
+                Err(my::ProtocolError::TooLarge { .. }) => {
+                    self.refuse_too_large()?;
+                    return Ok(None);
+                }
                 Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
+            }
+            if self.deadline.is_some() {
+                if let Some(socket) = self.stream.socket() {
+                    bound_by(socket, self.deadline)?;
+                }
             }
             let n = self.stream.read(&mut self.read_buf)?;
             if n == 0 {
@@ -211,6 +254,57 @@ impl Wire {
             }
             self.reader.feed(&self.read_buf[..n]);
         }
+    }
+
+    /// A packet over max_allowed_packet: as MySQL's server, reads the rest of it
+    /// (within [`SKIP_LIMIT`], holding none of it), so that the client, done sending,
+    /// reads ER_NET_PACKET_TOO_LARGE (1153); the connection then ends.
+    fn refuse_too_large(&mut self) -> io::Result<()> {
+        let mut pending = std::mem::take(self.reader.buffer());
+        let mut at = 0;
+        // Body bytes of the current frame still to skip; whether it is the last.
+        let mut in_frame = 0usize;
+        let mut last_frame = false;
+        let mut seq = 0u8;
+        let deadline = Instant::now() + SKIP_LIMIT;
+        loop {
+            if in_frame > 0 {
+                let n = in_frame.min(pending.len() - at);
+                in_frame -= n;
+                at += n;
+            }
+            if in_frame == 0 {
+                if last_frame {
+                    break;
+                }
+                if let Some(header) = pending.get(at..at + 4) {
+                    in_frame = usize::from(header[0])
+                        | usize::from(header[1]) << 8
+                        | usize::from(header[2]) << 16;
+                    seq = header[3];
+                    last_frame = in_frame < my::MAX_FRAME_PAYLOAD;
+                    at += 4;
+                    continue;
+                }
+            }
+            pending.drain(..at);
+            at = 0;
+            if let Some(socket) = self.stream.socket() {
+                bound_by(socket, Some(deadline))?;
+            }
+            let n = self.stream.read(&mut self.read_buf)?;
+            if n == 0 {
+                return Ok(());
+            }
+            pending.extend_from_slice(&self.read_buf[..n]);
+        }
+        self.seq = seq.wrapping_add(1);
+        self.send(&my::err(
+            1153,
+            b"08S01",
+            "Got a packet bigger than 'max_allowed_packet' bytes",
+        ))?;
+        self.flush()
     }
 
     fn send(&mut self, payload: &[u8]) -> io::Result<()> {
@@ -251,13 +345,10 @@ impl Wire {
                 .process_new_packets()
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
         }
-        socket.set_read_timeout(Some(HANDSHAKE_LIMIT))?;
-        socket.set_write_timeout(Some(HANDSHAKE_LIMIT))?;
         while session.is_handshaking() {
+            bound_by(&socket, self.deadline)?;
             session.complete_io(&mut socket)?;
         }
-        socket.set_read_timeout(None)?;
-        socket.set_write_timeout(None)?;
         self.stream = SqlStream::Tls(Box::new(rustls::StreamOwned::new(session, socket)));
         Ok(())
     }
@@ -373,6 +464,7 @@ struct Connection<'a> {
 
 impl<'a> Connection<'a> {
     fn run(stream: TcpStream, shared: &'a Shared, users: &Users, id: u32) -> io::Result<()> {
+        let accepted = Instant::now();
         stream.set_nodelay(true)?;
         let mut nonce = [0u8; NONCE_BYTES];
         std::fs::File::open("/dev/urandom")?.read_exact(&mut nonce)?;
@@ -388,12 +480,20 @@ impl<'a> Connection<'a> {
             out: Vec::new(),
             seq: 0,
             caps: my::server_capabilities(),
+            deadline: Some(accepted + Duration::from_secs(shared.config.sql_connect_timeout_secs)),
         };
+        if let Some(socket) = wire.stream.socket() {
+            bound_by(socket, wire.deadline)?;
+        }
         wire.send(&my::greeting(id, &nonce, shared.tls.is_some()))?;
         wire.flush()?;
         let Some(session) = wire.login(users, &nonce, shared, id)? else {
             return Ok(());
         };
+        wire.deadline = None;
+        if let Some(socket) = wire.stream.socket() {
+            bound_by(socket, None)?;
+        }
         let user = session.user();
         let mut conn = Connection {
             wire,
