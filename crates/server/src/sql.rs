@@ -24,9 +24,13 @@ use kura_mysql::{
     self as my, CapabilityFlags, ColumnFlags, ColumnType, Command, Login, PacketReader,
     StatusFlags, NONCE_BYTES,
 };
-use kura_sql::{Cell, ColumnInfo, Kind, Output, Param, Session, SqlError};
+use kura_sql::{Cell, ColumnInfo, Interrupt, Kind, Output, Param, Processes, Session, SqlError};
 
 use crate::server::Shared;
+
+mod processlist;
+
+use processlist::{ProcessList, Registered};
 
 /// The largest packet a client may send (MySQL's default max_allowed_packet).
 const PACKET_MAX_BYTES: usize = 64 << 20;
@@ -98,6 +102,7 @@ pub fn is_loopback(listen: &str) -> bool {
 pub fn serve(listener: TcpListener, shared: Arc<Shared>, users: Arc<Users>) -> io::Result<()> {
     let ids = Arc::new(AtomicU32::new(1));
     let open = Arc::new(AtomicUsize::new(0));
+    let processes = Arc::new(ProcessList::default());
     std::thread::Builder::new()
         .name("kura-sql-accept".to_string())
         .spawn(move || {
@@ -109,6 +114,7 @@ pub fn serve(listener: TcpListener, shared: Arc<Shared>, users: Arc<Users>) -> i
                 let id = ids.fetch_add(1, Ordering::Relaxed);
                 let shared = Arc::clone(&shared);
                 let users = Arc::clone(&users);
+                let processes = Arc::clone(&processes);
                 if open.fetch_add(1, Ordering::AcqRel) >= shared.config.connections_max {
                     open.fetch_sub(1, Ordering::AcqRel);
                     let _ = refuse(stream);
@@ -118,7 +124,7 @@ pub fn serve(listener: TcpListener, shared: Arc<Shared>, users: Arc<Users>) -> i
                 let spawned = std::thread::Builder::new()
                     .name(format!("kura-sql-{id}"))
                     .spawn(move || {
-                        let _ = Connection::run(stream, &shared, &users, id);
+                        let _ = Connection::run(stream, &shared, &users, &processes, id);
                         done.fetch_sub(1, Ordering::AcqRel);
                     });
                 if spawned.is_err() {
@@ -440,6 +446,17 @@ impl Wire {
     }
 }
 
+/// Gives a new session the connection's stop signal and the server's connections.
+fn attach(
+    session: &mut Session,
+    interrupt: &Arc<Interrupt>,
+    processes: &Arc<ProcessList>,
+) -> Result<(), SqlError> {
+    session.set_interrupt(Arc::clone(interrupt))?;
+    session.set_processes(Arc::clone(processes) as Arc<dyn Processes>);
+    Ok(())
+}
+
 /// MySQL's server status flags for a session.
 fn status(session: &Session) -> StatusFlags {
     let (in_transaction, autocommit) = session.status();
@@ -460,12 +477,25 @@ struct Connection<'a> {
     statements: HashMap<u32, Statement>,
     id: u32,
     user: String,
+    /// Its place in SHOW PROCESSLIST.
+    registered: Registered,
+    processes: Arc<ProcessList>,
+    interrupt: Arc<Interrupt>,
 }
 
 impl<'a> Connection<'a> {
-    fn run(stream: TcpStream, shared: &'a Shared, users: &Users, id: u32) -> io::Result<()> {
+    fn run(
+        stream: TcpStream,
+        shared: &'a Shared,
+        users: &Users,
+        processes: &Arc<ProcessList>,
+        id: u32,
+    ) -> io::Result<()> {
         let accepted = Instant::now();
         stream.set_nodelay(true)?;
+        let host = stream
+            .peer_addr()
+            .map_or_else(|_| "unknown".to_string(), |a| a.to_string());
         let mut nonce = [0u8; NONCE_BYTES];
         std::fs::File::open("/dev/urandom")?.read_exact(&mut nonce)?;
         let nonce = my::nonce_from_random(nonce);
@@ -487,9 +517,22 @@ impl<'a> Connection<'a> {
         }
         wire.send(&my::greeting(id, &nonce, shared.tls.is_some()))?;
         wire.flush()?;
-        let Some(session) = wire.login(users, &nonce, shared, id)? else {
+        let Some(mut session) = wire.login(users, &nonce, shared, id)? else {
             return Ok(());
         };
+        let interrupt = Interrupt::new();
+        let Some(socket) = wire.stream.socket() else {
+            return Ok(());
+        };
+        let registered = ProcessList::register(
+            processes,
+            id,
+            &session.user(),
+            host,
+            socket,
+            Arc::clone(&interrupt),
+        )?;
+        attach(&mut session, &interrupt, processes).map_err(io::Error::other)?;
         wire.deadline = None;
         if let Some(socket) = wire.stream.socket() {
             bound_by(socket, None)?;
@@ -502,6 +545,9 @@ impl<'a> Connection<'a> {
             statements: HashMap::new(),
             id,
             user,
+            registered,
+            processes: Arc::clone(processes),
+            interrupt,
         };
         loop {
             let Some((_, payload)) = conn.wire.packet()? else {
@@ -510,7 +556,17 @@ impl<'a> Connection<'a> {
             // A reply follows the request's last frame (a request of 16 MiB or more
             // spans several).
             conn.wire.seq = conn.wire.reader.reply_seq();
-            if !conn.command(&payload)? {
+            let process = Arc::clone(&conn.registered.process);
+            let statement = match payload.first() {
+                // COM_QUERY: its text is the statement shown.
+                Some(0x03) => Some(&payload[1..]),
+                _ => None,
+            };
+            process.busy(statement);
+            let going_on = conn.command(&payload);
+            process.idle();
+            // Killed, or its client went away while the statement ran: no reply.
+            if !going_on? || conn.interrupt.connection_ends() {
                 return Ok(());
             }
             conn.wire.flush()?;
@@ -663,7 +719,12 @@ impl<'a> Connection<'a> {
                 self.send(&my::end_of_rows(self.wire.caps, status, 0))?;
             }
             Command::ResetConnection => {
-                match Session::new(Arc::clone(&self.shared.tables), self.id, &self.user) {
+                let session = Session::new(Arc::clone(&self.shared.tables), self.id, &self.user)
+                    .and_then(|mut s| {
+                        attach(&mut s, &self.interrupt, &self.processes)?;
+                        Ok(s)
+                    });
+                match session {
                     Ok(s) => {
                         self.session = s;
                         self.statements.clear();
@@ -677,10 +738,14 @@ impl<'a> Connection<'a> {
                 let uptime = self.shared.uptime_secs();
                 self.send(format!("Uptime: {uptime}").as_bytes())?;
             }
-            Command::StmtFetch { .. }
-            | Command::ChangeUser(_)
-            | Command::ProcessKill(_)
-            | Command::Other(_) => {
+            Command::ProcessKill(id) => match self.processes.kill(self.id, id, true) {
+                Ok(()) => {
+                    let status = self.status();
+                    self.send(&my::ok(0, 0, status, 0, ""))?;
+                }
+                Err(e) => self.error(&e)?,
+            },
+            Command::StmtFetch { .. } | Command::ChangeUser(_) | Command::Other(_) => {
                 self.error(&SqlError::new(1047, b"08S01", "Unknown command"))?;
             }
         }

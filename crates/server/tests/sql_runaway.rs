@@ -64,3 +64,38 @@ fn a_packet_over_the_limit_gets_mariadbs_error() {
     let port = mariadb.port().to_string();
     run_case(&kura, "packet_too_large", &[&port]);
 }
+
+#[test]
+fn max_execution_time_bounds_a_select() {
+    let kura = start(&[]);
+    run_case(&kura, "max_execution_time", &[]);
+}
+
+#[test]
+fn kill_stops_a_query_or_a_connection() {
+    let mariadb = Mariadb::start(Path::new(env!("CARGO_TARGET_TMPDIR")), &[]);
+    let kura = start(&[]);
+    let port = mariadb.port().to_string();
+    run_case(&kura, "kill", &[&port]);
+}
+
+#[test]
+fn a_user_kills_only_its_own_connections() {
+    let dir = match tempfile::tempdir() {
+        Ok(dir) => dir,
+        Err(e) => panic!("temporary directory: {e}"),
+    };
+    let users = dir.path().join("sql-users");
+    if let Err(e) = std::fs::write(&users, "root:\nbob:bobs-secret\n") {
+        panic!("{}: {e}", users.display());
+    }
+    let users = users.to_string_lossy().into_owned();
+    let kura = start(&["--sql-users", &users]);
+    run_case(&kura, "kill_other_user", &["bobs-secret"]);
+}
+
+#[test]
+fn a_statement_stops_when_its_client_goes_away() {
+    let kura = start(&[]);
+    run_case(&kura, "client_gone", &[]);
+}

@@ -30,6 +30,8 @@ use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
 use crate::error::SqlError;
+use crate::interrupt::Interrupt;
+use crate::processlist::Processes;
 use crate::result::{Cell, ColumnInfo, Done, Kind, Output, ResultSet};
 use crate::shape::{shape, Shape, Shapes, SHAPES_KEPT};
 use crate::show::{self, default_variables};
@@ -64,6 +66,8 @@ pub struct Prepared {
     pub columns: Vec<ColumnInfo>,
     /// What runs on execute.
     plan: Plan,
+    /// Its `MAX_EXECUTION_TIME` hint, in milliseconds.
+    hint_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -90,6 +94,12 @@ pub struct Session {
     next_statement: u32,
     /// The translations of the statements' shapes met so far.
     shapes: Shapes,
+    /// Stops the running statement ([`crate::interrupt`]).
+    pub(crate) interrupt: Arc<Interrupt>,
+    /// The server's connections, for SHOW PROCESSLIST and KILL.
+    pub(crate) processes: Option<Arc<dyn Processes>>,
+    /// The running statement's `MAX_EXECUTION_TIME` hint, in milliseconds.
+    pub(crate) hint_ms: Option<u64>,
 }
 
 pub(crate) fn sqlite_error(e: rusqlite::Error) -> SqlError {
@@ -135,7 +145,11 @@ impl Session {
             prepared: HashMap::new(),
             next_statement: 1,
             shapes: Shapes::default(),
+            interrupt: Interrupt::new(),
+            processes: None,
+            hint_ms: None,
         };
+        session.set_interrupt(Interrupt::new())?;
         // Room for every kept shape's compiled statement, and the others'.
         session
             .db
@@ -298,6 +312,7 @@ impl Session {
     /// without being parsed.
     pub fn query(&mut self, sql: &str) -> Result<Output, SqlError> {
         let catalog = self.sync_catalog()?;
+        self.hint_ms = crate::interrupt::hint_ms(sql);
         if let Some(shape) = shape(sql) {
             if let Some(t) = self.shaped(&shape, &catalog) {
                 return self.run(&t, &shape.params);
@@ -382,6 +397,7 @@ impl Session {
                 params: 0,
                 columns,
                 plan: Plan::Local(sql.to_string()),
+                hint_ms: None,
             }
         } else {
             let translated = {
@@ -405,6 +421,7 @@ impl Session {
                 params: stmt.parameter_count(),
                 columns,
                 plan: Plan::Sqlite(translated),
+                hint_ms: crate::interrupt::hint_ms(sql),
             }
         };
         self.next_statement = self.next_statement.wrapping_add(1).max(1);
@@ -429,7 +446,10 @@ impl Session {
         }
         self.sync_catalog()?;
         match &prepared.plan {
-            Plan::Sqlite(t) => self.run(t, params),
+            Plan::Sqlite(t) => {
+                self.hint_ms = prepared.hint_ms;
+                self.run(t, params)
+            }
             Plan::Local(sql) => self.query(sql),
         }
     }
@@ -451,7 +471,13 @@ impl Session {
             }
             None => t.conflict,
         };
-        let result = self.attempts(t, params, conflict);
+        // max_execution_time bounds a SELECT only, as in MySQL.
+        let limit = if t.writes { None } else { self.time_limit() };
+        self.interrupt.begin(limit);
+        let result = self
+            .attempts(t, params, conflict)
+            .map_err(|e| self.interrupt.explain(e));
+        self.interrupt.end();
         if !self.in_transaction {
             self.upserts.clear();
         }
