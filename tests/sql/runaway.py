@@ -6,6 +6,7 @@ the first difference from what MySQL would answer. Waits are bounded polls for a
 condition, never sleeps standing in for one.
 """
 import socket
+import struct
 import sys
 import threading
 import time
@@ -234,6 +235,15 @@ def kill():
     wait_for("the killed idle connection gone", lambda: idle_id not in processlist_of(acur))
     code, _ = error_of(lambda: icur.execute("SELECT 1"))
     check(code in (2013, 2006), True, f"a query on a killed connection: {code}")
+    # The protocol's COM_PROCESS_KILL (mysql_kill()) is KILL CONNECTION.
+    other = connect(autocommit=True)
+    ocur = other.cursor()
+    ocur.execute("SELECT CONNECTION_ID()")
+    (other_id,), = ocur.fetchall()
+    admin._execute_command(pymysql.constants.COMMAND.COM_PROCESS_KILL, struct.pack("<I", other_id))
+    admin._read_ok_packet()
+    wait_for("the connection killed by COM_PROCESS_KILL gone",
+             lambda: other_id not in processlist_of(acur))
     # An unknown id: the same error as MariaDB's.
     got = error_of(lambda: acur.execute("KILL 987654"))
     want = error_of(lambda: connect(mariadb_port, "mysql").cursor().execute("KILL 987654"))
