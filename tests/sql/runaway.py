@@ -293,7 +293,27 @@ def client_gone():
              lambda: leaver_id not in processlist_of(acur))
 
 
+def big_result():
+    """A result of 250,000 rows, written out as it is encoded, arrives whole and in
+    order, read row by row (an unbuffered cursor)."""
+    db = connect(autocommit=True)
+    long_rows(db, 500)
+    cur = db.cursor(pymysql.cursors.SSCursor)
+    cur.execute("SELECT a.id, b.id FROM spin a, spin b ORDER BY a.id, b.id")
+    n = 0
+    for a, b in cur:
+        if (a, b) != (n // 500, n % 500):
+            raise SystemExit(f"row {n}: got {(a, b)}")
+        n += 1
+    check(n, 250_000, "rows of the cross join")
+    cur.close()
+    plain = db.cursor()
+    plain.execute("SELECT 1")
+    check(plain.fetchall(), ((1,),), "the connection after a big result")
+
+
 CASES = {
+    "big_result": big_result,
     "max_execution_time": max_execution_time,
     "kill": kill,
     "kill_other_user": kill_other_user,

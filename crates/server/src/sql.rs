@@ -39,6 +39,9 @@ const PACKET_MAX_BYTES: usize = 64 << 20;
 /// the connection ends without its error (MySQL's net_read_timeout, 30 s).
 const SKIP_LIMIT: Duration = Duration::from_secs(30);
 
+/// Encoded rows of a result held for a connection before they are written.
+const REPLY_FLUSH_BYTES: usize = 64 << 10;
+
 /// The most bytes one read from a connection takes.
 const READ_BYTES: usize = 16 << 10;
 
@@ -810,6 +813,11 @@ impl<'a> Connection<'a> {
                         }
                     } else {
                         self.send(&my::text_row(&values))?;
+                    }
+                    // The rows go out as they are encoded: a big result is not held
+                    // twice, as rows and as packets.
+                    if self.wire.out.len() >= REPLY_FLUSH_BYTES {
+                        self.wire.flush()?;
                     }
                 }
                 self.send(&my::end_of_rows(self.wire.caps, status, 0))

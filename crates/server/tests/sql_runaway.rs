@@ -99,3 +99,9 @@ fn a_statement_stops_when_its_client_goes_away() {
     let kura = start(&[]);
     run_case(&kura, "client_gone", &[]);
 }
+
+#[test]
+fn a_big_result_arrives_whole() {
+    let kura = start(&[]);
+    run_case(&kura, "big_result", &[]);
+}

@@ -229,6 +229,11 @@ impl Session {
         std::mem::take(&mut self.shared.state.lock().written_lsn)
     }
 
+    /// How many rows' CAS the session keeps for its writes' check (its read set).
+    pub fn read_set_len(&self) -> usize {
+        self.shared.state.lock().read_cas.len()
+    }
+
     /// The user the session runs as.
     pub fn user(&self) -> String {
         self.shared.state.lock().user.clone()
@@ -497,8 +502,10 @@ impl Session {
                 state.statement.clear();
                 state.error = None;
                 state.conflict = conflict;
+                state.keep_reads = t.writes || self.in_transaction;
                 if !self.in_transaction {
-                    state.read_cas.clear();
+                    // A new map: a cleared one would keep a big statement's room.
+                    state.read_cas = HashMap::new();
                 }
             }
             let result = self.step(t, params);
@@ -607,8 +614,9 @@ impl Session {
             }
             column.kind = kind;
         }
+        // Each row's values are freed as its cells are made.
         let rows = raw
-            .iter()
+            .into_iter()
             .map(|row| {
                 row.iter()
                     .enumerate()

@@ -81,6 +81,9 @@ pub struct State {
     pub conflict: OnConflict,
     /// The CAS of each row read (table, encoded primary key), for the writes' check.
     pub read_cas: HashMap<(u32, Vec<u8>), u64>,
+    /// Whether rows read go into `read_cas`: not for a read-only statement outside a
+    /// transaction, which checks nothing (a scan would hold an entry per row).
+    pub keep_reads: bool,
     /// The first error a write of the running statement met, in MySQL's terms.
     pub error: Option<SqlError>,
     pub reads: ReadCounters,
@@ -108,6 +111,7 @@ impl State {
             overlay: Overlay::new(),
             conflict: OnConflict::Fail,
             read_cas: HashMap::new(),
+            keep_reads: true,
             error: None,
             reads: ReadCounters::default(),
             max_lsn: 0,
@@ -546,9 +550,11 @@ impl KuraCursor<'_> {
         let pk = &row.values[self.def().table.primary];
         let mut state = self.tab.shared.state.lock();
         state.max_lsn = state.max_lsn.max(row.lsn);
-        state
-            .read_cas
-            .insert((self.def().number, pk_key(pk)), row.cas);
+        if state.keep_reads {
+            state
+                .read_cas
+                .insert((self.def().number, pk_key(pk)), row.cas);
+        }
     }
 
     /// Rows looked up by exact values of `column` (the primary key's, or unique index
