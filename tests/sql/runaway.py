@@ -177,7 +177,7 @@ def run_in_thread(db, sql):
         except pymysql.err.MySQLError as e:
             outcome["error"] = tuple(e.args)
 
-    t = threading.Thread(target=go)
+    t = threading.Thread(target=go, daemon=True)
     t.start()
     return t, outcome
 
@@ -310,9 +310,60 @@ def big_result():
     plain = db.cursor()
     plain.execute("SELECT 1")
     check(plain.fetchall(), ((1,),), "the connection after a big result")
+    # The binary protocol (a prepared statement), with a computed column.
+    import mysql.connector
+
+    conn = mysql.connector.connect(host="127.0.0.1", port=port, user="root", database="kura")
+    prepared = conn.cursor(prepared=True)
+    prepared.execute(
+        "SELECT a.id, b.id, a.id * 1000 + b.id FROM spin a, spin b WHERE a.id < ? ORDER BY a.id, b.id",
+        (400,),
+    )
+    n = 0
+    for a, b, c in prepared:
+        if (a, b, c) != (n // 500, n % 500, (n // 500) * 1000 + n % 500):
+            raise SystemExit(f"prepared row {n}: got {(a, b, c)}")
+        n += 1
+    check(n, 200_000, "rows of the prepared cross join")
+    conn.close()
+
+
+def streaming():
+    """An endless SELECT's rows reach the client while it still runs (SHOW
+    PROCESSLIST shows it executing); KILL QUERY then ends the rows with 1317."""
+    admin = connect(autocommit=True)
+    long_rows(admin)
+    acur = admin.cursor()
+    reader = connect(autocommit=True, cursorclass=pymysql.cursors.SSCursor)
+    rcur = reader.cursor()
+    rcur.execute("SELECT CONNECTION_ID()")
+    (reader_id,), = rcur.fetchall()
+    endless = "SELECT a.id, b.id, c.id FROM spin a, spin b, spin c, spin d, spin e"
+    got = {"rows": 0}
+
+    def read():
+        try:
+            rcur.execute(endless)
+            for _ in rcur:
+                got["rows"] += 1
+        except pymysql.err.MySQLError as e:
+            got["error"] = tuple(e.args)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    wait_for("the first 10,000 rows while the statement runs", lambda: got["rows"] >= 10_000)
+    row = processlist_of(acur)[reader_id]
+    check((row["Command"], row["Info"]), ("Query", endless), "the streaming statement")
+    acur.execute(f"KILL QUERY {reader_id}")
+    thread.join(WAIT_SECS)
+    check(thread.is_alive(), False, "the killed streaming statement ended")
+    check(got.get("error"), (1317, "Query execution was interrupted"), "the rows' end")
+    rcur.execute("SELECT 1")
+    check(tuple(rcur.fetchall()), ((1,),), "the connection after a killed stream")
 
 
 CASES = {
+    "streaming": streaming,
     "big_result": big_result,
     "max_execution_time": max_execution_time,
     "kill": kill,

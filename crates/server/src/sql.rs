@@ -29,8 +29,10 @@ use kura_sql::{Cell, ColumnInfo, Interrupt, Kind, Output, Param, Processes, Sess
 use crate::server::Shared;
 
 mod processlist;
+mod results;
 
 use processlist::{ProcessList, Registered};
+use results::RowWriter;
 
 /// The largest packet a client may send (MySQL's default max_allowed_packet).
 const PACKET_MAX_BYTES: usize = 64 << 20;
@@ -38,9 +40,6 @@ const PACKET_MAX_BYTES: usize = 64 << 20;
 /// How long the rest of a packet over [`PACKET_MAX_BYTES`] may take to arrive before
 /// the connection ends without its error (MySQL's net_read_timeout, 30 s).
 const SKIP_LIMIT: Duration = Duration::from_secs(30);
-
-/// Encoded rows of a result held for a connection before they are written.
-const REPLY_FLUSH_BYTES: usize = 64 << 10;
 
 /// The most bytes one read from a connection takes.
 const READ_BYTES: usize = 16 << 10;
@@ -615,8 +614,11 @@ impl<'a> Connection<'a> {
             }
             Command::Query(sql) => {
                 let sql = String::from_utf8_lossy(sql);
-                let result = self.session.query(&sql);
-                self.reply(result, false)?;
+                let status = self.status();
+                let mut writer = RowWriter::new(&mut self.wire, self.shared, false, status);
+                let result = self.session.query_to(&sql, &mut writer);
+                let (ended, failed) = (writer.ended, writer.failed);
+                self.finish(result, false, ended, failed)?;
             }
             Command::StmtPrepare(sql) => {
                 let sql = String::from_utf8_lossy(sql).into_owned();
@@ -670,8 +672,11 @@ impl<'a> Connection<'a> {
                 match parsed {
                     Ok(execute) => {
                         let params: Vec<Param> = execute.params.into_iter().map(param).collect();
-                        let result = self.session.execute(stmt_id, &params);
-                        self.reply(result, true)?;
+                        let status = self.status();
+                        let mut writer = RowWriter::new(&mut self.wire, self.shared, true, status);
+                        let result = self.session.execute_to(stmt_id, &params, &mut writer);
+                        let (ended, failed) = (writer.ended, writer.failed);
+                        self.finish(result, true, ended, failed)?;
                     }
                     Err(e) => self.send(&e.err_packet())?,
                 }
@@ -755,6 +760,31 @@ impl<'a> Connection<'a> {
         Ok(true)
     }
 
+    /// Ends a statement whose rows may have streamed: a lost client ends the
+    /// connection, a reply that already ended gets nothing more.
+    fn finish(
+        &mut self,
+        result: Result<Output, SqlError>,
+        binary: bool,
+        ended: bool,
+        failed: Option<io::Error>,
+    ) -> io::Result<()> {
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if ended {
+            // The rows read must still be durable before the error's flush.
+            let lsn = self.session.take_read_lsn();
+            if lsn > 0 {
+                if let Err(e) = self.shared.store.wait_acked(lsn) {
+                    tracing::debug!("waiting for the log: {e}");
+                }
+            }
+            return Ok(());
+        }
+        self.reply(result, binary)
+    }
+
     /// Sends a statement's outcome, once what it shows is durable.
     fn reply(&mut self, result: Result<Output, SqlError>, binary: bool) -> io::Result<()> {
         let lsn = self.session.take_read_lsn();
@@ -792,35 +822,16 @@ impl<'a> Connection<'a> {
                 &done.info,
             )),
             Ok(Output::Rows(rs)) => {
-                self.send(&my::column_count(rs.columns.len()))?;
-                for c in &rs.columns {
-                    self.send(&column_def(c))?;
+                let mut writer = RowWriter::new(&mut self.wire, self.shared, binary, status);
+                writer.header(&rs.columns)?;
+                writer.body(&rs.rows)?;
+                if writer.ended {
+                    return Ok(());
                 }
-                if let Some(eof) = my::end_of_columns(self.wire.caps, status, 0) {
-                    self.send(&eof)?;
-                }
-                let types: Vec<(ColumnType, bool)> = rs
-                    .columns
-                    .iter()
-                    .map(|c| (wire_type(c.kind), c.kind.is_unsigned()))
-                    .collect();
-                for row in &rs.rows {
-                    let values: Vec<my::Value<'_>> = row.iter().map(value).collect();
-                    if binary {
-                        match my::binary_row(&types, &values) {
-                            Ok(packet) => self.send(&packet)?,
-                            Err(e) => return self.send(&e.err_packet()),
-                        }
-                    } else {
-                        self.send(&my::text_row(&values))?;
-                    }
-                    // The rows go out as they are encoded: a big result is not held
-                    // twice, as rows and as packets.
-                    if self.wire.out.len() >= REPLY_FLUSH_BYTES {
-                        self.wire.flush()?;
-                    }
-                }
-                self.send(&my::end_of_rows(self.wire.caps, status, 0))
+                writer.end()
+            }
+            Ok(Output::Streamed) => {
+                RowWriter::new(&mut self.wire, self.shared, binary, status).end()
             }
         }
     }

@@ -105,3 +105,9 @@ fn a_big_result_arrives_whole() {
     let kura = start(&[]);
     run_case(&kura, "big_result", &[]);
 }
+
+#[test]
+fn rows_stream_while_the_statement_runs() {
+    let kura = start(&[]);
+    run_case(&kura, "streaming", &[]);
+}

@@ -22,7 +22,6 @@ use std::sync::Arc;
 
 use kura_tables::{ApplyError, Catalog, CatalogCache, OnConflict, Tables};
 use parking_lot::Mutex;
-use rusqlite::types::ValueRef;
 use rusqlite::vtab::Module;
 use rusqlite::Connection;
 use sqlparser::ast::Statement;
@@ -32,9 +31,10 @@ use sqlparser::parser::Parser;
 use crate::error::SqlError;
 use crate::interrupt::Interrupt;
 use crate::processlist::Processes;
-use crate::result::{Cell, ColumnInfo, Done, Kind, Output, ResultSet};
+use crate::result::{ColumnInfo, Done, Kind, Output, ResultSet};
 use crate::shape::{shape, Shape, Shapes, SHAPES_KEPT};
 use crate::show::{self, default_variables};
+use crate::stream::{self, RowSink, Whole, BATCH_ROWS, STREAM_AFTER_ROWS};
 use crate::translate::{translate, Literal, Translated, DATABASE};
 use crate::upsert::Upsert;
 use crate::vtab::{KuraTab, Shared, State};
@@ -316,11 +316,17 @@ impl Session {
     /// ([`crate::shape`]) runs its kept translation with its values as parameters,
     /// without being parsed.
     pub fn query(&mut self, sql: &str) -> Result<Output, SqlError> {
+        self.query_to(sql, &mut Whole)
+    }
+
+    /// [`Session::query`], handing a long result's rows to `sink` as they come
+    /// ([`crate::stream`]).
+    pub fn query_to(&mut self, sql: &str, sink: &mut dyn RowSink) -> Result<Output, SqlError> {
         let catalog = self.sync_catalog()?;
         self.hint_ms = crate::interrupt::hint_ms(sql);
         if let Some(shape) = shape(sql) {
             if let Some(t) = self.shaped(&shape, &catalog) {
-                return self.run(&t, &shape.params);
+                return self.run(&t, &shape.params, sink);
             }
         }
         let statement = Self::parse(sql)?;
@@ -331,7 +337,7 @@ impl Session {
                     let vars = |n: &str| self.variable(n);
                     translate(statement, sql, &vars, &catalog)?
                 };
-                self.run(&translated, &[])
+                self.run(&translated, &[], sink)
             }
         }
     }
@@ -441,6 +447,16 @@ impl Session {
 
     /// COM_STMT_EXECUTE.
     pub fn execute(&mut self, id: u32, params: &[Param]) -> Result<Output, SqlError> {
+        self.execute_to(id, params, &mut Whole)
+    }
+
+    /// [`Session::execute`], handing a long result's rows to `sink` as they come.
+    pub fn execute_to(
+        &mut self,
+        id: u32,
+        params: &[Param],
+        sink: &mut dyn RowSink,
+    ) -> Result<Output, SqlError> {
         let prepared = self
             .prepared
             .get(&id)
@@ -453,9 +469,9 @@ impl Session {
         match &prepared.plan {
             Plan::Sqlite(t) => {
                 self.hint_ms = prepared.hint_ms;
-                self.run(t, params)
+                self.run(t, params, sink)
             }
-            Plan::Local(sql) => self.query(sql),
+            Plan::Local(sql) => self.query_to(sql, sink),
         }
     }
 
@@ -465,7 +481,12 @@ impl Session {
     }
 
     /// Runs a translated statement in SQLite, and applies what it wrote.
-    fn run(&mut self, t: &Translated, params: &[Param]) -> Result<Output, SqlError> {
+    fn run(
+        &mut self,
+        t: &Translated,
+        params: &[Param],
+        sink: &mut dyn RowSink,
+    ) -> Result<Output, SqlError> {
         if t.writes && !self.autocommit && !self.in_transaction {
             self.in_transaction = true;
         }
@@ -480,7 +501,7 @@ impl Session {
         let limit = if t.writes { None } else { self.time_limit() };
         self.interrupt.begin(limit);
         let result = self
-            .attempts(t, params, conflict)
+            .attempts(t, params, conflict, sink)
             .map_err(|e| self.interrupt.explain(e));
         self.interrupt.end();
         if !self.in_transaction {
@@ -495,6 +516,7 @@ impl Session {
         t: &Translated,
         params: &[Param],
         conflict: OnConflict,
+        sink: &mut dyn RowSink,
     ) -> Result<Output, SqlError> {
         for _ in 0..STATEMENT_ATTEMPTS {
             {
@@ -508,7 +530,7 @@ impl Session {
                     state.read_cas = HashMap::new();
                 }
             }
-            let result = self.step(t, params);
+            let result = self.step(t, params, sink);
             let (changes, error) = {
                 let mut state = self.shared.state.lock();
                 (std::mem::take(&mut state.statement), state.error.take())
@@ -535,7 +557,12 @@ impl Session {
     }
 
     /// SQLite's part of a statement: its rows, or nothing for a write.
-    fn step(&mut self, t: &Translated, params: &[Param]) -> Result<Output, SqlError> {
+    fn step(
+        &mut self,
+        t: &Translated,
+        params: &[Param],
+        sink: &mut dyn RowSink,
+    ) -> Result<Output, SqlError> {
         let mut stmt = self.db.prepare_cached(&t.sql).map_err(sqlite_error)?;
         for (i, p) in params.iter().enumerate() {
             let v = match p {
@@ -579,6 +606,7 @@ impl Session {
             .map(|c| (c.kind != Kind::Null).then_some(c.kind))
             .collect();
         let mut raw: Vec<Vec<rusqlite::types::Value>> = Vec::new();
+        let mut streaming = false;
         let mut rows = stmt.raw_query();
         while let Some(row) = rows.next().map_err(sqlite_error)? {
             let mut values = Vec::with_capacity(count);
@@ -589,41 +617,28 @@ impl Session {
                 );
             }
             raw.push(values);
+            if !streaming && raw.len() >= STREAM_AFTER_ROWS && sink.streams() {
+                stream::infer_kinds(&mut columns, &declared, &raw);
+                sink.columns(&columns)?;
+                streaming = true;
+            }
+            if streaming && raw.len() >= BATCH_ROWS {
+                let lsn = self.shared.state.lock().max_lsn;
+                sink.rows(&stream::cells(&columns, raw.drain(..)), lsn)?;
+            }
         }
         drop(rows);
         if t.sql.len() > KEEP_COMPILED_BYTES {
             stmt.discard();
         }
-        // A column SQLite computed takes the type of its values.
-        for (i, column) in columns.iter_mut().enumerate() {
-            if declared[i].is_some() {
-                continue;
-            }
-            let mut kind = Kind::Null;
-            for row in &raw {
-                kind = match (kind, &row[i]) {
-                    (k, rusqlite::types::Value::Null) => k,
-                    (Kind::Null | Kind::BigInt, rusqlite::types::Value::Integer(_)) => Kind::BigInt,
-                    (Kind::Null | Kind::BigInt | Kind::Double, rusqlite::types::Value::Real(_)) => {
-                        Kind::Double
-                    }
-                    (Kind::Double, rusqlite::types::Value::Integer(_)) => Kind::Double,
-                    (Kind::Blob, _) | (_, rusqlite::types::Value::Blob(_)) => Kind::Blob,
-                    _ => Kind::Varchar(255),
-                };
-            }
-            column.kind = kind;
+        if streaming {
+            let lsn = self.shared.state.lock().max_lsn;
+            sink.rows(&stream::cells(&columns, raw.into_iter()), lsn)?;
+            return Ok(Output::Streamed);
         }
-        // Each row's values are freed as its cells are made.
-        let rows = raw
-            .into_iter()
-            .map(|row| {
-                row.iter()
-                    .enumerate()
-                    .map(|(i, v)| Cell::from_sqlite(ValueRef::from(v), Some(columns[i].kind)))
-                    .collect()
-            })
-            .collect();
+        // A column SQLite computed takes the type of its values.
+        stream::infer_kinds(&mut columns, &declared, &raw);
+        let rows = stream::cells(&columns, raw.into_iter());
         Ok(Output::Rows(ResultSet { columns, rows }))
     }
 }
