@@ -1,6 +1,7 @@
 //! What a session keeps of the rows a statement read: a read-only statement outside
 //! a transaction keeps nothing (a scan would otherwise hold an entry per row of the
 //! table), while a write and a transaction keep what their checks need.
+#![allow(clippy::expect_used)]
 
 use std::sync::Arc;
 use std::time::Duration;
