@@ -190,6 +190,9 @@ const PLAN_PK: c_int = 1;
 const PLAN_UNIQUE: c_int = 2;
 const PLAN_RANGE: c_int = 3;
 
+/// A scan plan's `idx_str`: this, then SQLite's mask of the columns used, in hex.
+const SCAN_COLUMNS: &str = "cols";
+
 /// Constraint kinds a plan's arguments stand for, in `idx_str`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Bind {
@@ -411,6 +414,8 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
             return Ok(true);
         }
         info.set_idx_num(PLAN_SCAN);
+        // The columns the statement uses: a scan keeps only those of each row.
+        info.set_idx_str(&format!("{SCAN_COLUMNS}:{:x}", info.col_used()));
         info.set_estimated_cost(1_000_000.0);
         info.set_estimated_rows(1_000_000);
         Ok(true)
@@ -547,13 +552,14 @@ impl KuraCursor<'_> {
 
     /// Notes a row read: its CAS, for a write that follows.
     fn seen(&self, row: &RowRead) {
-        let pk = &row.values[self.def().table.primary];
         let mut state = self.tab.shared.state.lock();
         state.max_lsn = state.max_lsn.max(row.lsn);
         if state.keep_reads {
-            state
-                .read_cas
-                .insert((self.def().number, pk_key(pk)), row.cas);
+            if let Some(pk) = row.values.get(self.def().table.primary) {
+                state
+                    .read_cas
+                    .insert((self.def().number, pk_key(pk)), row.cas);
+            }
         }
     }
 
@@ -814,9 +820,26 @@ impl KuraCursor<'_> {
                 }
             }
             _ => {
+                // A statement that checks nothing of the rows (a read-only one
+                // outside a transaction, on a table the transaction left alone)
+                // keeps only the columns it uses of each: none for a count(*).
+                let used = idx_str
+                    .and_then(|s| s.strip_prefix(SCAN_COLUMNS))
+                    .and_then(|s| s.strip_prefix(':'))
+                    .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+                    .unwrap_or(u64::MAX);
+                let strip = {
+                    let state = self.tab.shared.state.lock();
+                    !state.keep_reads && !state.overlays(self.def().number)
+                };
                 let mut rows = Vec::new();
                 self.tables()
-                    .scan_rows(self.def(), |row| rows.push(row))
+                    .scan_rows(self.def(), |mut row| {
+                        if strip {
+                            keep_used(&mut row.values, used);
+                        }
+                        rows.push(row)
+                    })
                     .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
                 self.tab.shared.state.lock().reads.rnd_next += rows.len() as u64;
                 for row in &rows {
@@ -835,6 +858,21 @@ impl KuraCursor<'_> {
         }
         self.current = self.rows.pop_front();
         Ok(())
+    }
+}
+
+/// Drops from a row's values those SQLite's `used` mask leaves out (bit 63: every
+/// column from the 64th on): all of them when none is used.
+fn keep_used(values: &mut Vec<Value>, used: u64) {
+    let mask = |i: usize| i >= 63 || used & (1 << i) != 0;
+    if !(0..values.len()).any(mask) {
+        *values = Vec::new();
+        return;
+    }
+    for (i, v) in values.iter_mut().enumerate() {
+        if !mask(i) {
+            *v = Value::Null;
+        }
     }
 }
 
@@ -871,7 +909,7 @@ unsafe impl VTabCursor for KuraCursor<'_> {
             return ctx.set_result(rusqlite::types::Null);
         };
         let i = i as usize;
-        let n = row.values.len();
+        let n = self.def().table.columns.len();
         if i >= n {
             let meta = match i - n {
                 0 => u64::from(row.client_flags),
@@ -881,7 +919,8 @@ unsafe impl VTabCursor for KuraCursor<'_> {
             return ctx.set_result(i64::try_from(meta).unwrap_or(i64::MAX));
         }
         let blob = self.def().table.columns[i].ty == ColumnType::Blob;
-        match &row.values[i] {
+        // A column the statement does not use may have been dropped from the row.
+        match row.values.get(i).unwrap_or(&Value::Null) {
             Value::Null => ctx.set_result(rusqlite::types::Null),
             Value::Int(v) => ctx.set_result(*v),
             Value::UInt(v) => match i64::try_from(*v) {
