@@ -862,13 +862,15 @@ impl KuraCursor<'_> {
 }
 
 /// Drops from a row's values those SQLite's `used` mask leaves out (bit 63: every
-/// column from the 64th on): all of them when none is used.
+/// column from the 64th on): those past the last used go, the others become NULL.
 fn keep_used(values: &mut Vec<Value>, used: u64) {
     let mask = |i: usize| i >= 63 || used & (1 << i) != 0;
-    if !(0..values.len()).any(mask) {
+    let Some(last) = (0..values.len()).rev().find(|&i| mask(i)) else {
         *values = Vec::new();
         return;
-    }
+    };
+    values.truncate(last + 1);
+    values.shrink_to_fit();
     for (i, v) in values.iter_mut().enumerate() {
         if !mask(i) {
             *v = Value::Null;
