@@ -235,6 +235,12 @@ pub struct Config {
     /// `root` with no password, allowed only while `-l` is a loopback address.
     #[arg(long = "sql-users")]
     pub sql_users: Option<PathBuf>,
+    /// MySQL's connect_timeout: a SQL connection that has not completed its login
+    /// (TLS handshake included) this many seconds after it was accepted is closed, so
+    /// silent sockets cannot hold the `-c` slots.
+    #[arg(long = "sql-connect-timeout-secs", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    pub sql_connect_timeout_secs: u64,
 }
 
 /// The SQL port: a number, or none.

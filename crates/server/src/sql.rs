@@ -17,18 +17,29 @@ use std::net::{IpAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use kura_mysql::{
     self as my, CapabilityFlags, ColumnFlags, ColumnType, Command, Login, PacketReader,
     StatusFlags, NONCE_BYTES,
 };
-use kura_sql::{Cell, ColumnInfo, Kind, Output, Param, Session, SqlError};
+use kura_sql::{Cell, ColumnInfo, Interrupt, Kind, Output, Param, Processes, Session, SqlError};
 
 use crate::server::Shared;
 
+mod processlist;
+mod results;
+
+use processlist::{ProcessList, Registered};
+use results::RowWriter;
+
 /// The largest packet a client may send (MySQL's default max_allowed_packet).
 const PACKET_MAX_BYTES: usize = 64 << 20;
+
+/// How long the rest of a packet over [`PACKET_MAX_BYTES`] may take to arrive before
+/// the connection ends without its error (MySQL's net_read_timeout, 30 s).
+const SKIP_LIMIT: Duration = Duration::from_secs(30);
 
 /// The most bytes one read from a connection takes.
 const READ_BYTES: usize = 16 << 10;
@@ -93,6 +104,7 @@ pub fn is_loopback(listen: &str) -> bool {
 pub fn serve(listener: TcpListener, shared: Arc<Shared>, users: Arc<Users>) -> io::Result<()> {
     let ids = Arc::new(AtomicU32::new(1));
     let open = Arc::new(AtomicUsize::new(0));
+    let processes = Arc::new(ProcessList::default());
     std::thread::Builder::new()
         .name("kura-sql-accept".to_string())
         .spawn(move || {
@@ -104,6 +116,7 @@ pub fn serve(listener: TcpListener, shared: Arc<Shared>, users: Arc<Users>) -> i
                 let id = ids.fetch_add(1, Ordering::Relaxed);
                 let shared = Arc::clone(&shared);
                 let users = Arc::clone(&users);
+                let processes = Arc::clone(&processes);
                 if open.fetch_add(1, Ordering::AcqRel) >= shared.config.connections_max {
                     open.fetch_sub(1, Ordering::AcqRel);
                     let _ = refuse(stream);
@@ -113,7 +126,7 @@ pub fn serve(listener: TcpListener, shared: Arc<Shared>, users: Arc<Users>) -> i
                 let spawned = std::thread::Builder::new()
                     .name(format!("kura-sql-{id}"))
                     .spawn(move || {
-                        let _ = Connection::run(stream, &shared, &users, id);
+                        let _ = Connection::run(stream, &shared, &users, &processes, id);
                         done.fetch_sub(1, Ordering::AcqRel);
                     });
                 if spawned.is_err() {
@@ -180,8 +193,35 @@ impl Write for SqlStream {
     }
 }
 
-/// How long a client has for its TLS handshake.
-const HANDSHAKE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+impl SqlStream {
+    /// The TCP socket under the stream.
+    fn socket(&self) -> Option<&TcpStream> {
+        match self {
+            SqlStream::Plain(s) => Some(s),
+            SqlStream::Tls(s) => Some(&s.sock),
+            SqlStream::Switching => None,
+        }
+    }
+}
+
+/// Bounds the socket's next reads and writes by `deadline` (None: unbounded); a
+/// deadline already past is MySQL's connect_timeout expiring.
+fn bound_by(socket: &TcpStream, deadline: Option<Instant>) -> io::Result<()> {
+    let left = match deadline {
+        None => None,
+        Some(at) => match at.checked_duration_since(Instant::now()) {
+            Some(left) if !left.is_zero() => Some(left),
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the login did not complete within --sql-connect-timeout-secs",
+                ))
+            }
+        },
+    };
+    socket.set_read_timeout(left)?;
+    socket.set_write_timeout(left)
+}
 
 /// A connection's bytes: the packets read, the replies written, the sequence ids.
 struct Wire {
@@ -194,6 +234,8 @@ struct Wire {
     out: Vec<u8>,
     seq: u8,
     caps: CapabilityFlags,
+    /// Until the login completes: when the connection is dropped (connect_timeout).
+    deadline: Option<Instant>,
 }
 
 impl Wire {
@@ -203,7 +245,16 @@ impl Wire {
             match self.reader.next_packet() {
                 Ok(Some(p)) => return Ok(Some(p)),
                 Ok(None) => {}
+                Err(my::ProtocolError::TooLarge { .. }) => {
+                    self.refuse_too_large()?;
+                    return Ok(None);
+                }
                 Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
+            }
+            if self.deadline.is_some() {
+                if let Some(socket) = self.stream.socket() {
+                    bound_by(socket, self.deadline)?;
+                }
             }
             let n = self.stream.read(&mut self.read_buf)?;
             if n == 0 {
@@ -211,6 +262,57 @@ impl Wire {
             }
             self.reader.feed(&self.read_buf[..n]);
         }
+    }
+
+    /// A packet over max_allowed_packet: as MySQL's server, reads the rest of it
+    /// (within [`SKIP_LIMIT`], holding none of it), so that the client, done sending,
+    /// reads ER_NET_PACKET_TOO_LARGE (1153); the connection then ends.
+    fn refuse_too_large(&mut self) -> io::Result<()> {
+        let mut pending = std::mem::take(self.reader.buffer());
+        let mut at = 0;
+        // Body bytes of the current frame still to skip; whether it is the last.
+        let mut in_frame = 0usize;
+        let mut last_frame = false;
+        let mut seq = 0u8;
+        let deadline = Instant::now() + SKIP_LIMIT;
+        loop {
+            if in_frame > 0 {
+                let n = in_frame.min(pending.len() - at);
+                in_frame -= n;
+                at += n;
+            }
+            if in_frame == 0 {
+                if last_frame {
+                    break;
+                }
+                if let Some(header) = pending.get(at..at + 4) {
+                    in_frame = usize::from(header[0])
+                        | usize::from(header[1]) << 8
+                        | usize::from(header[2]) << 16;
+                    seq = header[3];
+                    last_frame = in_frame < my::MAX_FRAME_PAYLOAD;
+                    at += 4;
+                    continue;
+                }
+            }
+            pending.drain(..at);
+            at = 0;
+            if let Some(socket) = self.stream.socket() {
+                bound_by(socket, Some(deadline))?;
+            }
+            let n = self.stream.read(&mut self.read_buf)?;
+            if n == 0 {
+                return Ok(());
+            }
+            pending.extend_from_slice(&self.read_buf[..n]);
+        }
+        self.seq = seq.wrapping_add(1);
+        self.send(&my::err(
+            1153,
+            b"08S01",
+            "Got a packet bigger than 'max_allowed_packet' bytes",
+        ))?;
+        self.flush()
     }
 
     fn send(&mut self, payload: &[u8]) -> io::Result<()> {
@@ -251,13 +353,10 @@ impl Wire {
                 .process_new_packets()
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
         }
-        socket.set_read_timeout(Some(HANDSHAKE_LIMIT))?;
-        socket.set_write_timeout(Some(HANDSHAKE_LIMIT))?;
         while session.is_handshaking() {
+            bound_by(&socket, self.deadline)?;
             session.complete_io(&mut socket)?;
         }
-        socket.set_read_timeout(None)?;
-        socket.set_write_timeout(None)?;
         self.stream = SqlStream::Tls(Box::new(rustls::StreamOwned::new(session, socket)));
         Ok(())
     }
@@ -354,6 +453,17 @@ impl Wire {
     }
 }
 
+/// Gives a new session the connection's stop signal and the server's connections.
+fn attach(
+    session: &mut Session,
+    interrupt: &Arc<Interrupt>,
+    processes: &Arc<ProcessList>,
+) -> Result<(), SqlError> {
+    session.set_interrupt(Arc::clone(interrupt))?;
+    session.set_processes(Arc::clone(processes) as Arc<dyn Processes>);
+    Ok(())
+}
+
 /// MySQL's server status flags for a session.
 fn status(session: &Session) -> StatusFlags {
     let (in_transaction, autocommit) = session.status();
@@ -374,11 +484,25 @@ struct Connection<'a> {
     statements: HashMap<u32, Statement>,
     id: u32,
     user: String,
+    /// Its place in SHOW PROCESSLIST.
+    registered: Registered,
+    processes: Arc<ProcessList>,
+    interrupt: Arc<Interrupt>,
 }
 
 impl<'a> Connection<'a> {
-    fn run(stream: TcpStream, shared: &'a Shared, users: &Users, id: u32) -> io::Result<()> {
+    fn run(
+        stream: TcpStream,
+        shared: &'a Shared,
+        users: &Users,
+        processes: &Arc<ProcessList>,
+        id: u32,
+    ) -> io::Result<()> {
+        let accepted = Instant::now();
         stream.set_nodelay(true)?;
+        let host = stream
+            .peer_addr()
+            .map_or_else(|_| "unknown".to_string(), |a| a.to_string());
         let mut nonce = [0u8; NONCE_BYTES];
         std::fs::File::open("/dev/urandom")?.read_exact(&mut nonce)?;
         let nonce = my::nonce_from_random(nonce);
@@ -393,12 +517,33 @@ impl<'a> Connection<'a> {
             out: Vec::new(),
             seq: 0,
             caps: my::server_capabilities(),
+            deadline: Some(accepted + Duration::from_secs(shared.config.sql_connect_timeout_secs)),
         };
+        if let Some(socket) = wire.stream.socket() {
+            bound_by(socket, wire.deadline)?;
+        }
         wire.send(&my::greeting(id, &nonce, shared.tls.is_some()))?;
         wire.flush()?;
-        let Some(session) = wire.login(users, &nonce, shared, id)? else {
+        let Some(mut session) = wire.login(users, &nonce, shared, id)? else {
             return Ok(());
         };
+        let interrupt = Interrupt::new();
+        let Some(socket) = wire.stream.socket() else {
+            return Ok(());
+        };
+        let registered = ProcessList::register(
+            processes,
+            id,
+            &session.user(),
+            host,
+            socket,
+            Arc::clone(&interrupt),
+        )?;
+        attach(&mut session, &interrupt, processes).map_err(io::Error::other)?;
+        wire.deadline = None;
+        if let Some(socket) = wire.stream.socket() {
+            bound_by(socket, None)?;
+        }
         let user = session.user();
         let mut conn = Connection {
             wire,
@@ -407,6 +552,9 @@ impl<'a> Connection<'a> {
             statements: HashMap::new(),
             id,
             user,
+            registered,
+            processes: Arc::clone(processes),
+            interrupt,
         };
         loop {
             let Some((_, payload)) = conn.wire.packet()? else {
@@ -415,7 +563,17 @@ impl<'a> Connection<'a> {
             // A reply follows the request's last frame (a request of 16 MiB or more
             // spans several).
             conn.wire.seq = conn.wire.reader.reply_seq();
-            if !conn.command(&payload)? {
+            let process = Arc::clone(&conn.registered.process);
+            let statement = match payload.first() {
+                // COM_QUERY: its text is the statement shown.
+                Some(0x03) => Some(&payload[1..]),
+                _ => None,
+            };
+            process.busy(statement);
+            let going_on = conn.command(&payload);
+            process.idle();
+            // Killed, or its client went away while the statement ran: no reply.
+            if !going_on? || conn.interrupt.connection_ends() {
                 return Ok(());
             }
             conn.wire.flush()?;
@@ -461,8 +619,11 @@ impl<'a> Connection<'a> {
             }
             Command::Query(sql) => {
                 let sql = String::from_utf8_lossy(sql);
-                let result = self.session.query(&sql);
-                self.reply(result, false)?;
+                let status = self.status();
+                let mut writer = RowWriter::new(&mut self.wire, self.shared, false, status);
+                let result = self.session.query_to(&sql, &mut writer);
+                let (ended, failed) = (writer.ended, writer.failed);
+                self.finish(result, false, ended, failed)?;
             }
             Command::StmtPrepare(sql) => {
                 let sql = String::from_utf8_lossy(sql).into_owned();
@@ -516,8 +677,11 @@ impl<'a> Connection<'a> {
                 match parsed {
                     Ok(execute) => {
                         let params: Vec<Param> = execute.params.into_iter().map(param).collect();
-                        let result = self.session.execute(stmt_id, &params);
-                        self.reply(result, true)?;
+                        let status = self.status();
+                        let mut writer = RowWriter::new(&mut self.wire, self.shared, true, status);
+                        let result = self.session.execute_to(stmt_id, &params, &mut writer);
+                        let (ended, failed) = (writer.ended, writer.failed);
+                        self.finish(result, true, ended, failed)?;
                     }
                     Err(e) => self.send(&e.err_packet())?,
                 }
@@ -568,7 +732,12 @@ impl<'a> Connection<'a> {
                 self.send(&my::end_of_rows(self.wire.caps, status, 0))?;
             }
             Command::ResetConnection => {
-                match Session::new(Arc::clone(&self.shared.tables), self.id, &self.user) {
+                let session = Session::new(Arc::clone(&self.shared.tables), self.id, &self.user)
+                    .and_then(|mut s| {
+                        attach(&mut s, &self.interrupt, &self.processes)?;
+                        Ok(s)
+                    });
+                match session {
                     Ok(mut s) => {
                         let found = CapabilityFlags::CLIENT_FOUND_ROWS;
                         s.set_found_rows(self.wire.caps.contains(found));
@@ -584,14 +753,43 @@ impl<'a> Connection<'a> {
                 let uptime = self.shared.uptime_secs();
                 self.send(format!("Uptime: {uptime}").as_bytes())?;
             }
-            Command::StmtFetch { .. }
-            | Command::ChangeUser(_)
-            | Command::ProcessKill(_)
-            | Command::Other(_) => {
+            Command::ProcessKill(id) => match self.processes.kill(self.id, id, true) {
+                Ok(()) => {
+                    let status = self.status();
+                    self.send(&my::ok(0, 0, status, 0, ""))?;
+                }
+                Err(e) => self.error(&e)?,
+            },
+            Command::StmtFetch { .. } | Command::ChangeUser(_) | Command::Other(_) => {
                 self.error(&SqlError::new(1047, b"08S01", "Unknown command"))?;
             }
         }
         Ok(true)
+    }
+
+    /// Ends a statement whose rows may have streamed: a lost client ends the
+    /// connection, a reply that already ended gets nothing more.
+    fn finish(
+        &mut self,
+        result: Result<Output, SqlError>,
+        binary: bool,
+        ended: bool,
+        failed: Option<io::Error>,
+    ) -> io::Result<()> {
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if ended {
+            // The rows read must still be durable before the error's flush.
+            let lsn = self.session.take_read_lsn();
+            if lsn > 0 {
+                if let Err(e) = self.shared.store.wait_acked(lsn) {
+                    tracing::debug!("waiting for the log: {e}");
+                }
+            }
+            return Ok(());
+        }
+        self.reply(result, binary)
     }
 
     /// Sends a statement's outcome, once what it shows is durable.
@@ -631,30 +829,16 @@ impl<'a> Connection<'a> {
                 &done.info,
             )),
             Ok(Output::Rows(rs)) => {
-                self.send(&my::column_count(rs.columns.len()))?;
-                for c in &rs.columns {
-                    self.send(&column_def(c))?;
+                let mut writer = RowWriter::new(&mut self.wire, self.shared, binary, status);
+                writer.header(&rs.columns)?;
+                writer.body(&rs.rows)?;
+                if writer.ended {
+                    return Ok(());
                 }
-                if let Some(eof) = my::end_of_columns(self.wire.caps, status, 0) {
-                    self.send(&eof)?;
-                }
-                let types: Vec<(ColumnType, bool)> = rs
-                    .columns
-                    .iter()
-                    .map(|c| (wire_type(c.kind), c.kind.is_unsigned()))
-                    .collect();
-                for row in &rs.rows {
-                    let values: Vec<my::Value<'_>> = row.iter().map(value).collect();
-                    if binary {
-                        match my::binary_row(&types, &values) {
-                            Ok(packet) => self.send(&packet)?,
-                            Err(e) => return self.send(&e.err_packet()),
-                        }
-                    } else {
-                        self.send(&my::text_row(&values))?;
-                    }
-                }
-                self.send(&my::end_of_rows(self.wire.caps, status, 0))
+                writer.end()
+            }
+            Ok(Output::Streamed) => {
+                RowWriter::new(&mut self.wire, self.shared, binary, status).end()
             }
         }
     }

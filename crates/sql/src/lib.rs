@@ -15,11 +15,14 @@
 pub mod convert;
 mod ddl;
 pub mod error;
+pub mod interrupt;
 mod local;
+pub mod processlist;
 pub mod result;
 pub mod session;
 pub mod shape;
 pub mod show;
+pub mod stream;
 mod sum;
 mod transaction;
 pub mod translate;
@@ -27,5 +30,8 @@ pub mod upsert;
 pub mod vtab;
 
 pub use error::SqlError;
+pub use interrupt::Interrupt;
+pub use processlist::{ProcessRow, Processes};
 pub use result::{Cell, ColumnInfo, Done, Kind, Output, ResultSet};
 pub use session::{Param, Prepared, Session};
+pub use stream::RowSink;

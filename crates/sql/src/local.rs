@@ -107,6 +107,8 @@ impl Session {
                 ))))
             }
             Statement::Explain { statement, .. } => Ok(Some(self.explain(statement, sql)?)),
+            Statement::ShowProcessList { full } => Ok(Some(self.show_processlist(*full)?)),
+            Statement::Kill { modifier, id } => Ok(Some(self.kill(*modifier, *id)?)),
             _ => {
                 let text = statement.to_string();
                 let upper = text.to_ascii_uppercase();

@@ -164,4 +164,6 @@ pub struct Done {
 pub enum Output {
     Rows(ResultSet),
     Done(Done),
+    /// A result whose columns and rows went to the statement's [`crate::stream::RowSink`].
+    Streamed,
 }

@@ -22,7 +22,6 @@ use std::sync::Arc;
 
 use kura_tables::{ApplyError, Catalog, CatalogCache, OnConflict, Tables};
 use parking_lot::Mutex;
-use rusqlite::types::ValueRef;
 use rusqlite::vtab::Module;
 use rusqlite::Connection;
 use sqlparser::ast::Statement;
@@ -30,9 +29,12 @@ use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
 use crate::error::SqlError;
-use crate::result::{Cell, ColumnInfo, Done, Kind, Output, ResultSet};
+use crate::interrupt::Interrupt;
+use crate::processlist::Processes;
+use crate::result::{ColumnInfo, Done, Kind, Output, ResultSet};
 use crate::shape::{shape, Shape, Shapes, SHAPES_KEPT};
 use crate::show::{self, default_variables};
+use crate::stream::{self, RowSink, Whole, BATCH_ROWS, STREAM_AFTER_ROWS};
 use crate::translate::{translate, Literal, Translated, DATABASE};
 use crate::upsert::Upsert;
 use crate::vtab::{KuraTab, Shared, State};
@@ -64,6 +66,8 @@ pub struct Prepared {
     pub columns: Vec<ColumnInfo>,
     /// What runs on execute.
     plan: Plan,
+    /// Its `MAX_EXECUTION_TIME` hint, in milliseconds.
+    hint_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -90,6 +94,12 @@ pub struct Session {
     next_statement: u32,
     /// The translations of the statements' shapes met so far.
     shapes: Shapes,
+    /// Stops the running statement ([`crate::interrupt`]).
+    pub(crate) interrupt: Arc<Interrupt>,
+    /// The server's connections, for SHOW PROCESSLIST and KILL.
+    pub(crate) processes: Option<Arc<dyn Processes>>,
+    /// The running statement's `MAX_EXECUTION_TIME` hint, in milliseconds.
+    pub(crate) hint_ms: Option<u64>,
 }
 
 pub(crate) fn sqlite_error(e: rusqlite::Error) -> SqlError {
@@ -135,7 +145,11 @@ impl Session {
             prepared: HashMap::new(),
             next_statement: 1,
             shapes: Shapes::default(),
+            interrupt: Interrupt::new(),
+            processes: None,
+            hint_ms: None,
         };
+        session.set_interrupt(Interrupt::new())?;
         // Room for every kept shape's compiled statement, and the others'.
         session
             .db
@@ -213,6 +227,11 @@ impl Session {
     /// The LSN of the newest change the last statement applied (0: none).
     pub fn take_written_lsn(&self) -> u64 {
         std::mem::take(&mut self.shared.state.lock().written_lsn)
+    }
+
+    /// How many rows' CAS the session keeps for its writes' check (its read set).
+    pub fn read_set_len(&self) -> usize {
+        self.shared.state.lock().read_cas.len()
     }
 
     /// The user the session runs as.
@@ -298,10 +317,17 @@ impl Session {
     /// ([`crate::shape`]) runs its kept translation with its values as parameters,
     /// without being parsed.
     pub fn query(&mut self, sql: &str) -> Result<Output, SqlError> {
+        self.query_to(sql, &mut Whole)
+    }
+
+    /// [`Session::query`], handing a long result's rows to `sink` as they come
+    /// ([`crate::stream`]).
+    pub fn query_to(&mut self, sql: &str, sink: &mut dyn RowSink) -> Result<Output, SqlError> {
         let catalog = self.sync_catalog()?;
+        self.hint_ms = crate::interrupt::hint_ms(sql);
         if let Some(shape) = shape(sql) {
             if let Some(t) = self.shaped(&shape, &catalog) {
-                return self.run(&t, &shape.params);
+                return self.run(&t, &shape.params, sink);
             }
         }
         let statement = Self::parse(sql)?;
@@ -312,7 +338,7 @@ impl Session {
                     let vars = |n: &str| self.variable(n);
                     translate(statement, sql, &vars, &catalog)?
                 };
-                self.run(&translated, &[])
+                self.run(&translated, &[], sink)
             }
         }
     }
@@ -383,6 +409,7 @@ impl Session {
                 params: 0,
                 columns,
                 plan: Plan::Local(sql.to_string()),
+                hint_ms: None,
             }
         } else {
             let translated = {
@@ -406,6 +433,7 @@ impl Session {
                 params: stmt.parameter_count(),
                 columns,
                 plan: Plan::Sqlite(translated),
+                hint_ms: crate::interrupt::hint_ms(sql),
             }
         };
         self.next_statement = self.next_statement.wrapping_add(1).max(1);
@@ -420,6 +448,16 @@ impl Session {
 
     /// COM_STMT_EXECUTE.
     pub fn execute(&mut self, id: u32, params: &[Param]) -> Result<Output, SqlError> {
+        self.execute_to(id, params, &mut Whole)
+    }
+
+    /// [`Session::execute`], handing a long result's rows to `sink` as they come.
+    pub fn execute_to(
+        &mut self,
+        id: u32,
+        params: &[Param],
+        sink: &mut dyn RowSink,
+    ) -> Result<Output, SqlError> {
         let prepared = self
             .prepared
             .get(&id)
@@ -430,8 +468,11 @@ impl Session {
         }
         self.sync_catalog()?;
         match &prepared.plan {
-            Plan::Sqlite(t) => self.run(t, params),
-            Plan::Local(sql) => self.query(sql),
+            Plan::Sqlite(t) => {
+                self.hint_ms = prepared.hint_ms;
+                self.run(t, params, sink)
+            }
+            Plan::Local(sql) => self.query_to(sql, sink),
         }
     }
 
@@ -441,7 +482,12 @@ impl Session {
     }
 
     /// Runs a translated statement in SQLite, and applies what it wrote.
-    fn run(&mut self, t: &Translated, params: &[Param]) -> Result<Output, SqlError> {
+    fn run(
+        &mut self,
+        t: &Translated,
+        params: &[Param],
+        sink: &mut dyn RowSink,
+    ) -> Result<Output, SqlError> {
         // With autocommit off a transaction starts at any statement, a read too.
         if !self.autocommit && !self.in_transaction {
             self.in_transaction = true;
@@ -456,7 +502,13 @@ impl Session {
             }
             None => t.conflict,
         };
-        let result = self.attempts(t, params, conflict);
+        // max_execution_time bounds a SELECT only, as in MySQL.
+        let limit = if t.writes { None } else { self.time_limit() };
+        self.interrupt.begin(limit);
+        let result = self
+            .attempts(t, params, conflict, sink)
+            .map_err(|e| self.interrupt.explain(e));
+        self.interrupt.end();
         if !self.in_transaction {
             self.upserts.clear();
         }
@@ -469,6 +521,7 @@ impl Session {
         t: &Translated,
         params: &[Param],
         conflict: OnConflict,
+        sink: &mut dyn RowSink,
     ) -> Result<Output, SqlError> {
         for _ in 0..STATEMENT_ATTEMPTS {
             {
@@ -476,12 +529,14 @@ impl Session {
                 state.statement.clear();
                 state.error = None;
                 state.conflict = conflict;
+                state.keep_reads = t.writes || self.in_transaction;
                 if !self.in_transaction {
-                    state.read_cas.clear();
-                    state.read_set.clear();
+                    // New maps: cleared ones would keep a big statement's room.
+                    state.read_cas = HashMap::new();
+                    state.read_set = kura_tables::Reads::new();
                 }
             }
-            let result = self.step(t, params);
+            let result = self.step(t, params, sink);
             let (changes, error) = {
                 let mut state = self.shared.state.lock();
                 (std::mem::take(&mut state.statement), state.error.take())
@@ -508,7 +563,12 @@ impl Session {
     }
 
     /// SQLite's part of a statement: its rows, or nothing for a write.
-    fn step(&mut self, t: &Translated, params: &[Param]) -> Result<Output, SqlError> {
+    fn step(
+        &mut self,
+        t: &Translated,
+        params: &[Param],
+        sink: &mut dyn RowSink,
+    ) -> Result<Output, SqlError> {
         let mut stmt = self.db.prepare_cached(&t.sql).map_err(sqlite_error)?;
         for (i, p) in params.iter().enumerate() {
             let v = match p {
@@ -552,6 +612,7 @@ impl Session {
             .map(|c| (c.kind != Kind::Null).then_some(c.kind))
             .collect();
         let mut raw: Vec<Vec<rusqlite::types::Value>> = Vec::new();
+        let mut streaming = false;
         let mut rows = stmt.raw_query();
         while let Some(row) = rows.next().map_err(sqlite_error)? {
             let mut values = Vec::with_capacity(count);
@@ -562,40 +623,28 @@ impl Session {
                 );
             }
             raw.push(values);
+            if !streaming && raw.len() >= STREAM_AFTER_ROWS && sink.streams() {
+                stream::infer_kinds(&mut columns, &declared, &raw);
+                sink.columns(&columns)?;
+                streaming = true;
+            }
+            if streaming && raw.len() >= BATCH_ROWS {
+                let lsn = self.shared.state.lock().max_lsn;
+                sink.rows(&stream::cells(&columns, raw.drain(..)), lsn)?;
+            }
         }
         drop(rows);
         if t.sql.len() > KEEP_COMPILED_BYTES {
             stmt.discard();
         }
-        // A column SQLite computed takes the type of its values.
-        for (i, column) in columns.iter_mut().enumerate() {
-            if declared[i].is_some() {
-                continue;
-            }
-            let mut kind = Kind::Null;
-            for row in &raw {
-                kind = match (kind, &row[i]) {
-                    (k, rusqlite::types::Value::Null) => k,
-                    (Kind::Null | Kind::BigInt, rusqlite::types::Value::Integer(_)) => Kind::BigInt,
-                    (Kind::Null | Kind::BigInt | Kind::Double, rusqlite::types::Value::Real(_)) => {
-                        Kind::Double
-                    }
-                    (Kind::Double, rusqlite::types::Value::Integer(_)) => Kind::Double,
-                    (Kind::Blob, _) | (_, rusqlite::types::Value::Blob(_)) => Kind::Blob,
-                    _ => Kind::Varchar(255),
-                };
-            }
-            column.kind = kind;
+        if streaming {
+            let lsn = self.shared.state.lock().max_lsn;
+            sink.rows(&stream::cells(&columns, raw.into_iter()), lsn)?;
+            return Ok(Output::Streamed);
         }
-        let rows = raw
-            .iter()
-            .map(|row| {
-                row.iter()
-                    .enumerate()
-                    .map(|(i, v)| Cell::from_sqlite(ValueRef::from(v), Some(columns[i].kind)))
-                    .collect()
-            })
-            .collect();
+        // A column SQLite computed takes the type of its values.
+        stream::infer_kinds(&mut columns, &declared, &raw);
+        let rows = stream::cells(&columns, raw.into_iter());
         Ok(Output::Rows(ResultSet { columns, rows }))
     }
 }

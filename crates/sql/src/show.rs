@@ -37,6 +37,7 @@ pub fn default_variables() -> BTreeMap<String, Literal> {
         ("license", text("Apache-2.0")),
         ("lower_case_table_names", num("0")),
         ("max_allowed_packet", num("67108864")),
+        ("max_execution_time", num("0")),
         ("net_buffer_length", num("16384")),
         ("net_write_timeout", num("60")),
         ("performance_schema", num("0")),

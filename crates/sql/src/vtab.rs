@@ -87,6 +87,10 @@ pub struct State {
     /// Whether the open transaction made a locking read (`FOR UPDATE`, `FOR SHARE`):
     /// its COMMIT checks its reads even when it writes nothing.
     pub locking: bool,
+    /// Whether rows read go into `read_cas` and `read_set`: not for a read-only
+    /// statement outside a transaction, which checks nothing (a scan would hold an
+    /// entry per row).
+    pub keep_reads: bool,
     /// The first error a write of the running statement met, in MySQL's terms.
     pub error: Option<SqlError>,
     pub reads: ReadCounters,
@@ -119,6 +123,7 @@ impl State {
             read_cas: HashMap::new(),
             read_set: Reads::new(),
             locking: false,
+            keep_reads: true,
             error: None,
             reads: ReadCounters::default(),
             max_lsn: 0,
@@ -197,6 +202,9 @@ const PLAN_SCAN: c_int = 0;
 const PLAN_PK: c_int = 1;
 const PLAN_UNIQUE: c_int = 2;
 const PLAN_RANGE: c_int = 3;
+
+/// A scan plan's `idx_str`: this, then SQLite's mask of the columns used, in hex.
+const SCAN_COLUMNS: &str = "cols";
 
 /// Constraint kinds a plan's arguments stand for, in `idx_str`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -419,6 +427,8 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
             return Ok(true);
         }
         info.set_idx_num(PLAN_SCAN);
+        // The columns the statement uses: a scan keeps only those of each row.
+        info.set_idx_str(&format!("{SCAN_COLUMNS}:{:x}", info.col_used()));
         info.set_estimated_cost(1_000_000.0);
         info.set_estimated_rows(1_000_000);
         Ok(true)
@@ -554,11 +564,18 @@ impl KuraCursor<'_> {
     }
 
     /// Notes a row read: its CAS, for a write that follows, and (`keyed`: read by
-    /// key or in a range, not by a scan) in the read set.
+    /// key or in a range, not by a scan) in the read set. Nothing for a statement
+    /// that keeps no reads.
     fn seen(&self, row: &RowRead, keyed: bool) {
-        let pk = pk_key(&row.values[self.def().table.primary]);
         let mut state = self.tab.shared.state.lock();
         state.max_lsn = state.max_lsn.max(row.lsn);
+        if !state.keep_reads {
+            return;
+        }
+        let Some(pk) = row.values.get(self.def().table.primary) else {
+            return;
+        };
+        let pk = pk_key(pk);
         if keyed {
             state.read_set.row(self.def(), &pk, Some(row.cas));
         }
@@ -835,11 +852,28 @@ impl KuraCursor<'_> {
                 }
             }
             _ => {
+                // A statement that checks nothing of the rows (a read-only one
+                // outside a transaction, on a table the transaction left alone)
+                // keeps only the columns it uses of each: none for a count(*).
+                let used = idx_str
+                    .and_then(|s| s.strip_prefix(SCAN_COLUMNS))
+                    .and_then(|s| s.strip_prefix(':'))
+                    .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+                    .unwrap_or(u64::MAX);
+                let strip = {
+                    let state = self.tab.shared.state.lock();
+                    !state.keep_reads && !state.overlays(self.def().number)
+                };
                 let mut rows = Vec::new();
                 // Taken before the scan: a write during it counts as one after it.
                 let writes = self.tables().table_writes(self.def());
                 self.tables()
-                    .scan_rows(self.def(), |row| rows.push(row))
+                    .scan_rows(self.def(), |mut row| {
+                        if strip {
+                            keep_used(&mut row.values, used);
+                        }
+                        rows.push(row)
+                    })
                     .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
                 {
                     let def = self.def();
@@ -863,6 +897,23 @@ impl KuraCursor<'_> {
         }
         self.current = self.rows.pop_front();
         Ok(())
+    }
+}
+
+/// Drops from a row's values those SQLite's `used` mask leaves out (bit 63: every
+/// column from the 64th on): those past the last used go, the others become NULL.
+fn keep_used(values: &mut Vec<Value>, used: u64) {
+    let mask = |i: usize| i >= 63 || used & (1 << i) != 0;
+    let Some(last) = (0..values.len()).rev().find(|&i| mask(i)) else {
+        *values = Vec::new();
+        return;
+    };
+    values.truncate(last + 1);
+    values.shrink_to_fit();
+    for (i, v) in values.iter_mut().enumerate() {
+        if !mask(i) {
+            *v = Value::Null;
+        }
     }
 }
 
@@ -899,7 +950,7 @@ unsafe impl VTabCursor for KuraCursor<'_> {
             return ctx.set_result(rusqlite::types::Null);
         };
         let i = i as usize;
-        let n = row.values.len();
+        let n = self.def().table.columns.len();
         if i >= n {
             let meta = match i - n {
                 0 => u64::from(row.client_flags),
@@ -909,7 +960,8 @@ unsafe impl VTabCursor for KuraCursor<'_> {
             return ctx.set_result(i64::try_from(meta).unwrap_or(i64::MAX));
         }
         let blob = self.def().table.columns[i].ty == ColumnType::Blob;
-        match &row.values[i] {
+        // A column the statement does not use may have been dropped from the row.
+        match row.values.get(i).unwrap_or(&Value::Null) {
             Value::Null => ctx.set_result(rusqlite::types::Null),
             Value::Int(v) => ctx.set_result(*v),
             Value::UInt(v) => match i64::try_from(*v) {

@@ -17,6 +17,7 @@ pub mod binary;
 mod client;
 mod escape;
 mod kura;
+pub mod mariadb;
 mod memcached;
 mod netns;
 mod output;

@@ -1,0 +1,89 @@
+//! What a session keeps of the rows a statement read: a read-only statement outside
+//! a transaction keeps nothing (a scan would otherwise hold an entry per row of the
+//! table), while a write and a transaction keep what their checks need.
+#![allow(clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kura_engine::sim::SimDisk;
+use kura_engine::{Durability, ManualClock, Options, Store};
+use kura_sql::{Cell, Output, Session};
+use kura_tables::Tables;
+
+fn tables() -> Arc<Tables> {
+    let clock = Arc::new(ManualClock::new(1_700_000_000));
+    let mut options = Options::new(Durability::Fsync, clock);
+    options.fsync_interval = Duration::from_millis(1);
+    let store = Store::open(Arc::new(SimDisk::new()), options).expect("store");
+    Arc::new(Tables::open(Arc::new(store)).expect("tables"))
+}
+
+fn rows(session: &mut Session, sql: &str) -> Vec<Vec<Cell>> {
+    match session.query(sql) {
+        Ok(Output::Rows(rs)) => rs.rows,
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
+fn run(session: &mut Session, sql: &str) {
+    if let Err(e) = session.query(sql) {
+        panic!("{sql}: {e}");
+    }
+}
+
+#[test]
+fn a_read_only_scan_keeps_no_read_set() {
+    let mut s = Session::new(tables(), 1, "root").expect("session");
+    run(&mut s, "CREATE TABLE t (id INT PRIMARY KEY, v INT)");
+    let values: Vec<String> = (0..500).map(|i| format!("({i}, {})", i % 7)).collect();
+    run(
+        &mut s,
+        &format!("INSERT INTO t VALUES {}", values.join(",")),
+    );
+
+    assert_eq!(
+        rows(&mut s, "SELECT count(*) FROM t"),
+        vec![vec![Cell::Int(500)]]
+    );
+    assert_eq!(s.read_set_len(), 0, "an autocommit SELECT's read set");
+    // A scan keeps only the columns a statement uses; each still reads right.
+    let sixes: Vec<Vec<Cell>> = (0..500)
+        .filter(|i| i % 7 == 6)
+        .map(|i| vec![Cell::Int(i)])
+        .collect();
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM t WHERE v = 6 ORDER BY id"),
+        sixes
+    );
+    let sum: i64 = (0..500).map(|i| i % 7).sum();
+    assert_eq!(
+        rows(&mut s, "SELECT sum(v), count(*) FROM t"),
+        vec![vec![Cell::Int(sum), Cell::Int(500)]]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT count(*) FROM t WHERE _cas > 0 AND _exptime = 0"
+        ),
+        vec![vec![Cell::Int(500)]]
+    );
+
+    // A write that scans checks the rows it read when it applies.
+    run(&mut s, "UPDATE t SET v = v + 1 WHERE v = 3");
+    assert_eq!(s.read_set_len(), 500, "a scanning UPDATE's read set");
+    assert_eq!(
+        rows(&mut s, "SELECT count(*) FROM t"),
+        vec![vec![Cell::Int(500)]]
+    );
+    assert_eq!(s.read_set_len(), 0, "the next SELECT's read set");
+
+    // In a transaction, COMMIT checks every row read.
+    run(&mut s, "BEGIN");
+    assert_eq!(
+        rows(&mut s, "SELECT count(*) FROM t"),
+        vec![vec![Cell::Int(500)]]
+    );
+    assert_eq!(s.read_set_len(), 500, "a transaction's SELECT's read set");
+    run(&mut s, "COMMIT");
+}
