@@ -34,8 +34,7 @@ use std::process::Command;
 
 use kura_testkit::{kura_bin, Durability, KuraServer};
 
-mod mariadb;
-use mariadb::Mariadb;
+use kura_testkit::mariadb::Mariadb;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -43,7 +42,7 @@ fn root() -> PathBuf {
 
 #[test]
 fn selects_agree_with_mariadb() {
-    let mariadb = Mariadb::start();
+    let mariadb = Mariadb::start(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")), &[]);
     let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
     let kura = match KuraServer::start(&bin, Durability::Fsync, &[]) {
         Ok(kura) => kura,
@@ -54,7 +53,7 @@ fn selects_agree_with_mariadb() {
     command
         .arg(root().join("tests/sql/differential.py"))
         .arg(kura.sql_addr().port().to_string())
-        .arg(mariadb.port.to_string());
+        .arg(mariadb.port().to_string());
     if let Some(seed) = std::env::var_os("KURA_SQL_SEED") {
         command.arg("--seed").arg(seed);
     }

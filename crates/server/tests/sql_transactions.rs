@@ -12,8 +12,7 @@ use std::process::Command;
 
 use kura_testkit::{kura_bin, Durability, KuraServer};
 
-mod mariadb;
-use mariadb::Mariadb;
+use kura_testkit::mariadb::Mariadb;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -37,7 +36,7 @@ fn case(name: &str, kura: &KuraServer, mariadb: Option<&Mariadb>) {
         .arg(kura.sql_addr().port().to_string())
         .arg(kura.addr().port().to_string());
     if let Some(m) = mariadb {
-        command.arg(m.port.to_string());
+        command.arg(m.port().to_string());
     }
     if let Some(seed) = std::env::var_os("KURA_SQL_SEED") {
         command.arg("--seed").arg(seed);
@@ -83,7 +82,7 @@ fn transactions_and_memcached_cas_on_the_same_rows_lose_no_update() {
 
 #[test]
 fn found_rows_counts_matched_rows_as_mariadb_does() {
-    let mariadb = Mariadb::start();
+    let mariadb = Mariadb::start(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")), &[]);
     case("found_rows", &start(), Some(&mariadb));
 }
 
