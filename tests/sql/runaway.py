@@ -252,7 +252,8 @@ def kill():
 
 
 def kill_other_user():
-    """A user sees and stops only its own connections: 1095 for another's."""
+    """A user sees and stops only its own connections: 1095 for another's. root, the
+    administrator, sees and stops every one."""
     password = args[0]
     root = connect(autocommit=True)
     rcur = root.cursor()
@@ -271,7 +272,18 @@ def kill_other_user():
           (1095, f"You are not owner of thread {root_id}"), "bob kills root's query")
     rcur.execute("SELECT 1")
     check(rcur.fetchall(), ((1,),), "root's connection after bob's KILL")
-    check(sorted(processlist_of(rcur)), [root_id], "root's SHOW PROCESSLIST")
+    check(sorted(processlist_of(rcur)), sorted([root_id, bob_id]), "root's SHOW PROCESSLIST")
+    check(processlist_of(rcur)[bob_id]["User"], "bob", "bob's connection in root's list")
+    long_rows(root)
+    thread, outcome = run_in_thread(bob, ENDLESS)
+    wait_for("bob's statement running",
+             lambda: processlist_of(rcur).get(bob_id, {}).get("Info") == ENDLESS)
+    rcur.execute(f"KILL QUERY {bob_id}")
+    thread.join(WAIT_SECS)
+    check(thread.is_alive(), False, "bob's statement killed by root ended")
+    check(outcome.get("error"), (1317, "Query execution was interrupted"), "bob's killed statement")
+    rcur.execute(f"KILL {bob_id}")
+    wait_for("bob's connection killed by root gone", lambda: bob_id not in processlist_of(rcur))
 
 
 def client_gone():

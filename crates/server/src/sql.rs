@@ -569,6 +569,7 @@ impl<'a> Connection<'a> {
                 Some(0x03) => Some(&payload[1..]),
                 _ => None,
             };
+            conn.interrupt.command_starts();
             process.busy(statement);
             let going_on = conn.command(&payload);
             process.idle();

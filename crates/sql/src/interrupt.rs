@@ -73,15 +73,22 @@ impl Interrupt {
         u64::try_from(at.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX)
     }
 
+    /// The connection starts a command: a `KILL QUERY` of the command before is
+    /// forgotten. Called before the command is shown as running (`SHOW PROCESSLIST`),
+    /// so a `KILL QUERY` of what is shown is never forgotten, though it may come
+    /// before the statement itself begins.
+    pub fn command_starts(&self) {
+        let _ = self
+            .stop
+            .compare_exchange(KILLED_QUERY, RUN, Ordering::AcqRel, Ordering::Acquire);
+    }
+
     /// A statement starts; it may run until `limit` has passed (None: no limit). A
-    /// `KILL QUERY` or time-out of the statement before is forgotten.
+    /// time-out of the statement before is forgotten.
     pub fn begin(&self, limit: Option<Duration>) {
         let _ = self
             .stop
             .compare_exchange(TIMED_OUT, RUN, Ordering::AcqRel, Ordering::Acquire);
-        let _ = self
-            .stop
-            .compare_exchange(KILLED_QUERY, RUN, Ordering::AcqRel, Ordering::Acquire);
         let now = Instant::now();
         let deadline = limit.map_or(0, |l| self.nanos(now + l).max(1));
         self.deadline.store(deadline, Ordering::Release);
@@ -211,16 +218,27 @@ mod tests {
     }
 
     #[test]
-    fn a_kill_query_is_forgotten_by_the_next_statement_but_a_kill_connection_is_not() {
+    fn a_kill_query_is_forgotten_by_the_next_command_but_a_kill_connection_is_not() {
         let i = Interrupt::new();
+        i.command_starts();
         i.begin(None);
         i.kill(false);
         assert!(i.should_stop());
         assert_eq!(i.explain(SqlError::internal("x")).code, 1317);
         i.end();
+        i.command_starts();
         i.begin(None);
         assert!(!i.should_stop());
+        // A KILL QUERY between the command's start and its statement's stops it.
+        i.end();
+        i.command_starts();
+        i.kill(false);
+        i.begin(None);
+        assert!(i.should_stop());
+        assert_eq!(i.explain(SqlError::internal("x")).code, 1317);
+        i.end();
         i.kill(true);
+        i.command_starts();
         i.begin(None);
         assert!(i.should_stop());
         assert!(i.connection_ends());

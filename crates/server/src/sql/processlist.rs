@@ -62,10 +62,15 @@ impl Process {
     }
 }
 
+/// The SQL port's administrator: MySQL's `root`, whose privileges (`PROCESS`,
+/// `CONNECTION_ADMIN`) let it see and stop every connection. Kura has no grant
+/// tables, so the name is the privilege, as a fresh MySQL's is.
+const ADMIN_USER: &str = "root";
+
 /// Whether the user of connection `actor` may see connection `target` in the
-/// process list and stop it: its own user's connections.
+/// process list and stop it: its own user's connections, and `root` every one.
 fn may_manage(actor: &Process, target: &Process) -> bool {
-    actor.user == target.user
+    actor.user == target.user || actor.user == ADMIN_USER
 }
 
 /// The logged-in connections, by id.
