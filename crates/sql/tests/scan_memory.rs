@@ -3,28 +3,10 @@
 //! table), while a write and a transaction keep what their checks need.
 #![allow(clippy::expect_used)]
 
-use std::sync::Arc;
-use std::time::Duration;
+use kura_sql::{Cell, Session};
+use support::*;
 
-use kura_engine::sim::SimDisk;
-use kura_engine::{Durability, ManualClock, Options, Store};
-use kura_sql::{Cell, Output, Session};
-use kura_tables::Tables;
-
-fn tables() -> Arc<Tables> {
-    let clock = Arc::new(ManualClock::new(1_700_000_000));
-    let mut options = Options::new(Durability::Fsync, clock);
-    options.fsync_interval = Duration::from_millis(1);
-    let store = Store::open(Arc::new(SimDisk::new()), options).expect("store");
-    Arc::new(Tables::open(Arc::new(store)).expect("tables"))
-}
-
-fn rows(session: &mut Session, sql: &str) -> Vec<Vec<Cell>> {
-    match session.query(sql) {
-        Ok(Output::Rows(rs)) => rs.rows,
-        other => panic!("{sql}: {other:?}"),
-    }
-}
+mod support;
 
 fn run(session: &mut Session, sql: &str) {
     if let Err(e) = session.query(sql) {

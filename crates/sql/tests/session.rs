@@ -3,50 +3,12 @@
 #![allow(clippy::expect_used)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use kura_engine::sim::SimDisk;
-use kura_engine::{Durability, ManualClock, Options, Store};
-use kura_sql::{Cell, Output, Param, Session, SqlError};
+use kura_sql::{Cell, Output, Param, Session};
 use kura_tables::Tables;
+use support::*;
 
-const SCHEMA: &str = "CREATE TABLE players (
-    id INT PRIMARY KEY,
-    name VARCHAR(32) NOT NULL,
-    email VARCHAR(64),
-    level INT NOT NULL DEFAULT 1,
-    UNIQUE KEY email (email),
-    KEY level (level)
-)";
-
-fn tables() -> Arc<Tables> {
-    let clock = Arc::new(ManualClock::new(1_700_000_000));
-    let mut options = Options::new(Durability::Fsync, clock);
-    options.fsync_interval = Duration::from_millis(1);
-    let store = Store::open(Arc::new(SimDisk::new()), options).expect("store");
-    Arc::new(Tables::open(Arc::new(store)).expect("tables"))
-}
-
-fn rows(session: &mut Session, sql: &str) -> Vec<Vec<Cell>> {
-    match session.query(sql) {
-        Ok(Output::Rows(rs)) => rs.rows,
-        other => panic!("{sql}: {other:?}"),
-    }
-}
-
-fn done(session: &mut Session, sql: &str) -> u64 {
-    match session.query(sql) {
-        Ok(Output::Done(d)) => d.affected,
-        other => panic!("{sql}: {other:?}"),
-    }
-}
-
-fn error(session: &mut Session, sql: &str) -> SqlError {
-    match session.query(sql) {
-        Err(e) => e,
-        other => panic!("{sql}: wanted an error, got {other:?}"),
-    }
-}
+mod support;
 
 fn text(s: &str) -> Cell {
     Cell::Bytes(s.as_bytes().to_vec())
