@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use kura_testkit::python::run_script;
 use kura_testkit::{kura_bin, Durability, KuraServer};
 
 fn root() -> PathBuf {
@@ -66,24 +67,16 @@ fn the_mariadb_client_runs_a_script() {
 #[test]
 fn drivers_and_memcached_share_the_rows() {
     let kura = start();
-    let python = root().join("target/pyenv/bin/python");
-    let output = Command::new(&python)
-        .arg(root().join("tests/sql/clients.py"))
-        .arg(kura.sql_addr().port().to_string())
-        .arg(kura.addr().port().to_string())
-        .output();
-    let output = match output {
-        Ok(o) => o,
-        Err(e) => panic!(
-            "cannot run {} (scripts/install-test-deps.sh makes it): {e}",
-            python.display()
-        ),
-    };
-    assert!(
-        output.status.success(),
-        "clients.py failed:\n{}{}\nkura's log:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-        kura.log()
-    );
+    let args = [
+        kura.sql_addr().port().to_string(),
+        kura.addr().port().to_string(),
+    ];
+    if let Err(e) = run_script(Path::new("tests/sql/clients.py"), &args, &[]) {
+        panic!(
+            "clients.py failed: {e}
+kura's log:
+{}",
+            kura.log()
+        );
+    }
 }

@@ -29,16 +29,12 @@
 //!
 //! The seed is fixed; `KURA_SQL_SEED=n` runs another one.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
+use kura_testkit::python::run_script;
 use kura_testkit::{kura_bin, Durability, KuraServer};
 
 use kura_testkit::mariadb::Mariadb;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 #[test]
 fn selects_agree_with_mariadb() {
@@ -48,30 +44,23 @@ fn selects_agree_with_mariadb() {
         Ok(kura) => kura,
         Err(e) => panic!("cannot start kura: {e}"),
     };
-    let python = root().join("target/pyenv/bin/python");
-    let mut command = Command::new(&python);
-    command
-        .arg(root().join("tests/sql/differential.py"))
-        .arg(kura.sql_addr().port().to_string())
-        .arg(mariadb.port().to_string());
-    if let Some(seed) = std::env::var_os("KURA_SQL_SEED") {
-        command.arg("--seed").arg(seed);
+    let mut args = vec![
+        kura.sql_addr().port().to_string(),
+        mariadb.port().to_string(),
+    ];
+    if let Ok(seed) = std::env::var("KURA_SQL_SEED") {
+        args.extend(["--seed".to_owned(), seed]);
     }
-    let output = match command.output() {
-        Ok(o) => o,
+    match run_script(Path::new("tests/sql/differential.py"), &args, &[]) {
+        Ok(output) => print!("{output}"),
         Err(e) => panic!(
-            "cannot run {} (scripts/install-test-deps.sh makes it): {e}",
-            python.display()
+            "differential.py failed: {e}
+kura's log:
+{}
+mariadbd's log:
+{}",
+            kura.log(),
+            mariadb.log()
         ),
-    };
-    assert!(
-        output.status.success(),
-        "differential.py failed ({}):\n{}{}\nkura's log:\n{}\nmariadbd's log:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-        kura.log(),
-        mariadb.log()
-    );
-    print!("{}", String::from_utf8_lossy(&output.stdout));
+    }
 }

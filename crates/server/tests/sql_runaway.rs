@@ -4,15 +4,11 @@
 //! `tests/sql/runaway.py`, run with PyMySQL in the virtualenv
 //! `scripts/install-test-deps.sh` makes, against a Kura started for it.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use kura_testkit::mariadb::Mariadb;
+use kura_testkit::python::run_script;
 use kura_testkit::{kura_bin, Durability, KuraServer};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn start(args: &[&str]) -> KuraServer {
     let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
@@ -25,27 +21,16 @@ fn start(args: &[&str]) -> KuraServer {
 /// Runs `runaway.py CASE SQL_PORT ARGS...`; panics with its output and kura's log
 /// when it fails.
 fn run_case(kura: &KuraServer, case: &str, args: &[&str]) {
-    let python = root().join("target/pyenv/bin/python");
-    let output = Command::new(&python)
-        .arg(root().join("tests/sql/runaway.py"))
-        .arg(case)
-        .arg(kura.sql_addr().port().to_string())
-        .args(args)
-        .output();
-    let output = match output {
-        Ok(o) => o,
-        Err(e) => panic!(
-            "cannot run {} (scripts/install-test-deps.sh makes it): {e}",
-            python.display()
-        ),
-    };
-    assert!(
-        output.status.success(),
-        "runaway.py {case} failed:\n{}{}\nkura's log:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-        kura.log()
-    );
+    let mut all = vec![case.to_owned(), kura.sql_addr().port().to_string()];
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    if let Err(e) = run_script(Path::new("tests/sql/runaway.py"), &all, &[]) {
+        panic!(
+            "runaway.py {case} failed: {e}
+kura's log:
+{}",
+            kura.log()
+        );
+    }
 }
 
 #[test]

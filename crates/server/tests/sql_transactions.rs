@@ -7,16 +7,12 @@
 //!
 //! The model's seed is random and printed; `KURA_SQL_SEED=n` runs that one again.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
+use kura_testkit::python::run_script;
 use kura_testkit::{kura_bin, Durability, KuraServer};
 
 use kura_testkit::mariadb::Mariadb;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn start() -> KuraServer {
     let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
@@ -28,36 +24,30 @@ fn start() -> KuraServer {
 
 /// Runs one case of `transactions.py` against `kura` (and MariaDB's port, if any).
 fn case(name: &str, kura: &KuraServer, mariadb: Option<&Mariadb>) {
-    let python = root().join("target/pyenv/bin/python");
-    let mut command = Command::new(&python);
-    command
-        .arg(root().join("tests/sql/transactions.py"))
-        .arg(name)
-        .arg(kura.sql_addr().port().to_string())
-        .arg(kura.addr().port().to_string());
-    if let Some(m) = mariadb {
-        command.arg(m.port().to_string());
+    let mut args = vec![
+        name.to_owned(),
+        kura.sql_addr().port().to_string(),
+        kura.addr().port().to_string(),
+    ];
+    args.extend(mariadb.map(|m| m.port().to_string()));
+    if let Ok(seed) = std::env::var("KURA_SQL_SEED") {
+        args.extend(["--seed".to_owned(), seed]);
     }
-    if let Some(seed) = std::env::var_os("KURA_SQL_SEED") {
-        command.arg("--seed").arg(seed);
-    }
-    let output = match command.output() {
-        Ok(o) => o,
+    match run_script(Path::new("tests/sql/transactions.py"), &args, &[]) {
+        Ok(output) => print!("{output}"),
         Err(e) => panic!(
-            "cannot run {} (scripts/install-test-deps.sh makes it): {e}",
-            python.display()
+            "transactions.py {name} failed: {e}
+kura's log:
+{}{}",
+            kura.log(),
+            mariadb.map_or(String::new(), |m| format!(
+                "
+mariadbd's log:
+{}",
+                m.log()
+            ))
         ),
-    };
-    assert!(
-        output.status.success(),
-        "transactions.py {name} failed ({}):\n{}{}\nkura's log:\n{}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-        kura.log(),
-        mariadb.map_or(String::new(), |m| format!("\nmariadbd's log:\n{}", m.log()))
-    );
-    print!("{}", String::from_utf8_lossy(&output.stdout));
+    }
 }
 
 #[test]

@@ -13,9 +13,16 @@ fn root() -> PathBuf {
 /// Runs `tests/clients/<script>` with `args` and `env`. Its stdout and stderr, as
 /// Ok when it succeeded, as Err (with why it could not run) when it did not.
 pub fn run_client(script: &str, args: &[String], env: &[(&str, &str)]) -> Result<String, String> {
+    run_script(&Path::new("tests/clients").join(script), args, env)
+}
+
+/// Runs the script at `script` (a path from the repository's root) with `args` and
+/// `env`. Its stdout and stderr, as Ok when it exited 0, as Err (with its exit status,
+/// or why it could not run) when it did not.
+pub fn run_script(script: &Path, args: &[String], env: &[(&str, &str)]) -> Result<String, String> {
     let python = root().join("target/pyenv/bin/python");
     let output = Command::new(&python)
-        .arg(root().join("tests/clients").join(script))
+        .arg(root().join(script))
         .args(args)
         .envs(env.iter().copied())
         .output()
@@ -33,6 +40,6 @@ pub fn run_client(script: &str, args: &[String], env: &[(&str, &str)]) -> Result
     if output.status.success() {
         Ok(text)
     } else {
-        Err(text)
+        Err(format!("{}\n{text}", output.status))
     }
 }
