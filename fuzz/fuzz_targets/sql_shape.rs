@@ -1,14 +1,20 @@
-//! A SQL statement's shape (`kura_sql::shape`): any text, as a client's COM_QUERY
-//! would bring it, is scanned without a panic; a shape never holds more values than
-//! its text has markers for; and writing a shape's values back into its text gives a
-//! statement of the same shape, with the same values.
+//! What a SQL statement's text is scanned for before it is parsed: its shape
+//! (`kura_sql::shape`) and its `MAX_EXECUTION_TIME` hint
+//! (`kura_sql::interrupt::hint_ms`). Any text, as a client's COM_QUERY would bring it,
+//! is scanned without a panic; a shape never holds more values than its text has
+//! markers for; and writing a shape's values back into its text gives a statement of
+//! the same shape, with the same values.
 #![no_main]
 
+use kura_sql::interrupt::hint_ms;
 use kura_sql::shape::shape;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
+    if let Some(ms) = hint_ms(&text) {
+        assert!(text.contains(&ms.to_string()), "{text:?}");
+    }
     let Some(found) = shape(&text) else {
         return;
     };
