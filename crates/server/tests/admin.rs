@@ -115,18 +115,6 @@ fn an_application_user_can_neither_demote_nor_fence_a_primary() {
     );
 }
 
-/// A binary request packet.
-fn packet(opcode: u8, key: &[u8], value: &[u8]) -> Vec<u8> {
-    let mut out = vec![0x80, opcode];
-    out.extend_from_slice(&(key.len() as u16).to_be_bytes());
-    out.extend_from_slice(&[0, 0, 0, 0]);
-    out.extend_from_slice(&((key.len() + value.len()) as u32).to_be_bytes());
-    out.extend_from_slice(&[0; 12]);
-    out.extend_from_slice(key);
-    out.extend_from_slice(value);
-    out
-}
-
 /// An admin's `replicaof` and `verbosity` run, and the log names the admin; the admin
 /// may also do what application users do.
 #[test]
@@ -174,7 +162,11 @@ fn an_admin_user_runs_administrative_commands_and_is_logged() {
         let mut binary = Client::connect(node.addr()).expect("connect");
         let message = format!("\0root\0{password}");
         binary
-            .send(&packet(0x21, b"PLAIN", message.as_bytes()))
+            .send(&kura_testkit::binary::request(
+                0x21,
+                b"PLAIN",
+                message.as_bytes(),
+            ))
             .expect("send");
         let reply = binary
             .read_reply_until(|r| r.len() >= 24, kura_testkit::REPLY_TIMEOUT)

@@ -17,18 +17,6 @@ fn hashed(password: &str) -> String {
         .to_string()
 }
 
-/// A binary request packet.
-fn packet(opcode: u8, key: &[u8], value: &[u8]) -> Vec<u8> {
-    let mut out = vec![0x80, opcode];
-    out.extend_from_slice(&(key.len() as u16).to_be_bytes());
-    out.extend_from_slice(&[0, 0, 0, 0]);
-    out.extend_from_slice(&((key.len() + value.len()) as u32).to_be_bytes());
-    out.extend_from_slice(&[0; 12]);
-    out.extend_from_slice(key);
-    out.extend_from_slice(value);
-    out
-}
-
 #[test]
 fn one_users_file_for_text_and_binary_with_hashes_limits_and_counters() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -55,8 +43,8 @@ fn one_users_file_for_text_and_binary_with_hashes_limits_and_counters() {
     binary
         .send(
             &[
-                packet(0x21, b"PLAIN", b"\0bob\0hunter2"),
-                packet(0x00, b"a", b""),
+                kura_testkit::binary::request(0x21, b"PLAIN", b"\0bob\0hunter2"),
+                kura_testkit::binary::request(0x00, b"a", b""),
             ]
             .concat(),
         )

@@ -331,6 +331,19 @@ pub fn is_version(reply: &[u8]) -> bool {
     }
 }
 
+/// A binary request packet with no extras: `opcode`, `key` and `value`, opaque and
+/// CAS zero (a SASL exchange's, for one).
+pub fn request(opcode: u8, key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x80, opcode];
+    out.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    out.extend_from_slice(&[0, 0, 0, 0]);
+    out.extend_from_slice(&((key.len() + value.len()) as u32).to_be_bytes());
+    out.extend_from_slice(&[0; 12]);
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
