@@ -172,6 +172,9 @@ impl Store {
                 }
             }
             (Change::Delete, Some(idx)) => {
+                if let (Some(ordered), Some(appended)) = (&self.ordered, appended) {
+                    ordered.note(key, appended.lsn, false);
+                }
                 let old = shard.remove(shard.slot_of_entry(h, idx));
                 *shard.data_bytes_mut(class) -= old.map_or(0, |e| data_len(&e.key, &e.value));
                 self.count_items(class, -1);
@@ -203,6 +206,9 @@ impl Store {
                         *shard.data_bytes_mut(class) -= old;
                     }
                     None => {
+                        if let Some(ordered) = &self.ordered {
+                            ordered.note(key, lsn, true);
+                        }
                         let mut entry = Entry::new(h, key, new.value, appended.location);
                         fill(&mut entry);
                         shard.insert_cached(h, entry);

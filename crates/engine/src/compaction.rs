@@ -289,6 +289,7 @@ impl Store {
             self.log.append(&flush, Holds::Nothing, None)?;
         }
         self.log.force_sync()?;
+        self.ordered_durable_through(self.segment_end(report.segment))?;
         if !self.log.remove_segment(report.segment)? {
             // A cursor came to stand in it meanwhile: it stays, all garbage now, for a
             // later compaction to remove.

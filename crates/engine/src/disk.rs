@@ -46,6 +46,26 @@ pub trait Disk: Send + Sync {
     fn sync_times(&self) -> Option<&Histogram> {
         None
     }
+    /// Opens a file written in place by page (the ordered keyspace's B-tree,
+    /// `ordered.rs`), creating it empty if it does not exist; its creation is durable
+    /// once the directory is synced.
+    fn open_pages(&self, name: &str) -> io::Result<Arc<dyn PageFile>>;
+}
+
+/// A file read and written at any offset: pages rewritten in place, made durable by
+/// [`PageFile::sync`].
+#[allow(clippy::len_without_is_empty)]
+pub trait PageFile: Send + Sync {
+    /// How many bytes the file holds.
+    fn len(&self) -> io::Result<u64>;
+    /// Fills `buf` from `offset`; an error if the file ends first.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Writes `buf` at `offset`, growing the file if it ends before.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Cuts or grows the file to `len` bytes; new bytes read as zeros.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Makes every byte written and the file's length durable (fdatasync).
+    fn sync(&self) -> io::Result<()>;
 }
 
 /// A file open for appending.
@@ -299,9 +319,53 @@ fn reserve_space(file: &File, len: u64) -> io::Result<()> {
     }
 }
 
+/// A page file of the real file system.
+struct OsPages {
+    file: File,
+    syncs: Arc<Histogram>,
+}
+
+impl PageFile for OsPages {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        std::os::unix::fs::FileExt::read_exact_at(&self.file, buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        std::os::unix::fs::FileExt::write_all_at(&self.file, buf, offset)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        let start = std::time::Instant::now();
+        let synced = self.file.sync_data();
+        self.syncs.record(start.elapsed());
+        synced
+    }
+}
+
 impl Disk for OsDisk {
     fn sync_times(&self) -> Option<&Histogram> {
         Some(&self.syncs)
+    }
+
+    fn open_pages(&self, name: &str) -> io::Result<Arc<dyn PageFile>> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(self.dir.join(name))?;
+        Ok(Arc::new(OsPages {
+            file,
+            syncs: Arc::clone(&self.syncs),
+        }))
     }
 
     fn list(&self) -> io::Result<Vec<String>> {

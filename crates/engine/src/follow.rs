@@ -323,6 +323,9 @@ impl Store {
         for shard in guards.iter_mut() {
             shard.clear();
         }
+        if let Some(ordered) = &self.ordered {
+            ordered.clear(start_lsn)?;
+        }
         self.curr_items.store(0, Ordering::Relaxed);
         self.table_items.store(0, Ordering::Relaxed);
         self.flush_deadline.store(0, Ordering::Release);
@@ -342,6 +345,7 @@ impl Store {
             if sequence >= oldest || sequence >= active {
                 break;
             }
+            self.ordered_durable_through(self.segment_end(sequence))?;
             if !self.log.remove_segment(sequence)? {
                 break;
             }
@@ -351,6 +355,12 @@ impl Store {
     }
 
     /// The LSN where segment `sequence` starts, if the log holds it.
+    /// The LSN segment `sequence` (not the active one) ends at: where the next begins.
+    pub(crate) fn segment_end(&self, sequence: u64) -> u64 {
+        self.segment_start(sequence + 1)
+            .unwrap_or_else(|| self.log.synced_lsn())
+    }
+
     pub fn segment_start(&self, sequence: u64) -> Option<u64> {
         self.log.segment_start(sequence)
     }

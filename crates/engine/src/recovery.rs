@@ -658,6 +658,15 @@ impl Store {
         let values_out = replay.index.shards().iter().any(|s| s.read().has_cold());
         let touched = std::mem::take(&mut replay.touched);
         let history = History::load_or_create(&*disk)?;
+        let ordered = if options.ordered_spaces.is_empty() {
+            None
+        } else {
+            Some(crate::ordered::Ordered::open(
+                &*disk,
+                options.ordered_spaces,
+                options.ordered_cache_bytes,
+            )?)
+        };
         let store = Store {
             index: replay.index,
             log,
@@ -684,6 +693,7 @@ impl Store {
             value_reads: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             values_out: std::sync::atomic::AtomicBool::new(values_out),
+            ordered,
             history: parking_lot::Mutex::new(history),
             read_only: std::sync::atomic::AtomicBool::new(options.read_only.is_some()),
             primary: parking_lot::Mutex::new(options.read_only.clone().unwrap_or_default()),
@@ -700,6 +710,7 @@ impl Store {
         for shard in store.index.shards() {
             store.enforce_budget(&mut shard.write());
         }
+        store.catch_up_ordered()?;
         Ok(store)
     }
 

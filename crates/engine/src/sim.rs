@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::disk::{Disk, DiskFile, ReadFile};
+use crate::disk::{Disk, DiskFile, PageFile, ReadFile};
 
 #[derive(Debug, Clone, Default)]
 struct SimFile {
@@ -32,6 +32,9 @@ struct SimFile {
     reserved: u64,
     /// The reservation as the last sync left it: what a power loss keeps.
     synced_reserved: u64,
+    /// A page file ([`Disk::open_pages`]): written in place, so a power loss keeps
+    /// its synced bytes only.
+    pages: bool,
 }
 
 impl SimFile {
@@ -164,7 +167,7 @@ fn power_loss_locked(state: &mut State, tear: Tear) {
     }
     for file in state.files.values_mut() {
         let mut kept = file.synced.clone();
-        if let Some(seed) = rng.as_mut() {
+        if let (Some(seed), false) = (rng.as_mut(), file.pages) {
             // The unsynced tail is only what was appended after the synced prefix.
             if file.written.len() > file.synced.len() && file.written.starts_with(&file.synced) {
                 let unsynced = &file.written[file.synced.len()..];
@@ -362,7 +365,76 @@ impl ReadFile for SimReader {
     }
 }
 
+/// A page file: written in place. A power loss keeps its synced bytes only.
+struct SimPages(SimHandle);
+
+impl PageFile for SimPages {
+    fn len(&self) -> io::Result<u64> {
+        self.0.on_file(|state| powered(state), |file| file.len())
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.0
+            .on_file(
+                |state| powered(state),
+                |file| {
+                    let end = offset.checked_add(buf.len() as u64);
+                    if end.is_none_or(|end| end > file.len()) {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "read past the end of a page file",
+                        ));
+                    }
+                    copy_padded(&file.written, offset, buf);
+                    Ok(())
+                },
+            )
+            .and_then(|r| r)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let gate = |state: &mut State| {
+            powered(state)?;
+            strike_if_armed(state)
+        };
+        self.0.on_file(gate, |file| {
+            let start = usize::try_from(offset).unwrap_or(usize::MAX);
+            let end = start.saturating_add(buf.len());
+            if file.written.len() < end {
+                file.written.resize(end, 0);
+            }
+            file.written[start..end].copy_from_slice(buf);
+        })
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.on_file(
+            |state| powered(state),
+            |file| {
+                file.written
+                    .resize(usize::try_from(len).unwrap_or(usize::MAX), 0);
+                file.cut_reservation();
+            },
+        )
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.0.on_file(take_sync, SimFile::make_durable)
+    }
+}
+
 impl Disk for SimDisk {
+    fn open_pages(&self, name: &str) -> io::Result<Arc<dyn PageFile>> {
+        let mut state = self.state.lock();
+        powered(&state)?;
+        state.files.entry(name.to_string()).or_default().pages = true;
+        drop(state);
+        Ok(Arc::new(SimPages(SimHandle {
+            disk: self.clone(),
+            name: name.to_string(),
+        })))
+    }
+
     fn list(&self) -> io::Result<Vec<String>> {
         Ok(self.state.lock().files.keys().cloned().collect())
     }

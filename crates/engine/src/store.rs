@@ -77,6 +77,11 @@ pub struct Options {
     /// acknowledged between steps.
     #[doc(hidden)]
     pub stepped_flusher: bool,
+    /// The key spaces kept in order as well (`ordered.rs`): read by range with
+    /// [`Store::ordered_range`]. None by default.
+    pub ordered_spaces: crate::OrderedSpaces,
+    /// The ordered keyspace's page cache, in bytes.
+    pub ordered_cache_bytes: u64,
 }
 
 impl Options {
@@ -91,6 +96,8 @@ impl Options {
             read_only: None,
             crowded_index: false,
             stepped_flusher: false,
+            ordered_spaces: crate::OrderedSpaces::default(),
+            ordered_cache_bytes: 16 << 20,
         }
     }
 }
@@ -140,6 +147,11 @@ pub struct Stats {
     pub checkpoint_restored_keys: u64,
     /// Checkpoints written since open.
     pub checkpoints: u64,
+    /// Ordered keys changed and not yet in the ordered keyspace's B-tree, the LSN its
+    /// last durable commit holds, and its commits since open.
+    pub ordered_pending: u64,
+    pub ordered_durable_lsn: u64,
+    pub ordered_commits: u64,
 }
 
 /// Per-key bookkeeping of a batch: a table row's batch has a key or two.
@@ -204,6 +216,8 @@ pub struct Store {
     /// Set once any version has been out of memory (evicted, or left on disk by
     /// replay); until then callers need not ask [`Store::unresolved`].
     pub(crate) values_out: std::sync::atomic::AtomicBool,
+    /// The ordered keyspace, when the store keeps any space in order.
+    pub(crate) ordered: Option<crate::ordered::Ordered>,
 }
 
 /// Refuses a key longer than a record can hold.
@@ -709,6 +723,12 @@ impl Store {
             evictions: self.evictions.load(Ordering::Relaxed),
             checkpoint_restored_keys: self.restored_keys,
             checkpoints: self.checkpoints.load(Ordering::Relaxed),
+            ordered_pending: self.ordered.as_ref().map_or(0, |o| o.pending() as u64),
+            ordered_durable_lsn: self.ordered.as_ref().map_or(0, |o| o.durable_lsn()),
+            ordered_commits: self
+                .ordered
+                .as_ref()
+                .map_or(0, |o| o.commits.load(Ordering::Relaxed)),
             log_bytes: usage.iter().map(|(_, u)| u.bytes).sum(),
             log_live_bytes: usage.iter().map(|(_, u)| u.live_bytes).sum(),
             log_segments: usage.len() as u64,
@@ -734,6 +754,16 @@ impl Store {
     /// Writes and syncs everything appended and stops the log writer; later changes are
     /// refused. Dropping the store does the same.
     pub fn shutdown(&self) {
+        let saved = if self.ordered.is_some() {
+            self.log
+                .force_sync()
+                .and_then(|()| self.apply_ordered(true))
+        } else {
+            Ok(())
+        };
+        if let Err(e) = saved {
+            tracing::warn!(error = %e, "the ordered keyspace was not saved at shutdown; the next start reads more of the log");
+        }
         self.log.shutdown();
     }
 }

@@ -7,6 +7,10 @@
 //! promises to survive. Operations sent without waiting for their acknowledgement may be
 //! lost at a power loss, but only from the end: what recovery shows must be the state
 //! after some prefix of them. CAS values only ever grow, across restarts too.
+//!
+//! The table space is also kept in order (the ordered keyspace): after every step its
+//! ranges, forward and backward, whole and bounded, show exactly the live keys, and
+//! hold no key whose last change was a delete (only keys that may have expired).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,9 +19,10 @@ use std::time::Duration;
 use kura_engine::sim::{SimDisk, Tear};
 use kura_engine::{
     exptime_to_absolute, Access, Change, Durability, FindLive, Key, ManualClock, NewItem, Options,
-    Space, Store,
+    OrderedSpaces, Space, Store,
 };
 use proptest::prelude::*;
+use std::ops::Bound;
 
 const START_SECS: u32 = 1_700_000_000;
 
@@ -88,6 +93,15 @@ enum Op {
         seed: u64,
     },
     PurgeExpired,
+    /// Move the ordered keyspace's changes into its B-tree (durably or not).
+    ApplyOrdered {
+        durable: bool,
+    },
+    /// A durable one with a power loss armed to strike at the n-th write from now.
+    ApplyOrderedCrash {
+        appends: u8,
+        seed: u64,
+    },
 }
 
 /// The way an `Op::Compact` or `Op::CompactCrash` finds live records.
@@ -135,6 +149,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => Just(Op::Checkpoint),
         2 => (0u8..4, any::<u64>()).prop_map(|(appends, seed)| Op::CheckpointCrash { appends, seed }),
         1 => Just(Op::PurgeExpired),
+        4 => any::<bool>().prop_map(|durable| Op::ApplyOrdered { durable }),
+        2 => (0u8..6, any::<u64>()).prop_map(|(appends, seed)| Op::ApplyOrderedCrash { appends, seed }),
     ]
 }
 
@@ -149,6 +165,9 @@ struct ModelItem {
 struct Model {
     items: HashMap<u8, ModelItem>,
     flush_deadline: u32,
+    /// Keys ever given an expiry time: their versions may leave without a record, so
+    /// the ordered keyspace may keep them.
+    expiring: std::collections::HashSet<u8>,
 }
 
 impl Model {
@@ -213,6 +232,9 @@ impl Model {
 
     fn set(&mut self, key: u8, value: &[u8], ttl: i64, now: u32) {
         let exptime = exptime_to_absolute(ttl, now);
+        if exptime != 0 {
+            self.expiring.insert(key);
+        }
         self.items.insert(
             key,
             ModelItem {
@@ -355,6 +377,8 @@ fn open_with(
     options.crowded_index = memory_limit_bytes == TINY_MEMORY;
     options.segment_size_bytes = 512; // small, so runs cross segment boundaries
     options.fsync_interval = Duration::from_millis(1);
+    options.ordered_spaces = OrderedSpaces::default().with(TABLE_SPACE);
+    options.ordered_cache_bytes = 1 << 20;
     match Store::open(Arc::new(disk.clone()), options) {
         Ok(store) => store,
         Err(e) => panic!("reopen failed: {e}"),
@@ -468,6 +492,7 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
                     assert!(store.wait_acked(written.lsn).is_ok());
                 }
                 if model.live(key, now).is_some() {
+                    model.expiring.insert(key);
                     if let Some(item) = model.items.get_mut(&key) {
                         item.exptime = exptime_to_absolute(ttl, now);
                     }
@@ -556,6 +581,19 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
             Op::PurgeExpired => {
                 store.purge_expired();
             }
+            Op::ApplyOrdered { durable } => {
+                let applied = store.apply_ordered(durable);
+                assert!(applied.is_ok(), "apply_ordered: {applied:?}");
+            }
+            Op::ApplyOrderedCrash { appends, seed } => {
+                let crash = Crash { appends, seed };
+                let applied = crash.arm(&disk, durability, || store.apply_ordered(true));
+                assert!(
+                    applied.is_ok() || disk.is_off(),
+                    "apply_ordered failed with the power on: {applied:?}"
+                );
+                store = crash.restart_if_off(&disk, store, &clock, durability, memory);
+            }
             Op::Batch { changes } => {
                 if let Some(lsn) = send_batch(&store, &changes) {
                     assert!(store.wait_acked(lsn).is_ok());
@@ -609,6 +647,7 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
             .collect();
         live_tables.sort();
         assert_eq!(scanned, live_tables, "scan of the table space");
+        check_ordered(&store, &model, now);
         // The snapshot met every key, in the engine and so in the model.
         model.meet_all(now);
         let stats = store.stats();
@@ -625,6 +664,78 @@ fn run(ops: Vec<Op>, durability: Durability, memory: u64) {
         // CAS never goes backwards: the next one handed out is above all seen.
         assert!(store.stats().next_cas > max_cas);
     }
+}
+
+/// Every key of the table space's ordered range within the bounds, batch by batch.
+fn ordered_keys(
+    store: &Store,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    reverse: bool,
+) -> Vec<Vec<u8>> {
+    let mut range = store.ordered_range(TABLE_SPACE, lower, upper, reverse);
+    let mut all = Vec::new();
+    loop {
+        let keys = range
+            .next_keys()
+            .unwrap_or_else(|e| panic!("ordered range: {e}"));
+        if keys.is_empty() {
+            return all;
+        }
+        all.extend(keys);
+    }
+}
+
+/// The ordered keyspace against the model: see the module comment.
+fn check_ordered(store: &Store, model: &Model, now: u32) {
+    let table_key = |k: u8| (space(k) == TABLE_SPACE).then(|| key_bytes(k));
+    let live: Vec<Vec<u8>> = {
+        let mut live: Vec<Vec<u8>> = (0..KEYS)
+            .filter(|&k| model.live(k, now).is_some())
+            .filter_map(table_key)
+            .collect();
+        live.sort();
+        live
+    };
+    let all = ordered_keys(store, Bound::Unbounded, Bound::Unbounded, false);
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "not in order: {all:?}");
+    let mut backward = ordered_keys(store, Bound::Unbounded, Bound::Unbounded, true);
+    backward.reverse();
+    assert_eq!(backward, all, "backward");
+    let live_in = |keys: Vec<Vec<u8>>| -> Vec<Vec<u8>> {
+        keys.into_iter()
+            .filter(|k| {
+                let found = store.peek(Key::new(TABLE_SPACE, k));
+                found.unwrap_or_else(|e| panic!("peek: {e}")).is_some()
+            })
+            .collect()
+    };
+    assert_eq!(live_in(all.clone()), live, "the ordered keys that are live");
+    for key in &all {
+        let known = (0..KEYS).find(|&k| table_key(k).as_ref() == Some(key));
+        let Some(k) = known else {
+            panic!("an ordered key no one wrote: {key:?}");
+        };
+        assert!(
+            model.live(k, now).is_some() || model.expiring.contains(&k),
+            "ordered keys hold {key:?}, deleted"
+        );
+    }
+    // A bounded range, both ways.
+    let (low, high) = (key_bytes(MEMCACHED_KEYS + 1), key_bytes(MEMCACHED_KEYS + 4));
+    let want: Vec<Vec<u8>> = live
+        .iter()
+        .filter(|k| **k > low && **k <= high)
+        .cloned()
+        .collect();
+    let bounds = (Bound::Excluded(&low[..]), Bound::Included(&high[..]));
+    assert_eq!(
+        live_in(ordered_keys(store, bounds.0, bounds.1, false)),
+        want
+    );
+    let mut down = live_in(ordered_keys(store, bounds.0, bounds.1, true));
+    down.reverse();
+    assert_eq!(down, want, "bounded, backward");
 }
 
 trait NowForTest {

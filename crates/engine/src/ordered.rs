@@ -1,0 +1,531 @@
+//! The ordered keyspace: the keys of the spaces the store was opened to keep in order
+//! ([`Options::ordered_spaces`](crate::Options)), in byte order, read by range, on disk
+//! beyond memory, and ready after a restart without reading the whole log.
+//!
+//! It is derived from the log, as the index is. The keys live in a B-tree file
+//! (`ordered.redb`, kept by redb through [`crate::disk::Disk`], so the simulated disk's
+//! power losses reach it too), which holds every change to the set of live keys up to
+//! an LSN it records in the same commit. Changes after that LSN wait in the overlay, a
+//! sorted map in memory of each changed key's states since, which reads merge with the
+//! B-tree. [`Store::apply_ordered`] moves the overlay's changes into the B-tree, up to
+//! a point both durable in the log and quiescent (no change appended but not yet in the
+//! overlay); its durable commits are what a crash leaves. At open the log is read from
+//! the B-tree's LSN on, so the keys are again exactly those the log says are live.
+//!
+//! Which keys: a key enters with a put when the index did not hold it, and leaves with
+//! a delete record. A version that expires leaves the index without a record, so its
+//! key stays here until a delete; readers look each key up in the index (they want its
+//! version anyway), and an expired one is not shown. Compaction removes no segment the
+//! B-tree's durable LSN has not passed, so no delete it drops goes unseen by a replay.
+//!
+//! What it is not for: values (those are the index's and the log's), and space 0, which
+//! memcached's clients never read in order.
+//!
+//! Lock order: a key's shard lock, then the overlay's; the B-tree's writer lock is
+//! taken before the overlay's and never under a shard lock.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use redb::{ReadableDatabase, TableDefinition};
+
+use crate::disk::{Disk, PageFile};
+use crate::key::{Key, Space};
+use crate::record::Record;
+use crate::{Error, Store};
+
+/// The B-tree's file in the data directory.
+pub const FILE: &str = "ordered.redb";
+
+/// Each key as its space's byte then its bytes; no value.
+const KEYS: TableDefinition<&[u8], ()> = TableDefinition::new("keys");
+/// `lsn`: every change up to it is in `KEYS`.
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// Keys read from the B-tree and the overlay per call of [`Ordered::range`].
+const BATCH: usize = 256;
+
+/// The key spaces kept in order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OrderedSpaces([u64; 4]);
+
+impl OrderedSpaces {
+    /// These spaces and `space`.
+    pub fn with(mut self, space: Space) -> OrderedSpaces {
+        self.0[usize::from(space.0 / 64)] |= 1 << (space.0 % 64);
+        self
+    }
+
+    pub fn contains(&self, space: Space) -> bool {
+        self.0[usize::from(space.0 / 64)] & (1 << (space.0 % 64)) != 0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0 == [0; 4]
+    }
+}
+
+fn btree_error(e: impl fmt::Display) -> Error {
+    Error::Io(io::Error::other(format!("ordered keyspace: {e}")))
+}
+
+/// redb's storage: a page file of the store's disk.
+struct Pages(Arc<dyn PageFile>);
+
+impl fmt::Debug for Pages {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Pages")
+    }
+}
+
+impl redb::StorageBackend for Pages {
+    fn len(&self) -> io::Result<u64> {
+        self.0.len()
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        self.0.read_at(out, offset)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync()
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.0.write_at(data, offset)
+    }
+}
+
+/// A key's changes not yet in the B-tree, oldest first: the LSN of each and whether
+/// the key was live after it.
+type States = smallvec::SmallVec<[(u64, bool); 1]>;
+
+/// The key as the B-tree and the overlay hold it.
+fn stored(key: Key<'_>) -> Box<[u8]> {
+    let mut out = Vec::with_capacity(1 + key.bytes.len());
+    out.push(key.space.0);
+    out.extend_from_slice(key.bytes);
+    out.into()
+}
+
+/// A bound on a space's keys as a bound on stored keys.
+fn stored_bound(space: Space, bound: Bound<&[u8]>) -> Bound<Box<[u8]>> {
+    match bound {
+        Bound::Included(k) => Bound::Included(stored(Key::new(space, k))),
+        Bound::Excluded(k) => Bound::Excluded(stored(Key::new(space, k))),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+pub(crate) struct Ordered {
+    spaces: OrderedSpaces,
+    db: redb::Database,
+    overlay: Mutex<BTreeMap<Box<[u8]>, States>>,
+    /// The B-tree's writer (one commit at a time).
+    writer: Mutex<()>,
+    /// The LSN the B-tree's latest commit holds every change through, and its latest
+    /// durable one.
+    applied: AtomicU64,
+    durable: AtomicU64,
+    /// Commits made, for `stats`.
+    pub(crate) commits: AtomicU64,
+}
+
+/// One call's worth of a range: keys in order, and whether the range may hold more.
+pub struct Keys {
+    pub keys: Vec<Vec<u8>>,
+    pub more: bool,
+}
+
+impl Ordered {
+    /// Opens (or creates) the B-tree with a cache of `cache_bytes`.
+    pub(crate) fn open(
+        disk: &dyn Disk,
+        spaces: OrderedSpaces,
+        cache_bytes: u64,
+    ) -> Result<Ordered, Error> {
+        let pages = disk.open_pages(FILE)?;
+        disk.sync_dir()?;
+        let db = redb::Builder::new()
+            .set_cache_size(usize::try_from(cache_bytes).unwrap_or(usize::MAX))
+            .create_with_backend(Pages(pages))
+            .map_err(btree_error)?;
+        let lsn = {
+            let tx = db.begin_read().map_err(btree_error)?;
+            match tx.open_table(META) {
+                Ok(meta) => meta
+                    .get("lsn")
+                    .map_err(btree_error)?
+                    .map_or(0, |v| v.value()),
+                Err(redb::TableError::TableDoesNotExist(_)) => 0,
+                Err(e) => return Err(btree_error(e)),
+            }
+        };
+        Ok(Ordered {
+            spaces,
+            db,
+            overlay: Mutex::new(BTreeMap::new()),
+            writer: Mutex::new(()),
+            applied: AtomicU64::new(lsn),
+            durable: AtomicU64::new(lsn),
+            commits: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn spaces(&self) -> OrderedSpaces {
+        self.spaces
+    }
+
+    /// The LSN every change up to which a crash would leave in the B-tree.
+    pub(crate) fn durable_lsn(&self) -> u64 {
+        self.durable.load(Ordering::Acquire)
+    }
+
+    /// Notes that `key` became live (or not) with the change at `lsn`; under its shard
+    /// lock, so a key's states are in the order its records are.
+    pub(crate) fn note(&self, key: Key<'_>, lsn: u64, live: bool) {
+        if !self.spaces.contains(key.space) {
+            return;
+        }
+        let mut overlay = self.overlay.lock();
+        let states = overlay.entry(stored(key)).or_default();
+        if states.last().is_some_and(|&(_, was)| was == live) {
+            return;
+        }
+        states.push((lsn, live));
+    }
+
+    /// Keys changed and not yet in the B-tree.
+    pub(crate) fn pending(&self) -> usize {
+        self.overlay.lock().len()
+    }
+
+    /// Moves every change up to `upto` into the B-tree, in one commit (a durable one
+    /// if asked) that records `upto`. The caller promises that every change up to
+    /// `upto` has been noted and is durable in the log.
+    pub(crate) fn apply(&self, upto: u64, durable: bool) -> Result<(), Error> {
+        let _writer = self.writer.lock();
+        let applied = self.applied.load(Ordering::Acquire);
+        let upto = upto.max(applied);
+        let changes: Vec<(Box<[u8]>, bool)> = self
+            .overlay
+            .lock()
+            .iter()
+            .filter_map(|(key, states)| {
+                let (_, live) = states.iter().rev().find(|&&(lsn, _)| lsn <= upto)?;
+                Some((key.clone(), *live))
+            })
+            .collect();
+        let moves = upto > applied || !changes.is_empty();
+        if !moves && (!durable || self.durable_lsn() >= upto) {
+            return Ok(());
+        }
+        let mut tx = self.db.begin_write().map_err(btree_error)?;
+        tx.set_durability(if durable {
+            redb::Durability::Immediate
+        } else {
+            redb::Durability::None
+        })
+        .map_err(btree_error)?;
+        {
+            let mut keys = tx.open_table(KEYS).map_err(btree_error)?;
+            for (key, live) in &changes {
+                if *live {
+                    keys.insert(&key[..], ()).map_err(btree_error)?;
+                } else {
+                    keys.remove(&key[..]).map_err(btree_error)?;
+                }
+            }
+            let mut meta = tx.open_table(META).map_err(btree_error)?;
+            meta.insert("lsn", upto).map_err(btree_error)?;
+        }
+        tx.commit().map_err(btree_error)?;
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut overlay = self.overlay.lock();
+            for (key, _) in changes {
+                if let Some(states) = overlay.get_mut(&key) {
+                    states.retain(|&mut (lsn, _)| lsn > upto);
+                    if states.is_empty() {
+                        overlay.remove(&key);
+                    }
+                }
+            }
+        }
+        self.applied.store(upto, Ordering::Release);
+        if durable {
+            self.durable.store(upto, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Forgets every key: the log starts again at `lsn` (a replica's full copy, or a
+    /// rewind, which applies the kept records again). Durable before it returns.
+    pub(crate) fn clear(&self, lsn: u64) -> Result<(), Error> {
+        let _writer = self.writer.lock();
+        self.overlay.lock().clear();
+        let mut tx = self.db.begin_write().map_err(btree_error)?;
+        tx.set_durability(redb::Durability::Immediate)
+            .map_err(btree_error)?;
+        match tx.delete_table(KEYS) {
+            Ok(_) | Err(redb::TableError::TableDoesNotExist(_)) => {}
+            Err(e) => return Err(btree_error(e)),
+        }
+        {
+            let mut meta = tx.open_table(META).map_err(btree_error)?;
+            meta.insert("lsn", lsn).map_err(btree_error)?;
+        }
+        tx.commit().map_err(btree_error)?;
+        self.applied.store(lsn, Ordering::Release);
+        self.durable.store(lsn, Ordering::Release);
+        Ok(())
+    }
+
+    /// Up to [`BATCH`] keys of `space` within the bounds, in order (descending if
+    /// `reverse`), without the space's byte.
+    pub(crate) fn range(
+        &self,
+        space: Space,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Result<Keys, Error> {
+        let lower = match lower {
+            Bound::Unbounded => Bound::Included(vec![space.0].into_boxed_slice()),
+            other => stored_bound(space, other),
+        };
+        let upper = match upper {
+            Bound::Unbounded => match space.0.checked_add(1) {
+                Some(next) => Bound::Excluded(vec![next].into_boxed_slice()),
+                None => Bound::Unbounded,
+            },
+            other => stored_bound(space, other),
+        };
+        let bounds = (
+            lower.as_ref().map(|b| &b[..]),
+            upper.as_ref().map(|b| &b[..]),
+        );
+        // The overlay's states in range, as far as the batch can reach; the B-tree's
+        // snapshot is taken under the same lock, so a change moved between the two is
+        // seen in one or the other.
+        let (tx, overlaid, cut) = {
+            let overlay = self.overlay.lock();
+            let tx = self.db.begin_read().map_err(btree_error)?;
+            let in_range = overlay.range::<[u8], _>(bounds);
+            #[allow(clippy::borrowed_box)]
+            let pick = |(k, s): (&Box<[u8]>, &States)| {
+                (Box::<[u8]>::from(&k[..]), s.last().is_some_and(|&(_, live)| live))
+            };
+            let overlaid: Vec<(Box<[u8]>, bool)> = if reverse {
+                in_range.rev().take(BATCH + 1).map(pick).collect()
+            } else {
+                in_range.take(BATCH + 1).map(pick).collect()
+            };
+            // More states than were taken: the batch stops at the last one taken.
+            let cut = (overlaid.len() > BATCH).then(|| overlaid[BATCH - 1].0.clone());
+            (tx, overlaid, cut)
+        };
+        let table = match tx.open_table(KEYS) {
+            Ok(table) => Some(table),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(e) => return Err(btree_error(e)),
+        };
+        let mut from_tree: Box<dyn Iterator<Item = Result<Box<[u8]>, Error>>> = match &table {
+            None => Box::new(std::iter::empty()),
+            Some(table) => {
+                let range = table.range::<&[u8]>(bounds).map_err(btree_error)?;
+                let keys = range.map(|entry| {
+                    entry
+                        .map(|(k, _)| Box::<[u8]>::from(k.value()))
+                        .map_err(btree_error)
+                });
+                if reverse {
+                    Box::new(keys.rev())
+                } else {
+                    Box::new(keys)
+                }
+            }
+        };
+        let before = |a: &[u8], b: &[u8]| if reverse { a > b } else { a < b };
+        let mut keys = Vec::new();
+        let mut overlaid = overlaid.into_iter().peekable();
+        let mut tree_next = from_tree.next().transpose()?;
+        let mut more = false;
+        loop {
+            if keys.len() == BATCH {
+                more = tree_next.is_some() || overlaid.peek().is_some();
+                break;
+            }
+            let take_tree = match (&tree_next, overlaid.peek()) {
+                (None, None) => break,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some(t), Some((o, _))) => before(t, o),
+            };
+            let (key, live) = if take_tree {
+                let Some(key) = tree_next.take() else { break };
+                tree_next = from_tree.next().transpose()?;
+                (key, true)
+            } else {
+                let Some((key, live)) = overlaid.next() else {
+                    break;
+                };
+                if tree_next.as_deref() == Some(&key[..]) {
+                    tree_next = from_tree.next().transpose()?;
+                }
+                (key, live)
+            };
+            if let Some(cut) = &cut {
+                if before(cut, &key) {
+                    more = true;
+                    break;
+                }
+            }
+            if live {
+                keys.push(key[1..].to_vec());
+            }
+        }
+        Ok(Keys { keys, more })
+    }
+}
+
+/// A range of one space's keys, read a batch at a time ([`Store::ordered_range`]).
+pub struct OrderedRange<'s> {
+    store: &'s Store,
+    space: Space,
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    reverse: bool,
+    done: bool,
+}
+
+impl OrderedRange<'_> {
+    /// The next keys of the range, in order; empty once it is read through. A key
+    /// written while the range is read may or may not be in it.
+    pub fn next_keys(&mut self) -> Result<Vec<Vec<u8>>, Error> {
+        let Some(ordered) = self.store.ordered.as_ref() else {
+            return Ok(Vec::new());
+        };
+        while !self.done {
+            let got = ordered.range(
+                self.space,
+                self.lower.as_ref().map(|b| &b[..]),
+                self.upper.as_ref().map(|b| &b[..]),
+                self.reverse,
+            )?;
+            self.done = !got.more;
+            if let Some(last) = got.keys.last() {
+                let next = Bound::Excluded(last.clone());
+                if self.reverse {
+                    self.upper = next;
+                } else {
+                    self.lower = next;
+                }
+            } else if got.more {
+                // Only deleted keys in this batch: go on past them.
+                continue;
+            }
+            return Ok(got.keys);
+        }
+        Ok(Vec::new())
+    }
+}
+
+impl Store {
+    /// The keys of `space` (one the store keeps in order) within the bounds, in byte
+    /// order, or the reverse. Each is a key whose last record is a put; the caller
+    /// reads its version (an expired one is gone).
+    pub fn ordered_range(
+        &self,
+        space: Space,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> OrderedRange<'_> {
+        OrderedRange {
+            store: self,
+            space,
+            lower: lower.map(<[u8]>::to_vec),
+            upper: upper.map(<[u8]>::to_vec),
+            reverse,
+            done: self.ordered.is_none(),
+        }
+    }
+
+    /// Whether the store keeps `space` in order.
+    pub fn is_ordered(&self, space: Space) -> bool {
+        self.ordered
+            .as_ref()
+            .is_some_and(|o| o.spaces().contains(space))
+    }
+
+    /// Moves the ordered keyspace's changes that the log holds durably into its B-tree;
+    /// `durable` makes that commit survive a crash, so a restart reads the log from
+    /// there. The server calls it every 100 ms, durably every second and at shutdown.
+    pub fn apply_ordered(&self, durable: bool) -> Result<(), Error> {
+        let Some(ordered) = self.ordered.as_ref() else {
+            return Ok(());
+        };
+        // With every shard read-locked no change is between its append and its note.
+        let appended = {
+            let _guards: Vec<_> = self.index.shards().iter().map(|s| s.read()).collect();
+            self.log.appended_lsn()
+        };
+        let upto = appended.min(self.log.synced_lsn());
+        ordered.apply(upto, durable)
+    }
+
+    /// Makes the ordered keyspace durable through `lsn` (a segment's end, before the
+    /// segment is removed), if it is not yet.
+    pub(crate) fn ordered_durable_through(&self, lsn: u64) -> Result<(), Error> {
+        match self.ordered.as_ref() {
+            Some(ordered) if ordered.durable_lsn() < lsn => self.apply_ordered(true),
+            _ => Ok(()),
+        }
+    }
+
+    /// Notes in the overlay every change the log holds after the B-tree's LSN: at open.
+    pub(crate) fn catch_up_ordered(&self) -> Result<u64, Error> {
+        let Some(ordered) = self.ordered.as_ref() else {
+            return Ok(0);
+        };
+        let from = ordered.durable_lsn();
+        // The cursor reads the segment files: the tail goes to them first.
+        self.log.force_sync()?;
+        let end = self.log.synced_lsn();
+        let cursor = if from > end {
+            // The B-tree is ahead of the log, which only a log put back by hand does.
+            ordered.clear(0)?;
+            self.log.follow_oldest()
+        } else {
+            self.log.follow(from).or_else(|| self.log.follow_oldest())
+        };
+        let Some(mut cursor) = cursor else {
+            return Ok(0);
+        };
+        let mut noted = 0;
+        cursor.read(&self.log, end, u64::MAX, |_, record, _, lsn| {
+            let change = match *record {
+                Record::Put { key, .. } => Some((key, true)),
+                Record::Delete { key } => Some((key, false)),
+                _ => None,
+            };
+            if let Some((key, live)) = change {
+                if ordered.spaces().contains(key.space) {
+                    ordered.note(key, lsn, live);
+                    noted += 1;
+                }
+            }
+        })?;
+        Ok(noted)
+    }
+}
