@@ -323,7 +323,10 @@ impl Ordered {
             let in_range = overlay.range::<[u8], _>(bounds);
             #[allow(clippy::borrowed_box)]
             let pick = |(k, s): (&Box<[u8]>, &States)| {
-                (Box::<[u8]>::from(&k[..]), s.last().is_some_and(|&(_, live)| live))
+                (
+                    Box::<[u8]>::from(&k[..]),
+                    s.last().is_some_and(|&(_, live)| live),
+                )
             };
             let overlaid: Vec<(Box<[u8]>, bool)> = if reverse {
                 in_range.rev().take(BATCH + 1).map(pick).collect()
@@ -458,6 +461,25 @@ impl Store {
             upper: upper.map(<[u8]>::to_vec),
             reverse,
             done: self.ordered.is_none(),
+        }
+    }
+
+    /// One batch of [`Store::ordered_range`]: keys in order (at most a few hundred),
+    /// and whether the range may hold more past the last of them. For a reader that
+    /// keeps its place itself between calls.
+    pub fn ordered_batch(
+        &self,
+        space: Space,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Result<(Vec<Vec<u8>>, bool), Error> {
+        match self.ordered.as_ref() {
+            Some(ordered) => {
+                let got = ordered.range(space, lower, upper, reverse)?;
+                Ok((got.keys, got.more))
+            }
+            None => Ok((Vec::new(), false)),
         }
     }
 

@@ -70,6 +70,15 @@ fn main() -> anyhow::Result<()> {
     options.fsync_interval = config.fsync_interval();
     options.segment_size_bytes = config.segment_size_mib.max(1) << 20;
     options.memory_limit_bytes = config.memory_limit_mib.saturating_mul(1 << 20);
+    // The tables' rows are kept in key order too: every primary key is read by range.
+    options.ordered_spaces = kura_tables::ordered_spaces();
+    // The ordered keyspace's page cache: an eighth of the budget, at most 64 MiB. It
+    // is part of what the process holds beyond the index and the values, which the
+    // budget measures (`memory.rs`).
+    options.ordered_cache_bytes = match options.memory_limit_bytes {
+        0 => 64 << 20,
+        limit => (limit / 8).clamp(1 << 20, 64 << 20),
+    };
     options.on_ack = Some(Arc::new({
         let acks = Arc::clone(&acks);
         move |ack| acks.publish(ack)

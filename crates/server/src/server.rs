@@ -787,6 +787,11 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
                     next_memory = now + MEMORY_PERIOD;
                     crate::memory::report_other_memory(&shared.store);
                     shared.store.trim_to_budget();
+                    // The ordered keys' changes go to their B-tree as the log syncs
+                    // them, so the overlay in memory stays small.
+                    if let Err(e) = shared.store.apply_ordered(false) {
+                        tracing::error!("the ordered keyspace's update failed: {e}");
+                    }
                     continue;
                 }
                 if now < next {
@@ -797,6 +802,10 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
                 next = now + MAINTENANCE_PERIOD;
                 shared.store.purge_expired();
                 shared.tables.purge_expired();
+                // Once a second durably: a restart reads the log from there.
+                if let Err(e) = shared.store.apply_ordered(true) {
+                    tracing::error!("the ordered keyspace's update failed: {e}");
+                }
                 crate::memory::report_other_memory(&shared.store);
                 shared.store.trim_to_budget();
                 if let Err(e) = shared.store.compact_if_needed(segment_size_bytes) {

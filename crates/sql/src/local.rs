@@ -216,7 +216,7 @@ impl Session {
                     match num {
                         "1" | "2" if rest.ends_with(":in") => ("range", Some(index.to_string())),
                         "1" | "2" => ("const", Some(index.to_string())),
-                        "3" => ("range", Some(index.to_string())),
+                        "3" | "4" => ("range", Some(index.to_string())),
                         _ => ("ALL", None),
                     }
                 }

@@ -263,7 +263,8 @@ pub fn index(def: &TableDef) -> ResultSet {
             Cell::Null,
         ]);
     };
-    push("PRIMARY", table.primary, true, table.primary_ordered);
+    // Every primary key is kept in order by the store (the rows' ordered keyspace).
+    push("PRIMARY", table.primary, true, true);
     for ix in &table.indexes {
         push(
             &ix.name,

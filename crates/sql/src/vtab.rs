@@ -31,7 +31,8 @@ use std::sync::Arc;
 use kura_tables::keys::{self, Position};
 use kura_tables::ordered::Range;
 use kura_tables::{
-    Catalog, ColumnType, OnConflict, Reads, RowChange, RowRead, TableDef, Tables, Value, Via,
+    Catalog, ColumnType, OnConflict, PkCursor, Reads, RowChange, RowRead, RowScan, TableDef,
+    Tables, Value, Via,
 };
 use parking_lot::Mutex;
 use rusqlite::types::ValueRef;
@@ -202,6 +203,8 @@ const PLAN_SCAN: c_int = 0;
 const PLAN_PK: c_int = 1;
 const PLAN_UNIQUE: c_int = 2;
 const PLAN_RANGE: c_int = 3;
+/// A range of the primary key in descending order.
+const PLAN_RANGE_DESC: c_int = 4;
 
 /// A scan plan's `idx_str`: this, then SQLite's mask of the columns used, in hex.
 const SCAN_COLUMNS: &str = "cols";
@@ -243,8 +246,9 @@ impl Bind {
 }
 
 /// A range plan under consideration: its cost, the column, the constraints it binds
-/// (constraint position, kind), and whether it gives the ORDER BY's order.
-type RangePlan = (f64, usize, Vec<(usize, Bind)>, bool);
+/// (constraint position, kind), whether it gives the ORDER BY's order, and whether
+/// that order is descending.
+type RangePlan = (f64, usize, Vec<(usize, Bind)>, bool, bool);
 
 /// A plan's `idx_str`: the index's name (`PRIMARY` for the primary key), then the
 /// argument kinds: `email:eq`, `level:ge,le`.
@@ -257,7 +261,7 @@ impl KuraTab {
     /// The way a column is read in order, if it is.
     fn ordered_via(&self, column: usize) -> Option<(Via, &str)> {
         let table = &self.def.table;
-        if column == table.primary && table.primary_ordered {
+        if column == table.primary && self.shared.tables.is_ordered(&self.def, Via::Primary) {
             return Some((Via::Primary, "PRIMARY"));
         }
         table
@@ -392,7 +396,11 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
                 };
                 binds.push((*i, bind));
             }
-            let ordered = order.len() == 1 && order[0] == (column, false);
+            // Descending, only the primary key (the store reads its keys backward).
+            let descending = order.len() == 1
+                && order[0] == (column, true)
+                && self.ordered_via(column).map(|(via, _)| via) == Some(Via::Primary);
+            let ordered = descending || (order.len() == 1 && order[0] == (column, false));
             // An ordered index holds no NULLs: without a bound (which no NULL meets) it
             // would lose a nullable column's NULL rows.
             if binds.is_empty() && (!ordered || !table.columns[column].not_null) {
@@ -404,10 +412,10 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
                 (false, false) => 100_000.0,
             } - if ordered { 1.0 } else { 0.0 };
             if best.as_ref().is_none_or(|(c, ..)| cost < *c) {
-                best = Some((cost, column, binds, ordered));
+                best = Some((cost, column, binds, ordered, descending));
             }
         }
-        if let Some((cost, column, binds, ordered)) = best {
+        if let Some((cost, column, binds, ordered, descending)) = best {
             let name = self
                 .ordered_via(column)
                 .map(|(_, n)| n.to_string())
@@ -419,7 +427,11 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
                 usage.set_omit(false);
             }
             let kinds: Vec<Bind> = binds.iter().map(|(_, b)| *b).collect();
-            info.set_idx_num(PLAN_RANGE);
+            info.set_idx_num(if descending {
+                PLAN_RANGE_DESC
+            } else {
+                PLAN_RANGE
+            });
             info.set_idx_str(&plan_str(&format!("{column}/{name}"), &kinds));
             info.set_order_by_consumed(ordered);
             info.set_estimated_cost(cost);
@@ -441,6 +453,8 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
             rows: VecDeque::new(),
             pks: VecDeque::new(),
             range: None,
+            pk_stream: None,
+            scan: None,
             current: None,
         })
     }
@@ -551,6 +565,10 @@ pub struct KuraCursor<'vtab> {
     pks: VecDeque<Vec<u8>>,
     /// The range the keys were found in: a row read later must still be in it.
     range: Option<(usize, Range)>,
+    /// A primary-key range's keys still to read from the store, a batch at a time.
+    pk_stream: Option<PkCursor>,
+    /// A scan's rows still to read, a batch at a time, and the columns to keep.
+    scan: Option<(RowScan, u64)>,
     current: Option<RowRead>,
 }
 
@@ -705,7 +723,19 @@ impl KuraCursor<'_> {
     fn read_range_row(&mut self) -> rusqlite::Result<()> {
         while self.rows.is_empty() {
             let Some(pk) = self.pks.pop_front() else {
-                return Ok(());
+                let tab = self.tab;
+                let Some(stream) = self.pk_stream.as_mut() else {
+                    return Ok(());
+                };
+                let pks = stream
+                    .next_pks(&tab.shared.tables)
+                    .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
+                if pks.is_empty() {
+                    self.pk_stream = None;
+                    return Ok(());
+                }
+                self.pks.extend(pks);
+                continue;
             };
             self.tab.shared.state.lock().reads.next += 1;
             let row = self
@@ -737,8 +767,11 @@ impl KuraCursor<'_> {
         self.rows.clear();
         self.pks.clear();
         self.range = None;
+        self.pk_stream = None;
+        self.scan = None;
         self.current = None;
         let table = self.def().table.clone();
+        let table_number = self.def().number;
         let (index, binds) = match idx_str.and_then(|s| s.split_once(':')) {
             Some((index, codes)) => (
                 index.to_string(),
@@ -775,7 +808,8 @@ impl KuraCursor<'_> {
                 }
                 self.lookup(column, unique, keys)?;
             }
-            PLAN_RANGE => {
+            PLAN_RANGE | PLAN_RANGE_DESC => {
+                let descending = plan == PLAN_RANGE_DESC;
                 let column: usize = index
                     .split('/')
                     .next()
@@ -811,13 +845,28 @@ impl KuraCursor<'_> {
                         Bind::In => {}
                     }
                 }
-                self.tab.shared.state.lock().reads.key += 1;
-                let pks = self
+                let streams = {
+                    let mut state = self.tab.shared.state.lock();
+                    state.reads.key += 1;
+                    via == Via::Primary && !state.keep_reads && !state.overlays(table_number)
+                };
+                if streams {
+                    // Nothing to check later: the keys come from the store as the
+                    // rows are asked for, so a LIMIT reads no more than it shows.
+                    self.pk_stream = PkCursor::new(self.def(), &range, descending);
+                    self.range = Some((column, range));
+                    return self.advance();
+                }
+                let mut pks = self
                     .tables()
                     .ordered_pks(self.def(), via, &range, usize::MAX)
+                    .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?
                     .unwrap_or_default();
                 let def = self.def();
                 (self.tab.shared.state.lock().read_set).range(def, via, &range, &pks);
+                if descending {
+                    pks.reverse();
+                }
                 let overlays = self.tab.shared.state.lock().overlays(self.def().number);
                 if overlays {
                     // The transaction's rows join the range's, in the range's order.
@@ -845,6 +894,9 @@ impl KuraCursor<'_> {
                         keys::encode(&r.values[primary], Position::Last, &mut key);
                         key
                     });
+                    if descending {
+                        rows.reverse();
+                    }
                     self.rows = rows.into();
                 } else {
                     self.pks = pks.into();
@@ -864,6 +916,12 @@ impl KuraCursor<'_> {
                     let state = self.tab.shared.state.lock();
                     !state.keep_reads && !state.overlays(self.def().number)
                 };
+                if strip {
+                    // Nothing to check later: the rows come a batch at a time, so the
+                    // scan holds a batch, whatever the table's size.
+                    self.scan = Some((RowScan::new(self.def()), used));
+                    return self.advance();
+                }
                 let mut rows = Vec::new();
                 // Taken before the scan: a write during it counts as one after it.
                 let writes = self.tables().table_writes(self.def());
@@ -895,7 +953,33 @@ impl KuraCursor<'_> {
         if self.rows.is_empty() {
             self.read_range_row()?;
         }
+        if self.rows.is_empty() {
+            self.read_scan_rows()?;
+        }
         self.current = self.rows.pop_front();
+        Ok(())
+    }
+
+    /// Reads a scan's next batch of rows into `rows`, if any is left.
+    fn read_scan_rows(&mut self) -> rusqlite::Result<()> {
+        let tab = self.tab;
+        let Some((scan, used)) = self.scan.as_mut() else {
+            return Ok(());
+        };
+        let used = *used;
+        let rows = scan
+            .next_rows(&tab.shared.tables, &tab.def)
+            .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
+        if rows.is_empty() {
+            self.scan = None;
+            return Ok(());
+        }
+        tab.shared.state.lock().reads.rnd_next += rows.len() as u64;
+        for mut row in rows {
+            keep_used(&mut row.values, used);
+            self.seen(&row, false);
+            self.rows.push_back(row);
+        }
         Ok(())
     }
 }

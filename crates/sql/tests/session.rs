@@ -256,6 +256,79 @@ fn plans_read_about_the_rows_they_return() {
     assert_eq!(read, 1);
 }
 
+/// Every primary key is kept in order: a range on it, its ORDER BY either way with a
+/// LIMIT, and MIN/MAX read about the rows they return, in a transaction or not, and
+/// EXPLAIN names the key.
+#[test]
+fn primary_key_ranges_read_about_the_rows_they_return() {
+    let (_, mut s) = loaded();
+    for id in 100..400 {
+        done(
+            &mut s,
+            &format!(
+                "INSERT INTO players (id, name, level) VALUES ({id}, 'p{id}', {})",
+                id % 50
+            ),
+        );
+    }
+    let read = |s: &mut Session, sql: &str| -> (Vec<Vec<Cell>>, u64) {
+        let status = |s: &mut Session| -> u64 {
+            rows(s, "SHOW SESSION STATUS LIKE 'Handler_read%'")
+                .into_iter()
+                .map(|r| match &r[1] {
+                    Cell::Bytes(b) => String::from_utf8_lossy(b).parse().unwrap_or(0),
+                    _ => 0,
+                })
+                .sum()
+        };
+        let before = status(s);
+        let got = rows(s, sql);
+        (got, status(s) - before)
+    };
+    let ids = |got: &[Vec<Cell>]| -> Vec<Cell> { got.iter().map(|r| r[0].clone()).collect() };
+    for transaction in [false, true] {
+        if transaction {
+            done(&mut s, "BEGIN");
+        }
+        let (got, n) = read(
+            &mut s,
+            "SELECT id FROM players WHERE id BETWEEN 150 AND 159",
+        );
+        assert_eq!(ids(&got), (150..160).map(Cell::Int).collect::<Vec<_>>());
+        assert!(n <= 12, "read {n} rows for 10");
+        let (got, n) = read(&mut s, "SELECT id FROM players ORDER BY id DESC LIMIT 3");
+        assert_eq!(
+            ids(&got),
+            vec![Cell::Int(399), Cell::Int(398), Cell::Int(397)]
+        );
+        if !transaction {
+            // A transaction notes the whole range's keys, to check them at COMMIT.
+            assert!(n <= 5, "read {n} rows for 3");
+        }
+        let (got, _) = read(
+            &mut s,
+            "SELECT id FROM players WHERE id < 120 ORDER BY id DESC LIMIT 2",
+        );
+        assert_eq!(ids(&got), vec![Cell::Int(119), Cell::Int(118)]);
+        let (got, _) = read(&mut s, "SELECT MIN(id), MAX(id), COUNT(*) FROM players");
+        assert_eq!(
+            got,
+            vec![vec![Cell::Int(1), Cell::Int(399), Cell::Int(304)]]
+        );
+        if transaction {
+            done(&mut s, "COMMIT");
+        }
+    }
+    for sql in [
+        "EXPLAIN SELECT * FROM players WHERE id BETWEEN 150 AND 160",
+        "EXPLAIN SELECT id FROM players ORDER BY id DESC LIMIT 3",
+    ] {
+        let plan = rows(&mut s, sql);
+        assert_eq!(plan[0][4], text("range"), "{sql}: {plan:?}");
+        assert_eq!(plan[0][5], text("PRIMARY"), "{sql}: {plan:?}");
+    }
+}
+
 #[test]
 fn prepared_statements_bind_parameters() {
     let (_, mut s) = loaded();

@@ -312,7 +312,7 @@ impl Tables {
         let writing = write.then(|| self.writes.writing(changes.iter().map(RowChange::table)));
         for _ in 0..ATTEMPTS {
             let engine_keys: Vec<Key<'_>> = keys.iter().map(|(s, k)| Key::new(*s, k)).collect();
-            let decide = |current: &[Option<ItemRef<'_>>], now: u32| {
+            let decide = |current: &[Option<ItemRef<'_>>], _now: u32| {
                 let keep = || current.iter().map(|_| Change::Keep).collect::<Vec<_>>();
                 let mut run = Run::new(catalog, &keys, current);
                 let cas_now = |key: &_| {
@@ -324,10 +324,11 @@ impl Tables {
                     && !reads.unchanged(
                         cas_now,
                         |n| def_of(n).ok(),
-                        &self.ordered,
+                        |def, via, range| {
+                            self.ordered_pks(def, via, range, usize::MAX).ok().flatten()
+                        },
                         &self.writes,
                         writing.as_ref(),
-                        now,
                     )
                 {
                     return (keep(), Decided::Refused(ApplyError::Conflict));

@@ -412,6 +412,7 @@ mod tests {
         let clock = Arc::new(ManualClock::new(1_700_000_000));
         let mut options = Options::new(Durability::Fsync, clock);
         options.fsync_interval = Duration::from_millis(1);
+        options.ordered_spaces = crate::ordered_spaces();
         let store = Store::open(Arc::new(disk.clone()), options).expect("store");
         Tables::open(Arc::new(store)).expect("tables")
     }
@@ -509,7 +510,10 @@ mod tests {
             lower: std::ops::Bound::Unbounded,
             upper: std::ops::Bound::Unbounded,
         };
-        let pks = tables.ordered_pks(&p, Via::Index(lvl), &all, 100);
+        let pks = tables
+            .ordered_pks(&p, Via::Index(lvl), &all, 100)
+            .ok()
+            .flatten();
         assert_eq!(pks.map(|v| v.len()), Some(40));
     }
 

@@ -28,8 +28,11 @@ pub use batch::{no_upsert, Applied, ApplyError, OnConflict, RowAfter, RowChange,
 pub use catalog::{Catalog, Container, TableDef, Via};
 pub use ddl::DdlError;
 pub use error::Error;
-pub use read::RowRead;
+pub use read::{PkCursor, RowRead, RowScan};
 pub use reads::Reads;
-pub use rows::{CatalogCache, ChangeOutcome, RangeRows, RowItem, Tables, WriteMode, WriteOutcome};
+pub use rows::{
+    ordered_spaces, CatalogCache, ChangeOutcome, RangeRows, RowItem, Tables, WriteMode,
+    WriteOutcome,
+};
 pub use schema::{parse_schema, Column, Index, IndexKind, Table};
 pub use value::{ColumnType, Value};

@@ -43,17 +43,15 @@ pub struct Ordered {
     tables: RwLock<HashMap<u32, Mutex<TableSets>>>,
 }
 
-/// Whether a table keeps anything in order (without building the list).
+/// Whether a table keeps an ordered index in memory (without building the list). Its
+/// primary key is kept in order by the store (`docs/tables.md`), not here.
 pub fn keeps_order(def: &TableDef) -> bool {
-    def.table.primary_ordered || def.table.indexes.iter().any(|i| i.kind.is_ordered())
+    def.table.indexes.iter().any(|i| i.kind.is_ordered())
 }
 
-/// What a table keeps in order, if anything.
+/// The indexes a table keeps in order in memory, if any.
 pub fn ordered_vias(def: &TableDef) -> Vec<Via> {
     let mut vias = Vec::new();
-    if def.table.primary_ordered {
-        vias.push(Via::Primary);
-    }
     for (i, index) in def.table.indexes.iter().enumerate() {
         if index.kind.is_ordered() {
             vias.push(Via::Index(i));
@@ -175,6 +173,68 @@ pub fn parse_range(def: &TableDef, via: Via, spec: &[u8]) -> Result<Range, Error
     Ok(range)
 }
 
+/// A lower and an upper bound on encoded keys.
+pub(crate) type Bounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// The bounds of the entries of `via` (the primary key's encoding, or an index's value
+/// then the primary key) that `range` holds; None when it holds nothing (a range that
+/// ends before it starts: `k BETWEEN 5 AND 3`).
+pub(crate) fn key_bounds(via: Via, range: &Range) -> Option<Bounds> {
+    let encode = |v: &Value| -> Vec<u8> {
+        let mut out = Vec::new();
+        match via {
+            Via::Primary => keys::encode(v, Position::Last, &mut out),
+            Via::Index(_) => keys::encode(v, Position::Inner, &mut out),
+        }
+        out
+    };
+    // An index's entries are the value then the primary key: every entry of value
+    // `v` starts with v's encoding, and all of them sort below its successor.
+    let past = |v: &Value| match via {
+        Via::Primary => Bound::Excluded(encode(v)),
+        Via::Index(_) => successor(&encode(v)).map_or(Bound::Unbounded, Bound::Included),
+    };
+    let lower: Bound<Vec<u8>> = match &range.lower {
+        Bound::Included(v) => Bound::Included(encode(v)),
+        Bound::Excluded(v) => past(v),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    let upper: Bound<Vec<u8>> = match &range.upper {
+        Bound::Included(v) => match past(v) {
+            Bound::Excluded(k) => Bound::Included(k),
+            Bound::Included(k) => Bound::Excluded(k),
+            Bound::Unbounded => Bound::Unbounded,
+        },
+        Bound::Excluded(v) => Bound::Excluded(encode(v)),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    let empty = match (&lower, &upper) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
+        | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
+        _ => false,
+    };
+    (!empty).then_some((lower, upper))
+}
+
+/// `bounds` on a table's primary keys as bounds on its rows' engine keys (the table's
+/// number then the key), so that an open end stays within the table.
+pub(crate) fn row_key_bounds(table: u32, (lower, upper): Bounds) -> Bounds {
+    let prefix = table.to_be_bytes();
+    let prefixed = |k: Vec<u8>| [&prefix[..], &k].concat();
+    let lower = match lower {
+        Bound::Unbounded => Bound::Included(prefix.to_vec()),
+        other => other.map(prefixed),
+    };
+    let upper = match upper {
+        Bound::Unbounded => table.checked_add(1).map_or(Bound::Unbounded, |next| {
+            Bound::Excluded(next.to_be_bytes().to_vec())
+        }),
+        other => other.map(prefixed),
+    };
+    (lower, upper)
+}
+
 impl Ordered {
     /// Empty sets for every ordered index of `catalog` that has none yet.
     pub fn add_tables(&self, catalog: &Catalog) {
@@ -261,34 +321,6 @@ impl Ordered {
         let tables = self.tables.read();
         let sets = tables.get(&def.number)?.lock();
         let set = &sets.sets.iter().find(|(v, _)| *v == via)?.1;
-        let encode = |v: &Value| -> Vec<u8> {
-            let mut out = Vec::new();
-            match via {
-                Via::Primary => keys::encode(v, Position::Last, &mut out),
-                Via::Index(_) => keys::encode(v, Position::Inner, &mut out),
-            }
-            out
-        };
-        // An index's entries are the value then the primary key: every entry of value
-        // `v` starts with v's encoding, and all of them sort below its successor.
-        let past = |v: &Value| match via {
-            Via::Primary => Bound::Excluded(encode(v)),
-            Via::Index(_) => successor(&encode(v)).map_or(Bound::Unbounded, Bound::Included),
-        };
-        let lower: Bound<Vec<u8>> = match &range.lower {
-            Bound::Included(v) => Bound::Included(encode(v)),
-            Bound::Excluded(v) => past(v),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        let upper: Bound<Vec<u8>> = match &range.upper {
-            Bound::Included(v) => match past(v) {
-                Bound::Excluded(k) => Bound::Included(k),
-                Bound::Included(k) => Bound::Excluded(k),
-                Bound::Unbounded => Bound::Unbounded,
-            },
-            Bound::Excluded(v) => Bound::Excluded(encode(v)),
-            Bound::Unbounded => Bound::Unbounded,
-        };
         let live = |exptime: u32| exptime == 0 || exptime > now;
         let pk_of = |entry: &[u8]| -> Vec<u8> {
             match via {
@@ -303,21 +335,13 @@ impl Ordered {
                 }
             }
         };
+        let Some((lower, upper)) = key_bounds(via, range) else {
+            return Some(Vec::new());
+        };
         let bounds = (
             lower.as_ref().map(|k| k.as_slice()),
             upper.as_ref().map(|k| k.as_slice()),
         );
-        // BTreeMap::range panics on a range that ends before it starts (`k BETWEEN 5
-        // AND 3`, `@>=5@<3`): such a range holds nothing.
-        let empty = match (&bounds.0, &bounds.1) {
-            (Bound::Included(a), Bound::Included(b)) => a > b,
-            (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
-            | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
-            _ => false,
-        };
-        if empty {
-            return Some(Vec::new());
-        }
         Some(
             set.range::<[u8], _>(bounds)
                 .filter(|(_, &exptime)| live(exptime))

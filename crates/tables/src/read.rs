@@ -5,13 +5,14 @@
 //! What it is not for: memcached's reads, which show a row as a container's text
 //! ([`Tables::get`], [`Tables::range`]).
 
+use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
 use kura_engine::{Item, Key};
 
 use crate::catalog::{TableDef, Via};
 use crate::error::Error;
-use crate::ordered::Range;
+use crate::ordered::{key_bounds, row_key_bounds, Range};
 use crate::row;
 use crate::rows::{
     row_key, row_key_of_entry, unique_key, Tables, ATTEMPTS, ROW_SPACE, UNIQUE_SPACE,
@@ -96,34 +97,68 @@ impl Tables {
         ))
     }
 
-    /// Whether `via` of `def` keeps an ordered copy in memory.
+    /// Whether `via` of `def` is kept in order: every primary key (the rows' key space
+    /// is the store's ordered keyspace), and each ordered index.
     pub fn is_ordered(&self, def: &TableDef, via: Via) -> bool {
-        self.ordered.has(def)
-            && match via {
-                Via::Primary => def.table.primary_ordered,
-                Via::Index(i) => def.table.indexes[i].kind.is_ordered(),
-            }
+        match via {
+            Via::Primary => self.store.is_ordered(ROW_SPACE),
+            Via::Index(i) => self.ordered.has(def) && def.table.indexes[i].kind.is_ordered(),
+        }
     }
 
     /// The primary keys (encoded, for [`Tables::row_by_pk_bytes`]) of the rows whose
     /// `via` column is in `range`, in that column's order then the primary key's, at
-    /// most `limit`; None when `via` keeps no order.
+    /// most `limit`; None when `via` keeps no order. Through the primary key, a row
+    /// that expired may be among them (reading it finds nothing).
     pub fn ordered_pks(
         &self,
         def: &TableDef,
         via: Via,
         range: &Range,
         limit: usize,
-    ) -> Option<Vec<Vec<u8>>> {
+    ) -> Result<Option<Vec<Vec<u8>>>, Error> {
         if !self.is_ordered(def, via) {
-            return None;
+            return Ok(None);
         }
-        self.ordered
-            .range(def, via, range, self.store.now_secs(), limit)
+        if via != Via::Primary {
+            return Ok(self
+                .ordered
+                .range(def, via, range, self.store.now_secs(), limit));
+        }
+        let Some(mut keys) = PkCursor::new(def, range, false) else {
+            return Ok(Some(Vec::new()));
+        };
+        let mut pks = Vec::new();
+        while pks.len() < limit {
+            let batch = keys.next_pks(self)?;
+            if batch.is_empty() {
+                break;
+            }
+            pks.extend(batch);
+        }
+        pks.truncate(limit);
+        Ok(Some(pks))
     }
 
-    /// Every live row of `def`, in no order. Reads the log (blocks on the disk).
+    /// Every live row of `def`, in primary-key order, read a batch at a time (memory
+    /// for a batch, whatever the table's size).
     pub fn scan_rows(&self, def: &TableDef, mut visit: impl FnMut(RowRead)) -> Result<(), Error> {
+        let mut scan = RowScan::new(def);
+        loop {
+            let rows = scan.next_rows(self, def)?;
+            if rows.is_empty() {
+                return Ok(());
+            }
+            rows.into_iter().for_each(&mut visit);
+        }
+    }
+
+    /// The table's rows from the log, for a store that keeps no order.
+    fn scan_rows_in_log(
+        &self,
+        def: &TableDef,
+        mut visit: impl FnMut(RowRead),
+    ) -> Result<(), Error> {
         let prefix = def.number.to_be_bytes();
         let mut failed = None;
         self.store.scan_space(ROW_SPACE, |key, item| {
@@ -138,5 +173,113 @@ impl Tables {
             }
         })?;
         failed.map_or(Ok(()), Err)
+    }
+}
+
+/// The primary keys of a range of a table's, in order or the reverse, read from the
+/// store's ordered keys a batch at a time; the cursor keeps its own place, so its
+/// owner (a SQL cursor) takes them as it goes.
+#[derive(Debug)]
+pub struct PkCursor {
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    reverse: bool,
+    done: bool,
+}
+
+impl PkCursor {
+    /// None when the range holds nothing.
+    pub fn new(def: &TableDef, range: &Range, reverse: bool) -> Option<PkCursor> {
+        let (lower, upper) = row_key_bounds(def.number, key_bounds(Via::Primary, range)?);
+        Some(PkCursor {
+            lower,
+            upper,
+            reverse,
+            done: false,
+        })
+    }
+
+    /// The next primary keys (encoded, as [`Tables::row_by_pk_bytes`] takes them);
+    /// empty once the range is read through. A row that expired may be among them.
+    pub fn next_pks(&mut self, tables: &Tables) -> Result<Vec<Vec<u8>>, Error> {
+        while !self.done {
+            let (keys, more) = tables.store.ordered_batch(
+                ROW_SPACE,
+                self.lower.as_ref().map(Vec::as_slice),
+                self.upper.as_ref().map(Vec::as_slice),
+                self.reverse,
+            )?;
+            self.done = !more;
+            let Some(last) = keys.last() else {
+                continue;
+            };
+            let past = Bound::Excluded(last.clone());
+            if self.reverse {
+                self.upper = past;
+            } else {
+                self.lower = past;
+            }
+            return Ok(keys.into_iter().map(|mut k| k.split_off(4)).collect());
+        }
+        Ok(Vec::new())
+    }
+}
+
+/// A scan of one table's rows in primary-key order that keeps its own place, so its
+/// owner (a SQL cursor) takes the rows a batch at a time.
+#[derive(Debug)]
+pub struct RowScan {
+    keys: PkCursor,
+    /// For a store that keeps no order: the log was read.
+    read_log: bool,
+}
+
+impl RowScan {
+    pub fn new(def: &TableDef) -> RowScan {
+        let all = Range {
+            lower: Bound::Unbounded,
+            upper: Bound::Unbounded,
+        };
+        let (lower, upper) = row_key_bounds(def.number, (Bound::Unbounded, Bound::Unbounded));
+        let keys = PkCursor::new(def, &all, false).unwrap_or(PkCursor {
+            lower,
+            upper,
+            reverse: false,
+            done: false,
+        });
+        RowScan {
+            keys,
+            read_log: false,
+        }
+    }
+
+    /// The next rows (live ones, a batch's worth or fewer); empty once the scan is
+    /// through. A row written while the scan runs may or may not be seen.
+    pub fn next_rows(&mut self, tables: &Tables, def: &TableDef) -> Result<Vec<RowRead>, Error> {
+        if !tables.store.is_ordered(ROW_SPACE) {
+            if self.read_log {
+                return Ok(Vec::new());
+            }
+            self.read_log = true;
+            let mut rows = Vec::new();
+            tables.scan_rows_in_log(def, |row| rows.push(row))?;
+            return Ok(rows);
+        }
+        loop {
+            let pks = self.keys.next_pks(tables)?;
+            if pks.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut rows = Vec::with_capacity(pks.len());
+            for pk in pks {
+                let key = [&def.number.to_be_bytes()[..], &pk].concat();
+                if let Some(item) = tables.store.peek(Key::new(ROW_SPACE, &key))? {
+                    rows.push(RowRead::of(def, &item)?);
+                }
+            }
+            if !rows.is_empty() {
+                return Ok(rows);
+            }
+        }
     }
 }

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use kura_engine::Space;
 
 use crate::catalog::{TableDef, Via};
-use crate::ordered::{Ordered, Range};
+use crate::ordered::Range;
 use crate::rows::{row_key_of_entry, unique_key, ROW_SPACE, UNIQUE_SPACE};
 use crate::value::Value;
 
@@ -104,15 +104,15 @@ impl Reads {
 
     /// Whether everything read is as it was. `cas_now` gives a locked key's CAS now
     /// (`Some(None)`: absent; None: the key is not locked, which the caller prevents);
-    /// `def` a table's definition by number (None: dropped); `now` the store's time.
+    /// `def` a table's definition by number (None: dropped); `range_now` the primary
+    /// keys a range holds now.
     pub(crate) fn unchanged<'c>(
         &self,
         cas_now: impl Fn(&StoreKey) -> Option<Option<u64>>,
         def: impl Fn(u32) -> Option<&'c TableDef>,
-        ordered: &Ordered,
+        range_now: impl Fn(&TableDef, Via, &Range) -> Option<Vec<Vec<u8>>>,
         writes: &TableWrites,
         own: Option<&Writing<'_>>,
-        now: u32,
     ) -> bool {
         for (key, cas) in &self.keys {
             if cas_now(key) != Some(*cas) {
@@ -128,7 +128,7 @@ impl Reads {
             let Some(def) = def(read.table) else {
                 return false;
             };
-            match ordered.range(def, read.via, &read.range, now, usize::MAX) {
+            match range_now(def, read.via, &read.range) {
                 Some(pks) if pks == read.pks => {}
                 _ => return false,
             }

@@ -53,6 +53,12 @@ pub const UNIQUE_SPACE: Space = Space(3);
 
 pub(crate) const CATALOG_KEY: &[u8] = b"catalog";
 
+/// The key spaces the store keeps in order for the tables: the rows, so every primary
+/// key is read by range ([`kura_engine::Store::ordered_range`]).
+pub fn ordered_spaces() -> kura_engine::OrderedSpaces {
+    kura_engine::OrderedSpaces::default().with(ROW_SPACE)
+}
+
 /// How many times a write or a read through an index starts again when another writer
 /// changed the row between its steps, before it reports the row as busy.
 pub(crate) const ATTEMPTS: usize = 16;

@@ -157,6 +157,7 @@ fn open(disk: &SimDisk, clock: &Arc<ManualClock>) -> Tables {
     let mut options = Options::new(Durability::Fsync, clock.clone());
     options.segment_size_bytes = 1024;
     options.fsync_interval = Duration::from_millis(1);
+    options.ordered_spaces = kura_tables::ordered_spaces();
     let store =
         Store::open(Arc::new(disk.clone()), options).unwrap_or_else(|e| panic!("open failed: {e}"));
     let tables = Tables::open(Arc::new(store)).unwrap_or_else(|e| panic!("tables: {e}"));

@@ -24,6 +24,7 @@ pub fn tables() -> Arc<Tables> {
     let clock = Arc::new(ManualClock::new(1_700_000_000));
     let mut options = Options::new(Durability::Fsync, clock);
     options.fsync_interval = Duration::from_millis(1);
+    options.ordered_spaces = kura_tables::ordered_spaces();
     let store = Store::open(Arc::new(SimDisk::new()), options).expect("store");
     Arc::new(Tables::open(Arc::new(store)).expect("tables"))
 }

@@ -129,8 +129,8 @@ impl Tables {
     /// [`crate::ordered::parse_range`]), in that key's order (then the primary key's),
     /// at most [`RANGE_ROWS_MAX`]; each with its primary key as text and as its
     /// table's container shows it, and whether the range holds more rows than that.
-    /// From the ordered index in memory when the container keeps one; otherwise from
-    /// the table's rows in the log, which reads the log.
+    /// Through the store's ordered keys for the primary key, or an ordered index in
+    /// memory; otherwise from the table's rows in the log, which reads the log.
     pub fn range(
         &self,
         catalog: &Catalog,
@@ -140,14 +140,10 @@ impl Tables {
         let def = &catalog.tables[container.table];
         let range = parse_range(def, container.via, spec)?;
         let key_col = key_column(def, container.via);
-        let now = self.store.now_secs();
         let mut rows: Vec<(Vec<Value>, Item)> = Vec::new();
         let cut;
         // One more than the limit tells whether the range goes on past it.
-        match self
-            .ordered
-            .range(def, container.via, &range, now, RANGE_ROWS_MAX + 1)
-        {
+        match self.ordered_pks(def, container.via, &range, RANGE_ROWS_MAX + 1)? {
             Some(mut pks) => {
                 cut = pks.len() > RANGE_ROWS_MAX;
                 pks.truncate(RANGE_ROWS_MAX);
