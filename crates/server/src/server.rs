@@ -801,7 +801,6 @@ pub fn start_maintenance(shared: Arc<Shared>) -> std::io::Result<std::thread::Jo
                 next_memory = now + MEMORY_PERIOD;
                 next = now + MAINTENANCE_PERIOD;
                 shared.store.purge_expired();
-                shared.tables.purge_expired();
                 // Once a second durably: a restart reads the log from there.
                 if let Err(e) = shared.store.apply_ordered(true) {
                     tracing::error!("the ordered keyspace's update failed: {e}");

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use kura_tables::{Catalog, ColumnType, IndexKind, TableDef, Value};
+use kura_tables::{Catalog, ColumnType, TableDef, Value};
 
 use crate::error::SqlError;
 use crate::result::{Cell, ColumnInfo, Kind, ResultSet};
@@ -270,7 +270,8 @@ pub fn index(def: &TableDef) -> ResultSet {
             &ix.name,
             ix.column,
             ix.kind.is_unique(),
-            ix.kind != IndexKind::UniqueHash,
+            // Every index is kept in order by the store.
+            true,
         );
     }
     let mut result = ResultSet::text(

@@ -268,7 +268,9 @@ impl KuraTab {
             .indexes
             .iter()
             .enumerate()
-            .find(|(_, ix)| ix.column == column && ix.kind.is_ordered())
+            .find(|(i, ix)| {
+                ix.column == column && self.shared.tables.is_ordered(&self.def, Via::Index(*i))
+            })
             .map(|(i, ix)| (Via::Index(i), ix.name.as_str()))
     }
 }
@@ -396,10 +398,8 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
                 };
                 binds.push((*i, bind));
             }
-            // Descending, only the primary key (the store reads its keys backward).
-            let descending = order.len() == 1
-                && order[0] == (column, true)
-                && self.ordered_via(column).map(|(via, _)| via) == Some(Via::Primary);
+            // The store reads an index's keys backward as well as forward.
+            let descending = order.len() == 1 && order[0] == (column, true);
             let ordered = descending || (order.len() == 1 && order[0] == (column, false));
             // An ordered index holds no NULLs: without a bound (which no NULL meets) it
             // would lose a nullable column's NULL rows.
@@ -728,7 +728,7 @@ impl KuraCursor<'_> {
                     return Ok(());
                 };
                 let pks = stream
-                    .next_pks(&tab.shared.tables)
+                    .next_pks(&tab.shared.tables, &tab.def)
                     .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
                 if pks.is_empty() {
                     self.pk_stream = None;
@@ -848,12 +848,12 @@ impl KuraCursor<'_> {
                 let streams = {
                     let mut state = self.tab.shared.state.lock();
                     state.reads.key += 1;
-                    via == Via::Primary && !state.keep_reads && !state.overlays(table_number)
+                    !state.keep_reads && !state.overlays(table_number)
                 };
                 if streams {
                     // Nothing to check later: the keys come from the store as the
                     // rows are asked for, so a LIMIT reads no more than it shows.
-                    self.pk_stream = PkCursor::new(self.def(), &range, descending);
+                    self.pk_stream = PkCursor::new(self.def(), via, &range, descending);
                     self.range = Some((column, range));
                     return self.advance();
                 }
@@ -863,7 +863,11 @@ impl KuraCursor<'_> {
                     .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?
                     .unwrap_or_default();
                 let def = self.def();
-                (self.tab.shared.state.lock().read_set).range(def, via, &range, &pks);
+                let keys = self
+                    .tables()
+                    .range_keys(def, via, &range)
+                    .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
+                (self.tab.shared.state.lock().read_set).range(def, via, &range, keys);
                 if descending {
                     pks.reverse();
                 }

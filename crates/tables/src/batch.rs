@@ -30,10 +30,12 @@ use kura_engine::{Change, ItemRef, Key, NewItem, Space};
 
 use crate::catalog::{Catalog, TableDef};
 use crate::error::{value_error, Error};
-use crate::ordered::keeps_order;
 use crate::reads::Reads;
 use crate::row;
-use crate::rows::{pk_bytes, row_key, unique_keys_of, Tables, ATTEMPTS, ROW_SPACE, UNIQUE_SPACE};
+use crate::rows::{
+    entry_keys_of, entry_space, pk_bytes, row_key, unique_keys_of, Tables, ATTEMPTS, ROW_SPACE,
+    UNIQUE_SPACE,
+};
 use crate::value::Value;
 
 /// What an insert does when its primary key or a unique value is another row's.
@@ -169,17 +171,9 @@ enum Staged {
 
 /// What deciding an attempt came to.
 enum Decided {
-    Done(Applied, Vec<OrderedChange>, Vec<RowAfter>),
+    Done(Applied, Vec<RowAfter>),
     Refused(ApplyError),
     NeedKeys(Vec<BatchKey>),
-}
-
-/// A change to apply to a table's ordered indexes once the batch is written.
-struct OrderedChange {
-    table: u32,
-    old: Option<Vec<Value>>,
-    new: Option<Vec<Value>>,
-    exptime: u32,
 }
 
 impl Tables {
@@ -270,8 +264,8 @@ impl Tables {
                         return Err(ApplyError::NoMemory);
                     }
                     add(&mut keys, (ROW_SPACE, rk));
-                    for (_, k) in unique_keys_of(def, values)? {
-                        add(&mut keys, (UNIQUE_SPACE, k));
+                    for (i, k) in entry_keys_of(def, values)? {
+                        add(&mut keys, (entry_space(def, i), k));
                     }
                 }
                 RowChange::Update { pk, values, .. } => {
@@ -280,8 +274,8 @@ impl Tables {
                         &mut keys,
                         (ROW_SPACE, row_key(def, &values[def.table.primary])?),
                     );
-                    for (_, k) in unique_keys_of(def, values)? {
-                        add(&mut keys, (UNIQUE_SPACE, k));
+                    for (i, k) in entry_keys_of(def, values)? {
+                        add(&mut keys, (entry_space(def, i), k));
                     }
                 }
                 RowChange::Delete { pk, .. } => add(&mut keys, (ROW_SPACE, row_key(def, pk)?)),
@@ -300,8 +294,8 @@ impl Tables {
             };
             if let Some(item) = self.store.peek(Key::new(ROW_SPACE, &rk))? {
                 let values = row::decode(&item.value, &def.table)?;
-                for (_, k) in unique_keys_of(def, &values)? {
-                    add(&mut keys, (UNIQUE_SPACE, k));
+                for (i, k) in entry_keys_of(def, &values)? {
+                    add(&mut keys, (entry_space(def, i), k));
                 }
             }
         }
@@ -324,9 +318,8 @@ impl Tables {
                     && !reads.unchanged(
                         cas_now,
                         |n| def_of(n).ok(),
-                        |def, via, range| {
-                            self.ordered_pks(def, via, range, usize::MAX).ok().flatten()
-                        },
+                        // Under the batch's shard locks: the ordered keys alone, no item.
+                        |def, via, range| self.range_keys(def, via, range).ok(),
                         &self.writes,
                         writing.as_ref(),
                     )
@@ -335,35 +328,19 @@ impl Tables {
                 }
                 match run.decide(changes, &mut *upsert) {
                     Ok(Some(applied)) => match run.finish() {
-                        Ok((engine_changes, ordered)) if write => {
-                            (engine_changes, Decided::Done(applied, ordered, Vec::new()))
+                        Ok(engine_changes) if write => {
+                            (engine_changes, Decided::Done(applied, Vec::new()))
                         }
-                        Ok(_) => (keep(), Decided::Done(applied, Vec::new(), run.after())),
+                        Ok(_) => (keep(), Decided::Done(applied, run.after())),
                         Err(e) => (keep(), Decided::Refused(e)),
                     },
                     Ok(None) => (keep(), Decided::NeedKeys(run.missing)),
                     Err(e) => (keep(), Decided::Refused(e)),
                 }
             };
-            let applied_then = |decided: &Decided, _: &[Option<kura_engine::Written>]| {
-                if let Decided::Done(_, ordered, _) = decided {
-                    for change in ordered {
-                        if let Ok(def) = def_of(change.table) {
-                            self.ordered.apply(
-                                def,
-                                change.old.as_deref(),
-                                change.new.as_deref(),
-                                change.exptime,
-                            );
-                        }
-                    }
-                }
-            };
-            let (decided, written) =
-                self.store
-                    .update_batch_then(&engine_keys, decide, applied_then)?;
+            let (decided, written) = self.store.update_batch(&engine_keys, decide)?;
             match decided {
-                Decided::Done(mut applied, _, after) => {
+                Decided::Done(mut applied, after) => {
                     applied.lsn = written.iter().flatten().map(|w| w.lsn).max();
                     return Ok((applied, after));
                 }
@@ -675,8 +652,8 @@ impl<'a, 'c> Run<'a, 'c> {
             return Ok(false);
         };
         let pk = pk_bytes(&self.keys[at].1).to_vec();
-        for (_, ek) in unique_keys_of(def, &values)? {
-            let e = self.at(UNIQUE_SPACE, &ek)?;
+        for (i, ek) in entry_keys_of(def, &values)? {
+            let e = self.at(entry_space(def, i), &ek)?;
             if self.entry(e).is_some_and(|p| p == pk) {
                 self.staged[e] = Some(Staged::Absent);
             }
@@ -698,20 +675,20 @@ impl<'a, 'c> Run<'a, 'c> {
         old: Option<Vec<Value>>,
     ) -> Result<(), Stop> {
         let pk = pk_bytes(rk).to_vec();
-        let new_entries = unique_keys_of(def, &values)?;
+        let new_entries = entry_keys_of(def, &values)?;
         if let Some(old) = old {
-            for (_, ek) in unique_keys_of(def, &old)? {
-                if new_entries.iter().any(|(_, k)| *k == ek) {
+            for (i, ek) in entry_keys_of(def, &old)? {
+                if new_entries.iter().any(|(j, k)| (*j, k) == (i, &ek)) {
                     continue;
                 }
-                let e = self.at(UNIQUE_SPACE, &ek)?;
+                let e = self.at(entry_space(def, i), &ek)?;
                 if self.entry(e).is_some_and(|p| p == pk) {
                     self.staged[e] = Some(Staged::Absent);
                 }
             }
         }
-        for (_, ek) in new_entries {
-            let e = self.at(UNIQUE_SPACE, &ek)?;
+        for (i, ek) in new_entries {
+            let e = self.at(entry_space(def, i), &ek)?;
             self.staged[e] = Some(Staged::Entry {
                 pk: pk.clone(),
                 exptime,
@@ -726,10 +703,9 @@ impl<'a, 'c> Run<'a, 'c> {
         Ok(())
     }
 
-    /// The engine change for every key, and the ordered indexes' changes.
-    fn finish(&self) -> Result<(Vec<Change>, Vec<OrderedChange>), ApplyError> {
+    /// The engine change for every key.
+    fn finish(&self) -> Result<Vec<Change>, ApplyError> {
         let mut changes = Vec::with_capacity(self.keys.len());
-        let mut ordered = Vec::new();
         for (i, staged) in self.staged.iter().enumerate() {
             let current = &self.current[i];
             let change = match staged {
@@ -758,30 +734,9 @@ impl<'a, 'c> Run<'a, 'c> {
                     ..NewItem::new(row::encode(values).into(), *client_flags)
                 }),
             };
-            if let Some(number) = self.row_tables[i] {
-                let def = self.def(number)?;
-                if keeps_order(def) && !matches!(change, Change::Keep) {
-                    let old = match current {
-                        Some(item) => Some(row::decode(item.value, &def.table)?),
-                        None => None,
-                    };
-                    let (new, exptime) = match staged {
-                        Some(Staged::Row {
-                            values, exptime, ..
-                        }) => (Some(values.clone()), *exptime),
-                        _ => (None, 0),
-                    };
-                    ordered.push(OrderedChange {
-                        table: number,
-                        old,
-                        new,
-                        exptime,
-                    });
-                }
-            }
             changes.push(change);
         }
-        Ok((changes, ordered))
+        Ok(changes)
     }
 }
 

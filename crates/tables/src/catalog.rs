@@ -7,7 +7,7 @@
 //!
 //! | size | field |
 //! |---|---|
-//! | 1 | catalog format version (2; 1 is still read) |
+//! | 1 | catalog format version (3; 1 and 2 are still read: 3 says every index has its entries in the log) |
 //! | varint | the next table number |
 //! | varint | tables n, then n × table |
 //! | varint | dropped tables d, then d × varint number (format 2) |
@@ -31,7 +31,7 @@ use crate::error::{schema_error, Error};
 use crate::row::{put_varint, Reader};
 use crate::schema::{parse_schema, Table};
 
-const CATALOG_FORMAT: u8 = 2;
+const CATALOG_FORMAT: u8 = 3;
 
 /// Table numbers start here; the engine's key-space byte tells tables apart from
 /// plain keys, so the number only tells tables apart from one another.
@@ -74,6 +74,10 @@ pub struct Catalog {
     next_table_number: u32,
     /// Tables dropped whose rows and entries are not all purged yet.
     pub dropped: Vec<u32>,
+    /// Read from a catalog of format 2 or older, whose non-unique indexes had no
+    /// entries in the log (they were kept in memory): a start writes them
+    /// ([`crate::Tables::open`]). Not stored.
+    pub(crate) index_entries_missing: bool,
 }
 
 impl Catalog {
@@ -82,6 +86,7 @@ impl Catalog {
             tables: Vec::new(),
             next_table_number: FIRST_TABLE_NUMBER,
             dropped: Vec::new(),
+            index_entries_missing: false,
         }
     }
 
@@ -215,7 +220,7 @@ impl Catalog {
         let bad = |why: String| Error::Format(format!("catalog: {why}"));
         let mut r = Reader { buf: bytes };
         let version = r.u8()?;
-        if version != CATALOG_FORMAT && version != 1 {
+        if !(1..=CATALOG_FORMAT).contains(&version) {
             return Err(bad(format!("format version {version}")));
         }
         let number = |v: u64| u32::try_from(v).map_err(|_| bad(format!("number {v}")));
@@ -289,6 +294,7 @@ impl Catalog {
             tables,
             next_table_number,
             dropped,
+            index_entries_missing: version < 3,
         };
         catalog.check_containers().map_err(|e| bad(e.to_string()))?;
         Ok(catalog)

@@ -13,9 +13,8 @@
 //!   (a scan of the log), then the catalog forgets the number. A start that finds a
 //!   dropped number purges it first.
 //! - CREATE INDEX: the index is added to the stored catalog marked as being built (so
-//!   its number is never given again), its unique entries are written from the rows
-//!   and its ordered set built beside the table's others, then the catalog in use gets
-//!   it whole. A value two rows share refuses a unique index: the entries written so
+//!   its number is never given again), its entries are written from the rows, then
+//!   the catalog in use gets it whole. A value two rows share refuses a unique index: the entries written so
 //!   far are deleted and the catalog is as it was. A start that finds an index being
 //!   built fills it again (the rows are those it was being filled from: writes waited).
 //! - ADD COLUMN: only the catalog changes. A row stored before it decodes with the
@@ -28,9 +27,13 @@ use std::sync::Arc;
 use kura_engine::{Change, Key, NewItem, Space};
 
 use crate::catalog::Catalog;
+use crate::catalog::TableDef;
 use crate::error::Error;
-use crate::row;
-use crate::rows::{unique_key, Tables, CATALOG_KEY, CATALOG_SPACE, ROW_SPACE, UNIQUE_SPACE};
+use crate::read::RowScan;
+use crate::rows::{
+    entry_space, index_key, unique_key, Tables, CATALOG_KEY, CATALOG_SPACE, INDEX_SPACE, ROW_SPACE,
+    UNIQUE_SPACE,
+};
 use crate::schema::{parse_schema, Table};
 use crate::value::Value;
 
@@ -92,7 +95,6 @@ impl Tables {
     /// Makes `next` the catalog in use.
     pub(crate) fn install_catalog(&self, next: Catalog) {
         let mut catalog = self.catalog.write();
-        self.ordered.add_tables(&next);
         *catalog = Arc::new(next);
         self.generation.fetch_add(1, Ordering::Release);
     }
@@ -106,7 +108,6 @@ impl Tables {
             next.dropped.push(number);
             self.store_catalog(&next)?;
             self.install_catalog(next);
-            self.ordered.remove_table(number);
             number
         };
         self.purge_dropped(number)?;
@@ -116,7 +117,7 @@ impl Tables {
     /// Deletes the rows and entries of dropped table `number`, then forgets it.
     fn purge_dropped(&self, number: u32) -> Result<(), Error> {
         let prefix = number.to_be_bytes();
-        for space in [ROW_SPACE, UNIQUE_SPACE] {
+        for space in [ROW_SPACE, UNIQUE_SPACE, INDEX_SPACE] {
             self.delete_keys(space, &prefix)?;
         }
         let _gate = self.gate.write();
@@ -237,56 +238,7 @@ impl Tables {
             return Ok(());
         };
         let index = &def.table.indexes[position];
-        // Of each row only the keyed columns are kept (the others as NULL): the table
-        // may be far larger than memory, its keys are not.
-        let keyed: Vec<bool> = (0..def.table.columns.len())
-            .map(|c| c == def.table.primary || def.table.indexes.iter().any(|i| i.column == c))
-            .collect();
-        let mut rows: Vec<(Vec<u8>, Vec<Value>, u32)> = Vec::new();
-        let mut failed = None;
-        let prefix = def.number.to_be_bytes();
-        self.store.scan_space(ROW_SPACE, |key, item| {
-            if !key.starts_with(&prefix) {
-                return;
-            }
-            match row::decode(&item.value, &def.table) {
-                Ok(values) => {
-                    let values = values
-                        .into_iter()
-                        .zip(&keyed)
-                        .map(|(v, &k)| if k { v } else { Value::Null })
-                        .collect();
-                    rows.push((key.to_vec(), values, item.exptime));
-                }
-                Err(e) => {
-                    failed.get_or_insert(e);
-                }
-            }
-        })?;
-        if let Some(e) = failed {
-            return Err(e.into());
-        }
-        let mut duplicate = None;
-        if index.kind.is_unique() {
-            let mut entries: HashMap<Vec<u8>, usize> = HashMap::new();
-            let mut puts: Vec<EntryPut> = Vec::new();
-            for (i, (rk, values, exptime)) in rows.iter().enumerate() {
-                let Some(ek) = unique_key(&def, position, &values[index.column])? else {
-                    continue;
-                };
-                if entries.insert(ek.clone(), i).is_some() {
-                    let mut text = Vec::new();
-                    values[index.column].as_ref().write_text(&mut text);
-                    duplicate = Some(String::from_utf8_lossy(&text).into_owned());
-                    break;
-                }
-                puts.push((ek, Arc::from(&rk[4..]), *exptime));
-            }
-            if duplicate.is_none() {
-                self.put_entries(&puts)?;
-            }
-        }
-        if let Some(value) = duplicate {
+        if let Some(value) = self.write_entries(&def, position)? {
             // The entries of this index number, from this build or one cut short.
             let mut prefix = def.number.to_be_bytes().to_vec();
             prefix.extend_from_slice(&def.index_numbers[position].to_be_bytes());
@@ -304,22 +256,63 @@ impl Tables {
         }
         next.tables[t].building = None;
         self.store_catalog(next)?;
-        let whole = next.tables[t].clone();
-        let ordered_rows: Vec<(Vec<Value>, u32)> =
-            rows.into_iter().map(|(_, v, e)| (v, e)).collect();
-        self.ordered.replace_table(&whole, &ordered_rows);
         self.install_catalog(next.clone());
         Ok(())
     }
 
-    /// Writes unique entries (key, the row's primary key, its exptime).
-    fn put_entries(&self, entries: &[EntryPut]) -> Result<(), Error> {
+    /// Writes the entries of index `position` of `def` for every row the table has;
+    /// for a unique index, none when two rows share a value: then that value.
+    fn write_entries(&self, def: &TableDef, position: usize) -> Result<Option<String>, Error> {
+        let index = &def.table.indexes[position];
+        let unique = index.kind.is_unique();
+        // Of each row only its primary key and the indexed value are kept: the table
+        // may be far larger than memory, its keys are not.
+        let mut rows: Vec<(Vec<u8>, Value, u32)> = Vec::new();
+        let mut scan = RowScan::new(def);
+        loop {
+            let batch = scan.next_rows(self, def)?;
+            if batch.is_empty() {
+                break;
+            }
+            for row in batch {
+                let pk = &row.values[def.table.primary];
+                let mut rk = def.number.to_be_bytes().to_vec();
+                crate::keys::encode(pk, crate::keys::Position::Last, &mut rk);
+                let value = row
+                    .values
+                    .into_iter()
+                    .nth(index.column)
+                    .unwrap_or(Value::Null);
+                rows.push((rk, value, row.exptime));
+            }
+        }
+        let mut entries: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut puts: Vec<EntryPut> = Vec::new();
+        for (i, (rk, value, exptime)) in rows.iter().enumerate() {
+            let key = if unique {
+                unique_key(def, position, value)?
+            } else {
+                index_key(def, position, value, &rk[4..])?
+            };
+            let Some(ek) = key else {
+                continue;
+            };
+            if unique && entries.insert(ek.clone(), i).is_some() {
+                let mut text = Vec::new();
+                value.as_ref().write_text(&mut text);
+                return Ok(Some(String::from_utf8_lossy(&text).into_owned()));
+            }
+            puts.push((ek, Arc::from(&rk[4..]), *exptime));
+        }
+        self.put_entries(entry_space(def, position), &puts)?;
+        Ok(None)
+    }
+
+    /// Writes index entries of `space` (key, the row's primary key, its exptime).
+    fn put_entries(&self, space: Space, entries: &[EntryPut]) -> Result<(), Error> {
         let mut last = None;
         for chunk in entries.chunks(CHUNK) {
-            let keys: Vec<Key<'_>> = chunk
-                .iter()
-                .map(|(k, _, _)| Key::new(UNIQUE_SPACE, k))
-                .collect();
+            let keys: Vec<Key<'_>> = chunk.iter().map(|(k, _, _)| Key::new(space, k)).collect();
             let ((), written) = self.store.update_batch(&keys, |_, _| {
                 let changes = chunk
                     .iter()
@@ -344,6 +337,19 @@ impl Tables {
     /// before the catalog is in use.
     pub(crate) fn finish_ddl(&self) -> Result<(), Error> {
         let mut next = (*self.catalog()).clone();
+        if next.index_entries_missing {
+            // A catalog from before every index had entries in the log.
+            for def in &next.tables {
+                for (position, index) in def.table.indexes.iter().enumerate() {
+                    if !index.kind.is_unique() && def.building != Some(position) {
+                        self.write_entries(def, position)?;
+                    }
+                }
+            }
+            next.index_entries_missing = false;
+            self.store_catalog(&next)?;
+            self.install_catalog(next.clone());
+        }
         if next.dropped.is_empty() && next.tables.iter().all(|d| d.building.is_none()) {
             return Ok(());
         }
@@ -515,6 +521,62 @@ mod tests {
             .ok()
             .flatten();
         assert_eq!(pks.map(|v| v.len()), Some(40));
+    }
+
+    /// A catalog of format 2 kept a non-unique index in memory only: a start writes
+    /// its entries from the rows, and stores the catalog as format 3.
+    #[test]
+    fn a_start_writes_the_entries_an_older_catalog_kept_in_memory() {
+        let disk = SimDisk::new();
+        let tables = open(&disk);
+        load(&tables);
+        let mut next = (*tables.catalog()).clone();
+        let p = &mut next.tables[0];
+        let sql = p.table.to_sql().replace("\n)", ",\n  KEY lvl (lvl)\n)");
+        p.table = parse_one(&sql).expect("ddl");
+        p.index_numbers.push(p.next_index);
+        p.next_index += 1;
+        let mut bytes = next.encode();
+        bytes[0] = 2;
+        let bytes: Arc<[u8]> = bytes.into();
+        let ((), written) = tables
+            .store
+            .update(
+                Key::new(CATALOG_SPACE, CATALOG_KEY),
+                kura_engine::Access::NoAccess,
+                |_, _| (Change::Put(NewItem::new(bytes, 0)), ()),
+            )
+            .expect("catalog");
+        tables
+            .store
+            .wait_acked(written.expect("written").lsn)
+            .expect("acked");
+        let tables = crash(&disk, tables);
+        let p = def(&tables, "p");
+        assert_eq!(entries(&tables, INDEX_SPACE, &p.number.to_be_bytes()), 40);
+        let range = crate::ordered::Range {
+            lower: std::ops::Bound::Included(Value::Int(1)),
+            upper: std::ops::Bound::Included(Value::Int(1)),
+        };
+        let pks = tables
+            .ordered_pks(&p, Via::Index(0), &range, 100)
+            .expect("range")
+            .expect("ordered");
+        let ids: Vec<Value> = pks
+            .iter()
+            .map(|pk| {
+                let row = tables.row_by_pk_bytes(&p, pk).expect("row").expect("live");
+                row.values[0].clone()
+            })
+            .collect();
+        let want: Vec<Value> = (0..40).filter(|i| i % 3 == 1).map(Value::Int).collect();
+        assert_eq!(ids, want);
+        let stored = tables
+            .store
+            .peek(Key::new(CATALOG_SPACE, CATALOG_KEY))
+            .expect("peek")
+            .expect("catalog");
+        assert_eq!(stored.value[0], 3, "stored again as format 3");
     }
 
     #[test]

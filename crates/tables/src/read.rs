@@ -8,14 +8,16 @@
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
-use kura_engine::{Item, Key};
+use kura_engine::{Item, Key, Space};
 
 use crate::catalog::{TableDef, Via};
 use crate::error::Error;
-use crate::ordered::{key_bounds, row_key_bounds, Range};
+use crate::keys::Position;
+use crate::ordered::{key_bounds, prefixed_bounds, Range};
 use crate::row;
 use crate::rows::{
-    row_key, row_key_of_entry, unique_key, Tables, ATTEMPTS, ROW_SPACE, UNIQUE_SPACE,
+    entry_space, row_key, row_key_of_entry, unique_key, Tables, ATTEMPTS, INDEX_SPACE, ROW_SPACE,
+    UNIQUE_SPACE,
 };
 use crate::value::Value;
 
@@ -97,19 +99,19 @@ impl Tables {
         ))
     }
 
-    /// Whether `via` of `def` is kept in order: every primary key (the rows' key space
-    /// is the store's ordered keyspace), and each ordered index.
+    /// Whether `via` of `def` is kept in order: the primary key and every index are,
+    /// when the store keeps the tables' key spaces in order ([`crate::ordered_spaces`]).
     pub fn is_ordered(&self, def: &TableDef, via: Via) -> bool {
         match via {
             Via::Primary => self.store.is_ordered(ROW_SPACE),
-            Via::Index(i) => self.ordered.has(def) && def.table.indexes[i].kind.is_ordered(),
+            Via::Index(i) => self.store.is_ordered(entry_space(def, i)),
         }
     }
 
     /// The primary keys (encoded, for [`Tables::row_by_pk_bytes`]) of the rows whose
     /// `via` column is in `range`, in that column's order then the primary key's, at
-    /// most `limit`; None when `via` keeps no order. Through the primary key, a row
-    /// that expired may be among them (reading it finds nothing).
+    /// most `limit`; None when `via` keeps no order. A row that expired may be among
+    /// them (reading it finds nothing).
     pub fn ordered_pks(
         &self,
         def: &TableDef,
@@ -120,17 +122,12 @@ impl Tables {
         if !self.is_ordered(def, via) {
             return Ok(None);
         }
-        if via != Via::Primary {
-            return Ok(self
-                .ordered
-                .range(def, via, range, self.store.now_secs(), limit));
-        }
-        let Some(mut keys) = PkCursor::new(def, range, false) else {
+        let Some(mut keys) = PkCursor::new(def, via, range, false) else {
             return Ok(Some(Vec::new()));
         };
         let mut pks = Vec::new();
         while pks.len() < limit {
-            let batch = keys.next_pks(self)?;
+            let batch = keys.next_pks(self, def)?;
             if batch.is_empty() {
                 break;
             }
@@ -138,6 +135,35 @@ impl Tables {
         }
         pks.truncate(limit);
         Ok(Some(pks))
+    }
+
+    /// The store's ordered keys in `range` of `def`'s `via`, as they are: what a
+    /// transaction's read of the range notes, to compare at COMMIT under its batch's
+    /// locks (so nothing here reads an item, whose shard the batch may hold).
+    pub fn range_keys(
+        &self,
+        def: &TableDef,
+        via: Via,
+        range: &Range,
+    ) -> Result<Vec<Vec<u8>>, Error> {
+        let Some(mut cursor) = PkCursor::new(def, via, range, false) else {
+            return Ok(Vec::new());
+        };
+        let mut keys = Vec::new();
+        while !cursor.done {
+            let (batch, more) = self.store.ordered_batch(
+                cursor.space,
+                cursor.lower.as_ref().map(Vec::as_slice),
+                cursor.upper.as_ref().map(Vec::as_slice),
+                false,
+            )?;
+            cursor.done = !more;
+            if let Some(last) = batch.last() {
+                cursor.lower = Bound::Excluded(last.clone());
+            }
+            keys.extend(batch);
+        }
+        Ok(keys)
     }
 
     /// Every live row of `def`, in primary-key order, read a batch at a time (memory
@@ -176,35 +202,65 @@ impl Tables {
     }
 }
 
-/// The primary keys of a range of a table's, in order or the reverse, read from the
-/// store's ordered keys a batch at a time; the cursor keeps its own place, so its
-/// owner (a SQL cursor) takes them as it goes.
+/// The primary keys of the rows in a range of a table's primary key or of one of its
+/// indexes, in that order or the reverse, read from the store's ordered keys a batch
+/// at a time; the cursor keeps its own place, so its owner (a SQL cursor) takes them
+/// as it goes.
 #[derive(Debug)]
 pub struct PkCursor {
+    space: Space,
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
     reverse: bool,
     done: bool,
+    /// Where the primary key is: after the prefix, after the value (a non-unique
+    /// index's entry), or in the entry's value (a unique index's).
+    via: Via,
+    /// The indexed column's type, to step over the value in a non-unique entry.
+    column: Option<crate::value::ColumnType>,
+    prefix_len: usize,
 }
 
 impl PkCursor {
     /// None when the range holds nothing.
-    pub fn new(def: &TableDef, range: &Range, reverse: bool) -> Option<PkCursor> {
-        let (lower, upper) = row_key_bounds(def.number, key_bounds(Via::Primary, range)?);
+    pub fn new(def: &TableDef, via: Via, range: &Range, reverse: bool) -> Option<PkCursor> {
+        let mut prefix = def.number.to_be_bytes().to_vec();
+        let (space, position, column) = match via {
+            Via::Primary => (ROW_SPACE, Position::Last, None),
+            Via::Index(i) => {
+                prefix.extend_from_slice(&def.index_numbers[i].to_be_bytes());
+                let space = entry_space(def, i);
+                let position = if space == UNIQUE_SPACE {
+                    Position::Last
+                } else {
+                    Position::Inner
+                };
+                let ty = def.table.columns[def.table.indexes[i].column].ty;
+                (space, position, Some(ty))
+            }
+        };
+        let (lower, upper) = prefixed_bounds(&prefix, key_bounds(position, range)?);
         Some(PkCursor {
+            space,
             lower,
             upper,
             reverse,
             done: false,
+            via,
+            column,
+            prefix_len: prefix.len(),
         })
     }
 
     /// The next primary keys (encoded, as [`Tables::row_by_pk_bytes`] takes them);
     /// empty once the range is read through. A row that expired may be among them.
-    pub fn next_pks(&mut self, tables: &Tables) -> Result<Vec<Vec<u8>>, Error> {
+    /// Through an index, each is of a row that holds the entry's value when it is
+    /// read here: an entry its row left without deleting it (the row expired, and
+    /// was written again with another value) is passed over.
+    pub fn next_pks(&mut self, tables: &Tables, def: &TableDef) -> Result<Vec<Vec<u8>>, Error> {
         while !self.done {
             let (keys, more) = tables.store.ordered_batch(
-                ROW_SPACE,
+                self.space,
                 self.lower.as_ref().map(Vec::as_slice),
                 self.upper.as_ref().map(Vec::as_slice),
                 self.reverse,
@@ -219,7 +275,38 @@ impl PkCursor {
             } else {
                 self.lower = past;
             }
-            return Ok(keys.into_iter().map(|mut k| k.split_off(4)).collect());
+            let mut pks = Vec::with_capacity(keys.len());
+            for key in keys {
+                let rest = &key[self.prefix_len..];
+                let (Via::Index(i), Some(ty)) = (self.via, self.column) else {
+                    pks.push(rest.to_vec());
+                    continue;
+                };
+                let mut r = row::Reader { buf: rest };
+                let position = if self.space == INDEX_SPACE {
+                    Position::Inner
+                } else {
+                    Position::Last
+                };
+                let value = crate::keys::decode(&mut r, ty, position)?;
+                // The entry itself, live (an expired one goes as it is met); its
+                // value is the primary key.
+                let Some(entry) = tables.store.peek(Key::new(self.space, &key))? else {
+                    continue;
+                };
+                let pk = entry.value.to_vec();
+                let rk = [&def.number.to_be_bytes()[..], &pk].concat();
+                let Some(item) = tables.store.peek(Key::new(ROW_SPACE, &rk))? else {
+                    continue;
+                };
+                let column = def.table.indexes[i].column;
+                if row::decode(&item.value, &def.table)?.get(column) == Some(&value) {
+                    pks.push(pk);
+                }
+            }
+            if !pks.is_empty() {
+                return Ok(pks);
+            }
         }
         Ok(Vec::new())
     }
@@ -240,12 +327,19 @@ impl RowScan {
             lower: Bound::Unbounded,
             upper: Bound::Unbounded,
         };
-        let (lower, upper) = row_key_bounds(def.number, (Bound::Unbounded, Bound::Unbounded));
-        let keys = PkCursor::new(def, &all, false).unwrap_or(PkCursor {
+        let (lower, upper) = prefixed_bounds(
+            &def.number.to_be_bytes(),
+            (Bound::Unbounded, Bound::Unbounded),
+        );
+        let keys = PkCursor::new(def, Via::Primary, &all, false).unwrap_or(PkCursor {
+            space: ROW_SPACE,
             lower,
             upper,
             reverse: false,
             done: false,
+            via: Via::Primary,
+            column: None,
+            prefix_len: 4,
         });
         RowScan {
             keys,
@@ -266,7 +360,7 @@ impl RowScan {
             return Ok(rows);
         }
         loop {
-            let pks = self.keys.next_pks(tables)?;
+            let pks = self.keys.next_pks(tables, def)?;
             if pks.is_empty() {
                 return Ok(Vec::new());
             }

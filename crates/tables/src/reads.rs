@@ -38,7 +38,8 @@ struct RangeRead {
     table: u32,
     via: Via,
     range: Range,
-    pks: Vec<Vec<u8>>,
+    /// The store's ordered keys the range held ([`crate::Tables::range_keys`]).
+    keys: Vec<Vec<u8>>,
 }
 
 /// What a transaction read (see the module's docs).
@@ -81,14 +82,14 @@ impl Reads {
         }
     }
 
-    /// The range `range` of `def`'s ordered `via` held the rows whose primary keys
-    /// (encoded, in index order) are `pks`.
-    pub fn range(&mut self, def: &TableDef, via: Via, range: &Range, pks: &[Vec<u8>]) {
+    /// The range `range` of `def`'s ordered `via` held the store's ordered keys `keys`
+    /// ([`crate::Tables::range_keys`]).
+    pub fn range(&mut self, def: &TableDef, via: Via, range: &Range, keys: Vec<Vec<u8>>) {
         self.ranges.push(RangeRead {
             table: def.number,
             via,
             range: range.clone(),
-            pks: pks.to_vec(),
+            keys,
         });
     }
 
@@ -129,7 +130,7 @@ impl Reads {
                 return false;
             };
             match range_now(def, read.via, &read.range) {
-                Some(pks) if pks == read.pks => {}
+                Some(keys) if keys == read.keys => {}
                 _ => return false,
             }
         }

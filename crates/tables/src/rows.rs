@@ -34,7 +34,7 @@ use parking_lot::RwLock;
 
 use crate::catalog::{Catalog, Container, TableDef, Via};
 use crate::error::{value_error, Error};
-use crate::ordered::{keeps_order, parse_range, Ordered};
+use crate::ordered::parse_range;
 use crate::reads::TableWrites;
 use crate::schema::parse_schema;
 use crate::text::{self, Field};
@@ -50,13 +50,57 @@ mod write;
 pub const CATALOG_SPACE: Space = Space(1);
 pub const ROW_SPACE: Space = Space(2);
 pub const UNIQUE_SPACE: Space = Space(3);
+/// A non-unique index's entries: the table's number, the index's number, the value
+/// (encoded to be followed) and the primary key; the value is the primary key too.
+pub const INDEX_SPACE: Space = Space(4);
 
 pub(crate) const CATALOG_KEY: &[u8] = b"catalog";
 
-/// The key spaces the store keeps in order for the tables: the rows, so every primary
-/// key is read by range ([`kura_engine::Store::ordered_range`]).
+/// The key spaces the store keeps in order for the tables: the rows and every index's
+/// entries, so the primary key and every index are read by range
+/// ([`kura_engine::Store::ordered_range`]).
 pub fn ordered_spaces() -> kura_engine::OrderedSpaces {
-    kura_engine::OrderedSpaces::default().with(ROW_SPACE)
+    kura_engine::OrderedSpaces::default()
+        .with(ROW_SPACE)
+        .with(UNIQUE_SPACE)
+        .with(INDEX_SPACE)
+}
+
+/// The key space index `index` of `def` keeps its entries in.
+pub(crate) fn entry_space(def: &TableDef, index: usize) -> Space {
+    if def.table.indexes[index].kind.is_unique() {
+        UNIQUE_SPACE
+    } else {
+        INDEX_SPACE
+    }
+}
+
+/// The entry of a row in non-unique index `index` of `def`: its value `value` and its
+/// primary key `pk` (encoded); None for a NULL, which no index holds.
+pub(crate) fn index_key(
+    def: &TableDef,
+    index: usize,
+    value: &Value,
+    pk: &[u8],
+) -> Result<Option<Vec<u8>>, Error> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    let mut key =
+        Vec::with_capacity(6 + keys::encoded_len(value, keys::Position::Inner) + pk.len());
+    key.extend_from_slice(&def.number.to_be_bytes());
+    key.extend_from_slice(&def.index_numbers[index].to_be_bytes());
+    keys::encode(value, keys::Position::Inner, &mut key);
+    key.extend_from_slice(pk);
+    if key.len() > KEY_MAX_BYTES {
+        let column = &def.table.columns[def.table.indexes[index].column].name;
+        return Err(value_error!(
+            "value of column {column} and the primary key are {} bytes, longer than the {} an index entry holds",
+            key.len() - 6,
+            KEY_MAX_BYTES - 6
+        ));
+    }
+    Ok(Some(key))
 }
 
 /// How many times a write or a read through an index starts again when another writer
@@ -139,8 +183,6 @@ pub struct Tables {
     pub(crate) generation: AtomicU64,
     /// Row writes hold it shared, a change of the catalog exclusively ([`crate::ddl`]).
     pub(crate) gate: RwLock<()>,
-    /// Ordered indexes (KEY, and USING BTREE), in memory beside the store.
-    pub(crate) ordered: Ordered,
     /// Writes to each table's rows, for the scans of transactions ([`crate::reads`]).
     pub(crate) writes: TableWrites,
     pub counters: TableCounters,
@@ -222,21 +264,42 @@ pub(crate) fn unique_keys_of(
     Ok(out)
 }
 
-/// [`unique_keys_of`] for a row borrowed from its bytes: only the indexed values are
-/// copied.
-fn unique_keys_of_ref(
+/// Every index entry of the row `values` of `def`, unique and not: each index's
+/// number and the entry's key, in the space [`entry_space`] gives.
+pub(crate) fn entry_keys_of(
     def: &TableDef,
-    values: &[ValueRef<'_>],
+    values: &[Value],
 ) -> Result<Vec<(usize, Vec<u8>)>, Error> {
+    let mut pk = Vec::new();
     let mut out = Vec::new();
     for (i, index) in def.table.indexes.iter().enumerate() {
-        if index.kind.is_unique() {
-            if let Some(key) = unique_key(def, i, &values[index.column].to_value())? {
-                out.push((i, key));
+        let key = if index.kind.is_unique() {
+            unique_key(def, i, &values[index.column])?
+        } else {
+            if pk.is_empty() {
+                keys::encode(&values[def.table.primary], keys::Position::Last, &mut pk);
             }
+            index_key(def, i, &values[index.column], &pk)?
+        };
+        if let Some(key) = key {
+            out.push((i, key));
         }
     }
     Ok(out)
+}
+
+/// [`entry_keys_of`] for a row borrowed from its bytes: only the keyed values are
+/// copied.
+fn entry_keys_of_ref(
+    def: &TableDef,
+    values: &[ValueRef<'_>],
+) -> Result<Vec<(usize, Vec<u8>)>, Error> {
+    let mut keyed = vec![Value::Null; values.len()];
+    keyed[def.table.primary] = values[def.table.primary].to_value();
+    for index in &def.table.indexes {
+        keyed[index.column] = values[index.column].to_value();
+    }
+    entry_keys_of(def, &keyed)
 }
 
 /// The column a container is keyed by.
@@ -340,7 +403,6 @@ impl Tables {
             catalog: RwLock::new(Arc::new(catalog)),
             generation: AtomicU64::new(1),
             gate: RwLock::new(()),
-            ordered: Ordered::default(),
             writes: TableWrites::default(),
             counters: TableCounters::default(),
         };
@@ -349,54 +411,7 @@ impl Tables {
         if !tables.store.is_read_only() {
             tables.finish_ddl()?;
         }
-        tables.rebuild_ordered(&tables.ordered)?;
         Ok(tables)
-    }
-
-    /// Fills `ordered` (the tables' own, or one to swap in) from the rows in the log.
-    /// Returns how many rows it read.
-    pub(crate) fn rebuild_ordered(&self, ordered: &Ordered) -> Result<u64, Error> {
-        let catalog = self.catalog();
-        ordered.add_tables(&catalog);
-        let by_number: std::collections::HashMap<u32, &TableDef> = catalog
-            .tables
-            .iter()
-            .filter(|def| ordered.has(def))
-            .map(|def| (def.number, def))
-            .collect();
-        if by_number.is_empty() {
-            return Ok(0);
-        }
-        let mut failed = None;
-        self.store.scan_space(ROW_SPACE, |key, item| {
-            let Some(number) = key
-                .get(..4)
-                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-            else {
-                return;
-            };
-            let Some(def) = by_number.get(&number) else {
-                return;
-            };
-            match row::decode(&item.value, &def.table) {
-                Ok(values) => ordered.apply(def, None, Some(&values), item.exptime),
-                Err(e) => {
-                    failed.get_or_insert(e);
-                }
-            }
-        })?;
-        failed.map_or(Ok(0), Err)
-    }
-
-    /// Drops the ordered indexes' entries of rows expired by now (the rows' own
-    /// records go as the store purges them). Returns how many went.
-    pub fn purge_expired(&self) -> u64 {
-        self.ordered.purge_expired(self.store.now_secs())
-    }
-
-    /// Entries in the ordered indexes, for `stats`.
-    pub fn ordered_entries(&self) -> u64 {
-        self.ordered.entries()
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {
@@ -439,7 +454,6 @@ impl Tables {
             .filter(|t| catalog.table(&t.table.name).is_none())
             .map(|t| t.table.name.clone())
             .collect();
-        // New tables have no rows: their ordered indexes start empty.
         self.install_catalog(next);
         Ok(created)
     }

@@ -1,20 +1,17 @@
 //! Rows written through a container: a set, add, replace or cas, a delete, a touch;
-//! the row and every unique-index entry it changes in one atomic engine batch, under
-//! the locks of all of them.
+//! the row and every index entry it changes in one atomic engine batch, under the
+//! locks of all of them.
 
 use super::*;
 
 /// What one attempt of a write found.
 enum Attempt {
     Done(RowResult),
-    /// The changes were made: the row's record is what the batch wrote for it. The
-    /// row's values before (for its ordered indexes), and its exptime now.
-    Wrote {
-        old: Option<Vec<Value>>,
-        exptime: u32,
-    },
-    /// The row holds index entries the attempt had not locked: try again with these.
-    NeedKeys(Vec<Vec<u8>>),
+    /// The changes were made: the row's record is what the batch wrote for it.
+    Wrote,
+    /// The row holds index entries the attempt had not locked: try again with these
+    /// (each index's number and the entry's key).
+    NeedKeys(Vec<(usize, Vec<u8>)>),
     /// The row no longer holds the value it was found by: look it up again.
     Moved,
 }
@@ -119,8 +116,7 @@ impl Tables {
     ) -> Result<WriteOutcome, Error> {
         let op = RowOp::Write {
             row: row::encode(&values).into(),
-            entries: unique_keys_of(def, &values)?,
-            values,
+            entries: entry_keys_of(def, &values)?,
             mode,
             client_flags,
             exptime,
@@ -133,8 +129,8 @@ impl Tables {
         })
     }
 
-    /// Runs `op` on the row at `rk` and every unique-index entry it has or will have, as
-    /// one batch: locks them all, looks at the row, decides, writes.
+    /// Runs `op` on the row at `rk` and every index entry it has or will have, as one
+    /// batch: locks them all, looks at the row, decides, writes.
     fn change_row(
         &self,
         def: &TableDef,
@@ -147,8 +143,8 @@ impl Tables {
             RowOp::Write { entries, .. } => entries,
             _ => &[],
         };
-        let mut old_keys: Vec<Vec<u8>> = Vec::new();
-        // An update that keeps the row's unique values (and its exptime, which its
+        let mut old_keys: Vec<(usize, Vec<u8>)> = Vec::new();
+        // An update that keeps the row's indexed values (and its exptime, which its
         // entries carry) changes the row alone: a first attempt locks the row only, and
         // locks the entries too only if the row shows they change. `add` makes a new
         // row, whose entries are new: it locks them from the start.
@@ -161,9 +157,17 @@ impl Tables {
                 Vec::with_capacity(1 + new_entries.len() + old_keys.len());
             engine_keys.push(Key::new(ROW_SPACE, rk));
             if entries_locked {
-                engine_keys.extend(new_entries.iter().map(|(_, k)| Key::new(UNIQUE_SPACE, k)));
+                engine_keys.extend(
+                    new_entries
+                        .iter()
+                        .map(|(i, k)| Key::new(entry_space(def, *i), k)),
+                );
             }
-            engine_keys.extend(old_keys.iter().map(|k| Key::new(UNIQUE_SPACE, k)));
+            engine_keys.extend(
+                old_keys
+                    .iter()
+                    .map(|(i, k)| Key::new(entry_space(def, *i), k)),
+            );
             let old_at = engine_keys.len() - old_keys.len();
             let decide = |current: &[Option<ItemRef<'_>>], now: u32| {
                 let keep = || current.iter().map(|_| Change::Keep).collect::<Vec<_>>();
@@ -182,28 +186,7 @@ impl Tables {
                     Err(e) => (keep(), Err(e)),
                 }
             };
-            // Ordered indexes change with the row, under its lock, in its order.
-            let applied = |attempt: &Result<Attempt, Error>, _: &[Option<Written>]| {
-                if !self.ordered.has(def) {
-                    return;
-                }
-                match (attempt, &op) {
-                    (Ok(Attempt::Wrote { old, exptime }), RowOp::Write { values, .. }) => self
-                        .ordered
-                        .apply(def, old.as_deref(), Some(values), *exptime),
-                    (Ok(Attempt::Wrote { old, .. }), RowOp::Delete { .. }) => {
-                        self.ordered.apply(def, old.as_deref(), None, 0)
-                    }
-                    (Ok(Attempt::Done(RowResult::Touched(values, item))), _) => {
-                        self.ordered
-                            .apply(def, Some(values), Some(values), item.exptime)
-                    }
-                    _ => {}
-                }
-            };
-            let (attempt, written) = self
-                .store
-                .update_batch_then(&engine_keys, decide, applied)?;
+            let (attempt, written) = self.store.update_batch(&engine_keys, decide)?;
             match attempt? {
                 Attempt::Done(RowResult::Touched(values, item)) => {
                     let lsn = written.iter().flatten().map(|w| w.lsn).max();
@@ -213,7 +196,7 @@ impl Tables {
                     };
                     return Ok(RowResult::Touched(values, item));
                 }
-                Attempt::Wrote { .. } => {
+                Attempt::Wrote => {
                     let Some(w) = written[0] else {
                         unreachable!("a written or deleted row has its record")
                     };
@@ -328,10 +311,8 @@ impl Tables {
 enum RowOp {
     Write {
         row: Arc<[u8]>,
-        /// The unique-index entries the new row has.
+        /// The index entries the new row has: each index's number and the entry's key.
         entries: Vec<(usize, Vec<u8>)>,
-        /// The new row's values, for its ordered indexes.
-        values: Vec<Value>,
         mode: WriteMode,
         client_flags: u32,
         exptime: i64,
@@ -369,15 +350,6 @@ fn refusal(mode: WriteMode, cas: Option<u64>) -> Option<WriteOutcome> {
     }
 }
 
-/// Whether a row's values `shown` and `values` agree in every uniquely indexed column.
-fn same_unique_values(def: &TableDef, shown: &[ValueRef<'_>], values: &[Value]) -> bool {
-    def.table
-        .indexes
-        .iter()
-        .filter(|index| index.kind.is_unique())
-        .all(|index| shown[index.column] == values[index.column].as_ref())
-}
-
 /// Decides one attempt of `op` on a row, given the current versions of the row and of
 /// the entries locked with it (`keys`; entries the row held before start at `old_at`;
 /// a write's new entries follow the row if `entries_locked`).
@@ -391,8 +363,8 @@ fn decide_row(
     current: &[Option<ItemRef<'_>>],
     now: u32,
 ) -> Result<(Option<Vec<Change>>, Attempt), Error> {
-    // Under the locks: borrow the row's text rather than copy it; only its ordered
-    // indexes (and a touch, which shows the row) need it owned.
+    // Under the locks: borrow the row's text rather than copy it; only a touch, which
+    // shows the row, needs it owned.
     let shown = current[0]
         .as_ref()
         .map(|item| row::decode_ref(item.value, &def.table))
@@ -400,7 +372,6 @@ fn decide_row(
     let owned = |values: &[ValueRef<'_>]| values.iter().map(|v| v.to_value()).collect::<Vec<_>>();
     let old: Option<Vec<Value>> = match (&shown, op) {
         (Some(values), RowOp::Touch { .. }) => Some(owned(values)),
-        (Some(values), _) if keeps_order(def) => Some(owned(values)),
         _ => None,
     };
     match (holds, &shown) {
@@ -411,15 +382,14 @@ fn decide_row(
         _ => {}
     }
     let row = current[0].as_ref();
-    // The unique-index entries the row holds now.
+    // The index entries the row holds now.
     let old_entries = || match &shown {
-        Some(values) => unique_keys_of_ref(def, values),
+        Some(values) => entry_keys_of_ref(def, values),
         None => Ok(Vec::new()),
     };
     if let RowOp::Write {
         row: row_bytes,
         entries,
-        values,
         mode,
         client_flags,
         exptime,
@@ -434,29 +404,31 @@ fn decide_row(
             // write that keeps those values and the exptime its entries carry leaves
             // them as they are. Otherwise: lock the entries too and decide again.
             let exptime = exptime_to_absolute(*exptime, now);
-            let same_values = shown
-                .as_ref()
-                .is_none_or(|shown| same_unique_values(def, shown, values));
+            // The row keeps every entry it has (they come in index order).
+            let same_values = shown.is_none() || old_entries()? == *entries;
             if same_values && (entries.is_empty() || row.is_some_and(|r| r.exptime == exptime)) {
                 let put = Change::Put(NewItem {
                     exptime,
                     ..NewItem::new(Arc::clone(row_bytes), *client_flags)
                 });
-                return Ok((Some(vec![put]), Attempt::Wrote { old, exptime }));
+                return Ok((Some(vec![put]), Attempt::Wrote));
             }
             let unlocked = old_entries()?
                 .into_iter()
-                .map(|(_, k)| k)
-                .filter(|k| !entries.iter().any(|(_, e)| e == k))
+                .filter(|old| !entries.contains(old))
                 .collect();
             return Ok((None, Attempt::NeedKeys(unlocked)));
         }
     }
     // The row's current entries, each of which must be locked.
-    let missing: Vec<Vec<u8>> = old_entries()?
+    let missing: Vec<(usize, Vec<u8>)> = old_entries()?
         .into_iter()
-        .map(|(_, k)| k)
-        .filter(|k| !keys.iter().any(|e| e.bytes == k.as_slice()))
+        .filter(|(i, k)| {
+            let space = entry_space(def, *i);
+            !keys
+                .iter()
+                .any(|e| e.space == space && e.bytes == k.as_slice())
+        })
         .collect();
     if !missing.is_empty() {
         return Ok((None, Attempt::NeedKeys(missing)));
@@ -471,7 +443,8 @@ fn decide_row(
             exptime,
             ..
         } => {
-            // Another row holds a value this row's unique index wants.
+            // Another row holds a value this row's unique index wants. (A non-unique
+            // index's entry holds the primary key: only this row's can be there.)
             if (0..entries.len()).any(|j| current[1 + j].is_some() && !ours(1 + j)) {
                 return Ok((
                     None,
@@ -506,7 +479,7 @@ fn decide_row(
                     Change::Keep
                 });
             }
-            Ok((Some(changes), Attempt::Wrote { old, exptime }))
+            Ok((Some(changes), Attempt::Wrote))
         }
         RowOp::Delete { cas } => {
             let Some(row) = row else {
@@ -527,7 +500,7 @@ fn decide_row(
                     }
                 })
                 .collect();
-            Ok((Some(changes), Attempt::Wrote { old, exptime: 0 }))
+            Ok((Some(changes), Attempt::Wrote))
         }
         RowOp::Touch { exptime } => {
             let (Some(row), Some(values)) = (row, old) else {
