@@ -734,6 +734,10 @@ impl KuraCursor<'_> {
                     self.pk_stream = None;
                     return Ok(());
                 }
+                tab.shared
+                    .tables
+                    .prefetch_rows(&tab.def, &pks)
+                    .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
                 self.pks.extend(pks);
                 continue;
             };

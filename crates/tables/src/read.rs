@@ -137,6 +137,30 @@ impl Tables {
         Ok(Some(pks))
     }
 
+    /// Brings the rows of `pks` (encoded primary keys of `def`) that are only in the
+    /// log into memory, neighbours in the log with one read: before reading a batch
+    /// of a range's or a scan's rows one by one, which would read each on its own.
+    pub fn prefetch_rows(&self, def: &TableDef, pks: &[Vec<u8>]) -> Result<(), Error> {
+        self.prefetch(
+            pks.iter()
+                .map(|pk| (ROW_SPACE, [&def.number.to_be_bytes()[..], pk].concat())),
+        )
+    }
+
+    /// [`Tables::prefetch_rows`] for any keys.
+    fn prefetch(&self, keys: impl Iterator<Item = (Space, Vec<u8>)>) -> Result<(), Error> {
+        if !self.store.values_may_be_out_of_memory() {
+            return Ok(());
+        }
+        let missing: Vec<_> = keys
+            .filter_map(|(space, key)| self.store.unresolved(Key::new(space, &key)))
+            .collect();
+        if !missing.is_empty() {
+            self.store.resolve_many(missing)?;
+        }
+        Ok(())
+    }
+
     /// The store's ordered keys in `range` of `def`'s `via`, as they are: what a
     /// transaction's read of the range notes, to compare at COMMIT under its batch's
     /// locks (so nothing here reads an item, whose shard the batch may hold).
@@ -222,6 +246,20 @@ pub struct PkCursor {
 }
 
 impl PkCursor {
+    /// The primary key a non-unique index's entry names (after its value), without
+    /// reading anything; None for other keys (a unique entry keeps it in its value).
+    fn entry_pk(&self, key: &[u8]) -> Option<Vec<u8>> {
+        let ty = self.column?;
+        if self.space != INDEX_SPACE {
+            return None;
+        }
+        let mut r = row::Reader {
+            buf: key.get(self.prefix_len..)?,
+        };
+        crate::keys::decode(&mut r, ty, Position::Inner).ok()?;
+        Some(r.buf.to_vec())
+    }
+
     /// None when the range holds nothing.
     pub fn new(def: &TableDef, via: Via, range: &Range, reverse: bool) -> Option<PkCursor> {
         let mut prefix = def.number.to_be_bytes().to_vec();
@@ -274,6 +312,15 @@ impl PkCursor {
                 self.upper = past;
             } else {
                 self.lower = past;
+            }
+            if self.via != Via::Primary {
+                // The entries, then (below) their rows, each batch with few reads.
+                tables.prefetch(keys.iter().map(|k| (self.space, k.clone())))?;
+                let rows = keys
+                    .iter()
+                    .filter_map(|k| self.entry_pk(k))
+                    .collect::<Vec<_>>();
+                tables.prefetch_rows(def, &rows)?;
             }
             let mut pks = Vec::with_capacity(keys.len());
             for key in keys {
@@ -364,6 +411,7 @@ impl RowScan {
             if pks.is_empty() {
                 return Ok(Vec::new());
             }
+            tables.prefetch_rows(def, &pks)?;
             let mut rows = Vec::with_capacity(pks.len());
             for pk in pks {
                 let key = [&def.number.to_be_bytes()[..], &pk].concat();
