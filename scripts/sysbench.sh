@@ -82,9 +82,10 @@ wait_port() {
 }
 wait_port "$sql_port"
 wait_port "$maria_port"
-mariadb --no-defaults -h 127.0.0.1 -P "$maria_port" -u root -e "CREATE DATABASE sbtest"
+# Kura has one database, `kura` (docs/sql.md); MariaDB gets one of that name.
+mariadb --no-defaults -h 127.0.0.1 -P "$maria_port" -u root -e "CREATE DATABASE kura"
 
-common=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-user=root --mysql-db=sbtest
+common=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-user=root --mysql-db=kura
     --tables=1 --table-size="$rows" --auto_inc=off)
 echo "sysbench.sh: $(date -u +%F) commit $(git rev-parse --short HEAD), $rows rows, $threads threads, ${seconds}s each, kura -m $memory --durability $durability"
 for server in kura mariadb; do

@@ -530,6 +530,7 @@ impl Session {
                 state.error = None;
                 state.conflict = conflict;
                 state.keep_reads = t.writes || self.in_transaction;
+                state.in_transaction = self.in_transaction;
                 if !self.in_transaction {
                     // New maps: cleared ones would keep a big statement's room.
                     state.read_cas = HashMap::new();

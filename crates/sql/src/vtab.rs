@@ -92,6 +92,9 @@ pub struct State {
     /// statement outside a transaction, which checks nothing (a scan would hold an
     /// entry per row).
     pub keep_reads: bool,
+    /// Whether the statement runs in a transaction, whose COMMIT checks a scanned
+    /// table whole: a scan's rows need no CAS kept then, nor to be held.
+    pub in_transaction: bool,
     /// The first error a write of the running statement met, in MySQL's terms.
     pub error: Option<SqlError>,
     pub reads: ReadCounters,
@@ -125,6 +128,7 @@ impl State {
             read_set: Reads::new(),
             locking: false,
             keep_reads: true,
+            in_transaction: false,
             error: None,
             reads: ReadCounters::default(),
             max_lsn: 0,
@@ -583,11 +587,12 @@ impl KuraCursor<'_> {
 
     /// Notes a row read: its CAS, for a write that follows, and (`keyed`: read by
     /// key or in a range, not by a scan) in the read set. Nothing for a statement
-    /// that keeps no reads.
+    /// that keeps no reads, nor for a scan's row in a transaction (its COMMIT checks
+    /// the scanned table whole).
     fn seen(&self, row: &RowRead, keyed: bool) {
         let mut state = self.tab.shared.state.lock();
         state.max_lsn = state.max_lsn.max(row.lsn);
-        if !state.keep_reads {
+        if !state.keep_reads || (!keyed && state.in_transaction) {
             return;
         }
         let Some(pk) = row.values.get(self.def().table.primary) else {
@@ -920,13 +925,26 @@ impl KuraCursor<'_> {
                     .and_then(|s| s.strip_prefix(':'))
                     .and_then(|hex| u64::from_str_radix(hex, 16).ok())
                     .unwrap_or(u64::MAX);
-                let strip = {
+                let (strip, streams) = {
                     let state = self.tab.shared.state.lock();
-                    !state.keep_reads && !state.overlays(self.def().number)
+                    let alone = !state.overlays(self.def().number);
+                    (
+                        !state.keep_reads && alone,
+                        alone && (!state.keep_reads || state.in_transaction),
+                    )
                 };
-                if strip {
-                    // Nothing to check later: the rows come a batch at a time, so the
-                    // scan holds a batch, whatever the table's size.
+                if streams {
+                    // The rows come a batch at a time, so the scan holds a batch,
+                    // whatever the table's size: nothing is checked later (a read-only
+                    // statement), or the transaction's COMMIT checks the table whole.
+                    // (A writing statement outside a transaction keeps each row's CAS
+                    // for its batch, below.)
+                    if !strip {
+                        let writes = self.tables().table_writes(self.def());
+                        let def = self.def();
+                        self.tab.shared.state.lock().read_set.scan(def, writes);
+                    }
+                    let used = if strip { used } else { u64::MAX };
                     self.scan = Some((RowScan::new(self.def()), used));
                     return self.advance();
                 }

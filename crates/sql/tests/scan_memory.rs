@@ -1,7 +1,10 @@
 //! What a session keeps of the rows a statement read: a read-only statement outside
 //! a transaction keeps nothing (a scan would otherwise hold an entry per row of the
-//! table), while a write and a transaction keep what their checks need.
+//! table), a write outside a transaction keeps each row's CAS for its batch, and a
+//! transaction's scan keeps nothing per row: its COMMIT checks the table whole.
 #![allow(clippy::expect_used)]
+
+use std::sync::Arc;
 
 use kura_sql::{Cell, Session};
 use support::*;
@@ -16,7 +19,8 @@ fn run(session: &mut Session, sql: &str) {
 
 #[test]
 fn a_read_only_scan_keeps_no_read_set() {
-    let mut s = Session::new(tables(), 1, "root").expect("session");
+    let shared = tables();
+    let mut s = Session::new(Arc::clone(&shared), 1, "root").expect("session");
     run(&mut s, "CREATE TABLE t (id INT PRIMARY KEY, v INT)");
     let values: Vec<String> = (0..500).map(|i| format!("({i}, {})", i % 7)).collect();
     run(
@@ -60,12 +64,23 @@ fn a_read_only_scan_keeps_no_read_set() {
     );
     assert_eq!(s.read_set_len(), 0, "the next SELECT's read set");
 
-    // In a transaction, COMMIT checks every row read.
+    // In a transaction, a scan notes the table, not its rows; COMMIT refuses if
+    // another writer wrote the table since.
     run(&mut s, "BEGIN");
     assert_eq!(
         rows(&mut s, "SELECT count(*) FROM t"),
         vec![vec![Cell::Int(500)]]
     );
-    assert_eq!(s.read_set_len(), 500, "a transaction's SELECT's read set");
-    run(&mut s, "COMMIT");
+    assert_eq!(s.read_set_len(), 0, "a transaction's scan's read set");
+    run(&mut s, "UPDATE t SET v = 0 WHERE id = 1");
+    let mut other = Session::new(Arc::clone(&shared), 2, "root").expect("session");
+    run(&mut other, "UPDATE t SET v = 9 WHERE id = 2");
+    match s.query("COMMIT") {
+        Err(e) => assert_eq!(e.code, 1213, "{e}"),
+        Ok(_) => panic!("COMMIT after another writer changed the scanned table"),
+    }
+    assert_eq!(
+        rows(&mut s, "SELECT v FROM t WHERE id IN (1, 2) ORDER BY id"),
+        vec![vec![Cell::Int(1)], vec![Cell::Int(9)]]
+    );
 }
