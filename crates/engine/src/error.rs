@@ -22,6 +22,9 @@ pub enum Error {
     ReadOnly { primary: String },
     /// A key longer than a log record can hold (255 bytes).
     KeyTooLong { len: usize },
+    /// A change (a batch, with its records) of `bytes`, more than the `limit` one log
+    /// segment can address: a batch is written to one segment, whole.
+    TooLarge { bytes: u64, limit: u64 },
 }
 
 impl fmt::Display for Error {
@@ -38,6 +41,10 @@ impl fmt::Display for Error {
                 )
             }
             Error::LogFull => write!(f, "the log spans the most segments the index addresses"),
+            Error::TooLarge { bytes, limit } => write!(
+                f,
+                "a change of {bytes} bytes is more than the {limit} one log segment holds"
+            ),
             Error::KeyTooLong { len } => {
                 write!(
                     f,

@@ -565,10 +565,16 @@ impl Log {
 
     /// Makes room for `len` more bytes in the segment being written, starting the next
     /// segment if they would not fit. Returns the segment they go to and its size
-    /// before them.
+    /// before them. A record or batch goes whole into one segment (one larger than the
+    /// segment size fills a segment of its own), and more than a segment can address
+    /// is refused, as a copy's is (`copy.rs`): a slot's offset has 26 bits.
     fn make_room(&self, tail: &mut Tail, len: u64) -> Result<(u64, u64), Error> {
         if tail.shutdown {
             return Err(Error::Poisoned);
+        }
+        let limit = MAX_SEGMENT_BYTES - SEGMENT_HEADER_BYTES as u64;
+        if len > limit {
+            return Err(Error::TooLarge { bytes: len, limit });
         }
         if tail.segment_bytes + len > self.shared.segment_size_bytes
             && tail.segment_bytes > SEGMENT_HEADER_BYTES as u64

@@ -403,9 +403,20 @@ impl Store {
         decide: impl FnOnce(&[Option<ItemRef<'_>>], u32) -> (Vec<Change>, R),
         applied: impl FnOnce(&R, &[Option<Written>]),
     ) -> Result<(R, Vec<Option<Written>>), Error> {
-        for (i, key) in keys.iter().enumerate() {
+        for key in keys {
             check_key(*key)?;
-            assert!(!keys[..i].contains(key), "a key twice in one batch");
+        }
+        // A row's batch has a few keys; a SQL statement's may have thousands.
+        if keys.len() <= 16 {
+            for (i, key) in keys.iter().enumerate() {
+                assert!(!keys[..i].contains(key), "a key twice in one batch");
+            }
+        } else {
+            let mut seen = std::collections::HashSet::with_capacity(keys.len());
+            assert!(
+                keys.iter().all(|key| seen.insert(*key)),
+                "a key twice in one batch"
+            );
         }
         if self.log.is_poisoned() {
             return Err(Error::Poisoned);

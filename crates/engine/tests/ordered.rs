@@ -208,3 +208,39 @@ fn a_restart_reads_only_the_log_after_the_last_durable_commit() {
     );
     assert_eq!(all_keys(&store).len(), 2100);
 }
+
+/// A batch larger than a log segment can address (64 MiB: a slot's offset has 26
+/// bits) is refused whole, writing nothing: a batch is one segment's, as replay
+/// applies it whole. One larger than the configured segment size (64 KiB here) but
+/// within that fills a segment of its own.
+#[test]
+fn a_batch_larger_than_a_segment_is_refused_whole() {
+    let disk = SimDisk::new();
+    let store = open(&disk, options(Durability::Fsync));
+    let value: std::sync::Arc<[u8]> = vec![7u8; 1 << 20].into();
+    let keys: Vec<Vec<u8>> = (0..65u32).map(key).collect();
+    let batch = |n: usize| {
+        let engine_keys: Vec<Key<'_>> = keys[..n].iter().map(|k| Key::new(PLAIN, k)).collect();
+        store.update_batch(&engine_keys, |current, _| {
+            let put = || Change::Put(NewItem::new(std::sync::Arc::clone(&value), 0));
+            (current.iter().map(|_| put()).collect(), ())
+        })
+    };
+    let before = store.appended_lsn();
+    match batch(65) {
+        Err(kura_engine::Error::TooLarge { bytes, limit }) => {
+            assert!(bytes > limit, "{bytes} > {limit}");
+        }
+        Err(e) => panic!("a 65 MiB batch: {e}"),
+        Ok(_) => panic!("a 65 MiB batch was written"),
+    }
+    assert_eq!(store.appended_lsn(), before, "nothing of it was appended");
+    assert_eq!(store.peek(Key::new(PLAIN, &keys[0])).ok().flatten(), None);
+    let ((), written) = batch(3).unwrap_or_else(|e| panic!("a 3 MiB batch: {e}"));
+    assert!(written.iter().all(Option::is_some));
+    let back = store.peek(Key::new(PLAIN, &keys[2]));
+    assert_eq!(
+        back.ok().flatten().map(|item| item.value.len()),
+        Some(1 << 20)
+    );
+}

@@ -138,6 +138,17 @@ impl Session {
             ApplyError::Other(kura_tables::Error::Engine(kura_engine::Error::ReadOnly {
                 primary,
             })) => SqlError::read_only(&primary),
+            // MySQL's answer to a transaction larger than its binary log's cache.
+            ApplyError::Other(kura_tables::Error::Engine(kura_engine::Error::TooLarge {
+                bytes,
+                limit,
+            })) => SqlError::new(
+                1197,
+                b"HY000",
+                format!(
+                    "Multi-statement transaction required more than 'max_binlog_cache_size' bytes of storage: its {bytes} bytes are more than the {limit} one log segment holds; split it"
+                ),
+            ),
             ApplyError::Other(e) => SqlError::internal(e),
         }
     }

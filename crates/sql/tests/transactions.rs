@@ -259,3 +259,30 @@ fn a_locking_read_is_checked_at_commit_even_without_writes() {
     );
     done(&mut b, "COMMIT");
 }
+
+/// A transaction larger than one log segment (64 MiB) holds is refused at COMMIT
+/// with MySQL's 1197, and nothing of it is written; the session goes on.
+#[test]
+fn a_transaction_larger_than_a_segment_is_refused_whole() {
+    let tables = support::tables();
+    let mut s = kura_sql::Session::new(tables, 1, "root").expect("session");
+    support::done(&mut s, "CREATE TABLE big (id INT PRIMARY KEY, b BLOB)");
+    support::done(&mut s, "BEGIN");
+    let blob = "ab".repeat(30_000);
+    for id in 0..1_150 {
+        support::done(&mut s, &format!("INSERT INTO big VALUES ({id}, '{blob}')"));
+    }
+    match s.query("COMMIT") {
+        Err(e) => assert_eq!(e.code, 1197, "{e}"),
+        Ok(_) => panic!("a 69 MB transaction was committed"),
+    }
+    assert_eq!(
+        support::rows(&mut s, "SELECT count(*) FROM big"),
+        vec![vec![kura_sql::Cell::Int(0)]]
+    );
+    support::done(&mut s, "INSERT INTO big VALUES (1, 'x')");
+    assert_eq!(
+        support::rows(&mut s, "SELECT count(*) FROM big"),
+        vec![vec![kura_sql::Cell::Int(1)]]
+    );
+}
