@@ -866,16 +866,20 @@ impl KuraCursor<'_> {
                     self.range = Some((column, range));
                     return self.advance();
                 }
-                let mut pks = self
-                    .tables()
-                    .ordered_pks(self.def(), via, &range, usize::MAX)
-                    .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?
-                    .unwrap_or_default();
                 let def = self.def();
                 let keys = self
                     .tables()
                     .range_keys(def, via, &range)
                     .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
+                let mut pks = if via == Via::Primary {
+                    // A row's key is its table's number, then its primary key.
+                    keys.iter().map(|k| k[4..].to_vec()).collect()
+                } else {
+                    self.tables()
+                        .ordered_pks(def, via, &range, usize::MAX)
+                        .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?
+                        .unwrap_or_default()
+                };
                 (self.tab.shared.state.lock().read_set).range(def, via, &range, keys);
                 if descending {
                     pks.reverse();
