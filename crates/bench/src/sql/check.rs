@@ -46,6 +46,22 @@ pub(super) fn request(
             ))?;
             Ok(range_rows(&rows, level, shape))
         }
+        (Phase::PkRange, Link::Sql(conn)) => {
+            let first = rng.below(shape.rows.saturating_sub(9).max(1));
+            let rows = conn.rows(&format!(
+                "SELECT * FROM players WHERE id BETWEEN {first} AND {} ORDER BY id",
+                first + 9
+            ))?;
+            let want: Vec<u64> = (first..(first + 10).min(shape.rows)).collect();
+            Ok(rows_in_order(&rows, &want, shape))
+        }
+        (Phase::OrderLimit, Link::Sql(conn)) => {
+            let rows = conn.rows(&format!(
+                "SELECT * FROM players WHERE id <= {id} ORDER BY id DESC LIMIT 10"
+            ))?;
+            let want: Vec<u64> = (id.saturating_sub(9)..=id).rev().collect();
+            Ok(rows_in_order(&rows, &want, shape))
+        }
         (Phase::Update, Link::Sql(conn)) => {
             let outcome = conn.query(&format!("UPDATE players SET score=score+1 WHERE id={id}"))?;
             Ok(match outcome {
@@ -132,6 +148,19 @@ pub(super) fn range_rows(rows: &[Row], level: u64, shape: Shape) -> Verdict {
                 shape.level(id)
             ));
         }
+        if let Some(why) = check_row(row, id, shape) {
+            return Verdict::Wrong(why);
+        }
+    }
+    Verdict::Right
+}
+
+/// A reply of the rows `want`, whole and in that order.
+pub(super) fn rows_in_order(rows: &[Row], want: &[u64], shape: Shape) -> Verdict {
+    if rows.len() != want.len() {
+        return Verdict::Wrong(format!("{} rows, not {}", rows.len(), want.len()));
+    }
+    for (row, &id) in rows.iter().zip(want) {
         if let Some(why) = check_row(row, id, shape) {
             return Verdict::Wrong(why);
         }

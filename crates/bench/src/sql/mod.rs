@@ -12,14 +12,18 @@
 //! entries and all) or by the same `INSERT`s (`sql`). The default because it loads
 //! Kura fastest and holds nothing beyond `-m` while it does (`docs/figures.md`).
 //!
-//! Five phases, each measured on its own for a window of `--duration` seconds after
+//! Seven phases, each measured on its own for a window of `--duration` seconds after
 //! `--warmup`, with `--connections` connections of one blocking thread each (the
 //! client of `mysql.rs` for SQL, of `client.rs` for memcached), rows chosen uniformly:
 //!
 //! - `pk`: `SELECT * FROM players WHERE id=<id>`
 //! - `email`: `SELECT * FROM players WHERE email='player<id>@example.com'`
 //! - `range`: `SELECT * FROM players WHERE level BETWEEN <l> AND <l+1> ORDER BY level
-//!   LIMIT 10`
+//!   LIMIT 10`: a range of ten by an index (`KEY level`)
+//! - `pk-range`: `SELECT * FROM players WHERE id BETWEEN <id> AND <id+9> ORDER BY id`:
+//!   a range of ten by primary key
+//! - `order-limit`: `SELECT * FROM players WHERE id <= <id> ORDER BY id DESC LIMIT 10`:
+//!   ten rows in the primary key's order, backward
 //! - `update`: `UPDATE players SET score=score+1 WHERE id=<id>`, autocommitted: Kura
 //!   replies once the change is durable under its `--durability` (fsync by default),
 //!   MariaDB's InnoDB flushes its log at commit by default. Both durable per statement.
@@ -88,7 +92,7 @@ pub struct SqlArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "pk,email,range,update,get"
+        default_value = "pk,email,range,pk-range,order-limit,update,get"
     )]
     pub phases: Vec<Phase>,
     /// Rows loaded in the `memory` setting (at least 20).
@@ -194,6 +198,10 @@ pub enum Phase {
     Email,
     /// `SELECT * FROM players WHERE level BETWEEN ? AND ? ORDER BY level LIMIT 10`
     Range,
+    /// `SELECT * FROM players WHERE id BETWEEN ? AND ?+9 ORDER BY id`
+    PkRange,
+    /// `SELECT * FROM players WHERE id <= ? ORDER BY id DESC LIMIT 10`
+    OrderLimit,
     /// `UPDATE players SET score=score+1 WHERE id=?`
     Update,
     /// memcached `get @@players.<id>` through Kura.
@@ -206,6 +214,8 @@ impl Phase {
             Phase::Pk => "pk_select",
             Phase::Email => "email_select",
             Phase::Range => "range_limit_10",
+            Phase::PkRange => "pk_range_10",
+            Phase::OrderLimit => "order_desc_limit_10",
             Phase::Update => "update_pk",
             Phase::Get => "memcached_get",
         }
@@ -216,6 +226,8 @@ impl Phase {
             Phase::Pk => "select by pk",
             Phase::Email => "select by email",
             Phase::Range => "range, limit 10",
+            Phase::PkRange => "range of 10 by pk",
+            Phase::OrderLimit => "order by pk desc, limit 10",
             Phase::Update => "update by pk",
             Phase::Get => "memcached get",
         }

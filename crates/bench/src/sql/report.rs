@@ -450,6 +450,8 @@ pub(super) fn short(phase: Phase) -> &'static str {
         Phase::Pk => "pk",
         Phase::Email => "email",
         Phase::Range => "range",
+        Phase::PkRange => "pk-range",
+        Phase::OrderLimit => "order",
         Phase::Update => "update",
         Phase::Get => "get",
     }
