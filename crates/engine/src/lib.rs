@@ -51,5 +51,5 @@ pub use item::{Access, Change, Item, ItemOf, ItemRef, NewCas, NewItem, Written};
 pub use key::{Class, Key, Space, KEY_MAX_BYTES};
 pub use log::Cursor;
 pub use log::Run as ReadRun;
-pub use ordered::{OrderedRange, OrderedSpaces, FILE as ORDERED_FILE};
+pub use ordered::{OrderedRange, OrderedSpaces, BATCH as ORDERED_BATCH, FILE as ORDERED_FILE};
 pub use store::{Ack, Durability, Options, Stats, Store};

@@ -47,8 +47,8 @@ const KEYS: TableDefinition<&[u8], ()> = TableDefinition::new("keys");
 /// `lsn`: every change up to it is in `KEYS`.
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
-/// Keys read from the B-tree and the overlay per call of [`Ordered::range`].
-const BATCH: usize = 256;
+/// The most keys read from the B-tree and the overlay per call of [`Ordered::range`].
+pub const BATCH: usize = 256;
 
 /// The key spaces kept in order.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -290,15 +290,16 @@ impl Ordered {
         Ok(())
     }
 
-    /// Up to [`BATCH`] keys of `space` within the bounds, in order (descending if
-    /// `reverse`), without the space's byte.
+    /// Up to `max` (at most [`BATCH`]) keys of `space` within the bounds, in order
+    /// (descending if `reverse`), without the space's byte.
     pub(crate) fn range(
         &self,
         space: Space,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
+        (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
         reverse: bool,
+        max: usize,
     ) -> Result<Keys, Error> {
+        let max = max.clamp(1, BATCH);
         let lower = match lower {
             Bound::Unbounded => Bound::Included(vec![space.0].into_boxed_slice()),
             other => stored_bound(space, other),
@@ -329,12 +330,12 @@ impl Ordered {
                 )
             };
             let overlaid: Vec<(Box<[u8]>, bool)> = if reverse {
-                in_range.rev().take(BATCH + 1).map(pick).collect()
+                in_range.rev().take(max + 1).map(pick).collect()
             } else {
-                in_range.take(BATCH + 1).map(pick).collect()
+                in_range.take(max + 1).map(pick).collect()
             };
             // More states than were taken: the batch stops at the last one taken.
-            let cut = (overlaid.len() > BATCH).then(|| overlaid[BATCH - 1].0.clone());
+            let cut = (overlaid.len() > max).then(|| overlaid[max - 1].0.clone());
             (tx, overlaid, cut)
         };
         let table = match tx.open_table(KEYS) {
@@ -364,7 +365,7 @@ impl Ordered {
         let mut tree_next = from_tree.next().transpose()?;
         let mut more = false;
         loop {
-            if keys.len() == BATCH {
+            if keys.len() == max {
                 more = tree_next.is_some() || overlaid.peek().is_some();
                 break;
             }
@@ -421,9 +422,12 @@ impl OrderedRange<'_> {
         while !self.done {
             let got = ordered.range(
                 self.space,
-                self.lower.as_ref().map(|b| &b[..]),
-                self.upper.as_ref().map(|b| &b[..]),
+                (
+                    self.lower.as_ref().map(|b| &b[..]),
+                    self.upper.as_ref().map(|b| &b[..]),
+                ),
                 self.reverse,
+                BATCH,
             )?;
             self.done = !got.more;
             if let Some(last) = got.keys.last() {
@@ -464,19 +468,20 @@ impl Store {
         }
     }
 
-    /// One batch of [`Store::ordered_range`]: keys in order (at most a few hundred),
-    /// and whether the range may hold more past the last of them. For a reader that
-    /// keeps its place itself between calls.
+    /// One batch of [`Store::ordered_range`]: at most `max` keys in order (and at
+    /// most [`crate::ORDERED_BATCH`]), and whether the range may hold more past the
+    /// last of them. For a reader that keeps its place itself between calls, and
+    /// that may want only a few (a `LIMIT`).
     pub fn ordered_batch(
         &self,
         space: Space,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
+        (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
         reverse: bool,
+        max: usize,
     ) -> Result<(Vec<Vec<u8>>, bool), Error> {
         match self.ordered.as_ref() {
             Some(ordered) => {
-                let got = ordered.range(space, lower, upper, reverse)?;
+                let got = ordered.range(space, (lower, upper), reverse, max)?;
                 Ok((got.keys, got.more))
             }
             None => Ok((Vec::new(), false)),

@@ -177,9 +177,12 @@ impl Tables {
         while !cursor.done {
             let (batch, more) = self.store.ordered_batch(
                 cursor.space,
-                cursor.lower.as_ref().map(Vec::as_slice),
-                cursor.upper.as_ref().map(Vec::as_slice),
+                (
+                    cursor.lower.as_ref().map(Vec::as_slice),
+                    cursor.upper.as_ref().map(Vec::as_slice),
+                ),
                 false,
+                kura_engine::ORDERED_BATCH,
             )?;
             cursor.done = !more;
             if let Some(last) = batch.last() {
@@ -226,6 +229,9 @@ impl Tables {
     }
 }
 
+/// Keys a range reads first ([`PkCursor`]).
+const FIRST_BATCH: usize = 16;
+
 /// The primary keys of the rows in a range of a table's primary key or of one of its
 /// indexes, in that order or the reverse, read from the store's ordered keys a batch
 /// at a time; the cursor keeps its own place, so its owner (a SQL cursor) takes them
@@ -243,6 +249,9 @@ pub struct PkCursor {
     /// The indexed column's type, to step over the value in a non-unique entry.
     column: Option<crate::value::ColumnType>,
     prefix_len: usize,
+    /// Keys to read next: a few at first, doubling to a full batch, so that a
+    /// `LIMIT 10` reads (and brings from the disk) about ten rows, a scan few times.
+    batch: usize,
 }
 
 impl PkCursor {
@@ -287,6 +296,7 @@ impl PkCursor {
             via,
             column,
             prefix_len: prefix.len(),
+            batch: FIRST_BATCH,
         })
     }
 
@@ -299,10 +309,14 @@ impl PkCursor {
         while !self.done {
             let (keys, more) = tables.store.ordered_batch(
                 self.space,
-                self.lower.as_ref().map(Vec::as_slice),
-                self.upper.as_ref().map(Vec::as_slice),
+                (
+                    self.lower.as_ref().map(Vec::as_slice),
+                    self.upper.as_ref().map(Vec::as_slice),
+                ),
                 self.reverse,
+                self.batch,
             )?;
+            self.batch = (self.batch * 2).min(kura_engine::ORDERED_BATCH);
             self.done = !more;
             let Some(last) = keys.last() else {
                 continue;
@@ -378,16 +392,23 @@ impl RowScan {
             &def.number.to_be_bytes(),
             (Bound::Unbounded, Bound::Unbounded),
         );
-        let keys = PkCursor::new(def, Via::Primary, &all, false).unwrap_or(PkCursor {
-            space: ROW_SPACE,
-            lower,
-            upper,
-            reverse: false,
-            done: false,
-            via: Via::Primary,
-            column: None,
-            prefix_len: 4,
-        });
+        let keys = PkCursor::new(def, Via::Primary, &all, false)
+            .map(|keys| PkCursor {
+                // A scan reads the whole table: full batches from the start.
+                batch: kura_engine::ORDERED_BATCH,
+                ..keys
+            })
+            .unwrap_or(PkCursor {
+                space: ROW_SPACE,
+                lower,
+                upper,
+                reverse: false,
+                done: false,
+                via: Via::Primary,
+                column: None,
+                prefix_len: 4,
+                batch: kura_engine::ORDERED_BATCH,
+            });
         RowScan {
             keys,
             read_log: false,
