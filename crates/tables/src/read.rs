@@ -327,9 +327,12 @@ impl PkCursor {
             } else {
                 self.lower = past;
             }
-            if self.via != Via::Primary {
-                // The entries, then (below) their rows, each batch with few reads.
+            if self.space == UNIQUE_SPACE {
+                // A unique index's entries hold their rows' keys: those first, each
+                // batch with few reads (the rows below are read one by one).
                 tables.prefetch(keys.iter().map(|k| (self.space, k.clone())))?;
+            } else if self.space == INDEX_SPACE {
+                // A non-unique entry names its row: the batch's rows with few reads.
                 let rows = keys
                     .iter()
                     .filter_map(|k| self.entry_pk(k))
@@ -350,12 +353,18 @@ impl PkCursor {
                     Position::Last
                 };
                 let value = crate::keys::decode(&mut r, ty, position)?;
-                // The entry itself, live (an expired one goes as it is met); its
-                // value is the primary key.
-                let Some(entry) = tables.store.peek(Key::new(self.space, &key))? else {
-                    continue;
+                // A non-unique entry ends with the primary key; a unique one's value
+                // is it (and a unique entry that expired goes as it is met). A
+                // non-unique entry is not read: its row, read below, is live and
+                // holds the value, or the entry is passed over.
+                let pk = if self.space == INDEX_SPACE {
+                    r.buf.to_vec()
+                } else {
+                    match tables.store.peek(Key::new(self.space, &key))? {
+                        Some(entry) => entry.value.to_vec(),
+                        None => continue,
+                    }
                 };
-                let pk = entry.value.to_vec();
                 let rk = [&def.number.to_be_bytes()[..], &pk].concat();
                 let Some(item) = tables.store.peek(Key::new(ROW_SPACE, &rk))? else {
                     continue;
