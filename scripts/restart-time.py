@@ -16,35 +16,21 @@ primary key, a row by email, and a range of 10 by lvl. Needs PyMySQL
 
 import argparse
 import os
-import re
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 
 import pymysql
 
+import kuraproc
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def start(args, data):
-    proc = subprocess.Popen(
-        [args.kura, "-p", "0", "--sql-port", "0", "-m", str(args.memory_mib),
-         "--durability", "interval", "--data-dir", data],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    port = None
-    for line in proc.stdout:
-        m = re.match(r"kura sql listening on .*:(\d+)", line)
-        if m:
-            port = int(m.group(1))
-        if line.startswith("kura listening on"):
-            break
-    if port is None:
-        sys.exit("restart-time: kura printed no SQL port")
-    return proc, port
+    return kuraproc.start(args.kura, data, args.memory_mib)
 
 
 def main():

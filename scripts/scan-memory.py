@@ -13,14 +13,13 @@ PyMySQL (scripts/install-test-deps.sh puts it in target/pyenv).
 
 import argparse
 import os
-import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 
 import pymysql
+
+import kuraproc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUERIES = [
@@ -47,20 +46,8 @@ def main():
     ap.add_argument("--kura", default=os.path.join(ROOT, "target/release/kura"))
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="scan-memory.", dir=os.path.join(ROOT, "target"))
-    proc = subprocess.Popen(
-        [args.kura, "-p", "0", "--sql-port", "0", "-m", str(args.memory_mib),
-         "--durability", "interval", "--data-dir", os.path.join(work, "data")],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc, port = kuraproc.start(args.kura, os.path.join(work, "data"), args.memory_mib)
     try:
-        port = None
-        for line in proc.stdout:
-            m = re.match(r"kura sql listening on .*:(\d+)", line)
-            if m:
-                port = int(m.group(1))
-            if line.startswith("kura listening on"):
-                break
-        if port is None:
-            sys.exit("scan-memory: kura printed no SQL port")
         db = pymysql.connect(host="127.0.0.1", port=port, user="root", autocommit=True)
         cur = db.cursor()
         cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(100))")

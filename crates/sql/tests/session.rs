@@ -207,6 +207,17 @@ fn a_transaction_is_seen_by_its_session_and_applied_whole_at_commit() {
     );
 }
 
+/// The session's `Handler_read%` counters, in the order SHOW STATUS lists them.
+fn handler_reads(s: &mut Session) -> Vec<u64> {
+    rows(s, "SHOW SESSION STATUS LIKE 'Handler_read%'")
+        .into_iter()
+        .map(|r| match &r[1] {
+            Cell::Bytes(b) => String::from_utf8_lossy(b).parse().unwrap_or(0),
+            _ => 0,
+        })
+        .collect()
+}
+
 #[test]
 fn plans_read_about_the_rows_they_return() {
     let (_, mut s) = loaded();
@@ -216,15 +227,7 @@ fn plans_read_about_the_rows_they_return() {
             &format!("INSERT INTO players (id, name, email, level) VALUES ({id}, 'p{id}', 'p{id}@x.com', {})", id % 50),
         );
     }
-    let status = |s: &mut Session| -> Vec<u64> {
-        rows(s, "SHOW SESSION STATUS LIKE 'Handler_read%'")
-            .into_iter()
-            .map(|r| match &r[1] {
-                Cell::Bytes(b) => String::from_utf8_lossy(b).parse().unwrap_or(0),
-                _ => 0,
-            })
-            .collect()
-    };
+    let status = handler_reads;
     let before = status(&mut s);
     let got = rows(
         &mut s,
@@ -272,18 +275,9 @@ fn primary_key_ranges_read_about_the_rows_they_return() {
         );
     }
     let read = |s: &mut Session, sql: &str| -> (Vec<Vec<Cell>>, u64) {
-        let status = |s: &mut Session| -> u64 {
-            rows(s, "SHOW SESSION STATUS LIKE 'Handler_read%'")
-                .into_iter()
-                .map(|r| match &r[1] {
-                    Cell::Bytes(b) => String::from_utf8_lossy(b).parse().unwrap_or(0),
-                    _ => 0,
-                })
-                .sum()
-        };
-        let before = status(s);
+        let before: u64 = handler_reads(s).iter().sum();
         let got = rows(s, sql);
-        (got, status(s) - before)
+        (got, handler_reads(s).iter().sum::<u64>() - before)
     };
     let ids = |got: &[Vec<Cell>]| -> Vec<Cell> { got.iter().map(|r| r[0].clone()).collect() };
     for transaction in [false, true] {
