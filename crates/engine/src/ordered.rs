@@ -225,8 +225,9 @@ impl Ordered {
                 Some((key.clone(), *live))
             })
             .collect();
-        let moves = upto > applied || !changes.is_empty();
-        if !moves && (!durable || self.durable_lsn() >= upto) {
+        // Nothing to move: only a durable commit is worth making, to move the LSN a
+        // restart reads the log from (other key spaces' writes move it too).
+        if changes.is_empty() && (!durable || self.durable_lsn() >= upto) {
             return Ok(());
         }
         let mut tx = self.db.begin_write().map_err(btree_error)?;
@@ -315,6 +316,20 @@ impl Ordered {
             lower.as_ref().map(|b| &b[..]),
             upper.as_ref().map(|b| &b[..]),
         );
+        // A range that ends before it starts holds nothing (and would make
+        // `BTreeMap::range` panic).
+        let empty = match bounds {
+            (Bound::Included(a), Bound::Included(b)) => a > b,
+            (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
+            | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
+            _ => false,
+        };
+        if empty {
+            return Ok(Keys {
+                keys: Vec::new(),
+                more: false,
+            });
+        }
         // The overlay's states in range, as far as the batch can reach; the B-tree's
         // snapshot is taken under the same lock, so a change moved between the two is
         // seen in one or the other.

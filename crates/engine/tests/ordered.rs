@@ -244,3 +244,47 @@ fn a_batch_larger_than_a_segment_is_refused_whole() {
         Some(1 << 20)
     );
 }
+
+/// A range that ends before it starts, or where it starts but excludes that key,
+/// holds nothing, either way.
+#[test]
+fn an_empty_range_reads_nothing() {
+    let disk = SimDisk::new();
+    let store = open(&disk, options(Durability::None));
+    for n in 0..10 {
+        put(&store, ORDERED, &key(n));
+    }
+    let (five, three) = (key(5), key(3));
+    for reverse in [false, true] {
+        assert!(keys(
+            &store,
+            Bound::Included(&five),
+            Bound::Included(&three),
+            reverse
+        )
+        .is_empty());
+        assert!(keys(
+            &store,
+            Bound::Excluded(&five),
+            Bound::Included(&five),
+            reverse
+        )
+        .is_empty());
+        assert!(keys(
+            &store,
+            Bound::Included(&five),
+            Bound::Excluded(&five),
+            reverse
+        )
+        .is_empty());
+        assert_eq!(
+            keys(
+                &store,
+                Bound::Included(&five),
+                Bound::Included(&five),
+                reverse
+            ),
+            vec![five.clone()]
+        );
+    }
+}
