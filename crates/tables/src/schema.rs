@@ -10,11 +10,11 @@
 //! ignored) and `COMMENT 'separator=X'`, which sets the byte that joins a row's fields
 //! in memcached values (`|` by default).
 //!
-//! Index kinds: the primary key and a UNIQUE index are hash indexes unless they say
-//! `USING BTREE`: each entry is an engine key, so it costs what a memcached key costs
-//! and stays on disk beyond memory. A `KEY` is ordered, kept in memory. `USING BTREE`
-//! on a primary key or unique index keeps an ordered copy in memory as well, for
-//! ranges in index order without reading the table.
+//! Index kinds: every row and index entry is an engine key, so it costs what a
+//! memcached key costs and stays on disk beyond memory, and the store keeps all of
+//! them in order as well (`crate::rows::ordered_spaces`). `USING BTREE` and `USING
+//! HASH` are recorded (`primary_ordered`, [`IndexKind`]) and shown in the canonical
+//! DDL, and change nothing else.
 //!
 //! Invariants of a [`Table`] once built: column names are unique (case-insensitively,
 //! as MySQL's), the primary key is a NOT NULL column, every index names an existing
@@ -48,14 +48,16 @@ pub struct Column {
     pub auto_increment: bool,
 }
 
-/// How an index keeps its entries.
+/// What an index was declared as. Every index's entries are engine keys that the
+/// store keeps in order (`crate::rows::ordered_spaces`): a unique one's in space 3,
+/// a non-unique one's in space 4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IndexKind {
-    /// Unique, each entry an engine key (beyond memory), no order.
+    /// `UNIQUE`, without `USING BTREE`.
     UniqueHash,
-    /// Unique, an engine key per entry and an ordered copy in memory.
+    /// `UNIQUE ... USING BTREE`.
     UniqueOrdered,
-    /// Not unique, ordered, in memory.
+    /// `KEY` (not unique).
     Ordered,
 }
 
@@ -84,7 +86,8 @@ pub struct Table {
     pub columns: Vec<Column>,
     /// Position of the primary-key column.
     pub primary: usize,
-    /// Whether the primary key keeps an ordered copy in memory (`USING BTREE`).
+    /// Whether the primary key was declared `USING BTREE` (shown in the canonical
+    /// DDL; every primary key is kept in order).
     pub primary_ordered: bool,
     pub indexes: Vec<Index>,
     pub separator: u8,
