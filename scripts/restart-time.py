@@ -29,10 +29,6 @@ import kuraproc
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def start(args, data):
-    return kuraproc.start(args.kura, data, args.memory_mib)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=10_000_000)
@@ -43,7 +39,7 @@ def main():
     data = os.path.join(work, "data")
     proc = None
     try:
-        proc, port = start(args, data)
+        proc, port = kuraproc.start(args.kura, data, args.memory_mib)
         db = pymysql.connect(host="127.0.0.1", port=port, user="root", autocommit=True)
         db.cursor().execute(
             "CREATE TABLE t (id INT PRIMARY KEY, email VARCHAR(40), lvl INT, "
@@ -81,7 +77,7 @@ def main():
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         began = time.time()
-        proc, port = start(args, data)
+        proc, port = kuraproc.start(args.kura, data, args.memory_mib)
         listening = time.time() - began
         db = pymysql.connect(host="127.0.0.1", port=port, user="root", autocommit=True)
         cur = db.cursor()

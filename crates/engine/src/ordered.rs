@@ -517,6 +517,10 @@ impl Store {
         let Some(ordered) = self.ordered.as_ref() else {
             return Ok(());
         };
+        if !durable && ordered.pending() == 0 {
+            // Nothing to move, and only a durable commit moves the LSN alone.
+            return Ok(());
+        }
         // With every shard read-locked no change is between its append and its note.
         let appended = {
             let _guards: Vec<_> = self.index.shards().iter().map(|s| s.read()).collect();

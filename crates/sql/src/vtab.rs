@@ -867,19 +867,10 @@ impl KuraCursor<'_> {
                     return self.advance();
                 }
                 let def = self.def();
-                let keys = self
+                let (keys, mut pks) = self
                     .tables()
-                    .range_keys(def, via, &range)
+                    .range_keys_and_pks(def, via, &range)
                     .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
-                let mut pks = if via == Via::Primary {
-                    // A row's key is its table's number, then its primary key.
-                    keys.iter().map(|k| k[4..].to_vec()).collect()
-                } else {
-                    self.tables()
-                        .ordered_pks(def, via, &range, usize::MAX)
-                        .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?
-                        .unwrap_or_default()
-                };
                 (self.tab.shared.state.lock().read_set).range(def, via, &range, keys);
                 if descending {
                     pks.reverse();

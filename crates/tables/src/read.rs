@@ -13,7 +13,7 @@ use kura_engine::{Item, Key, Space};
 use crate::catalog::{TableDef, Via};
 use crate::error::Error;
 use crate::keys::Position;
-use crate::ordered::{key_bounds, prefixed_bounds, Range};
+use crate::ordered::{key_bounds, prefixed_bounds, Bounds, Range};
 use crate::row;
 use crate::rows::{
     entry_space, row_key, row_key_of_entry, unique_key, Tables, ATTEMPTS, INDEX_SPACE, ROW_SPACE,
@@ -161,9 +161,34 @@ impl Tables {
         Ok(())
     }
 
-    /// The store's ordered keys in `range` of `def`'s `via`, as they are: what a
-    /// transaction's read of the range notes, to compare at COMMIT under its batch's
-    /// locks (so nothing here reads an item, whose shard the batch may hold).
+    /// The store's ordered keys in `range` of `def`'s `via`, as they are, and the
+    /// primary keys of the rows they hold, as [`Tables::ordered_pks`] gives them: a
+    /// transaction's read of a range notes the keys, to compare at COMMIT under its
+    /// batch's locks (so [`Tables::range_keys`] reads no item, whose shard the batch
+    /// may hold), and reads the rows.
+    pub fn range_keys_and_pks(
+        &self,
+        def: &TableDef,
+        via: Via,
+        range: &Range,
+    ) -> Result<KeysAndPks, Error> {
+        let Some(mut cursor) = PkCursor::new(def, via, range, false) else {
+            return Ok((Vec::new(), Vec::new()));
+        };
+        cursor.batch = kura_engine::ORDERED_BATCH;
+        let (mut keys, mut pks) = (Vec::new(), Vec::new());
+        loop {
+            let batch = cursor.next_keys(self)?;
+            if batch.is_empty() {
+                return Ok((keys, pks));
+            }
+            pks.extend(cursor.pks_of(self, def, &batch)?);
+            keys.extend(batch);
+        }
+    }
+
+    /// The store's ordered keys in `range` of `def`'s `via`, as they are (see
+    /// [`Tables::range_keys_and_pks`]); reads no item.
     pub fn range_keys(
         &self,
         def: &TableDef,
@@ -173,24 +198,15 @@ impl Tables {
         let Some(mut cursor) = PkCursor::new(def, via, range, false) else {
             return Ok(Vec::new());
         };
+        cursor.batch = kura_engine::ORDERED_BATCH;
         let mut keys = Vec::new();
-        while !cursor.done {
-            let (batch, more) = self.store.ordered_batch(
-                cursor.space,
-                (
-                    cursor.lower.as_ref().map(Vec::as_slice),
-                    cursor.upper.as_ref().map(Vec::as_slice),
-                ),
-                false,
-                kura_engine::ORDERED_BATCH,
-            )?;
-            cursor.done = !more;
-            if let Some(last) = batch.last() {
-                cursor.lower = Bound::Excluded(last.clone());
+        loop {
+            let batch = cursor.next_keys(self)?;
+            if batch.is_empty() {
+                return Ok(keys);
             }
             keys.extend(batch);
         }
-        Ok(keys)
     }
 
     /// Every live row of `def`, in primary-key order, read a batch at a time (memory
@@ -228,6 +244,9 @@ impl Tables {
         failed.map_or(Ok(()), Err)
     }
 }
+
+/// A range's ordered keys and the primary keys of the rows they hold.
+pub type KeysAndPks = (Vec<Vec<u8>>, Vec<Vec<u8>>);
 
 /// Keys a range reads first ([`PkCursor`]).
 const FIRST_BATCH: usize = 16;
@@ -271,23 +290,45 @@ impl PkCursor {
 
     /// None when the range holds nothing.
     pub fn new(def: &TableDef, via: Via, range: &Range, reverse: bool) -> Option<PkCursor> {
+        let position = match via {
+            Via::Index(i) if entry_space(def, i) == INDEX_SPACE => Position::Inner,
+            _ => Position::Last,
+        };
+        Some(PkCursor::with_bounds(
+            def,
+            via,
+            key_bounds(position, range)?,
+            reverse,
+        ))
+    }
+
+    /// A cursor over every row of `def`, in primary-key order, full batches from the
+    /// start.
+    fn whole_table(def: &TableDef) -> PkCursor {
+        PkCursor {
+            batch: kura_engine::ORDERED_BATCH,
+            ..PkCursor::with_bounds(
+                def,
+                Via::Primary,
+                (Bound::Unbounded, Bound::Unbounded),
+                false,
+            )
+        }
+    }
+
+    /// A cursor over the keys of `via` within `bounds` (after the table's prefix).
+    fn with_bounds(def: &TableDef, via: Via, bounds: Bounds, reverse: bool) -> PkCursor {
         let mut prefix = def.number.to_be_bytes().to_vec();
-        let (space, position, column) = match via {
-            Via::Primary => (ROW_SPACE, Position::Last, None),
+        let (space, column) = match via {
+            Via::Primary => (ROW_SPACE, None),
             Via::Index(i) => {
                 prefix.extend_from_slice(&def.index_numbers[i].to_be_bytes());
-                let space = entry_space(def, i);
-                let position = if space == UNIQUE_SPACE {
-                    Position::Last
-                } else {
-                    Position::Inner
-                };
                 let ty = def.table.columns[def.table.indexes[i].column].ty;
-                (space, position, Some(ty))
+                (entry_space(def, i), Some(ty))
             }
         };
-        let (lower, upper) = prefixed_bounds(&prefix, key_bounds(position, range)?);
-        Some(PkCursor {
+        let (lower, upper) = prefixed_bounds(&prefix, bounds);
+        PkCursor {
             space,
             lower,
             upper,
@@ -297,7 +338,7 @@ impl PkCursor {
             column,
             prefix_len: prefix.len(),
             batch: FIRST_BATCH,
-        })
+        }
     }
 
     /// The next primary keys (encoded, as [`Tables::row_by_pk_bytes`] takes them);
@@ -306,6 +347,21 @@ impl PkCursor {
     /// read here: an entry its row left without deleting it (the row expired, and
     /// was written again with another value) is passed over.
     pub fn next_pks(&mut self, tables: &Tables, def: &TableDef) -> Result<Vec<Vec<u8>>, Error> {
+        loop {
+            let keys = self.next_keys(tables)?;
+            if keys.is_empty() {
+                return Ok(Vec::new());
+            }
+            let pks = self.pks_of(tables, def, &keys)?;
+            if !pks.is_empty() {
+                return Ok(pks);
+            }
+        }
+    }
+
+    /// The next batch of the range's keys as the store has them, reading no item;
+    /// empty once the range is read through.
+    fn next_keys(&mut self, tables: &Tables) -> Result<Vec<Vec<u8>>, Error> {
         while !self.done {
             let (keys, more) = tables.store.ordered_batch(
                 self.space,
@@ -327,58 +383,67 @@ impl PkCursor {
             } else {
                 self.lower = past;
             }
-            if self.space == UNIQUE_SPACE {
-                // A unique index's entries hold their rows' keys: those first, each
-                // batch with few reads (the rows below are read one by one).
-                tables.prefetch(keys.iter().map(|k| (self.space, k.clone())))?;
-            } else if self.space == INDEX_SPACE {
-                // A non-unique entry names its row: the batch's rows with few reads.
-                let rows = keys
-                    .iter()
-                    .filter_map(|k| self.entry_pk(k))
-                    .collect::<Vec<_>>();
-                tables.prefetch_rows(def, &rows)?;
-            }
-            let mut pks = Vec::with_capacity(keys.len());
-            for key in keys {
-                let rest = &key[self.prefix_len..];
-                let (Via::Index(i), Some(ty)) = (self.via, self.column) else {
-                    pks.push(rest.to_vec());
-                    continue;
-                };
-                let mut r = row::Reader { buf: rest };
-                let position = if self.space == INDEX_SPACE {
-                    Position::Inner
-                } else {
-                    Position::Last
-                };
-                let value = crate::keys::decode(&mut r, ty, position)?;
-                // A non-unique entry ends with the primary key; a unique one's value
-                // is it (and a unique entry that expired goes as it is met). A
-                // non-unique entry is not read: its row, read below, is live and
-                // holds the value, or the entry is passed over.
-                let pk = if self.space == INDEX_SPACE {
-                    r.buf.to_vec()
-                } else {
-                    match tables.store.peek(Key::new(self.space, &key))? {
-                        Some(entry) => entry.value.to_vec(),
-                        None => continue,
-                    }
-                };
-                let rk = [&def.number.to_be_bytes()[..], &pk].concat();
-                let Some(item) = tables.store.peek(Key::new(ROW_SPACE, &rk))? else {
-                    continue;
-                };
-                let column = def.table.indexes[i].column;
-                if row::decode(&item.value, &def.table)?.get(column) == Some(&value) {
-                    pks.push(pk);
-                }
-            }
-            if !pks.is_empty() {
-                return Ok(pks);
-            }
+            return Ok(keys);
         }
         Ok(Vec::new())
+    }
+
+    /// The primary keys of the rows `keys` (this cursor's) hold: see
+    /// [`PkCursor::next_pks`].
+    fn pks_of(
+        &self,
+        tables: &Tables,
+        def: &TableDef,
+        keys: &[Vec<u8>],
+    ) -> Result<Vec<Vec<u8>>, Error> {
+        if self.space == UNIQUE_SPACE {
+            // A unique index's entries hold their rows' keys: those first, each
+            // batch with few reads (the rows below are read one by one).
+            tables.prefetch(keys.iter().map(|k| (self.space, k.clone())))?;
+        } else if self.space == INDEX_SPACE {
+            // A non-unique entry names its row: the batch's rows with few reads.
+            let rows = keys
+                .iter()
+                .filter_map(|k| self.entry_pk(k))
+                .collect::<Vec<_>>();
+            tables.prefetch_rows(def, &rows)?;
+        }
+        let mut pks = Vec::with_capacity(keys.len());
+        for key in keys {
+            let rest = &key[self.prefix_len..];
+            let (Via::Index(i), Some(ty)) = (self.via, self.column) else {
+                pks.push(rest.to_vec());
+                continue;
+            };
+            let mut r = row::Reader { buf: rest };
+            let position = if self.space == INDEX_SPACE {
+                Position::Inner
+            } else {
+                Position::Last
+            };
+            let value = crate::keys::decode(&mut r, ty, position)?;
+            // A non-unique entry ends with the primary key; a unique one's value
+            // is it (and a unique entry that expired goes as it is met). A
+            // non-unique entry is not read: its row, read below, is live and
+            // holds the value, or the entry is passed over.
+            let pk = if self.space == INDEX_SPACE {
+                r.buf.to_vec()
+            } else {
+                match tables.store.peek(Key::new(self.space, key))? {
+                    Some(entry) => entry.value.to_vec(),
+                    None => continue,
+                }
+            };
+            let rk = [&def.number.to_be_bytes()[..], &pk].concat();
+            let Some(item) = tables.store.peek(Key::new(ROW_SPACE, &rk))? else {
+                continue;
+            };
+            let column = def.table.indexes[i].column;
+            if row::decode(&item.value, &def.table)?.get(column) == Some(&value) {
+                pks.push(pk);
+            }
+        }
+        Ok(pks)
     }
 }
 
@@ -393,33 +458,8 @@ pub struct RowScan {
 
 impl RowScan {
     pub fn new(def: &TableDef) -> RowScan {
-        let all = Range {
-            lower: Bound::Unbounded,
-            upper: Bound::Unbounded,
-        };
-        let (lower, upper) = prefixed_bounds(
-            &def.number.to_be_bytes(),
-            (Bound::Unbounded, Bound::Unbounded),
-        );
-        let keys = PkCursor::new(def, Via::Primary, &all, false)
-            .map(|keys| PkCursor {
-                // A scan reads the whole table: full batches from the start.
-                batch: kura_engine::ORDERED_BATCH,
-                ..keys
-            })
-            .unwrap_or(PkCursor {
-                space: ROW_SPACE,
-                lower,
-                upper,
-                reverse: false,
-                done: false,
-                via: Via::Primary,
-                column: None,
-                prefix_len: 4,
-                batch: kura_engine::ORDERED_BATCH,
-            });
         RowScan {
-            keys,
+            keys: PkCursor::whole_table(def),
             read_log: false,
         }
     }

@@ -405,7 +405,8 @@ fn decide_row(
             // them as they are. Otherwise: lock the entries too and decide again.
             let exptime = exptime_to_absolute(*exptime, now);
             // The row keeps every entry it has (they come in index order).
-            let same_values = shown.is_none() || old_entries()? == *entries;
+            let had = old_entries()?;
+            let same_values = shown.is_none() || had == *entries;
             if same_values && (entries.is_empty() || row.is_some_and(|r| r.exptime == exptime)) {
                 let put = Change::Put(NewItem {
                     exptime,
@@ -413,7 +414,7 @@ fn decide_row(
                 });
                 return Ok((Some(vec![put]), Attempt::Wrote));
             }
-            let unlocked = old_entries()?
+            let unlocked = had
                 .into_iter()
                 .filter(|old| !entries.contains(old))
                 .collect();
