@@ -28,6 +28,9 @@ QUERIES = [
     "SELECT id, s FROM t WHERE v = -1",
     "SELECT id FROM t ORDER BY id DESC LIMIT 10",
     "SELECT count(*) FROM t WHERE id BETWEEN 1000 AND 200000",
+    "UPDATE t SET s = 'none' WHERE v = -1",
+    "DELETE FROM t WHERE v = -1",
+    "UPDATE t SET v = v + 1 WHERE v = 7",
 ]
 
 
@@ -68,7 +71,10 @@ def main():
             cur.execute(q)
             rows = cur.fetchall()
             took = time.time() - start
-            shown = rows[0] if len(rows) == 1 else f"{len(rows)} rows"
+            if cur.description is None:
+                shown = f"{cur.rowcount} rows changed"
+            else:
+                shown = rows[0] if len(rows) == 1 else f"{len(rows)} rows"
             print(f"{q:<58} peak {status(proc.pid, 'VmHWM'):6.1f} MiB  {took:6.2f} s  -> {shown}")
         db.close()
     finally:

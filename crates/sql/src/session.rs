@@ -7,9 +7,10 @@
 //! answered here.
 //!
 //! Writes: a statement's row changes are collected while SQLite runs it, then applied
-//! as one atomic batch ([`Tables::apply_changes`]). In autocommit mode that happens at
-//! once; a statement that read a row another writer changed before the batch was
-//! written runs again (up to [`STATEMENT_ATTEMPTS`] times). Inside a transaction
+//! as one atomic batch ([`Tables::commit_changes`]). In autocommit mode that happens at
+//! once, with what the statement read: one that read a row, a range or (scanning) a
+//! table another writer changed before the batch was written runs again (up to
+//! [`STATEMENT_ATTEMPTS`] times). Inside a transaction
 //! (`BEGIN`, or `autocommit=0`) the changes are checked against the store (a duplicate
 //! fails the statement, as in MySQL) and kept; the session's reads see them; `COMMIT`
 //! applies the whole transaction as one batch, or fails with MySQL's deadlock error
@@ -530,7 +531,6 @@ impl Session {
                 state.error = None;
                 state.conflict = conflict;
                 state.keep_reads = t.writes || self.in_transaction;
-                state.in_transaction = self.in_transaction;
                 if !self.in_transaction {
                     // New maps: cleared ones would keep a big statement's room.
                     state.read_cas = HashMap::new();

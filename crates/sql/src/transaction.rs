@@ -59,9 +59,13 @@ impl Session {
             state.transaction.extend(changes);
             applied
         } else {
-            let applied = tables.apply_changes(&catalog, &changes, &mut |rule, old, new| {
-                self.upsert(rule, old, new)
-            })?;
+            // What the statement read is checked with its writes: a scanned table
+            // had no other write since the scan began, a range holds the same rows.
+            let reads = std::mem::take(&mut self.shared.state.lock().read_set);
+            let applied =
+                tables.commit_changes(&catalog, &changes, &reads, &mut |rule, old, new| {
+                    self.upsert(rule, old, new)
+                })?;
             if let Some(lsn) = applied.lsn {
                 let mut state = self.shared.state.lock();
                 state.max_lsn = state.max_lsn.max(lsn);

@@ -92,9 +92,6 @@ pub struct State {
     /// statement outside a transaction, which checks nothing (a scan would hold an
     /// entry per row).
     pub keep_reads: bool,
-    /// Whether the statement runs in a transaction, whose COMMIT checks a scanned
-    /// table whole: a scan's rows need no CAS kept then, nor to be held.
-    pub in_transaction: bool,
     /// The first error a write of the running statement met, in MySQL's terms.
     pub error: Option<SqlError>,
     pub reads: ReadCounters,
@@ -128,7 +125,6 @@ impl State {
             read_set: Reads::new(),
             locking: false,
             keep_reads: true,
-            in_transaction: false,
             error: None,
             reads: ReadCounters::default(),
             max_lsn: 0,
@@ -571,8 +567,8 @@ pub struct KuraCursor<'vtab> {
     range: Option<(usize, Range)>,
     /// A primary-key range's keys still to read from the store, a batch at a time.
     pk_stream: Option<PkCursor>,
-    /// A scan's rows still to read, a batch at a time, and the columns to keep.
-    scan: Option<(RowScan, u64)>,
+    /// A scan's rows still to read, a batch at a time.
+    scan: Option<Scan>,
     current: Option<RowRead>,
 }
 
@@ -585,23 +581,20 @@ impl KuraCursor<'_> {
         &self.tab.shared.tables
     }
 
-    /// Notes a row read: its CAS, for a write that follows, and (`keyed`: read by
-    /// key or in a range, not by a scan) in the read set. Nothing for a statement
-    /// that keeps no reads, nor for a scan's row in a transaction (its COMMIT checks
-    /// the scanned table whole).
-    fn seen(&self, row: &RowRead, keyed: bool) {
+    /// Notes a row read by key or in a range: its CAS, for a write that follows,
+    /// and in the read set. Nothing for a statement that keeps no reads. (A scan's
+    /// rows are not noted: the batch checks the scanned table whole.)
+    fn seen(&self, row: &RowRead) {
         let mut state = self.tab.shared.state.lock();
         state.max_lsn = state.max_lsn.max(row.lsn);
-        if !state.keep_reads || (!keyed && state.in_transaction) {
+        if !state.keep_reads {
             return;
         }
         let Some(pk) = row.values.get(self.def().table.primary) else {
             return;
         };
         let pk = pk_key(pk);
-        if keyed {
-            state.read_set.row(self.def(), &pk, Some(row.cas));
-        }
+        state.read_set.row(self.def(), &pk, Some(row.cas));
         state.read_cas.insert((self.def().number, pk), row.cas);
     }
 
@@ -625,7 +618,7 @@ impl KuraCursor<'_> {
             .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
             match (found, unique) {
                 (Some(row), _) => {
-                    self.seen(&row, true);
+                    self.seen(&row);
                     out.push(row);
                 }
                 (None, None) => {
@@ -758,7 +751,7 @@ impl KuraCursor<'_> {
                     continue;
                 }
             }
-            self.seen(&row, true);
+            self.seen(&row);
             self.rows.push_back(row);
         }
         Ok(())
@@ -885,7 +878,7 @@ impl KuraCursor<'_> {
                             .row_by_pk_bytes(self.def(), &pk)
                             .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?
                         {
-                            self.seen(&row, true);
+                            self.seen(&row);
                             rows.push(row);
                         }
                     }
@@ -913,58 +906,35 @@ impl KuraCursor<'_> {
             }
             _ => {
                 // A statement that checks nothing of the rows (a read-only one
-                // outside a transaction, on a table the transaction left alone)
-                // keeps only the columns it uses of each: none for a count(*).
+                // outside a transaction) keeps only the columns it uses of each:
+                // none for a count(*).
                 let used = idx_str
                     .and_then(|s| s.strip_prefix(SCAN_COLUMNS))
                     .and_then(|s| s.strip_prefix(':'))
                     .and_then(|hex| u64::from_str_radix(hex, 16).ok())
                     .unwrap_or(u64::MAX);
-                let (strip, streams) = {
+                let (keep_reads, overlay) = {
                     let state = self.tab.shared.state.lock();
-                    let alone = !state.overlays(self.def().number);
-                    (
-                        !state.keep_reads && alone,
-                        alone && (!state.keep_reads || state.in_transaction),
-                    )
+                    (state.keep_reads, state.overlays(table_number))
                 };
-                if streams {
-                    // The rows come a batch at a time, so the scan holds a batch,
-                    // whatever the table's size: nothing is checked later (a read-only
-                    // statement), or the transaction's COMMIT checks the table whole.
-                    // (A writing statement outside a transaction keeps each row's CAS
-                    // for its batch, below.)
-                    if !strip {
-                        let writes = self.tables().table_writes(self.def());
-                        let def = self.def();
-                        self.tab.shared.state.lock().read_set.scan(def, writes);
-                    }
-                    let used = if strip { used } else { u64::MAX };
-                    self.scan = Some((RowScan::new(self.def()), used));
-                    return self.advance();
-                }
-                let mut rows = Vec::new();
-                // Taken before the scan: a write during it counts as one after it.
-                let writes = self.tables().table_writes(self.def());
-                self.tables()
-                    .scan_rows(self.def(), |mut row| {
-                        if strip {
-                            keep_used(&mut row.values, used);
-                        }
-                        rows.push(row)
-                    })
-                    .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
-                {
+                // The rows come a batch at a time, so the scan holds a batch, whatever
+                // the table's size. A statement that writes, or a transaction, has its
+                // batch check the table whole: no write to it since the scan began
+                // (taken before it reads: a write during it counts as one after it).
+                if keep_reads {
+                    let writes = self.tables().table_writes(self.def());
                     let def = self.def();
-                    let mut state = self.tab.shared.state.lock();
-                    state.reads.rnd_next += rows.len() as u64;
-                    state.read_set.scan(def, writes);
+                    self.tab.shared.state.lock().read_set.scan(def, writes);
                 }
-                for row in &rows {
-                    self.seen(row, false);
-                }
-                rows.extend(self.overlay_rows());
-                self.rows = self.overlaid(rows).into();
+                self.scan = Some(Scan {
+                    rows: RowScan::new(self.def()),
+                    used: if keep_reads || overlay {
+                        u64::MAX
+                    } else {
+                        used
+                    },
+                    overlay,
+                });
             }
         }
         self.advance()
@@ -981,28 +951,54 @@ impl KuraCursor<'_> {
         Ok(())
     }
 
-    /// Reads a scan's next batch of rows into `rows`, if any is left.
+    /// Reads a scan's next batch of rows into `rows`, if any is left. In a
+    /// transaction that changed the table, the rows it changed come last, as it left
+    /// them, and the store's versions of them not at all.
     fn read_scan_rows(&mut self) -> rusqlite::Result<()> {
         let tab = self.tab;
-        let Some((scan, used)) = self.scan.as_mut() else {
-            return Ok(());
-        };
-        let used = *used;
-        let rows = scan
-            .next_rows(&tab.shared.tables, &tab.def)
-            .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
-        if rows.is_empty() {
-            self.scan = None;
-            return Ok(());
-        }
-        tab.shared.state.lock().reads.rnd_next += rows.len() as u64;
-        for mut row in rows {
-            keep_used(&mut row.values, used);
-            self.seen(&row, false);
-            self.rows.push_back(row);
+        while self.rows.is_empty() {
+            let Some(scan) = self.scan.as_mut() else {
+                return Ok(());
+            };
+            let rows = scan
+                .rows
+                .next_rows(&tab.shared.tables, &tab.def)
+                .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
+            let (used, overlay) = (scan.used, scan.overlay);
+            if rows.is_empty() {
+                self.scan = None;
+                if overlay {
+                    let rows = self.overlay_rows();
+                    self.rows.extend(rows);
+                }
+                return Ok(());
+            }
+            let primary = tab.def.table.primary;
+            let mut state = tab.shared.state.lock();
+            state.reads.rnd_next += rows.len() as u64;
+            for mut row in rows {
+                state.max_lsn = state.max_lsn.max(row.lsn);
+                if overlay
+                    && state
+                        .overlay
+                        .contains_key(&(tab.def.number, pk_key(&row.values[primary])))
+                {
+                    continue;
+                }
+                keep_used(&mut row.values, used);
+                self.rows.push_back(row);
+            }
         }
         Ok(())
     }
+}
+
+/// A scan under way: its rows still to read, the columns to keep of each, and
+/// whether the transaction's changed rows of the table follow it.
+struct Scan {
+    rows: RowScan,
+    used: u64,
+    overlay: bool,
 }
 
 /// Drops from a row's values those SQLite's `used` mask leaves out (bit 63: every

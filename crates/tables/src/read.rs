@@ -209,19 +209,6 @@ impl Tables {
         }
     }
 
-    /// Every live row of `def`, in primary-key order, read a batch at a time (memory
-    /// for a batch, whatever the table's size).
-    pub fn scan_rows(&self, def: &TableDef, mut visit: impl FnMut(RowRead)) -> Result<(), Error> {
-        let mut scan = RowScan::new(def);
-        loop {
-            let rows = scan.next_rows(self, def)?;
-            if rows.is_empty() {
-                return Ok(());
-            }
-            rows.into_iter().for_each(&mut visit);
-        }
-    }
-
     /// The table's rows from the log, for a store that keeps no order.
     fn scan_rows_in_log(
         &self,
