@@ -573,13 +573,19 @@ class Generator:
         q = Query("index order " + table.name, table.name, [table.pk.name])
         q.select = [(table.pk.name, EXACT), (column.name, EXACT)]
         lo, hi = self.value(column), self.value(column)
-        shape = rng.randint(0, 3)
+        shape = rng.randint(0, 5)
         if shape == 0:
             q.where = ("leaf", f"{column.name} >= {lit(lo)}")
         elif shape == 1:
             q.where = ("leaf", f"{column.name} < {lit(hi)}")
         elif shape == 2:
             q.where = ("leaf", f"{column.name} BETWEEN {lit(lo)} AND {lit(hi)}")
+        elif shape == 4 and column.kind in STRINGS:
+            # A prefix read from the index, or a pattern it cannot narrow.
+            q.where = ("leaf", f"{column.name} LIKE {self.like_pattern(column)}")
+        elif shape == 5:
+            items = [self.value(column) for _ in range(rng.randint(1, 5))]
+            q.where = ("leaf", f"{column.name} IN ({', '.join(lit(v) for v in items)})")
         direction = rng.choice(["", "ASC", "DESC"])
         q.order = [(column.name, direction, column is table.pk)]
         q.total = column is table.pk

@@ -14,7 +14,8 @@
 //!   `IS [NOT] NULL`, nested `AND`/`OR`/`NOT`, on every column type, on hashed,
 //!   ordered and text primary keys, unique and ordered indexes and plain columns, so
 //!   each of Kura's plans (lookup, range, ordered read, scan) answers;
-//! - `ORDER BY` several columns `ASC`/`DESC` with `LIMIT` and `OFFSET`;
+//! - `ORDER BY` several columns `ASC`/`DESC` with `LIMIT` and `OFFSET`; a range, an
+//!   `IN` list or a `LIKE` pattern on an index read in the index's order;
 //! - `COUNT`, `COUNT(DISTINCT)`, `SUM`, `MIN`, `MAX`, `AVG`, with and without
 //!   `GROUP BY` and `HAVING`; `DISTINCT`; inner and left joins of two and three
 //!   tables; `IN`/`NOT IN`/`EXISTS` subqueries and a scalar one.

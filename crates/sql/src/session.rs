@@ -131,9 +131,12 @@ impl Session {
         let db = Connection::open_in_memory().map_err(sqlite_error)?;
         db.create_module("kura", &KURA_MODULE, Some(Arc::clone(&shared)))
             .map_err(sqlite_error)?;
-        // Text compares as bytes (utf8mb4_bin), in LIKE too.
+        // Text compares as bytes (utf8mb4_bin), in LIKE too: SQLite's with an ESCAPE,
+        // and MySQL's (whose escape is a backslash) without, which must come after the
+        // pragma, as the pragma defines like() again.
         db.pragma_update(None, "case_sensitive_like", true)
             .map_err(sqlite_error)?;
+        crate::like::register(&db).map_err(sqlite_error)?;
         let mut session = Session {
             shared,
             db,

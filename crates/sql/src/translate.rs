@@ -271,16 +271,6 @@ fn rewrite(expr: &mut Expr, variable: &dyn Fn(&str) -> Option<Literal>) -> Resul
             let value = std::mem::replace(value.as_mut(), Expr::value(Value::Null));
             *expr = value;
         }
-        // MySQL's LIKE escapes with a backslash unless told otherwise; SQLite's
-        // escapes with nothing.
-        Expr::Like {
-            escape_char: escape @ None,
-            ..
-        } => {
-            *escape = Some(Box::new(Expr::value(Value::SingleQuotedString(
-                "\\".into(),
-            ))));
-        }
         // `a <=> b`: equal, NULL matching NULL.
         Expr::BinaryOp {
             left,
@@ -500,7 +490,7 @@ mod tests {
         );
         assert_eq!(
             run(r"SELECT a FROM t WHERE s LIKE 'p\\%' AND s NOT LIKE 'x|%' ESCAPE '|'"),
-            r"SELECT a FROM t WHERE s LIKE 'p\%' ESCAPE '\' AND s NOT LIKE 'x|%' ESCAPE '|'"
+            r"SELECT a FROM t WHERE s LIKE 'p\%' AND s NOT LIKE 'x|%' ESCAPE '|'"
         );
         assert_eq!(
             run("SELECT 'it''s', \"a`b\", 'x' AS y"),

@@ -43,6 +43,7 @@ use rusqlite::vtab::{
 
 use crate::convert::{to_bound, to_column, to_key};
 use crate::error::SqlError;
+use crate::like;
 
 /// The hidden columns after a table's own.
 pub const HIDDEN_COLUMNS: [&str; 3] = ["_flags", "_exptime", "_cas"];
@@ -218,6 +219,8 @@ enum Bind {
     Ge,
     Lt,
     Le,
+    /// A `LIKE` pattern: the range its literal prefix allows.
+    Like,
 }
 
 impl Bind {
@@ -229,6 +232,7 @@ impl Bind {
             Bind::Ge => "ge",
             Bind::Lt => "lt",
             Bind::Le => "le",
+            Bind::Like => "like",
         }
     }
 
@@ -240,6 +244,7 @@ impl Bind {
             "ge" => Bind::Ge,
             "lt" => Bind::Lt,
             "le" => Bind::Le,
+            "like" => Bind::Like,
             _ => return None,
         })
     }
@@ -368,14 +373,27 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
             let mut binds: Vec<(usize, Bind)> = Vec::new();
             let mut lower = false;
             let mut upper = false;
+            // A pattern's prefix is text, which orders as a text column's keys do.
+            let text = matches!(
+                table.columns[column].ty,
+                ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::Text
+            );
+            // An IN list SQLite runs as one `=` a filter, the values in its order.
+            let mut has_in = false;
             for (i, c, op) in &usable {
-                if *c != column || info.is_in_constraint(*i)? {
+                if *c != column {
                     continue;
                 }
                 let bind = match op {
+                    IndexConstraintOp::SQLITE_INDEX_CONSTRAINT_LIKE if text && !lower && !upper => {
+                        lower = true;
+                        upper = true;
+                        Bind::Like
+                    }
                     IndexConstraintOp::SQLITE_INDEX_CONSTRAINT_EQ if !lower && !upper => {
                         lower = true;
                         upper = true;
+                        has_in = info.is_in_constraint(*i)?;
                         Bind::Eq
                     }
                     IndexConstraintOp::SQLITE_INDEX_CONSTRAINT_GT if !lower => {
@@ -399,14 +417,18 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
                 binds.push((*i, bind));
             }
             // The store reads an index's keys backward as well as forward.
-            let descending = order.len() == 1 && order[0] == (column, true);
-            let ordered = descending || (order.len() == 1 && order[0] == (column, false));
+            let descending = !has_in && order.len() == 1 && order[0] == (column, true);
+            let ordered =
+                !has_in && (descending || (order.len() == 1 && order[0] == (column, false)));
             // An ordered index holds no NULLs: without a bound (which no NULL meets) it
             // would lose a nullable column's NULL rows.
             if binds.is_empty() && (!ordered || !table.columns[column].not_null) {
                 continue;
             }
+            let like = binds.iter().any(|(_, b)| *b == Bind::Like);
             let cost = match (lower, upper) {
+                // A pattern's prefix may be short, or none.
+                (true, true) if like => 500.0,
                 (true, true) => 50.0,
                 (true, false) | (false, true) => 5_000.0,
                 (false, false) => 100_000.0,
@@ -831,6 +853,20 @@ impl KuraCursor<'_> {
                         // Nothing compares with NULL.
                         return Ok(());
                     }
+                    if *bind == Bind::Like {
+                        // No literal prefix: every row of the index may match.
+                        if let ValueRef::Text(p) = v {
+                            if let Some((low, high)) =
+                                like::prefix_range(&String::from_utf8_lossy(p))
+                            {
+                                range.lower = Bound::Included(Value::Bytes(low.into_bytes()));
+                                range.upper = high.map_or(Bound::Unbounded, |h| {
+                                    Bound::Excluded(Value::Bytes(h.into_bytes()))
+                                });
+                            }
+                        }
+                        continue;
+                    }
                     let lower = matches!(bind, Bind::Gt | Bind::Ge | Bind::Eq);
                     let Some(value) = to_bound(v, col, lower) else {
                         continue;
@@ -844,7 +880,7 @@ impl KuraCursor<'_> {
                         Bind::Ge => range.lower = Bound::Included(value),
                         Bind::Lt => range.upper = Bound::Excluded(value),
                         Bind::Le => range.upper = Bound::Included(value),
-                        Bind::In => {}
+                        Bind::In | Bind::Like => {}
                     }
                 }
                 let streams = {

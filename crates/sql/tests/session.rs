@@ -323,6 +323,125 @@ fn primary_key_ranges_read_about_the_rows_they_return() {
     }
 }
 
+/// `IN` on an index that is not unique, and `LIKE` with a literal prefix on a text
+/// primary key or index, read about the rows they return, in order where asked, and
+/// EXPLAIN names the key; a pattern with no prefix, or with an ESCAPE, still answers.
+#[test]
+fn in_and_prefix_like_read_about_the_rows_they_return() {
+    let (_, mut s) = loaded();
+    done(
+        &mut s,
+        "CREATE TABLE items (sku VARCHAR(24) NOT NULL PRIMARY KEY, tag VARCHAR(16), \
+         n INT NOT NULL, KEY tag (tag))",
+    );
+    for id in 100..400 {
+        done(
+            &mut s,
+            &format!(
+                "INSERT INTO players (id, name, email, level) VALUES ({id}, 'p{id}', 'p{id}@x.com', {})",
+                id % 50
+            ),
+        );
+        let tag = if id % 7 == 0 {
+            "NULL".to_string()
+        } else {
+            format!("'t{}'", id % 40)
+        };
+        done(
+            &mut s,
+            &format!("INSERT INTO items VALUES ('s{id}', {tag}, {id})"),
+        );
+    }
+    done(
+        &mut s,
+        r"INSERT INTO items VALUES ('s1_%', 'x_y', 1), ('s1x', 'xay', 2)",
+    );
+    let read = |s: &mut Session, sql: &str| -> (Vec<Vec<Cell>>, u64) {
+        let before: u64 = handler_reads(s).iter().sum();
+        let got = rows(s, sql);
+        (got, handler_reads(s).iter().sum::<u64>() - before)
+    };
+    let ints = |v: &[i64]| -> Vec<Vec<Cell>> { v.iter().map(|&i| vec![Cell::Int(i)]).collect() };
+    for transaction in [false, true] {
+        if transaction {
+            done(&mut s, "BEGIN");
+        }
+        // IN on `level`, a KEY: one range a value.
+        let (got, n) = read(
+            &mut s,
+            "SELECT id FROM players WHERE level IN (3, 4) ORDER BY id",
+        );
+        let want: Vec<i64> = (100..400).filter(|i| i % 50 == 3 || i % 50 == 4).collect();
+        assert_eq!(got, ints(&want));
+        assert!(
+            n <= want.len() as u64 + 4,
+            "read {n} rows for {}",
+            want.len()
+        );
+        // A prefix on the unique `email`, on the text primary key, on the KEY `tag`.
+        let (got, n) = read(
+            &mut s,
+            "SELECT id FROM players WHERE email LIKE 'p15%' ORDER BY email",
+        );
+        assert_eq!(got, ints(&(150..160).collect::<Vec<_>>()));
+        assert!(n <= 12, "read {n} rows for 10");
+        let (got, n) = read(
+            &mut s,
+            "SELECT n FROM items WHERE sku LIKE 's12_' ORDER BY sku",
+        );
+        assert_eq!(got, ints(&(120..130).collect::<Vec<_>>()));
+        assert!(n <= 12, "read {n} rows for 10");
+        let (got, n) = read(
+            &mut s,
+            "SELECT tag FROM items WHERE tag LIKE 't3%' ORDER BY tag DESC LIMIT 7",
+        );
+        let mut want = vec![vec![text("t39")]; 6];
+        want.push(vec![text("t38")]);
+        assert_eq!(got, want);
+        assert!(n <= 9, "read {n} rows for a LIMIT 7 of 75");
+        // MySQL's escape, the backslash; an ESCAPE of one's own; no prefix at all.
+        let (got, _) = read(&mut s, r"SELECT n FROM items WHERE sku LIKE 's1\_\%'");
+        assert_eq!(got, ints(&[1]));
+        let (got, _) = read(&mut s, r"SELECT n FROM items WHERE tag LIKE 'x\_%'");
+        assert_eq!(got, ints(&[1]));
+        let (got, _) = read(
+            &mut s,
+            "SELECT n FROM items WHERE sku LIKE 's1!_%' ESCAPE '!'",
+        );
+        assert_eq!(got, ints(&[1]));
+        let (got, _) = read(&mut s, "SELECT count(*) FROM items WHERE tag LIKE '%1'");
+        assert_eq!(
+            got,
+            ints(&[(100..400)
+                .filter(|i| i % 7 != 0 && i % 40 % 10 == 1)
+                .count() as i64])
+        );
+        let (got, _) = read(&mut s, "SELECT count(*) FROM items WHERE tag NOT LIKE 't%'");
+        assert_eq!(got, ints(&[2]));
+        if transaction {
+            done(&mut s, "COMMIT");
+        }
+    }
+    for (sql, key) in [
+        (
+            "EXPLAIN SELECT id FROM players WHERE level IN (3, 4)",
+            "level",
+        ),
+        (
+            "EXPLAIN SELECT id FROM players WHERE email LIKE 'p15%'",
+            "email",
+        ),
+        (
+            "EXPLAIN SELECT n FROM items WHERE sku LIKE 's12%'",
+            "PRIMARY",
+        ),
+    ] {
+        let plan = rows(&mut s, sql);
+        assert_eq!(plan[0][4], text("range"), "{sql}: {plan:?}");
+        assert_eq!(plan[0][5], text(key), "{sql}: {plan:?}");
+    }
+}
+
 #[test]
 fn prepared_statements_bind_parameters() {
     let (_, mut s) = loaded();
