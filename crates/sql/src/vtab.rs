@@ -583,12 +583,14 @@ pub struct KuraCursor<'vtab> {
     tab: &'vtab KuraTab,
     /// Rows found and not yet shown.
     rows: VecDeque<RowRead>,
-    /// Primary keys (encoded) of a range's rows not yet read, in order.
-    pks: VecDeque<Vec<u8>>,
+    /// Primary keys (encoded) of a range's rows not yet read, in order, each with the
+    /// value its index entry holds if that is still to be checked against the row.
+    pks: VecDeque<(Vec<u8>, Option<Value>)>,
     /// The range the keys were found in: a row read later must still be in it.
     range: Option<(usize, Range)>,
-    /// A primary-key range's keys still to read from the store, a batch at a time.
-    pk_stream: Option<PkCursor>,
+    /// A range's keys still to read from the store, a batch at a time, and how many
+    /// batches it gave.
+    pk_stream: Option<(PkCursor, usize)>,
     /// A scan's rows still to read, a batch at a time.
     scan: Option<Scan>,
     current: Option<RowRead>,
@@ -742,23 +744,33 @@ impl KuraCursor<'_> {
     /// Reads the next row of a range into `rows`, if any is left.
     fn read_range_row(&mut self) -> rusqlite::Result<()> {
         while self.rows.is_empty() {
-            let Some(pk) = self.pks.pop_front() else {
+            let Some((pk, entry)) = self.pks.pop_front() else {
                 let tab = self.tab;
-                let Some(stream) = self.pk_stream.as_mut() else {
+                let Some((stream, batches)) = self.pk_stream.as_mut() else {
                     return Ok(());
                 };
-                let pks = stream
-                    .next_pks(&tab.shared.tables, &tab.def)
+                let entries = stream
+                    .next_entries(&tab.shared.tables)
                     .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
-                if pks.is_empty() {
+                if entries.is_empty() {
                     self.pk_stream = None;
                     return Ok(());
                 }
-                tab.shared
-                    .tables
-                    .prefetch_rows(&tab.def, &pks)
-                    .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
-                self.pks.extend(pks);
+                // Through an index, the first batch's rows (each somewhere else in the
+                // log) are read as they are asked for, so that a LIMIT reads no more
+                // than it shows; a longer range's next batches come from the disk
+                // together. Rows in primary-key order are often neighbours in the log
+                // (written in that order), which one read brings together.
+                let primary = entries[0].1.is_none();
+                if *batches > 0 || primary {
+                    let pks: Vec<Vec<u8>> = entries.iter().map(|(pk, _)| pk.clone()).collect();
+                    tab.shared
+                        .tables
+                        .prefetch_rows(&tab.def, &pks)
+                        .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
+                }
+                *batches += 1;
+                self.pks.extend(entries);
                 continue;
             };
             self.tab.shared.state.lock().reads.next += 1;
@@ -767,9 +779,13 @@ impl KuraCursor<'_> {
                 .row_by_pk_bytes(self.def(), &pk)
                 .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
             let Some(row) = row else { continue };
-            // A writer may have changed the row since the index was read.
+            // A writer may have changed the row since the index was read, and an
+            // entry a row left behind (it expired, and was written again with another
+            // value) names a row that no longer holds its value.
             if let Some((column, range)) = &self.range {
-                if !range.holds(&row.values[*column]) {
+                if !range.holds(&row.values[*column])
+                    || entry.is_some_and(|v| row.values[*column] != v)
+                {
                     continue;
                 }
             }
@@ -891,7 +907,8 @@ impl KuraCursor<'_> {
                 if streams {
                     // Nothing to check later: the keys come from the store as the
                     // rows are asked for, so a LIMIT reads no more than it shows.
-                    self.pk_stream = PkCursor::new(self.def(), via, &range, descending);
+                    self.pk_stream =
+                        PkCursor::new(self.def(), via, &range, descending).map(|c| (c, 0));
                     self.range = Some((column, range));
                     return self.advance();
                 }
@@ -936,7 +953,7 @@ impl KuraCursor<'_> {
                     }
                     self.rows = rows.into();
                 } else {
-                    self.pks = pks.into();
+                    self.pks = pks.into_iter().map(|pk| (pk, None)).collect();
                     self.range = Some((column, range));
                 }
             }

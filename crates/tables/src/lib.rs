@@ -28,7 +28,7 @@ pub use batch::{no_upsert, Applied, ApplyError, OnConflict, RowAfter, RowChange,
 pub use catalog::{Catalog, Container, TableDef, Via};
 pub use ddl::DdlError;
 pub use error::Error;
-pub use read::{PkCursor, RowRead, RowScan};
+pub use read::{Entry, PkCursor, RowRead, RowScan};
 pub use reads::Reads;
 pub use rows::{
     ordered_spaces, CatalogCache, ChangeOutcome, RangeRows, RowItem, Tables, WriteMode,

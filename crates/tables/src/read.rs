@@ -235,6 +235,10 @@ impl Tables {
 /// A range's ordered keys and the primary keys of the rows they hold.
 pub type KeysAndPks = (Vec<Vec<u8>>, Vec<Vec<u8>>);
 
+/// A row's primary key (encoded) as a range names it, with the value its index entry
+/// holds (None through the primary key): [`PkCursor::next_entries`].
+pub type Entry = (Vec<u8>, Option<Value>);
+
 /// Keys a range reads first ([`PkCursor`]).
 const FIRST_BATCH: usize = 16;
 
@@ -342,6 +346,47 @@ impl PkCursor {
             let pks = self.pks_of(tables, def, &keys)?;
             if !pks.is_empty() {
                 return Ok(pks);
+            }
+        }
+    }
+
+    /// The next primary keys, each with the value its index entry holds (None through
+    /// the primary key), reading no row: the caller reads each row when it wants it,
+    /// and takes it only if it holds that value (a row may have left an entry behind
+    /// when it expired and was written again; it is met again under its own entry).
+    /// Empty once the range is read through. A unique index's entries are read (they
+    /// hold their rows' keys); a non-unique index's keys and the primary key's name
+    /// their rows themselves.
+    pub fn next_entries(&mut self, tables: &Tables) -> Result<Vec<Entry>, Error> {
+        loop {
+            let keys = self.next_keys(tables)?;
+            if keys.is_empty() {
+                return Ok(Vec::new());
+            }
+            let (Via::Index(_), Some(ty)) = (self.via, self.column) else {
+                return Ok(keys
+                    .into_iter()
+                    .map(|k| (k[self.prefix_len..].to_vec(), None))
+                    .collect());
+            };
+            if self.space == UNIQUE_SPACE {
+                tables.prefetch(keys.iter().map(|k| (self.space, k.clone())))?;
+            }
+            let mut out = Vec::with_capacity(keys.len());
+            for key in &keys {
+                let mut r = row::Reader {
+                    buf: &key[self.prefix_len..],
+                };
+                if self.space == INDEX_SPACE {
+                    let value = crate::keys::decode(&mut r, ty, Position::Inner)?;
+                    out.push((r.buf.to_vec(), Some(value)));
+                } else if let Some(entry) = tables.store.peek(Key::new(self.space, key))? {
+                    let value = crate::keys::decode(&mut r, ty, Position::Last)?;
+                    out.push((entry.value.to_vec(), Some(value)));
+                }
+            }
+            if !out.is_empty() {
+                return Ok(out);
             }
         }
     }
