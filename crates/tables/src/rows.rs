@@ -1,5 +1,5 @@
 //! Tables over the store: the catalog record, and rows read and written through their
-//! containers with every unique-index entry changed in the same atomic engine batch.
+//! containers with every index entry changed in the same atomic engine batch.
 //!
 //! Keys, each in a key space of its own (see `docs/format.md`, Tables):
 //! - the catalog: space 1, the key `catalog`, the value [`Catalog::encode`];
@@ -11,10 +11,11 @@
 //!   as in the row's key. A NULL has no entry (MySQL's unique indexes allow many).
 //!   An entry expires with its row: it carries the row's exptime.
 //!
-//! A write reads the row's current version under the locks of the row and of every
-//! index entry it will touch, so it knows which entries to delete; if the row holds an
-//! indexed value the write did not lock (another writer changed it meanwhile), the
-//! write lets go and tries again with that entry's key too.
+//! A write of a row (memcached's here, SQL's from the SQL layer) goes through the one
+//! batch engine ([`crate::batch`]): it reads the row's current version under the locks
+//! of the row and of every index entry it will touch, so it knows which entries to
+//! delete; if the row holds an indexed value the write did not lock (another writer
+//! changed it meanwhile), the write lets go and tries again with that entry's key too.
 //!
 //! Reads through a unique index look the entry up, then the row, and check that the
 //! row still holds the value: a writer between the two lookups makes the read look
@@ -26,10 +27,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use kura_engine::{
-    exptime_to_absolute, Access, Change, Item, ItemRef, Key, NewItem, Space, Store, Written,
-    KEY_MAX_BYTES,
-};
+use kura_engine::{Access, Item, Key, Space, Store, Written, KEY_MAX_BYTES};
 use parking_lot::RwLock;
 
 use crate::catalog::{Catalog, Container, TableDef, Via};
@@ -41,8 +39,8 @@ use crate::text::{self, Field};
 use crate::value::{parse_owned, parse_text, Value, ValueRef};
 use crate::{keys, row};
 
-// A container's reads (`get.rs`) and writes (`write.rs`); the catalog, the keys and a
-// row's text, which both use, are here.
+// A container's reads (`get.rs`) and memcached's writes, which map onto the batch
+// (`write.rs`); the catalog, the keys and a row's text, which both use, are here.
 mod get;
 mod write;
 
@@ -286,20 +284,6 @@ pub(crate) fn entry_keys_of(
         }
     }
     Ok(out)
-}
-
-/// [`entry_keys_of`] for a row borrowed from its bytes: only the keyed values are
-/// copied.
-fn entry_keys_of_ref(
-    def: &TableDef,
-    values: &[ValueRef<'_>],
-) -> Result<Vec<(usize, Vec<u8>)>, Error> {
-    let mut keyed = vec![Value::Null; values.len()];
-    keyed[def.table.primary] = values[def.table.primary].to_value();
-    for index in &def.table.indexes {
-        keyed[index.column] = values[index.column].to_value();
-    }
-    entry_keys_of(def, &keyed)
 }
 
 /// The column a container is keyed by.
