@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -138,6 +138,8 @@ pub(crate) struct Ordered {
     durable: AtomicU64,
     /// Commits made, for `stats`.
     pub(crate) commits: AtomicU64,
+    /// Whether the open rebuilt redb's allocator state from the whole tree.
+    pub(crate) repaired: bool,
 }
 
 /// One call's worth of a range: keys in order, and whether the range may hold more.
@@ -155,10 +157,26 @@ impl Ordered {
     ) -> Result<Ordered, Error> {
         let pages = disk.open_pages(FILE)?;
         disk.sync_dir()?;
+        // After a crash redb rebuilds its allocator state by reading every page of the
+        // tree, unless its last durable commit recorded that state (quick repair, which
+        // every durable commit here asks for). A repair is followed at once by such a
+        // commit, so that the next crash's open is quick whether or not anything is
+        // written meanwhile.
+        let repaired = Arc::new(AtomicBool::new(false));
+        let noted = Arc::clone(&repaired);
         let db = redb::Builder::new()
             .set_cache_size(usize::try_from(cache_bytes).unwrap_or(usize::MAX))
+            .set_repair_callback(move |_| noted.store(true, Ordering::Relaxed))
             .create_with_backend(Pages(pages))
             .map_err(btree_error)?;
+        let repaired = repaired.load(Ordering::Relaxed);
+        if repaired {
+            let mut tx = db.begin_write().map_err(btree_error)?;
+            tx.set_durability(redb::Durability::Immediate)
+                .map_err(btree_error)?;
+            tx.set_quick_repair(true);
+            tx.commit().map_err(btree_error)?;
+        }
         let lsn = {
             let tx = db.begin_read().map_err(btree_error)?;
             match tx.open_table(META) {
@@ -178,6 +196,7 @@ impl Ordered {
             applied: AtomicU64::new(lsn),
             durable: AtomicU64::new(lsn),
             commits: AtomicU64::new(0),
+            repaired,
         })
     }
 
@@ -237,6 +256,9 @@ impl Ordered {
             redb::Durability::None
         })
         .map_err(btree_error)?;
+        // A durable commit records redb's allocator state, so that opening after a
+        // crash loads it instead of reading every page of the tree to rebuild it.
+        tx.set_quick_repair(durable);
         {
             let mut keys = tx.open_table(KEYS).map_err(btree_error)?;
             for (key, live) in &changes {
@@ -277,6 +299,7 @@ impl Ordered {
         let mut tx = self.db.begin_write().map_err(btree_error)?;
         tx.set_durability(redb::Durability::Immediate)
             .map_err(btree_error)?;
+        tx.set_quick_repair(true);
         match tx.delete_table(KEYS) {
             Ok(_) | Err(redb::TableError::TableDoesNotExist(_)) => {}
             Err(e) => return Err(btree_error(e)),

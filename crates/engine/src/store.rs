@@ -152,6 +152,9 @@ pub struct Stats {
     pub ordered_pending: u64,
     pub ordered_durable_lsn: u64,
     pub ordered_commits: u64,
+    /// Whether the open read the whole B-tree to rebuild its allocator state (a crash
+    /// after a durable commit that did not record it).
+    pub ordered_repaired: bool,
 }
 
 /// Per-key bookkeeping of a batch: a table row's batch has a key or two.
@@ -740,6 +743,7 @@ impl Store {
                 .ordered
                 .as_ref()
                 .map_or(0, |o| o.commits.load(Ordering::Relaxed)),
+            ordered_repaired: self.ordered.as_ref().is_some_and(|o| o.repaired),
             log_bytes: usage.iter().map(|(_, u)| u.bytes).sum(),
             log_live_bytes: usage.iter().map(|(_, u)| u.live_bytes).sum(),
             log_segments: usage.len() as u64,
