@@ -7,11 +7,12 @@
 # only when something is missing. Noninteractive, reads no stdin; must run as root
 # (or through sudo).
 #
-#   scripts/install-peers.sh            # memcached, libmemcached-tools, mariadb, redis, fonts, iproute2
+#   scripts/install-peers.sh            # memcached, libmemcached-tools, mariadb, redis, fonts, iproute2,
+#                                       # etcd (the cluster tests) and protoc (etcd-client's build)
 #   scripts/install-peers.sh pkg ...    # exactly these packages
 set -euo pipefail
 
-packages=(memcached libmemcached-tools mariadb-server mariadb-client redis-server fonts-dejavu-core iproute2)
+packages=(memcached libmemcached-tools mariadb-server mariadb-client redis-server fonts-dejavu-core iproute2 etcd-server protobuf-compiler)
 if [[ $# -gt 0 && "$1" != "--all" ]]; then
     packages=("$@")
 fi

@@ -16,6 +16,7 @@ pub mod auth;
 pub mod binary;
 mod client;
 mod escape;
+pub mod etcd;
 mod kura;
 pub mod mariadb;
 mod memcached;

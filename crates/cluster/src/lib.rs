@@ -1,0 +1,286 @@
+//! Who is primary of each shard of a Kura cluster, held through etcd (issue 41's
+//! cluster mode; the shards of issue 42 are more names under the same cluster).
+//!
+//! etcd, an existing and tested consensus engine, decides; Kura keeps no consensus of
+//! its own. Each node of a shard is a [`Member`]: it holds an etcd lease, kept alive
+//! while the node runs, and campaigns in the shard's election (etcd's election API on
+//! the prefix [`Keys::election`]). The candidate whose key is oldest is primary; its
+//! term's epoch is that key's create revision, which etcd raises with every write, so
+//! a later primary's epoch is always higher (the epoch Kura's replication fences on).
+//! When the primary's lease ends (it stopped, crashed, or lost etcd) its key goes and
+//! the next candidate is primary.
+//!
+//! A primary must stop acting as one before etcd can have given the term to another:
+//! [`Member::holds`] says whether the lease is still certainly alive by this node's
+//! own clock. A keepalive sent at `t` that etcd answers with a TTL of `ttl` keeps the
+//! lease alive at etcd until at least `t + ttl` (etcd starts the TTL when it gets the
+//! request, after `t`); [`Member::holds`] counts `ttl` less a margin of a tenth of it
+//! from `t`, for the two clocks' rates. Without an answer the lease is held only until
+//! that moment passes.
+//!
+//! Keys, under `/kura/<cluster>/`:
+//! - `shards/<shard>/primary/<lease>`: the election's candidates; the value is the
+//!   candidate's advertised address.
+//!
+//! What it is not for: replication itself (the server's), and acting on a term.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, ConnectOptions, LeaderKey, ResignOptions};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// How a node takes part in a cluster.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// etcd's client URLs (`http://host:port`).
+    pub endpoints: Vec<String>,
+    pub cluster: String,
+    pub shard: String,
+    /// The address other nodes and clients reach this node at (`host:port`).
+    pub advertise: String,
+    /// The lease's time to live; etcd counts whole seconds, so it is rounded up.
+    pub lease_ttl: Duration,
+}
+
+/// The etcd keys of one shard of one cluster.
+#[derive(Debug, Clone)]
+pub struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    pub fn new(cluster: &str, shard: &str) -> Keys {
+        Keys {
+            prefix: format!("/kura/{cluster}/shards/{shard}/"),
+        }
+    }
+
+    /// The shard's election: the prefix its candidates' keys are under.
+    pub fn election(&self) -> String {
+        format!("{}primary", self.prefix)
+    }
+}
+
+/// Why a cluster call failed.
+#[derive(Debug)]
+pub enum ClusterError {
+    /// etcd refused or could not be reached.
+    Etcd(etcd_client::Error),
+    /// The member's lease ended (etcd answered that it is gone).
+    LeaseLost,
+    /// A name or address etcd cannot hold as given.
+    Invalid(String),
+}
+
+impl std::fmt::Display for ClusterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClusterError::Etcd(e) => write!(f, "etcd: {e}"),
+            ClusterError::LeaseLost => write!(f, "the lease with etcd ended"),
+            ClusterError::Invalid(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+impl std::error::Error for ClusterError {}
+
+impl From<etcd_client::Error> for ClusterError {
+    fn from(e: etcd_client::Error) -> ClusterError {
+        ClusterError::Etcd(e)
+    }
+}
+
+/// A shard's primary as etcd names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Primary {
+    /// Its advertised address.
+    pub advertise: String,
+    /// Its term's epoch: higher for every later primary.
+    pub epoch: i64,
+}
+
+/// This member's term as primary.
+#[derive(Debug, Clone)]
+pub struct Term {
+    pub epoch: i64,
+    leader: LeaderKey,
+}
+
+/// Until when this member's lease is certainly alive at etcd (None: it is gone).
+type Validity = Option<Instant>;
+
+/// One node of one shard, holding a lease with etcd while it lives.
+pub struct Member {
+    client: Client,
+    config: Config,
+    keys: Keys,
+    lease: i64,
+    valid: watch::Receiver<Validity>,
+    keeper: JoinHandle<()>,
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        // The lease is left to run out, as when the node dies.
+        self.keeper.abort();
+    }
+}
+
+/// The lease's TTL in etcd's whole seconds.
+fn ttl_secs(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis().div_ceil(1000))
+        .unwrap_or(i64::MAX)
+        .max(1)
+}
+
+/// What a keepalive answered at `sent` with `ttl` seconds allows: `ttl` less a tenth.
+fn valid_after(sent: Instant, ttl: i64) -> Validity {
+    let ttl = Duration::from_secs(u64::try_from(ttl).ok().filter(|&t| t > 0)?);
+    Some(sent + ttl - ttl / 10)
+}
+
+impl Member {
+    /// Connects to etcd, takes a lease and keeps it alive until the member is dropped
+    /// (or [`Member::leave`]s).
+    pub async fn join(config: Config) -> Result<Member, ClusterError> {
+        for name in [&config.cluster, &config.shard] {
+            if name.is_empty() || name.contains('/') {
+                return Err(ClusterError::Invalid(format!(
+                    "a cluster or shard name must be non-empty without '/': {name:?}"
+                )));
+            }
+        }
+        let ttl = ttl_secs(config.lease_ttl);
+        // No timeout on requests: a campaign waits as long as another is primary.
+        let options = ConnectOptions::new().with_connect_timeout(config.lease_ttl);
+        let mut client = Client::connect(&config.endpoints, Some(options)).await?;
+        let sent = Instant::now();
+        let granted = client.lease_grant(ttl, None).await?;
+        let (valid_tx, valid) = watch::channel(valid_after(sent, granted.ttl()));
+        let lease = granted.id();
+        let keeper = tokio::spawn(keep_alive(client.clone(), lease, granted.ttl(), valid_tx));
+        Ok(Member {
+            keys: Keys::new(&config.cluster, &config.shard),
+            client,
+            config,
+            lease,
+            valid,
+            keeper,
+        })
+    }
+
+    /// Whether this member's lease is certainly alive at etcd now, by this node's
+    /// clock: a primary acts as one only while this holds.
+    pub fn holds(&self) -> bool {
+        self.valid
+            .borrow()
+            .is_some_and(|until| Instant::now() < until)
+    }
+
+    /// Until when [`Member::holds`] holds, as the last keepalive left it (None: the
+    /// lease is gone).
+    pub fn holds_until(&self) -> Option<Instant> {
+        *self.valid.borrow()
+    }
+
+    /// Waits until this member is the shard's primary; its term.
+    pub async fn campaign(&mut self) -> Result<Term, ClusterError> {
+        let mut valid = self.valid.clone();
+        let election = self.keys.election();
+        let advertise = self.config.advertise.clone();
+        let campaign = self.client.campaign(election, advertise, self.lease);
+        tokio::select! {
+            won = campaign => {
+                let won = won?;
+                let leader = won
+                    .leader()
+                    .cloned()
+                    .ok_or_else(|| ClusterError::Invalid("etcd named no leader key".into()))?;
+                Ok(Term { epoch: leader.rev(), leader })
+            }
+            // A campaign on a lease that ended would wait for ever.
+            () = lease_gone(&mut valid) => Err(ClusterError::LeaseLost),
+        }
+    }
+
+    /// The shard's primary now, if it has one.
+    pub async fn primary(&mut self) -> Result<Option<Primary>, ClusterError> {
+        match self.client.leader(self.keys.election()).await {
+            Ok(reply) => Ok(reply.kv().map(|kv| Primary {
+                advertise: String::from_utf8_lossy(kv.value()).into_owned(),
+                epoch: kv.create_revision(),
+            })),
+            // etcd answers "election: no leader" as an error.
+            Err(etcd_client::Error::GRpcStatus(status))
+                if status.message().contains("no leader") =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Gives up `term` (a planned switchover): the next candidate becomes primary.
+    pub async fn resign(&mut self, term: Term) -> Result<(), ClusterError> {
+        self.client
+            .resign(Some(ResignOptions::new().with_leader(term.leader)))
+            .await?;
+        Ok(())
+    }
+
+    /// Ends the lease at once: the member's candidacy (and term) go with it.
+    pub async fn leave(mut self) -> Result<(), ClusterError> {
+        self.keeper.abort();
+        self.client.lease_revoke(self.lease).await?;
+        Ok(())
+    }
+
+    /// The lease's id at etcd.
+    pub fn lease(&self) -> i64 {
+        self.lease
+    }
+}
+
+/// Resolves once `valid` says the lease is gone.
+async fn lease_gone(valid: &mut watch::Receiver<Validity>) {
+    if valid.wait_for(Option::is_none).await.is_err() {
+        // The keeper is gone (the member is being dropped): never resolves.
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Keeps `lease` alive, a third of its TTL apart, and publishes until when it is
+/// certainly alive. A failed keepalive is tried again (on a new stream) until the
+/// lease's time is up; etcd answering a TTL of 0 means the lease is gone.
+async fn keep_alive(client: Client, lease: i64, ttl: i64, valid: watch::Sender<Validity>) {
+    let period = Duration::from_millis(u64::try_from(ttl).unwrap_or(1).max(1) * 1000 / 3);
+    let client = Arc::new(tokio::sync::Mutex::new(client));
+    loop {
+        let stream = client.lock().await.lease_keep_alive(lease).await;
+        let Ok((mut keeper, mut answers)) = stream else {
+            tokio::time::sleep(period / 4).await;
+            continue;
+        };
+        loop {
+            let sent = Instant::now();
+            if keeper.keep_alive().await.is_err() {
+                break;
+            }
+            match answers.message().await {
+                Ok(Some(answer)) if answer.ttl() <= 0 => {
+                    tracing::warn!(lease, "the lease with etcd ended");
+                    let _ = valid.send(None);
+                    return;
+                }
+                Ok(Some(answer)) => {
+                    let _ = valid.send(valid_after(sent, answer.ttl()));
+                }
+                Ok(None) | Err(_) => break,
+            }
+            tokio::time::sleep(period).await;
+        }
+        tokio::time::sleep(period / 4).await;
+    }
+}
