@@ -4,12 +4,13 @@
 //! directory; [`Etcd::stop`] and [`Etcd::restart`] take it away and bring it back on
 //! the same ports and data, for tests of a cluster that loses etcd for a while.
 
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{assert_not_tmpfs, drain, Log};
+use crate::peer::{free_port, private_dir};
+use crate::{drain, Log};
 
 const ETCD: &str = "/usr/bin/etcd";
 const INSTALL_HINT: &str = "scripts/install-peers.sh installs etcd-server";
@@ -35,26 +36,12 @@ impl Drop for Etcd {
     }
 }
 
-fn free_port() -> u16 {
-    match TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).and_then(|l| l.local_addr()) {
-        Ok(addr) => addr.port(),
-        Err(e) => panic!("finding a free port: {e}"),
-    }
-}
-
 impl Etcd {
     /// etcd with a fresh data directory under `dir` (on a real disk, not tmpfs) on
     /// free loopback ports. Panics when it cannot start.
     pub fn start(dir: &Path) -> Etcd {
         assert!(Path::new(ETCD).exists(), "{ETCD} not found: {INSTALL_HINT}");
-        let dir = match tempfile::Builder::new()
-            .prefix("kura-test-etcd-")
-            .tempdir_in(dir)
-        {
-            Ok(dir) => dir,
-            Err(e) => panic!("temporary directory: {e}"),
-        };
-        assert_not_tmpfs(dir.path());
+        let dir = private_dir(dir, "kura-test-etcd-");
         let mut etcd = Etcd {
             child: None,
             log: Log::default(),

@@ -22,6 +22,7 @@ pub mod mariadb;
 mod memcached;
 mod netns;
 mod output;
+mod peer;
 pub mod python;
 pub mod runner;
 pub mod tls;

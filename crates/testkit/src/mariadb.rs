@@ -4,13 +4,14 @@
 //! then removes its data directory.
 
 use std::io::Read;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use crate::{assert_not_tmpfs, drain, Log};
+use crate::peer::{free_port, private_dir};
+use crate::{drain, Log};
 
 const MARIADBD: &str = "/usr/sbin/mariadbd";
 const INSTALL_DB: &str = "/usr/bin/mariadb-install-db";
@@ -61,14 +62,7 @@ impl Mariadb {
         for bin in [MARIADBD, INSTALL_DB] {
             assert!(Path::new(bin).exists(), "{bin} not found: {INSTALL_HINT}");
         }
-        let dir = match tempfile::Builder::new()
-            .prefix("kura-test-mariadb-")
-            .tempdir_in(dir)
-        {
-            Ok(dir) => dir,
-            Err(e) => panic!("temporary directory: {e}"),
-        };
-        assert_not_tmpfs(dir.path());
+        let dir = private_dir(dir, "kura-test-mariadb-");
         let data = dir.path().join("data");
         // Its own temporary directory: the bootstrap's temporary tables in a shared
         // /tmp were seen to vanish under it while other tests ran.
@@ -106,11 +100,7 @@ impl Mariadb {
         }
         let mut failures = Vec::new();
         for _ in 0..START_ATTEMPTS {
-            let port =
-                match TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).and_then(|l| l.local_addr()) {
-                    Ok(addr) => addr.port(),
-                    Err(e) => panic!("finding a free port: {e}"),
-                };
+            let port = free_port();
             let spawned = Command::new(MARIADBD)
                 .arg("--no-defaults")
                 .arg(format!("--datadir={}", data.display()))
