@@ -24,7 +24,6 @@
 //!
 //! What it is not for: replication itself (the server's), and acting on a term.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, ConnectOptions, LeaderKey, ResignOptions};
@@ -254,11 +253,10 @@ async fn lease_gone(valid: &mut watch::Receiver<Validity>) {
 /// Keeps `lease` alive, a third of its TTL apart, and publishes until when it is
 /// certainly alive. A failed keepalive is tried again (on a new stream) until the
 /// lease's time is up; etcd answering a TTL of 0 means the lease is gone.
-async fn keep_alive(client: Client, lease: i64, ttl: i64, valid: watch::Sender<Validity>) {
+async fn keep_alive(mut client: Client, lease: i64, ttl: i64, valid: watch::Sender<Validity>) {
     let period = Duration::from_millis(u64::try_from(ttl).unwrap_or(1).max(1) * 1000 / 3);
-    let client = Arc::new(tokio::sync::Mutex::new(client));
     loop {
-        let stream = client.lock().await.lease_keep_alive(lease).await;
+        let stream = client.lease_keep_alive(lease).await;
         let Ok((mut keeper, mut answers)) = stream else {
             tokio::time::sleep(period / 4).await;
             continue;

@@ -265,20 +265,6 @@ pub struct PkCursor {
 }
 
 impl PkCursor {
-    /// The primary key a non-unique index's entry names (after its value), without
-    /// reading anything; None for other keys (a unique entry keeps it in its value).
-    fn entry_pk(&self, key: &[u8]) -> Option<Vec<u8>> {
-        let ty = self.column?;
-        if self.space != INDEX_SPACE {
-            return None;
-        }
-        let mut r = row::Reader {
-            buf: key.get(self.prefix_len..)?,
-        };
-        crate::keys::decode(&mut r, ty, Position::Inner).ok()?;
-        Some(r.buf.to_vec())
-    }
-
     /// None when the range holds nothing.
     pub fn new(def: &TableDef, via: Via, range: &Range, reverse: bool) -> Option<PkCursor> {
         let position = match via {
@@ -363,32 +349,41 @@ impl PkCursor {
             if keys.is_empty() {
                 return Ok(Vec::new());
             }
-            let (Via::Index(_), Some(ty)) = (self.via, self.column) else {
-                return Ok(keys
-                    .into_iter()
-                    .map(|k| (k[self.prefix_len..].to_vec(), None))
-                    .collect());
-            };
-            if self.space == UNIQUE_SPACE {
-                tables.prefetch(keys.iter().map(|k| (self.space, k.clone())))?;
-            }
-            let mut out = Vec::with_capacity(keys.len());
-            for key in &keys {
-                let mut r = row::Reader {
-                    buf: &key[self.prefix_len..],
-                };
-                if self.space == INDEX_SPACE {
-                    let value = crate::keys::decode(&mut r, ty, Position::Inner)?;
-                    out.push((r.buf.to_vec(), Some(value)));
-                } else if let Some(entry) = tables.store.peek(Key::new(self.space, key))? {
-                    let value = crate::keys::decode(&mut r, ty, Position::Last)?;
-                    out.push((entry.value.to_vec(), Some(value)));
-                }
-            }
-            if !out.is_empty() {
-                return Ok(out);
+            let entries = self.entries_of(tables, &keys)?;
+            if !entries.is_empty() {
+                return Ok(entries);
             }
         }
+    }
+
+    /// The rows `keys` (this cursor's) name, with their entries' values: see
+    /// [`PkCursor::next_entries`]. A unique entry that is gone is passed over.
+    fn entries_of(&self, tables: &Tables, keys: &[Vec<u8>]) -> Result<Vec<Entry>, Error> {
+        let (Via::Index(_), Some(ty)) = (self.via, self.column) else {
+            return Ok(keys
+                .iter()
+                .map(|k| (k[self.prefix_len..].to_vec(), None))
+                .collect());
+        };
+        if self.space == UNIQUE_SPACE {
+            // A unique index's entries hold their rows' keys: the batch's with few reads.
+            tables.prefetch(keys.iter().map(|k| (self.space, k.clone())))?;
+        }
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            let mut r = row::Reader {
+                buf: &key[self.prefix_len..],
+            };
+            // A non-unique entry ends with the primary key; a unique one's value is it.
+            if self.space == INDEX_SPACE {
+                let value = crate::keys::decode(&mut r, ty, Position::Inner)?;
+                out.push((r.buf.to_vec(), Some(value)));
+            } else if let Some(entry) = tables.store.peek(Key::new(self.space, key))? {
+                let value = crate::keys::decode(&mut r, ty, Position::Last)?;
+                out.push((entry.value.to_vec(), Some(value)));
+            }
+        }
+        Ok(out)
     }
 
     /// The next batch of the range's keys as the store has them, reading no item;
@@ -428,54 +423,25 @@ impl PkCursor {
         def: &TableDef,
         keys: &[Vec<u8>],
     ) -> Result<Vec<Vec<u8>>, Error> {
-        if self.space == UNIQUE_SPACE {
-            // A unique index's entries hold their rows' keys: those first, each
-            // batch with few reads (the rows below are read one by one).
-            tables.prefetch(keys.iter().map(|k| (self.space, k.clone())))?;
-        } else if self.space == INDEX_SPACE {
-            // A non-unique entry names its row: the batch's rows with few reads.
-            let rows = keys
-                .iter()
-                .filter_map(|k| self.entry_pk(k))
-                .collect::<Vec<_>>();
-            tables.prefetch_rows(def, &rows)?;
-        }
-        let mut pks = Vec::with_capacity(keys.len());
-        for key in keys {
-            let rest = &key[self.prefix_len..];
-            let (Via::Index(i), Some(ty)) = (self.via, self.column) else {
-                pks.push(rest.to_vec());
-                continue;
-            };
-            let mut r = row::Reader { buf: rest };
-            let position = if self.space == INDEX_SPACE {
-                Position::Inner
-            } else {
-                Position::Last
-            };
-            let value = crate::keys::decode(&mut r, ty, position)?;
-            // A non-unique entry ends with the primary key; a unique one's value
-            // is it (and a unique entry that expired goes as it is met). A
-            // non-unique entry is not read: its row, read below, is live and
-            // holds the value, or the entry is passed over.
-            let pk = if self.space == INDEX_SPACE {
-                r.buf.to_vec()
-            } else {
-                match tables.store.peek(Key::new(self.space, key))? {
-                    Some(entry) => entry.value.to_vec(),
-                    None => continue,
-                }
-            };
+        let entries = self.entries_of(tables, keys)?;
+        let Via::Index(i) = self.via else {
+            return Ok(entries.into_iter().map(|(pk, _)| pk).collect());
+        };
+        let pks: Vec<Vec<u8>> = entries.iter().map(|(pk, _)| pk.clone()).collect();
+        // The batch's rows with few reads, then each checked for its entry's value.
+        tables.prefetch_rows(def, &pks)?;
+        let column = def.table.indexes[i].column;
+        let mut held = Vec::with_capacity(pks.len());
+        for (pk, value) in entries {
             let rk = [&def.number.to_be_bytes()[..], &pk].concat();
             let Some(item) = tables.store.peek(Key::new(ROW_SPACE, &rk))? else {
                 continue;
             };
-            let column = def.table.indexes[i].column;
-            if row::decode(&item.value, &def.table)?.get(column) == Some(&value) {
-                pks.push(pk);
+            if row::decode(&item.value, &def.table)?.get(column) == value.as_ref() {
+                held.push(pk);
             }
         }
-        Ok(pks)
+        Ok(held)
     }
 }
 
