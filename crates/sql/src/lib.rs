@@ -16,6 +16,7 @@ pub mod convert;
 mod ddl;
 pub mod error;
 pub mod interrupt;
+pub mod isolation;
 mod like;
 mod local;
 pub mod processlist;

@@ -6,6 +6,7 @@ use kura_tables::Catalog;
 use sqlparser::ast::{ShowStatementFilter, ShowStatementFilterPosition, Statement};
 
 use crate::error::SqlError;
+use crate::isolation::Isolation;
 use crate::result::{Cell, Done, Kind, Output, ResultSet};
 use crate::session::{sqlite_error, Session};
 use crate::show;
@@ -30,7 +31,7 @@ impl Session {
             | Statement::Delete(_) => Ok(None),
             Statement::StartTransaction { .. } => {
                 self.implicit_commit()?;
-                self.in_transaction = true;
+                self.begin();
                 done()
             }
             Statement::Commit { .. } => {
@@ -51,7 +52,7 @@ impl Session {
                 done()
             }
             Statement::Set(set) => {
-                self.set(set)?;
+                self.set(set, sql)?;
                 done()
             }
             Statement::ShowDatabases { show_options, .. } => Ok(Some(Output::Rows(
@@ -127,7 +128,7 @@ impl Session {
         }
     }
 
-    fn set(&mut self, set: &sqlparser::ast::Set) -> Result<(), SqlError> {
+    fn set(&mut self, set: &sqlparser::ast::Set, sql: &str) -> Result<(), SqlError> {
         use sqlparser::ast::Set as S;
         match set {
             S::SingleAssignment {
@@ -139,8 +140,35 @@ impl Session {
                 }
                 Ok(())
             }
-            // SET NAMES, SET TRANSACTION and the like: Kura speaks utf8mb4 and has one
-            // isolation level; accepted as MySQL accepts them.
+            S::SetTransaction { modes, session, .. } => {
+                // sqlparser drops the scope of `SET SESSION TRANSACTION`: read it
+                // from the text. GLOBAL is the session's too, as for variables.
+                let scope = sql.split_whitespace().nth(1).unwrap_or("");
+                let session = *session
+                    || ["SESSION", "GLOBAL", "LOCAL"]
+                        .iter()
+                        .any(|s| scope.eq_ignore_ascii_case(s));
+                for mode in modes {
+                    let sqlparser::ast::TransactionMode::IsolationLevel(level) = mode else {
+                        // READ ONLY / READ WRITE: accepted, as before.
+                        continue;
+                    };
+                    let level = Isolation::of(level)?;
+                    if session {
+                        self.set_isolation(level);
+                    } else if self.in_transaction {
+                        return Err(SqlError::new(
+                            1568,
+                            b"25001",
+                            "Transaction characteristics can't be changed while a transaction is in progress",
+                        ));
+                    } else {
+                        self.next_isolation = Some(level);
+                    }
+                }
+                Ok(())
+            }
+            // SET NAMES and the like: Kura speaks utf8mb4; accepted as MySQL accepts them.
             _ => Ok(()),
         }
     }
@@ -172,6 +200,17 @@ impl Session {
         if !self.variables.contains_key(&name) {
             return Err(SqlError::unknown_variable(&name));
         }
+        if name == "transaction_isolation" || name == "tx_isolation" {
+            let level = Isolation::parse(&text).ok_or_else(|| {
+                SqlError::new(
+                    1231,
+                    b"42000",
+                    format!("Variable '{name}' can't be set to the value of '{text}'"),
+                )
+            })?;
+            self.set_isolation(level);
+            return Ok(());
+        }
         let literal = if text.parse::<f64>().is_ok() {
             Literal::Number(text)
         } else {
@@ -179,6 +218,15 @@ impl Session {
         };
         self.variables.insert(name, literal);
         Ok(())
+    }
+
+    /// The session's isolation level, and the variables that show it.
+    fn set_isolation(&mut self, level: Isolation) {
+        self.isolation = level;
+        for name in ["transaction_isolation", "tx_isolation"] {
+            let value = Literal::Text(level.name().to_string());
+            self.variables.insert(name.to_string(), value);
+        }
     }
 
     /// EXPLAIN of a SELECT: MySQL's columns, from SQLite's query plan.

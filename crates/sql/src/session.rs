@@ -31,6 +31,7 @@ use sqlparser::parser::Parser;
 
 use crate::error::SqlError;
 use crate::interrupt::Interrupt;
+use crate::isolation::{Isolation, Keep};
 use crate::processlist::Processes;
 use crate::result::{ColumnInfo, Done, Kind, Output, ResultSet};
 use crate::shape::{shape, Shape, Shapes, SHAPES_KEPT};
@@ -88,6 +89,12 @@ pub struct Session {
     pub(crate) autocommit: bool,
     /// Whether a transaction is open (explicitly, or implicitly with autocommit off).
     pub(crate) in_transaction: bool,
+    /// The session's isolation level (`transaction_isolation`), the next
+    /// transaction's if `SET TRANSACTION ISOLATION LEVEL` named one, and the open
+    /// transaction's.
+    pub(crate) isolation: Isolation,
+    pub(crate) next_isolation: Option<Isolation>,
+    transaction_isolation: Isolation,
     /// The ON DUPLICATE KEY UPDATE rules of the running statement or open transaction,
     /// by their number in [`OnConflict::Update`].
     pub(crate) upserts: Vec<Upsert>,
@@ -145,6 +152,9 @@ impl Session {
             variables: default_variables(),
             autocommit: true,
             in_transaction: false,
+            isolation: Isolation::default(),
+            next_isolation: None,
+            transaction_isolation: Isolation::default(),
             upserts: Vec::new(),
             prepared: HashMap::new(),
             next_statement: 1,
@@ -216,6 +226,13 @@ impl Session {
             })
             .map_err(sqlite_error)?;
         Ok(())
+    }
+
+    /// Opens a transaction, at the level `SET TRANSACTION` named for it or the
+    /// session's.
+    pub(crate) fn begin(&mut self) {
+        self.in_transaction = true;
+        self.transaction_isolation = self.next_isolation.take().unwrap_or(self.isolation);
     }
 
     /// MySQL's server status flags for this session: in a transaction, autocommit.
@@ -494,7 +511,7 @@ impl Session {
     ) -> Result<Output, SqlError> {
         // With autocommit off a transaction starts at any statement, a read too.
         if !self.autocommit && !self.in_transaction {
-            self.in_transaction = true;
+            self.begin();
         }
         if t.locking && self.in_transaction {
             self.shared.state.lock().locking = true;
@@ -533,7 +550,19 @@ impl Session {
                 state.statement.clear();
                 state.error = None;
                 state.conflict = conflict;
-                state.keep_reads = t.writes || self.in_transaction;
+                // What COMMIT will check: what a writing statement or a locking read
+                // read, and a plain SELECT's rows as the level says
+                // ([`crate::isolation`]).
+                state.keep = if t.writes
+                    || (self.in_transaction
+                        && (t.locking || self.transaction_isolation.checks_plain_reads()))
+                {
+                    Keep::All
+                } else if self.in_transaction {
+                    Keep::Cas
+                } else {
+                    Keep::Nothing
+                };
                 if !self.in_transaction {
                     // New maps: cleared ones would keep a big statement's room.
                     state.read_cas = HashMap::new();

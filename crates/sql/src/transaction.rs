@@ -161,7 +161,7 @@ impl Session {
     /// since. A transaction that wrote nothing and made no locking read commits
     /// without the check: its reads were answered already, as MySQL's are.
     pub(crate) fn commit(&mut self) -> Result<(), SqlError> {
-        let (changes, reads, locking) = {
+        let (changes, mut reads, locking) = {
             let mut state = self.shared.state.lock();
             (
                 std::mem::take(&mut state.transaction),
@@ -169,6 +169,10 @@ impl Session {
                 state.locking,
             )
         };
+        {
+            let catalog = self.shared.state.lock().catalog.clone();
+            reads.written(&changes, |n| catalog.tables.iter().find(|d| d.number == n));
+        }
         self.in_transaction = false;
         let result = if changes.is_empty() && (!locking || reads.is_empty()) {
             Ok(())

@@ -43,6 +43,7 @@ use rusqlite::vtab::{
 
 use crate::convert::{to_bound, to_column, to_key};
 use crate::error::SqlError;
+use crate::isolation::Keep;
 use crate::like;
 
 /// The hidden columns after a table's own.
@@ -89,10 +90,10 @@ pub struct State {
     /// Whether the open transaction made a locking read (`FOR UPDATE`, `FOR SHARE`):
     /// its COMMIT checks its reads even when it writes nothing.
     pub locking: bool,
-    /// Whether rows read go into `read_cas` and `read_set`: not for a read-only
-    /// statement outside a transaction, which checks nothing (a scan would hold an
-    /// entry per row).
-    pub keep_reads: bool,
+    /// What the running statement notes of the rows it reads: nothing for a
+    /// read-only statement outside a transaction, which checks nothing (a scan would
+    /// hold an entry per row); see [`Keep`].
+    pub keep: Keep,
     /// The first error a write of the running statement met, in MySQL's terms.
     pub error: Option<SqlError>,
     pub reads: ReadCounters,
@@ -125,7 +126,7 @@ impl State {
             read_cas: HashMap::new(),
             read_set: Reads::new(),
             locking: false,
-            keep_reads: true,
+            keep: Keep::All,
             error: None,
             reads: ReadCounters::default(),
             max_lsn: 0,
@@ -605,20 +606,26 @@ impl KuraCursor<'_> {
         &self.tab.shared.tables
     }
 
-    /// Notes a row read by key or in a range: its CAS, for a write that follows,
-    /// and in the read set. Nothing for a statement that keeps no reads. (A scan's
-    /// rows are not noted: the batch checks the scanned table whole.)
+    /// Notes a row read by key or in a range: its CAS, for a write that follows, and
+    /// in the read set (checked only if the transaction writes the row, for
+    /// `Keep::Cas`). Nothing for a statement that
+    /// keeps no reads. (A scan's rows are not noted: the batch checks the scanned
+    /// table whole.)
     fn seen(&self, row: &RowRead) {
         let mut state = self.tab.shared.state.lock();
         state.max_lsn = state.max_lsn.max(row.lsn);
-        if !state.keep_reads {
+        if state.keep == Keep::Nothing {
             return;
         }
         let Some(pk) = row.values.get(self.def().table.primary) else {
             return;
         };
         let pk = pk_key(pk);
-        state.read_set.row(self.def(), &pk, Some(row.cas));
+        if state.keep == Keep::All {
+            state.read_set.row(self.def(), &pk, Some(row.cas));
+        } else {
+            state.read_set.row_if_written(self.def(), &pk, row.cas);
+        }
         state.read_cas.insert((self.def().number, pk), row.cas);
     }
 
@@ -648,11 +655,16 @@ impl KuraCursor<'_> {
                 (None, None) => {
                     let def = self.def();
                     let mut state = self.tab.shared.state.lock();
-                    state.read_set.row(def, &pk_key(key), None);
+                    if state.keep == Keep::All {
+                        state.read_set.row(def, &pk_key(key), None);
+                    }
                 }
                 (None, Some(i)) => {
                     let def = self.def();
-                    self.tab.shared.state.lock().read_set.no_unique(def, i, key);
+                    let mut state = self.tab.shared.state.lock();
+                    if state.keep == Keep::All {
+                        state.read_set.no_unique(def, i, key);
+                    }
                 }
             }
             // The transaction's own rows with this value.
@@ -902,7 +914,7 @@ impl KuraCursor<'_> {
                 let streams = {
                     let mut state = self.tab.shared.state.lock();
                     state.reads.key += 1;
-                    !state.keep_reads && !state.overlays(table_number)
+                    state.keep != Keep::All && !state.overlays(table_number)
                 };
                 if streams {
                     // Nothing to check later: the keys come from the store as the
@@ -917,7 +929,11 @@ impl KuraCursor<'_> {
                     .tables()
                     .range_keys_and_pks(def, via, &range)
                     .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
-                (self.tab.shared.state.lock().read_set).range(def, via, &range, keys);
+                let mut state = self.tab.shared.state.lock();
+                if state.keep == Keep::All {
+                    state.read_set.range(def, via, &range, keys);
+                }
+                drop(state);
                 if descending {
                     pks.reverse();
                 }
@@ -958,26 +974,35 @@ impl KuraCursor<'_> {
                 }
             }
             _ => {
-                // A statement that checks nothing of the rows (a read-only one
-                // outside a transaction) keeps only the columns it uses of each:
+                // A statement that checks nothing of a scan's rows (a read-only
+                // one outside a transaction, or a plain SELECT under READ
+                // COMMITTED) keeps only the columns it uses of each:
                 // none for a count(*).
                 let used = idx_str
                     .and_then(|s| s.strip_prefix(SCAN_COLUMNS))
                     .and_then(|s| s.strip_prefix(':'))
                     .and_then(|hex| u64::from_str_radix(hex, 16).ok())
                     .unwrap_or(u64::MAX);
-                let (keep_reads, overlay) = {
+                let (keep, overlay) = {
                     let state = self.tab.shared.state.lock();
-                    (state.keep_reads, state.overlays(table_number))
+                    (state.keep, state.overlays(table_number))
                 };
+                let keep_reads = keep == Keep::All;
                 // The rows come a batch at a time, so the scan holds a batch, whatever
                 // the table's size. A statement that writes, or a transaction, has its
                 // batch check the table whole: no write to it since the scan began
                 // (taken before it reads: a write during it counts as one after it).
-                if keep_reads {
+                // A plain SELECT under READ COMMITTED notes the table too, checked
+                // only if the transaction writes it (its rows are not noted).
+                if keep != Keep::Nothing {
                     let writes = self.tables().table_writes(self.def());
                     let def = self.def();
-                    self.tab.shared.state.lock().read_set.scan(def, writes);
+                    let mut state = self.tab.shared.state.lock();
+                    if keep_reads {
+                        state.read_set.scan(def, writes);
+                    } else {
+                        state.read_set.scan_if_written(def, writes);
+                    }
                 }
                 self.scan = Some(Scan {
                     rows: RowScan::new(self.def()),

@@ -1,7 +1,9 @@
-//! What a transaction read is checked at COMMIT: a row read by key, a key looked up
-//! and not found, a range of an ordered index and a whole table, each changed by
-//! another writer after the read, make a COMMIT that writes answer 1213 and apply
-//! nothing; `SELECT ... FOR UPDATE` and `LOCK IN SHARE MODE` read into that set.
+//! What a transaction read is checked at COMMIT. Under SERIALIZABLE (and REPEATABLE
+//! READ) every read: a row read by key, a key looked up and not found, a range of an
+//! ordered index and a whole table, each changed by another writer after the read,
+//! make a COMMIT that writes answer 1213 and apply nothing. Under READ COMMITTED (the
+//! default) what InnoDB would lock: what writing statements and locking reads (`FOR
+//! UPDATE`, `LOCK IN SHARE MODE`) read, and every row written, as first read.
 #![allow(clippy::expect_used)]
 
 use std::sync::Arc;
@@ -35,6 +37,11 @@ fn two() -> (Session, Session) {
     (a, b)
 }
 
+/// Every read of `s`'s transactions is checked from now on.
+fn serializable(s: &mut Session) {
+    done(s, "SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE");
+}
+
 fn level(s: &mut Session, id: i64) -> Vec<Vec<Cell>> {
     rows(s, &format!("SELECT level FROM players WHERE id = {id}"))
 }
@@ -52,7 +59,20 @@ fn a_row_read_then_changed_by_another_writer_fails_the_commit() {
     assert_eq!(error(&mut b, "COMMIT").code, 1213);
     // A's update stays; nothing of B's is applied.
     assert_eq!(level(&mut a, 1), vec![vec![Cell::Int(6)]]);
-    // The same with the write to another row than the one read.
+    // Unchanged reads commit.
+    done(&mut b, "BEGIN");
+    assert_eq!(level(&mut b, 1), vec![vec![Cell::Int(6)]]);
+    done(&mut b, "UPDATE players SET level = 8 WHERE id = 1");
+    done(&mut b, "COMMIT");
+    assert_eq!(level(&mut a, 1), vec![vec![Cell::Int(8)]]);
+}
+
+#[test]
+fn serializable_checks_rows_read_and_not_written() {
+    let (mut a, mut b) = two();
+    serializable(&mut b);
+    done(&mut a, "UPDATE players SET level = 6 WHERE id = 1");
+    // The write to another row than the one read.
     done(&mut b, "BEGIN");
     assert_eq!(level(&mut b, 1), vec![vec![Cell::Int(6)]]);
     done(&mut a, "UPDATE players SET level = 8 WHERE id = 1");
@@ -88,6 +108,7 @@ fn with_autocommit_off_the_transaction_starts_at_its_first_read() {
 #[test]
 fn keys_looked_up_and_not_found_fail_the_commit_when_they_appear() {
     let (mut a, mut b) = two();
+    serializable(&mut b);
     // By primary key.
     done(&mut b, "BEGIN");
     assert!(rows(&mut b, "SELECT id FROM players WHERE id = 30").is_empty());
@@ -113,6 +134,7 @@ fn keys_looked_up_and_not_found_fail_the_commit_when_they_appear() {
 #[test]
 fn a_range_read_fails_the_commit_when_a_row_enters_or_leaves_it() {
     let (mut a, mut b) = two();
+    serializable(&mut b);
     let in_range = "SELECT id FROM players WHERE level BETWEEN 5 AND 7 ORDER BY level, id";
     // A row inserted into the range.
     done(&mut b, "BEGIN");
@@ -157,6 +179,7 @@ fn a_range_read_fails_the_commit_when_a_row_enters_or_leaves_it() {
 #[test]
 fn a_table_scanned_fails_the_commit_when_another_writer_changes_it() {
     let (mut a, mut b) = two();
+    serializable(&mut b);
     done(&mut b, "BEGIN");
     assert_eq!(
         rows(&mut b, "SELECT SUM(n) FROM notes"),
@@ -184,6 +207,137 @@ fn a_table_scanned_fails_the_commit_when_another_writer_changes_it() {
         rows(&mut a, "SELECT n FROM notes WHERE id = 100"),
         vec![vec![Cell::Int(6)]]
     );
+}
+
+#[test]
+fn read_committed_checks_what_a_write_depends_on() {
+    let (mut a, mut b) = two();
+    assert_eq!(
+        rows(&mut b, "SELECT @@transaction_isolation, @@tx_isolation"),
+        vec![vec![
+            Cell::Bytes(b"READ-COMMITTED".to_vec()),
+            Cell::Bytes(b"READ-COMMITTED".to_vec())
+        ]]
+    );
+    // A row read by a plain SELECT and not written: not checked, as InnoDB's
+    // consistent read locks nothing.
+    done(&mut b, "BEGIN");
+    assert_eq!(level(&mut b, 1), vec![vec![Cell::Int(5)]]);
+    done(&mut a, "UPDATE players SET level = 6 WHERE id = 1");
+    done(&mut b, "UPDATE players SET level = 8 WHERE id = 2");
+    done(&mut b, "COMMIT");
+    assert_eq!(level(&mut a, 2), vec![vec![Cell::Int(8)]]);
+    // A key looked up and not found, and a range, by plain SELECTs: not checked.
+    done(&mut b, "BEGIN");
+    assert!(rows(&mut b, "SELECT id FROM players WHERE id = 30").is_empty());
+    let in_range = "SELECT id FROM players WHERE level BETWEEN 5 AND 7 ORDER BY level, id";
+    assert_eq!(rows(&mut b, in_range).len(), 2);
+    done(
+        &mut a,
+        "INSERT INTO players (id, name, level) VALUES (30, 'new', 6)",
+    );
+    done(&mut b, "UPDATE players SET level = 7 WHERE id = 2");
+    done(&mut b, "COMMIT");
+    // A row of the range read, then written by the transaction: checked as it was
+    // first read.
+    done(&mut b, "BEGIN");
+    assert_eq!(rows(&mut b, in_range).len(), 4);
+    done(&mut a, "UPDATE players SET level = 5 WHERE id = 30");
+    done(&mut b, "UPDATE players SET name = 'x' WHERE id = 30");
+    assert_eq!(error(&mut b, "COMMIT").code, 1213);
+    // What a writing statement read is checked: here a range, which a row entered.
+    done(&mut b, "BEGIN");
+    assert_eq!(
+        done(
+            &mut b,
+            "UPDATE players SET name = 'w' WHERE level BETWEEN 5 AND 6"
+        ),
+        3
+    );
+    done(
+        &mut a,
+        "INSERT INTO players (id, name, level) VALUES (31, 'in', 6)",
+    );
+    assert_eq!(error(&mut b, "COMMIT").code, 1213);
+    assert_eq!(
+        rows(&mut a, "SELECT count(*) FROM players WHERE name = 'w'"),
+        vec![vec![Cell::Int(0)]]
+    );
+    // A table a plain SELECT scanned, then written by the transaction: checked as a
+    // scan (its rows are not noted one by one).
+    done(&mut b, "BEGIN");
+    assert_eq!(
+        rows(&mut b, "SELECT SUM(n) FROM notes"),
+        vec![vec![Cell::Int(3)]]
+    );
+    done(&mut a, "UPDATE notes SET n = 10 WHERE id = 1");
+    done(&mut b, "UPDATE notes SET n = 3 WHERE id = 2");
+    assert_eq!(error(&mut b, "COMMIT").code, 1213);
+    // Scanned and not written: not checked.
+    done(&mut b, "BEGIN");
+    assert_eq!(
+        rows(&mut b, "SELECT SUM(n) FROM notes"),
+        vec![vec![Cell::Int(12)]]
+    );
+    done(&mut a, "UPDATE notes SET n = 1 WHERE id = 1");
+    done(&mut b, "UPDATE players SET level = 1 WHERE id = 4");
+    done(&mut b, "COMMIT");
+    assert_eq!(level(&mut a, 4), vec![vec![Cell::Int(1)]]);
+}
+
+#[test]
+fn the_isolation_level_is_set_as_in_mysql() {
+    let (mut a, mut b) = two();
+    let shown = |s: &mut Session| rows(s, "SELECT @@transaction_isolation");
+    let text = |t: &str| vec![vec![Cell::Bytes(t.as_bytes().to_vec())]];
+    // Plain reads of row 1, a write to row 2, row 1 changed meanwhile: whether the
+    // COMMIT is refused says whether plain reads are checked.
+    let checks_plain_reads = |a: &mut Session, b: &mut Session| {
+        done(b, "BEGIN");
+        level(b, 1);
+        done(a, "UPDATE players SET level = level + 1 WHERE id = 1");
+        done(b, "UPDATE players SET level = level + 1 WHERE id = 2");
+        match b.query("COMMIT") {
+            Ok(_) => false,
+            Err(e) if e.code == 1213 => true,
+            Err(e) => panic!("COMMIT: {e}"),
+        }
+    };
+    assert!(!checks_plain_reads(&mut a, &mut b));
+    done(&mut b, "SET transaction_isolation = 'REPEATABLE-READ'");
+    assert_eq!(shown(&mut b), text("REPEATABLE-READ"));
+    assert!(checks_plain_reads(&mut a, &mut b));
+    done(&mut b, "SET SESSION tx_isolation = 'read-uncommitted'");
+    assert_eq!(shown(&mut b), text("READ-UNCOMMITTED"));
+    assert!(!checks_plain_reads(&mut a, &mut b));
+    done(
+        &mut b,
+        "SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+    );
+    assert_eq!(shown(&mut b), text("SERIALIZABLE"));
+    assert!(checks_plain_reads(&mut a, &mut b));
+    done(
+        &mut b,
+        "SET @@session.transaction_isolation = 'READ-COMMITTED'",
+    );
+    assert!(!checks_plain_reads(&mut a, &mut b));
+    // SET TRANSACTION without SESSION: the next transaction only.
+    done(&mut b, "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE");
+    assert_eq!(shown(&mut b), text("READ-COMMITTED"));
+    assert!(checks_plain_reads(&mut a, &mut b));
+    assert!(!checks_plain_reads(&mut a, &mut b));
+    // MySQL's errors: a value that names no level, and a change in a transaction.
+    assert_eq!(
+        error(&mut b, "SET transaction_isolation = 'SNAPSHOT'").code,
+        1231
+    );
+    done(&mut b, "BEGIN");
+    assert_eq!(
+        error(&mut b, "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE").code,
+        1568
+    );
+    done(&mut b, "COMMIT");
+    assert_eq!(shown(&mut b), text("READ-COMMITTED"));
 }
 
 #[test]

@@ -12,6 +12,9 @@
 //! - tables scanned whole, with the count of writes to the table when the scan began
 //!   ([`TableWrites`]): any write to the table since, or under way, is a change.
 //!
+//! Rows and scans read by a plain SELECT under READ COMMITTED are held apart and
+//! checked only for the rows and tables the transaction writes ([`Reads::written`]).
+//!
 //! The batch locks the keys read with the keys it writes, and checks the read set
 //! under those locks before it decides anything, so nothing changes between the check
 //! and the write. Ranges and scan counts are looked at under the same locks: a writer
@@ -24,9 +27,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use kura_engine::Space;
 
+use crate::batch::RowChange;
 use crate::catalog::{TableDef, Via};
 use crate::ordered::Range;
-use crate::rows::{row_key_of_entry, unique_key, ROW_SPACE, UNIQUE_SPACE};
+use crate::rows::{row_key, row_key_of_entry, unique_key, ROW_SPACE, UNIQUE_SPACE};
 use crate::value::Value;
 
 /// A key of the store: its space and bytes.
@@ -50,6 +54,12 @@ pub struct Reads {
     ranges: Vec<RangeRead>,
     /// Tables scanned: number, and the table's write count when the first scan began.
     scans: HashMap<u32, u64>,
+    /// What reads checked only where the transaction writes (a plain SELECT under
+    /// READ COMMITTED) read: rows with their CAS at the first read, checked if the
+    /// transaction writes the row, and tables scanned, whose rows are not noted one
+    /// by one, checked as scans if it writes the table.
+    rows_if_written: HashMap<StoreKey, u64>,
+    scans_if_written: HashMap<u32, u64>,
 }
 
 impl Reads {
@@ -65,14 +75,16 @@ impl Reads {
         self.keys.clear();
         self.ranges.clear();
         self.scans.clear();
+        self.rows_if_written.clear();
+        self.scans_if_written.clear();
     }
 
     /// The row of `def` whose primary key encodes to `pk` was read with CAS `cas`
     /// (None: it was not there). The first read of a row is the one checked.
     pub fn row(&mut self, def: &TableDef, pk: &[u8], cas: Option<u64>) {
-        self.keys
-            .entry((ROW_SPACE, row_key_of_entry(def, pk)))
-            .or_insert(cas);
+        let key = (ROW_SPACE, row_key_of_entry(def, pk));
+        let first = self.rows_if_written.remove(&key).map(Some);
+        self.keys.entry(key).or_insert(first.unwrap_or(cas));
     }
 
     /// No row of `def` held `value` under unique index `index`.
@@ -96,6 +108,58 @@ impl Reads {
     /// `def` was scanned whole from when its write count was `writes`.
     pub fn scan(&mut self, def: &TableDef, writes: u64) {
         self.scans.entry(def.number).or_insert(writes);
+    }
+
+    /// As [`Reads::row`] for a row read with CAS `cas`, checked only if the
+    /// transaction writes the row ([`Reads::written`]).
+    pub fn row_if_written(&mut self, def: &TableDef, pk: &[u8], cas: u64) {
+        let key = (ROW_SPACE, row_key_of_entry(def, pk));
+        if !self.keys.contains_key(&key) {
+            self.rows_if_written.entry(key).or_insert(cas);
+        }
+    }
+
+    /// As [`Reads::scan`], checked only if the transaction writes `def`
+    /// ([`Reads::written`]).
+    pub fn scan_if_written(&mut self, def: &TableDef, writes: u64) {
+        self.scans_if_written.entry(def.number).or_insert(writes);
+    }
+
+    /// The transaction's changes are `changes` (`def`: a table's definition by
+    /// number): what was read to be checked only where it writes joins the checked
+    /// reads for the rows and tables it writes, and the rest is forgotten.
+    pub fn written<'c>(
+        &mut self,
+        changes: &[RowChange],
+        def: impl Fn(u32) -> Option<&'c TableDef>,
+    ) {
+        for change in changes {
+            let table = change.table();
+            if let Some(since) = self.scans_if_written.remove(&table) {
+                let at = self.scans.entry(table).or_insert(since);
+                *at = (*at).min(since);
+            }
+            if self.rows_if_written.is_empty() {
+                continue;
+            }
+            let Some(def) = def(table) else {
+                continue;
+            };
+            let pk = match change {
+                RowChange::Update { pk, .. } | RowChange::Delete { pk, .. } => pk,
+                RowChange::Insert { values, .. } => &values[def.table.primary],
+                _ => continue,
+            };
+            let Ok(key) = row_key(def, pk) else {
+                continue;
+            };
+            let key = (ROW_SPACE, key);
+            if let Some(cas) = self.rows_if_written.remove(&key) {
+                self.keys.entry(key).or_insert(Some(cas));
+            }
+        }
+        self.rows_if_written.clear();
+        self.scans_if_written.clear();
     }
 
     /// The keys the commit's batch locks to check the read set.
