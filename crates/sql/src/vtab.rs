@@ -606,9 +606,9 @@ impl KuraCursor<'_> {
         &self.tab.shared.tables
     }
 
-    /// Notes a row read by key or in a range: its CAS, for a write that follows, and
-    /// in the read set (checked only if the transaction writes the row, for
-    /// `Keep::Cas`). Nothing for a statement that
+    /// Notes a row read by key or in a range: its CAS, for a write of the statement,
+    /// and in the read set (for `Keep::Cas` only there, checked only if the
+    /// transaction writes the row). Nothing for a statement that
     /// keeps no reads. (A scan's rows are not noted: the batch checks the scanned
     /// table whole.)
     fn seen(&self, row: &RowRead) {
@@ -621,11 +621,12 @@ impl KuraCursor<'_> {
             return;
         };
         let pk = pk_key(pk);
-        if state.keep == Keep::All {
-            state.read_set.row(self.def(), &pk, Some(row.cas));
-        } else {
+        if state.keep == Keep::Cas {
+            // A later write reads the row again, as its statement's own read.
             state.read_set.row_if_written(self.def(), &pk, row.cas);
+            return;
         }
+        state.read_set.row(self.def(), &pk, Some(row.cas));
         state.read_cas.insert((self.def().number, pk), row.cas);
     }
 
