@@ -18,15 +18,25 @@
 //! from `t`, for the two clocks' rates. Without an answer the lease is held only until
 //! that moment passes.
 //!
+//! Who may campaign ([`candidate`]): only a node whose log holds every acknowledged
+//! write. A node without a primary stops following, and publishes its log's position
+//! (epoch, LSN) under its lease; it campaigns only once it sees the positions of
+//! enough of the shard's registered members that one of them must hold every
+//! acknowledged write, and its own is the furthest of them.
+//!
 //! Keys, under `/kura/<cluster>/`:
 //! - `shards/<shard>/primary/<lease>`: the election's candidates; the value is the
 //!   candidate's advertised address.
+//! - `shards/<shard>/members/<advertise>`: every node that ever joined the shard
+//!   (no lease: a member that is down still counts, as it may hold writes).
+//! - `shards/<shard>/positions/<advertise>`: `<epoch> <lsn>`, under the node's lease,
+//!   while it has no primary.
 //!
 //! What it is not for: replication itself (the server's), and acting on a term.
 
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, ConnectOptions, LeaderKey, ResignOptions};
+use etcd_client::{Client, ConnectOptions, GetOptions, LeaderKey, PutOptions, ResignOptions};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -59,6 +69,80 @@ impl Keys {
     /// The shard's election: the prefix its candidates' keys are under.
     pub fn election(&self) -> String {
         format!("{}primary", self.prefix)
+    }
+
+    /// The shard's registered members.
+    pub fn members(&self) -> String {
+        format!("{}members/", self.prefix)
+    }
+
+    /// The positions published by nodes without a primary.
+    pub fn positions(&self) -> String {
+        format!("{}positions/", self.prefix)
+    }
+}
+
+/// Where a node's log ends: its history's epoch and its LSN. A later epoch's log holds
+/// every acknowledged write of the earlier ones, so positions compare by epoch first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Position {
+    pub epoch: u64,
+    pub lsn: u64,
+}
+
+/// What [`candidate`] decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Candidacy {
+    /// This node's log is the furthest of enough of the members': it campaigns.
+    Campaign,
+    /// Another node's is further: it is the one to campaign.
+    Defer(String),
+    /// Too few members have published: `seen` of the `needed`.
+    Wait { seen: usize, needed: usize },
+}
+
+/// Whether the node `me` at `mine` should campaign for its shard without a primary,
+/// given the shard's `members` and the positions `published` by nodes that have none,
+/// when each acknowledged write is on the primary and `min_sync_replicas` replicas.
+///
+/// A write acknowledged is on at least `min_sync_replicas + 1` of the `n` members, so
+/// any `n - min_sync_replicas` of them include one that holds it, and the furthest
+/// log of those holds every one. Without sync replicas nothing guarantees that, and a
+/// majority's furthest is taken.
+pub fn candidate(
+    me: &str,
+    mine: Position,
+    members: &[String],
+    published: &[(String, Position)],
+    min_sync_replicas: usize,
+) -> Candidacy {
+    let n = members.len().max(1);
+    let needed = if min_sync_replicas == 0 {
+        n / 2 + 1
+    } else {
+        n.saturating_sub(min_sync_replicas).max(1)
+    };
+    let mut seen: Vec<(&str, Position)> = published
+        .iter()
+        .filter(|(who, _)| who != me && members.contains(who))
+        .map(|(who, at)| (who.as_str(), *at))
+        .collect();
+    seen.push((me, mine));
+    if seen.len() < needed {
+        return Candidacy::Wait {
+            seen: seen.len(),
+            needed,
+        };
+    }
+    // The furthest; between equals, the lowest address, so that all agree.
+    let best = seen
+        .iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
+        .map_or(me, |(who, _)| who);
+    if best == me {
+        Candidacy::Campaign
+    } else {
+        Candidacy::Defer(best.to_string())
     }
 }
 
@@ -184,6 +268,12 @@ impl Member {
         *self.valid.borrow()
     }
 
+    /// [`Member::holds_until`] as each keepalive moves it: changes the moment etcd
+    /// answers one.
+    pub fn validity(&self) -> watch::Receiver<Option<Instant>> {
+        self.valid.clone()
+    }
+
     /// Waits until this member is the shard's primary; its term.
     pub async fn campaign(&mut self) -> Result<Term, ClusterError> {
         let mut valid = self.valid.clone();
@@ -240,6 +330,72 @@ impl Member {
     pub fn lease(&self) -> i64 {
         self.lease
     }
+
+    /// This node's advertised address.
+    pub fn advertise(&self) -> &str {
+        &self.config.advertise
+    }
+
+    /// Records this node as a member of its shard, for good ([`candidate`] counts it
+    /// even while it is down).
+    pub async fn register(&mut self) -> Result<(), ClusterError> {
+        let key = format!("{}{}", self.keys.members(), self.config.advertise);
+        self.client.put(key, "", None).await?;
+        Ok(())
+    }
+
+    /// The shard's registered members' addresses.
+    pub async fn members(&mut self) -> Result<Vec<String>, ClusterError> {
+        let prefix = self.keys.members();
+        let got = self
+            .client
+            .get(prefix.clone(), Some(GetOptions::new().with_prefix()))
+            .await?;
+        Ok(got
+            .kvs()
+            .iter()
+            .filter_map(|kv| kv.key_str().ok()?.strip_prefix(&prefix).map(str::to_string))
+            .collect())
+    }
+
+    /// Publishes where this node's log ends (None: takes it back, as the node follows
+    /// a primary or is one), under its lease.
+    pub async fn publish(&mut self, at: Option<Position>) -> Result<(), ClusterError> {
+        let key = format!("{}{}", self.keys.positions(), self.config.advertise);
+        match at {
+            Some(at) => {
+                let value = format!("{} {}", at.epoch, at.lsn);
+                let options = PutOptions::new().with_lease(self.lease);
+                self.client.put(key, value, Some(options)).await?;
+            }
+            None => {
+                self.client.delete(key, None).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The positions published by the shard's nodes without a primary.
+    pub async fn positions(&mut self) -> Result<Vec<(String, Position)>, ClusterError> {
+        let prefix = self.keys.positions();
+        let got = self
+            .client
+            .get(prefix.clone(), Some(GetOptions::new().with_prefix()))
+            .await?;
+        Ok(got
+            .kvs()
+            .iter()
+            .filter_map(|kv| {
+                let who = kv.key_str().ok()?.strip_prefix(&prefix)?.to_string();
+                let (epoch, lsn) = kv.value_str().ok()?.split_once(' ')?;
+                let at = Position {
+                    epoch: epoch.parse().ok()?,
+                    lsn: lsn.parse().ok()?,
+                };
+                Some((who, at))
+            })
+            .collect())
+    }
 }
 
 /// Resolves once `valid` says the lease is gone.
@@ -280,5 +436,78 @@ async fn keep_alive(mut client: Client, lease: i64, ttl: i64, valid: watch::Send
             tokio::time::sleep(period).await;
         }
         tokio::time::sleep(period / 4).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(epoch: u64, lsn: u64) -> Position {
+        Position { epoch, lsn }
+    }
+
+    fn names(n: &[&str]) -> Vec<String> {
+        n.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn with_a_sync_replica_both_survivors_of_three_must_be_seen() {
+        let members = names(&["a", "b", "c"]);
+        // The primary "a" is gone; "b" alone could lack a write only "c" confirmed.
+        assert_eq!(
+            candidate("b", at(1, 100), &members, &[], 1),
+            Candidacy::Wait { seen: 1, needed: 2 }
+        );
+        let published = vec![("c".to_string(), at(1, 120))];
+        assert_eq!(
+            candidate("b", at(1, 100), &members, &published, 1),
+            Candidacy::Defer("c".into())
+        );
+        let published = vec![("b".to_string(), at(1, 100))];
+        assert_eq!(
+            candidate("c", at(1, 120), &members, &published, 1),
+            Candidacy::Campaign
+        );
+    }
+
+    #[test]
+    fn a_later_epoch_wins_over_a_longer_log_and_ties_go_to_the_lower_address() {
+        let members = names(&["a", "b", "c"]);
+        let published = vec![("a".to_string(), at(1, 500))];
+        assert_eq!(
+            candidate("b", at(2, 10), &members, &published, 1),
+            Candidacy::Campaign
+        );
+        let published = vec![("c".to_string(), at(2, 10))];
+        assert_eq!(
+            candidate("b", at(2, 10), &members, &published, 1),
+            Candidacy::Campaign
+        );
+        let published = vec![("b".to_string(), at(2, 10))];
+        assert_eq!(
+            candidate("c", at(2, 10), &members, &published, 1),
+            Candidacy::Defer("b".into())
+        );
+    }
+
+    #[test]
+    fn positions_of_strangers_do_not_count_and_without_sync_replicas_a_majority_does() {
+        let members = names(&["a", "b", "c"]);
+        let published = vec![("z".to_string(), at(9, 9))];
+        assert_eq!(
+            candidate("b", at(1, 1), &members, &published, 1),
+            Candidacy::Wait { seen: 1, needed: 2 }
+        );
+        let published = vec![("c".to_string(), at(1, 0))];
+        assert_eq!(
+            candidate("b", at(1, 1), &members, &published, 0),
+            Candidacy::Campaign
+        );
+        // One node alone is its own majority.
+        assert_eq!(
+            candidate("a", at(0, 0), &names(&["a"]), &[], 1),
+            Candidacy::Campaign
+        );
     }
 }

@@ -20,6 +20,9 @@ pub enum Error {
     LogFull,
     /// A change sent to a replica: only its primary (named) takes changes.
     ReadOnly { primary: String },
+    /// A change sent to a cluster's primary whose lease (its right to take changes)
+    /// may have ended by its own clock ([`crate::Store::set_writable_until`]).
+    LeaseEnded,
     /// A key longer than a log record can hold (255 bytes).
     KeyTooLong { len: usize },
     /// A change (a batch, with its records) of `bytes`, more than the `limit` one log
@@ -40,6 +43,10 @@ impl fmt::Display for Error {
                     "this server is a replica of {primary}; send changes there"
                 )
             }
+            Error::LeaseEnded => write!(
+                f,
+                "not the primary: its lease ended; the shard elects another, try again"
+            ),
             Error::LogFull => write!(f, "the log spans the most segments the index addresses"),
             Error::TooLarge { bytes, limit } => write!(
                 f,

@@ -85,15 +85,36 @@ impl Store {
         self.read_only.store(read_only, Ordering::Release);
     }
 
-    /// [`Error::ReadOnly`] on a replica's store: a caller refuses a change with it
-    /// before it looks at the data, so that the refusal never depends on what is there.
+    /// [`Error::ReadOnly`] on a replica's store, [`Error::LeaseEnded`] on a primary
+    /// past [`Store::set_writable_until`]: a caller refuses a change with it before it
+    /// looks at the data, so that the refusal never depends on what is there.
     pub fn check_writable(&self) -> Result<(), Error> {
         if self.is_read_only() {
             return Err(Error::ReadOnly {
                 primary: self.primary.lock().clone(),
             });
         }
+        let until = self.lease_until.load(Ordering::Acquire);
+        if until != u64::MAX {
+            let now = u64::try_from(self.lease_base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            if now >= until {
+                return Err(Error::LeaseEnded);
+            }
+        }
         Ok(())
+    }
+
+    /// A cluster's primary takes changes only until `until` (its lease with etcd, by
+    /// this node's clock), and none after it unless this is called again with a later
+    /// one; None lifts the limit (a node outside a cluster).
+    pub fn set_writable_until(&self, until: Option<std::time::Instant>) {
+        let nanos = match until {
+            None => u64::MAX,
+            Some(at) => at
+                .checked_duration_since(self.lease_base)
+                .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1)),
+        };
+        self.lease_until.store(nanos, Ordering::Release);
     }
 
     /// Appends `run`, records copied from the primary's log that start at its LSN

@@ -697,6 +697,8 @@ impl Store {
             history: parking_lot::Mutex::new(history),
             read_only: std::sync::atomic::AtomicBool::new(options.read_only.is_some()),
             primary: parking_lot::Mutex::new(options.read_only.clone().unwrap_or_default()),
+            lease_base: std::time::Instant::now(),
+            lease_until: AtomicU64::new(u64::MAX),
         };
         // A touch record's expiry becomes a whole version, so the version can leave
         // memory like any other.

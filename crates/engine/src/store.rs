@@ -181,6 +181,10 @@ pub struct Store {
     pub(crate) read_only: std::sync::atomic::AtomicBool,
     /// The primary a read-only store follows, as its refusals name it.
     pub(crate) primary: parking_lot::Mutex<String>,
+    /// Until when a cluster's primary may take changes, in nanoseconds after
+    /// `lease_base` (u64::MAX: no limit; `follow.rs`).
+    pub(crate) lease_base: std::time::Instant,
+    pub(crate) lease_until: AtomicU64,
     pub(crate) log: Log,
     pub(crate) disk: Arc<dyn Disk>,
     /// Keys the index was restored with from a checkpoint at open (0: none).

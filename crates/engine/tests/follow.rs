@@ -240,6 +240,31 @@ fn a_replica_refuses_changes_and_writes_nothing_of_its_own() {
     assert!(replica.get(mc("k")).expect("get").is_none());
 }
 
+/// A cluster's primary takes changes only until its lease may have ended
+/// (`Store::set_writable_until`), and again once the lease is renewed.
+#[test]
+fn a_primary_takes_no_change_past_its_lease() {
+    let disk = SimDisk::new();
+    let store = open(&disk, false);
+    let now = std::time::Instant::now();
+    store.set_writable_until(Some(now + Duration::from_secs(600)));
+    put(&store, mc("a"), "1", 0);
+    store.set_writable_until(Some(now));
+    let before = store.appended_lsn();
+    let refused = store.update(mc("b"), Access::NoAccess, |_, _| {
+        (Change::Put(NewItem::new(b"2".as_slice().into(), 0)), ())
+    });
+    assert!(matches!(refused, Err(Error::LeaseEnded)), "{refused:?}");
+    let refused = store.update_batch(&[mc("a"), mc("c")], |_, _| {
+        (vec![Change::Delete, Change::Delete], ())
+    });
+    assert!(matches!(refused, Err(Error::LeaseEnded)), "{refused:?}");
+    assert_eq!(store.appended_lsn(), before, "nothing written");
+    assert!(store.get(mc("a")).expect("get").is_some(), "reads go on");
+    store.set_writable_until(None);
+    put(&store, mc("b"), "2", 0);
+}
+
 #[test]
 fn a_replica_past_compaction_gets_a_full_copy_and_a_restarted_one_goes_on() {
     let (pdisk, rdisk) = (SimDisk::new(), SimDisk::new());

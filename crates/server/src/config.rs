@@ -133,6 +133,28 @@ pub struct Config {
     /// in the data directory until `replicaof no one`.
     #[arg(long = "replica-of", value_name = "HOST:PORT")]
     pub replica_of: Option<String>,
+    /// Cluster mode: etcd's client URLs (`http://HOST:PORT`, comma-separated). The
+    /// nodes of a shard (`--cluster`, `--shard`) elect its primary through an etcd
+    /// lease; the others follow it. Needs `--cluster` and `--shard`; not with
+    /// `--replica-of`, as etcd says whom to follow.
+    #[arg(long = "etcd", value_name = "URLS", value_delimiter = ',')]
+    pub etcd: Vec<String>,
+    /// The cluster's name in etcd (cluster mode).
+    #[arg(long = "cluster", value_name = "NAME")]
+    pub cluster: Option<String>,
+    /// The shard this node serves (cluster mode).
+    #[arg(long = "shard", value_name = "NAME")]
+    pub shard: Option<String>,
+    /// The address (`HOST:PORT` of the memcached port) other nodes and clients reach
+    /// this node at; the listen address and port by default.
+    #[arg(long = "advertise", value_name = "HOST:PORT")]
+    pub advertise: Option<String>,
+    /// The lease that holds a node's place in its shard, in milliseconds: a primary
+    /// that stops renewing it (crashed, cut off) is replaced within about this long,
+    /// and stops taking changes before then. etcd counts whole seconds.
+    #[arg(long = "lease-ttl-ms", default_value_t = 3000,
+          value_parser = clap::value_parser!(u64).range(1000..=600_000))]
+    pub lease_ttl_ms: u64,
     /// Acknowledge a change only once this many replicas have it on their disk (and
     /// this node has it on its own). With fewer replicas connected a change is refused
     /// before it is made; past `--sync-timeout-ms` the client gets `SERVER_ERROR`, never

@@ -4,6 +4,7 @@ mod acks;
 mod auth;
 mod backup;
 mod binary;
+mod cluster;
 mod config;
 mod dispatch;
 mod memory;
@@ -87,10 +88,16 @@ fn main() -> anyhow::Result<()> {
     // take changes the first never sees.
     let replica_of = match &config.replica_of {
         Some(primary) => Some(primary.clone()),
+        // In a cluster etcd says whom to follow (`cluster.rs`).
+        None if cluster::enabled(&config) => None,
         None => replication::Replication::remembered_primary(&config.data_dir)
             .with_context(|| format!("reading {}", config.data_dir.display()))?,
     };
     options.read_only = replica_of.clone();
+    if cluster::enabled(&config) {
+        // Nothing is taken until the node wins its shard's election.
+        options.read_only = Some(cluster::ELECTING.to_string());
+    }
     let opened = Instant::now();
     let store = Store::open_dir(&config.data_dir, options)
         .with_context(|| format!("opening data directory {}", config.data_dir.display()))?;
@@ -194,6 +201,8 @@ async fn run(
             .follow(primary.clone())
             .with_context(|| format!("following {primary}"))?;
         tracing::info!("a replica of {primary}");
+    } else if cluster::enabled(&shared.config) {
+        cluster::start(Arc::clone(&shared));
     } else if let Some(old_primary) = replication::fence::remembered(&shared.config.data_dir)
         .with_context(|| format!("reading {}", shared.config.data_dir.display()))?
     {

@@ -88,6 +88,7 @@ pub fn prepare(config: &Config) -> anyhow::Result<Prepared> {
             config.listen
         );
     }
+    crate::cluster::check(config)?;
     let metrics_token = config
         .metrics_token_file
         .as_deref()

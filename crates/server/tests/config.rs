@@ -150,6 +150,28 @@ fn check_refuses_what_start_refuses() {
         (vec!["--metrics-token-file", &token], "16"),
         (vec!["--ssl-key", &users], "-Z"),
         (vec!["-Z"], "ssl_chain_cert"),
+        (
+            vec!["--etcd", "http://127.0.0.1:1"],
+            "--cluster NAME and --shard NAME",
+        ),
+        (vec!["--cluster", "c", "--shard", "s"], "give --etcd"),
+        (
+            vec![
+                "--etcd",
+                "http://127.0.0.1:1",
+                "--cluster",
+                "c",
+                "--shard",
+                "s",
+                "--replica-of",
+                "127.0.0.1:2",
+            ],
+            "etcd says whom",
+        ),
+        (
+            vec!["--etcd", "127.0.0.1:1", "--cluster", "c", "--shard", "s"],
+            "http://",
+        ),
     ];
     let bin = kura_bin(env!("CARGO_BIN_EXE_kura"));
     for (args, reason) in &cases {

@@ -37,4 +37,5 @@ pub use kura::{
 pub use memcached::{Login, MemcachedServer, MEMCACHED_BIN};
 pub use netns::NetNamespace;
 pub use output::{drain, Log};
+pub use peer::free_port;
 pub use transcript::Transcript;

@@ -18,7 +18,7 @@ pub(crate) fn private_dir(dir: &Path, prefix: &str) -> tempfile::TempDir {
 }
 
 /// A loopback port free a moment ago (another process may take it meanwhile).
-pub(crate) fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     match TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).and_then(|l| l.local_addr()) {
         Ok(addr) => addr.port(),
         Err(e) => panic!("finding a free port: {e}"),

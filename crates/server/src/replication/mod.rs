@@ -263,7 +263,7 @@ impl Replication {
 
     /// Stops following, waiting for the follower's thread: no copy is applied after
     /// this returns.
-    fn stop_following(&self) {
+    pub(crate) fn stop_following(&self) {
         let follower = self.following.lock().take();
         if let Some(follower) = follower {
             follower.stop();
@@ -311,6 +311,33 @@ impl Replication {
     }
 }
 
+impl Replication {
+    /// Makes this node a primary under a new epoch of its history (`replicaof no
+    /// one`, a cluster's election): it stops following, and takes changes, until
+    /// `until` if given (a cluster primary's lease).
+    pub fn promote(
+        &self,
+        shared: &Shared,
+        until: Option<std::time::Instant>,
+    ) -> Result<(), String> {
+        self.stop_following();
+        // A new epoch: the other replicas of the old primary follow this node from
+        // their positions, and the old primary, coming back, finds it is behind.
+        shared.store.begin_epoch().map_err(|e| e.to_string())?;
+        self.remember(None).map_err(|e| e.to_string())?;
+        shared.store.set_writable_until(until);
+        shared.store.set_read_only(None);
+        if let Err(e) = shared.tables.promoted() {
+            tracing::warn!("finishing a table change after promotion: {e}");
+        }
+        tracing::info!(
+            "now a primary (epoch {})",
+            shared.store.history().current().number
+        );
+        Ok(())
+    }
+}
+
 /// `replicaof <host> <port>` or `replicaof no one`.
 pub fn replicaof(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
     let (Some(first), Some(second), None) = (arguments.next(), arguments.next(), arguments.next())
@@ -326,24 +353,8 @@ pub fn replicaof(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) 
             out.extend_from_slice(b"OK\r\n");
             return;
         };
-        replication.stop_following();
-        // A new epoch: the other replicas of the old primary follow this node from
-        // their positions, and the old primary, coming back, finds it is behind.
-        let promoted = shared
-            .store
-            .begin_epoch()
-            .map_err(|e| e.to_string())
-            .and_then(|_| replication.remember(None).map_err(|e| e.to_string()));
-        match promoted {
+        match replication.promote(shared, None) {
             Ok(()) => {
-                shared.store.set_read_only(None);
-                if let Err(e) = shared.tables.promoted() {
-                    tracing::warn!("finishing a table change after promotion: {e}");
-                }
-                tracing::info!(
-                    "now a primary (epoch {})",
-                    shared.store.history().current().number
-                );
                 // The old primary, wherever it is, learns of the new epoch once it
                 // can be reached, and follows.
                 if let Err(e) = replication.start_fencing(old_primary.clone()) {
@@ -389,6 +400,9 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
         "role",
         &if following.is_some() {
             "replica"
+        } else if store.is_read_only() {
+            // A cluster's node between primaries: neither follows nor takes changes.
+            "candidate"
         } else {
             "primary"
         },

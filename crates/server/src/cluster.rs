@@ -1,0 +1,269 @@
+//! Cluster mode (`--etcd`): the node's role in its shard, as etcd decides it.
+//!
+//! The node joins its shard through `kura-cluster` (a lease kept alive with etcd) and
+//! registers as a member. Then, a poll at a time:
+//! - etcd names another node primary: this node follows it (`replicaof`'s path), and
+//!   takes back any position it published;
+//! - etcd names none: this node stops following (no copy is applied after that), and
+//!   publishes where its log ends; it campaigns when `kura_cluster::candidate` says
+//!   its log is the furthest of enough members' that it holds every acknowledged
+//!   write, and on winning it becomes primary under a new epoch;
+//! - it is primary: it takes changes only while its lease is certainly alive by its
+//!   own clock (`Store::set_writable_until`, moved on with every keepalive etcd
+//!   answers), so it stops before etcd can give the term to another node. A lease
+//!   that ends (etcd says so) makes it a replica again, and it joins anew.
+//!
+//! A node starts read-only and stays so until it wins: it never takes a change that
+//! the shard's primary does not. The `replica-of` file of a node outside a cluster
+//! plays no part here; etcd says whom to follow.
+//!
+//! What it is not for: the election itself (`kura-cluster`, etcd's), and the stream of
+//! the log (`replication`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kura_cluster::{candidate, Candidacy, ClusterError, Member, Position, Term};
+
+use crate::config::Config;
+use crate::server::Shared;
+
+/// What a store without a primary names as the primary in its refusals.
+pub const ELECTING: &str = "its shard's next primary (being elected)";
+
+/// Refuses cluster settings that cannot work, before anything is opened.
+pub fn check(config: &Config) -> anyhow::Result<()> {
+    let named = config.cluster.is_some() || config.shard.is_some();
+    if config.etcd.is_empty() {
+        if named || config.advertise.is_some() {
+            anyhow::bail!(
+                "--cluster, --shard and --advertise are for cluster mode: give --etcd URLS"
+            );
+        }
+        return Ok(());
+    }
+    if config.cluster.is_none() || config.shard.is_none() {
+        anyhow::bail!("cluster mode (--etcd) needs --cluster NAME and --shard NAME");
+    }
+    if config.replica_of.is_some() {
+        anyhow::bail!("--replica-of is not for cluster mode: etcd says whom each node follows");
+    }
+    for url in &config.etcd {
+        if !url.starts_with("http://") && !url.starts_with("https://") {
+            anyhow::bail!("--etcd: {url:?} is not an http:// or https:// URL");
+        }
+    }
+    Ok(())
+}
+
+/// Whether this node runs in cluster mode.
+pub fn enabled(config: &Config) -> bool {
+    !config.etcd.is_empty()
+}
+
+/// Starts the node's part in its shard on the current runtime; it runs until the
+/// process ends.
+pub fn start(shared: Arc<Shared>) {
+    let config = &shared.config;
+    let advertise = config
+        .advertise
+        .clone()
+        .unwrap_or_else(|| shared.listen_addr.to_string());
+    let settings = kura_cluster::Config {
+        endpoints: config.etcd.clone(),
+        cluster: config.cluster.clone().unwrap_or_default(),
+        shard: config.shard.clone().unwrap_or_default(),
+        advertise,
+        lease_ttl: Duration::from_millis(config.lease_ttl_ms),
+    };
+    tokio::spawn(async move {
+        loop {
+            if shared.stopping.load(std::sync::atomic::Ordering::Acquire) {
+                return;
+            }
+            let poll = poll_every(&settings);
+            if let Err(e) = take_part(&shared, &settings).await {
+                tracing::warn!("cluster: {e}; joining again");
+            }
+            // A primary stops taking changes; a replica goes on following.
+            if !shared.store.is_read_only() {
+                step_down(&shared).await;
+            }
+            tokio::time::sleep(poll).await;
+        }
+    });
+}
+
+/// How often the node looks at etcd: often enough that a failover takes little more
+/// than the lease's TTL.
+fn poll_every(settings: &kura_cluster::Config) -> Duration {
+    (settings.lease_ttl / 15).clamp(Duration::from_millis(50), Duration::from_millis(500))
+}
+
+/// What this node is in its shard now.
+enum Role {
+    /// Following the named primary (or about to).
+    Replica(String),
+    /// No primary: published its position.
+    Candidate,
+    Primary(Term),
+}
+
+/// Joins the shard and plays the role etcd gives, until the lease ends or etcd fails.
+async fn take_part(
+    shared: &Arc<Shared>,
+    settings: &kura_cluster::Config,
+) -> Result<(), ClusterError> {
+    let mut member = Member::join(settings.clone()).await?;
+    member.register().await?;
+    let me = settings.advertise.clone();
+    let poll = poll_every(settings);
+    let mut validity = member.validity();
+    // A replica that joins again (its lease ended) goes on following meanwhile.
+    let mut role = match shared.replication.primary() {
+        Some(primary) => Role::Replica(primary),
+        None => Role::Candidate,
+    };
+    tracing::info!(
+        "cluster {} shard {}: joined as {me}",
+        settings.cluster,
+        settings.shard
+    );
+    loop {
+        if let Role::Primary(term) = &role {
+            // Takes changes until the lease may have ended, as each keepalive says.
+            let until = *validity.borrow_and_update();
+            match until {
+                Some(until) => shared.store.set_writable_until(Some(until)),
+                None => return Err(ClusterError::LeaseLost),
+            }
+            tokio::select! {
+                changed = validity.changed() => {
+                    if changed.is_err() {
+                        return Err(ClusterError::LeaseLost);
+                    }
+                }
+                () = tokio::time::sleep(poll) => {}
+            }
+            // Still the primary etcd names? (A resignation, or a term that ended while
+            // etcd was away, says not.)
+            if let Ok(primary) = member.primary().await {
+                let ours = primary.as_ref().is_some_and(|p| p.advertise == me);
+                if !ours {
+                    tracing::warn!(
+                        "cluster: term {} is over; etcd names {primary:?}",
+                        term.epoch
+                    );
+                    return Ok(());
+                }
+            }
+            continue;
+        }
+        if member.holds_until().is_none() {
+            return Err(ClusterError::LeaseLost);
+        }
+        // Without etcd nothing changes: a replica goes on following, a candidate
+        // waits.
+        let named = match member.primary().await {
+            Ok(named) => named,
+            Err(e) => {
+                tracing::debug!("cluster: asking etcd for the primary: {e}");
+                tokio::time::sleep(poll).await;
+                continue;
+            }
+        };
+        match named {
+            Some(primary) if primary.advertise == me => {
+                // A key of this node's from an earlier lease: it goes with that lease.
+            }
+            Some(primary) => {
+                let following = matches!(&role, Role::Replica(p) if *p == primary.advertise);
+                if !following {
+                    if matches!(role, Role::Candidate) {
+                        member.publish(None).await?;
+                    }
+                    tracing::info!(
+                        "cluster: following {} (epoch {})",
+                        primary.advertise,
+                        primary.epoch
+                    );
+                    let address = primary.advertise.clone();
+                    let s = Arc::clone(shared);
+                    let followed = tokio::task::spawn_blocking(move || {
+                        s.replication.become_replica(&s, address)
+                    })
+                    .await;
+                    match followed {
+                        Ok(Ok(())) => role = Role::Replica(primary.advertise),
+                        Ok(Err(e)) => {
+                            tracing::warn!("cluster: following {}: {e}", primary.advertise)
+                        }
+                        Err(e) => tracing::warn!("cluster: following {}: {e}", primary.advertise),
+                    }
+                }
+            }
+            None => {
+                if let Role::Replica(old) = &role {
+                    tracing::info!("cluster: {old} is no longer primary; stopping to follow it");
+                    step_down(shared).await;
+                    role = Role::Candidate;
+                }
+                let mine = position(shared);
+                member.publish(Some(mine)).await?;
+                let members = member.members().await?;
+                let published = member.positions().await?;
+                let k = usize::from(shared.config.min_sync_replicas);
+                match candidate(&me, mine, &members, &published, k) {
+                    Candidacy::Campaign => {
+                        if let Ok(won) = tokio::time::timeout(poll * 4, member.campaign()).await {
+                            let term = won?;
+                            member.publish(None).await?;
+                            if let Err(e) = promote(shared, member.holds_until()).await {
+                                // Give the term back at once rather than hold it idle.
+                                let _ = member.leave().await;
+                                return Err(ClusterError::Invalid(format!(
+                                    "promotion failed: {e}"
+                                )));
+                            }
+                            tracing::info!("cluster: primary under term {}", term.epoch);
+                            role = Role::Primary(term);
+                            continue;
+                        }
+                    }
+                    Candidacy::Defer(to) => tracing::debug!("cluster: {to} has the furthest log"),
+                    Candidacy::Wait { seen, needed } => tracing::debug!(
+                        "cluster: {seen} of the {needed} members' positions needed to campaign"
+                    ),
+                }
+            }
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
+
+/// Where this node's log ends.
+fn position(shared: &Shared) -> Position {
+    Position {
+        epoch: shared.store.history().current().number,
+        lsn: shared.store.appended_lsn(),
+    }
+}
+
+/// Stops taking changes and stops following: the node waits to be told its role.
+async fn step_down(shared: &Arc<Shared>) {
+    let s = Arc::clone(shared);
+    let _ = tokio::task::spawn_blocking(move || {
+        s.store.set_read_only(Some(ELECTING.to_string()));
+        s.replication.stop_following();
+    })
+    .await;
+}
+
+/// Makes this node the shard's primary: a new epoch of its history, taking changes
+/// until `until` (its lease).
+async fn promote(shared: &Arc<Shared>, until: Option<Instant>) -> Result<(), String> {
+    let s = Arc::clone(shared);
+    tokio::task::spawn_blocking(move || s.replication.promote(&s, until))
+        .await
+        .map_err(|e| e.to_string())?
+}

@@ -1,0 +1,298 @@
+//! Cluster mode (`--etcd`): three `kura` processes of one shard on real disks and a
+//! private etcd (Debian's `etcd-server`). They elect one primary, which the others
+//! follow; writes through it with `--min-sync-replicas 1` are acknowledged, then it is
+//! SIGKILLed: another node becomes primary on its own, with every acknowledged write,
+//! and takes writes; the old primary, restarted, comes back as its replica. A node
+//! that is not the primary refuses changes with `SERVER_ERROR`.
+
+#![allow(clippy::expect_used)]
+
+mod replicas;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kura_testkit::etcd::Etcd;
+use kura_testkit::{free_port, KuraServer};
+use replicas::*;
+
+/// How long an election may take here: a lease of etcd's shortest (3 s), polls, and a
+/// machine shared with the rest of the suite.
+const ELECTED_WITHIN: Duration = Duration::from_secs(60);
+
+struct Node {
+    server: KuraServer,
+    advertise: String,
+    _dir: tempfile::TempDir,
+}
+
+fn node(etcd: &Etcd, name: &str) -> Node {
+    let dir = data_dir(name);
+    let port = free_port();
+    let advertise = format!("127.0.0.1:{port}");
+    let server = options()
+        .arg("-p")
+        .arg(port.to_string())
+        .arg("--etcd")
+        .arg(etcd.endpoint())
+        .arg("--cluster")
+        .arg("test")
+        .arg("--shard")
+        .arg("s0")
+        .arg("--advertise")
+        .arg(&advertise)
+        .arg("--lease-ttl-ms")
+        .arg("3000")
+        .arg("--min-sync-replicas")
+        .arg("1")
+        .arg("-v")
+        .start_on(dir.path())
+        .unwrap_or_else(|e| panic!("start {name}: {e}"));
+    Node {
+        server,
+        advertise,
+        _dir: dir,
+    }
+}
+
+fn role(node: &Node) -> String {
+    replication_stats(&node.server)
+        .get("role")
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Waits until one of `nodes` is primary with the others following it; its index.
+fn elected(nodes: &[&Node]) -> usize {
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    loop {
+        let roles: Vec<String> = nodes.iter().map(|n| role(n)).collect();
+        let primaries: Vec<usize> = (0..nodes.len())
+            .filter(|&i| roles[i] == "primary")
+            .collect();
+        if let [p] = primaries[..] {
+            let others_follow = (0..nodes.len()).filter(|&i| i != p).all(|i| {
+                let stats = replication_stats(&nodes[i].server);
+                stats.get("role").map(String::as_str) == Some("replica")
+                    && stats.get("primary").map(String::as_str) == Some(&nodes[p].advertise)
+            });
+            if others_follow
+                && stat(&nodes[p].server, "connected_replicas") == (nodes.len() - 1) as u64
+            {
+                return p;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no primary with its replicas: roles {roles:?}\n{}",
+            nodes
+                .iter()
+                .map(|n| n.server.log())
+                .collect::<Vec<_>>()
+                .join("\n----\n")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn set(c: &mut kura_testkit::Client, key: &str, value: &str) -> String {
+    request(
+        c,
+        format!("set {key} 0 0 {}\r\n{value}\r\n", value.len()).as_bytes(),
+        b"\r\n",
+    )
+}
+
+#[test]
+fn a_shard_fails_over_on_its_own_and_loses_no_acknowledged_write() {
+    let etcd = Etcd::start(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let mut nodes = [
+        node(&etcd, "kura-cluster-a-"),
+        node(&etcd, "kura-cluster-b-"),
+        node(&etcd, "kura-cluster-c-"),
+    ];
+    let first = elected(&nodes.iter().collect::<Vec<_>>());
+
+    // A replica refuses changes, naming the primary.
+    let replica = (first + 1) % 3;
+    let refused = set(&mut client(&nodes[replica].server), "nope", "x");
+    assert!(
+        refused.starts_with("SERVER_ERROR") && refused.contains(&nodes[first].advertise),
+        "a replica's answer to a set: {refused:?}"
+    );
+
+    // Writers through the primary until it is SIGKILLed under them.
+    let acked: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let primary_addr = nodes[first].server.addr();
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (acked, stop) = (Arc::clone(&acked), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let Ok(mut c) = kura_testkit::Client::connect(primary_addr) else {
+                    return;
+                };
+                for i in 0..100_000 {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let key = format!("w{w}-{i}");
+                    let value = format!("v{i}");
+                    let sent =
+                        c.send(format!("set {key} 0 0 {}\r\n{value}\r\n", value.len()).as_bytes());
+                    let reply = sent.and_then(|()| c.read_reply_until_suffix(b"\r\n", HUNG_AFTER));
+                    match reply {
+                        Ok(r) if r.bytes == b"STORED\r\n" => {
+                            acked.lock().expect("acked").insert(key, value);
+                        }
+                        // The primary died: no reply is an acknowledgement.
+                        _ => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked.lock().expect("acked").len() < 300 {
+        assert!(Instant::now() < deadline, "the writers made no progress");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    nodes[first].server.kill().expect("SIGKILL the primary");
+    let killed = Instant::now();
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().expect("writer");
+    }
+    let acked = acked.lock().expect("acked").clone();
+
+    // The two others elect a new primary between them, with every acknowledged write.
+    let survivors: Vec<&Node> = (0..3).filter(|&i| i != first).map(|i| &nodes[i]).collect();
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    let second = loop {
+        if let Some(i) = survivors.iter().position(|n| role(n) == "primary") {
+            break i;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no new primary\n{}",
+            survivors
+                .iter()
+                .map(|n| n.server.log())
+                .collect::<Vec<_>>()
+                .join("\n----\n")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    eprintln!(
+        "a new primary {:?} after the SIGKILL; {} writes acknowledged",
+        killed.elapsed(),
+        acked.len()
+    );
+    let new_primary = &survivors[second].server;
+    let mut c = client(new_primary);
+    for (key, value) in &acked {
+        let got = request(&mut c, format!("get {key}\r\n").as_bytes(), b"END\r\n");
+        assert_eq!(
+            got,
+            format!("VALUE {key} 0 {}\r\n{value}\r\nEND\r\n", value.len()),
+            "acknowledged write {key} on the new primary"
+        );
+    }
+    // It takes writes once the other survivor follows it.
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    while stat(new_primary, "connected_replicas") < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the other survivor never followed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(set(&mut c, "after", "failover"), "STORED\r\n");
+
+    // The old primary, restarted, follows the new one and holds what it holds.
+    let second_advertise = survivors[second].advertise.clone();
+    nodes[first]
+        .server
+        .restart()
+        .expect("restart the old primary");
+    let p = elected(&nodes.iter().collect::<Vec<_>>());
+    assert_eq!(nodes[p].advertise, second_advertise, "the primary stays");
+    caught_up(&nodes[p].server, &nodes[first].server);
+    let keys: Vec<String> = acked.keys().cloned().chain(["after".to_string()]).collect();
+    assert_eq!(
+        digest(&nodes[first].server, &keys),
+        digest(&nodes[p].server, &keys),
+        "the old primary holds what the new one holds"
+    );
+    let refused = set(&mut client(&nodes[first].server), "nope", "x");
+    assert!(refused.starts_with("SERVER_ERROR"), "{refused:?}");
+    drop(etcd);
+}
+
+/// etcd stopped for 20 s, then started again: the primary stops taking writes once its
+/// lease may have ended by its own clock (never a `STORED` it cannot stand behind),
+/// keeps its term when etcd comes back (etcd renews the leases it kept), and takes
+/// writes again; nothing acknowledged is lost.
+#[test]
+fn a_primary_without_etcd_stops_taking_writes_and_goes_on_when_it_returns() {
+    let mut etcd = Etcd::start(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let nodes = [
+        node(&etcd, "kura-cluster-d-"),
+        node(&etcd, "kura-cluster-e-"),
+        node(&etcd, "kura-cluster-f-"),
+    ];
+    let p = elected(&nodes.iter().collect::<Vec<_>>());
+    let mut c = client(&nodes[p].server);
+    assert_eq!(set(&mut c, "before", "etcd"), "STORED\r\n");
+
+    etcd.stop();
+    let stopped = Instant::now();
+    let mut acked = Vec::new();
+    let refused = loop {
+        let key = format!("k{}", acked.len());
+        let reply = set(&mut c, &key, "v");
+        if reply != "STORED\r\n" {
+            break reply;
+        }
+        acked.push(key);
+        assert!(
+            stopped.elapsed() < Duration::from_secs(15),
+            "the primary took writes {:?} after losing etcd",
+            stopped.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        refused.starts_with("SERVER_ERROR") && refused.contains("lease"),
+        "{refused:?}"
+    );
+    let within = stopped.elapsed();
+    // No write is taken while etcd is away.
+    while stopped.elapsed() < Duration::from_secs(20) {
+        let reply = set(&mut c, "during", "v");
+        assert!(reply.starts_with("SERVER_ERROR"), "{reply:?} without etcd");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    etcd.restart();
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    let p2 = elected(&nodes.iter().collect::<Vec<_>>());
+    assert_eq!(p2, p, "the primary keeps its term");
+    while set(&mut c, "after", "etcd") != "STORED\r\n" {
+        assert!(
+            Instant::now() < deadline,
+            "the primary never took writes again"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("writes refused {within:?} after etcd stopped");
+    let keys: Vec<String> = ["before".to_string(), "after".to_string()]
+        .into_iter()
+        .chain(acked)
+        .collect();
+    for key in &keys {
+        let got = request(&mut c, format!("get {key}\r\n").as_bytes(), b"END\r\n");
+        assert!(got.starts_with(&format!("VALUE {key} ")), "{key}: {got:?}");
+    }
+}
