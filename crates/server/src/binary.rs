@@ -274,6 +274,14 @@ fn execute(shared: &Shared, header: &Header, command: Command<'_>, out: &mut Vec
     let quiet = header.quiet();
     let c = shared.counters.local();
     let done = Outcome::after(None);
+    if matches!(command, Command::Get { .. }) {
+        // In cluster mode, no read from a node that may hold what its shard's primary
+        // does not (`Shared::read_refusal`).
+        if let Some(why) = shared.read_refusal() {
+            binary::error(out, to, Status::Internal, Some(why.as_bytes()));
+            return done;
+        }
+    }
     match command {
         Command::Get {
             key,

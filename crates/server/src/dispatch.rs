@@ -121,6 +121,15 @@ fn execute_request(
             return Outcome::done();
         }
     }
+    if matches!(
+        request,
+        Request::Retrieval { .. } | Request::MetaGet(_) | Request::MetaDebug { .. }
+    ) {
+        if let Some(why) = shared.read_refusal() {
+            out.extend_from_slice(format!("SERVER_ERROR {why}\r\n").as_bytes());
+            return Outcome::done();
+        }
+    }
     if let Some(outcome) = tables::execute(shared, session, &request, out) {
         return outcome;
     }

@@ -58,6 +58,30 @@ impl Shared {
     pub fn uptime_secs(&self) -> u64 {
         self.started.elapsed().as_secs()
     }
+
+    /// In cluster mode, why this node answers no read now (None: it answers): a
+    /// primary reads only while its lease holds, a replica once it follows its primary
+    /// from a consistent point (after cutting what the primary's history never had),
+    /// and a node between primaries not at all, so that no read shows a write the
+    /// shard's primary does not have.
+    pub fn read_refusal(&self) -> Option<String> {
+        if !crate::cluster::enabled(&self.config) {
+            return None;
+        }
+        if !self.store.is_read_only() {
+            return self.store.check_writable().err().map(|e| e.to_string());
+        }
+        match self.replication.consistent() {
+            Some(true) => None,
+            Some(false) => Some(
+                "not serving reads: catching up with the shard's primary, try again".to_string(),
+            ),
+            None => Some(
+                "not serving reads: the shard has no primary (being elected), try again"
+                    .to_string(),
+            ),
+        }
+    }
 }
 
 /// How many ready tasks a worker runs before it asks the kernel for new I/O again.

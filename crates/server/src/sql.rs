@@ -589,6 +589,19 @@ impl<'a> Connection<'a> {
         self.wire.error(e)
     }
 
+    /// In cluster mode, answers a statement with Vitess's kind of error (1105, the
+    /// reason, retryable) while this node serves no reads (`Shared::read_refusal`);
+    /// whether it did.
+    fn refuses_reads(&mut self) -> io::Result<bool> {
+        match self.shared.read_refusal() {
+            Some(why) => {
+                self.error(&SqlError::internal(why))?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
     fn status(&self) -> StatusFlags {
         status(&self.session)
     }
@@ -618,6 +631,7 @@ impl<'a> Connection<'a> {
                     Err(e) => self.error(&e)?,
                 }
             }
+            Command::Query(_) | Command::StmtExecute { .. } if self.refuses_reads()? => {}
             Command::Query(sql) => {
                 let sql = String::from_utf8_lossy(sql);
                 let status = self.status();

@@ -125,11 +125,14 @@ fn a_shard_fails_over_on_its_own_and_loses_no_acknowledged_write() {
 
     // Writers through the primary until it is SIGKILLed under them.
     let acked: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
+    // Writes sent when the primary died: on its disk, perhaps, and not acknowledged.
+    let unacked: Arc<Mutex<Vec<String>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let primary_addr = nodes[first].server.addr();
     let writers: Vec<_> = (0..4)
         .map(|w| {
-            let (acked, stop) = (Arc::clone(&acked), Arc::clone(&stop));
+            let (acked, unacked, stop) =
+                (Arc::clone(&acked), Arc::clone(&unacked), Arc::clone(&stop));
             std::thread::spawn(move || {
                 let Ok(mut c) = kura_testkit::Client::connect(primary_addr) else {
                     return;
@@ -148,7 +151,10 @@ fn a_shard_fails_over_on_its_own_and_loses_no_acknowledged_write() {
                             acked.lock().expect("acked").insert(key, value);
                         }
                         // The primary died: no reply is an acknowledgement.
-                        _ => return,
+                        _ => {
+                            unacked.lock().expect("unacked").push(key);
+                            return;
+                        }
                     }
                 }
             })
@@ -213,10 +219,44 @@ fn a_shard_fails_over_on_its_own_and_loses_no_acknowledged_write() {
 
     // The old primary, restarted, follows the new one and holds what it holds.
     let second_advertise = survivors[second].advertise.clone();
+    let new_primary_addr = new_primary.addr();
     nodes[first]
         .server
         .restart()
         .expect("restart the old primary");
+    // From its first moment it serves no write the new primary does not have: a read
+    // is refused until it follows from a consistent point.
+    let unacked = unacked.lock().expect("unacked").clone();
+    let mut old = client(&nodes[first].server);
+    let mut new = kura_testkit::Client::connect(new_primary_addr).expect("connect");
+    let (mut refused_reads, mut served_reads) = (0, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && served_reads < 20 {
+        for key in unacked.iter().chain(acked.keys().take(1)) {
+            let got = request(&mut old, format!("get {key}\r\n").as_bytes(), b"\r\n");
+            if got.starts_with("SERVER_ERROR") {
+                refused_reads += 1;
+                continue;
+            }
+            let got = if got.starts_with("VALUE") && !got.ends_with("END\r\n") {
+                let rest = old
+                    .read_reply_until_suffix(b"END\r\n", HUNG_AFTER)
+                    .expect("the rest of the value");
+                got + &String::from_utf8_lossy(&rest.bytes)
+            } else {
+                got
+            };
+            served_reads += 1;
+            let there = request(&mut new, format!("get {key}\r\n").as_bytes(), b"END\r\n");
+            assert_eq!(
+                got, there,
+                "{key} on the restarted old primary and the new one"
+            );
+        }
+    }
+    eprintln!(
+        "the restarted old primary refused {refused_reads} reads, then served {served_reads}"
+    );
     let p = elected(&nodes.iter().collect::<Vec<_>>());
     assert_eq!(nodes[p].advertise, second_advertise, "the primary stays");
     caught_up(&nodes[p].server, &nodes[first].server);

@@ -206,6 +206,16 @@ impl Replication {
         std::fs::File::open(&self.data_dir)?.sync_all()
     }
 
+    /// Whether this replica's copy is consistent with its primary's history (it
+    /// reached a point the primary streamed from); None when it follows no one.
+    pub fn consistent(&self) -> Option<bool> {
+        let store = &self.shared.get()?.upgrade()?.store;
+        self.following
+            .lock()
+            .as_ref()
+            .map(|follower| follower.consistent(store))
+    }
+
     /// The primary this node follows, if it is a replica.
     pub fn primary(&self) -> Option<String> {
         self.following.lock().as_ref().map(|f| f.primary.clone())

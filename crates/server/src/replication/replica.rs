@@ -52,6 +52,10 @@ pub struct LinkState {
     /// bytes of log they cut.
     rewinds: AtomicU64,
     rewound_bytes: AtomicU64,
+    /// Whether the copy has been consistent with the primary's history: a partial
+    /// copy once it streams (after any cut), a full one once it passed
+    /// `consistent_lsn`. It stays so when the link goes down.
+    consistent: AtomicBool,
     /// When the primary was last heard from.
     last_heard: Mutex<Option<Instant>>,
     last_error: Mutex<String>,
@@ -96,6 +100,21 @@ impl Follower {
             socket.shutdown();
         }
         let _ = self.thread.join();
+    }
+
+    /// Whether this copy has been consistent with the primary's history.
+    pub fn consistent(&self, store: &Store) -> bool {
+        let s = &self.state;
+        if s.consistent.load(Ordering::Acquire) {
+            return true;
+        }
+        let link = s.link.load(Ordering::Acquire);
+        let copied = link == LINK_COPYING
+            && store.appended_lsn() >= s.consistent_lsn.load(Ordering::Acquire);
+        if copied {
+            s.consistent.store(true, Ordering::Release);
+        }
+        copied
     }
 
     pub fn write_stats(&self, store: &Store, out: &mut Vec<u8>) {
@@ -399,6 +418,7 @@ fn begin(tables: &Tables, state: &LinkState, history: History, start: Start) -> 
             }
             state.partial_syncs.fetch_add(1, Ordering::Relaxed);
             state.link.store(LINK_STREAMING, Ordering::Relaxed);
+            state.consistent.store(true, Ordering::Release);
         }
     }
     Ok(())
