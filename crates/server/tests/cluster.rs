@@ -3,7 +3,10 @@
 //! follow; writes through it with `--min-sync-replicas 1` are acknowledged, then it is
 //! SIGKILLed: another node becomes primary on its own, with every acknowledged write,
 //! and takes writes; the old primary, restarted, comes back as its replica. A node
-//! that is not the primary refuses changes with `SERVER_ERROR`.
+//! that is not the primary refuses changes with `SERVER_ERROR`. etcd stopped: the
+//! primary stops taking writes within its lease. The primary in a network namespace
+//! cut from the others and etcd: it stops, the others elect, and healed it follows
+//! the new primary and cuts what it wrote alone.
 
 #![allow(clippy::expect_used)]
 
@@ -15,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kura_testkit::etcd::Etcd;
-use kura_testkit::{free_port, KuraServer};
+use kura_testkit::{free_port, KuraServer, NetNamespace};
 use replicas::*;
 
 /// How long an election may take here: a lease of etcd's shortest (3 s), polls, and a
@@ -29,14 +32,27 @@ struct Node {
 }
 
 fn node(etcd: &Etcd, name: &str) -> Node {
+    node_at(&etcd.endpoint(), name, "127.0.0.1", None)
+}
+
+/// A node listening on `ip`, inside the namespace `ns` if given (off the loopback
+/// with `--insecure` and no SQL port, as the test needs no users).
+fn node_at(etcd: &str, name: &str, ip: &str, ns: Option<&NetNamespace>) -> Node {
     let dir = data_dir(name);
     let port = free_port();
-    let advertise = format!("127.0.0.1:{port}");
-    let server = options()
+    let advertise = format!("{ip}:{port}");
+    let mut options = options().listen(ip);
+    if ip != "127.0.0.1" {
+        options = options.arg("--insecure").arg("--sql-port").arg("off");
+    }
+    if let Some(ns) = ns {
+        options = options.wrapped_in(&["ip", "netns", "exec", &ns.name]);
+    }
+    let server = options
         .arg("-p")
         .arg(port.to_string())
         .arg("--etcd")
-        .arg(etcd.endpoint())
+        .arg(etcd)
         .arg("--cluster")
         .arg("test")
         .arg("--shard")
@@ -334,5 +350,115 @@ fn a_primary_without_etcd_stops_taking_writes_and_goes_on_when_it_returns() {
     for key in &keys {
         let got = request(&mut c, format!("get {key}\r\n").as_bytes(), b"END\r\n");
         assert!(got.starts_with(&format!("VALUE {key} ")), "{key}: {got:?}");
+    }
+}
+
+/// The primary in a network namespace of its own, the other two nodes and etcd
+/// outside it, the link cut under a writer inside: the primary stops taking writes
+/// (and answering reads) within its lease, the others elect one of them, which has
+/// every acknowledged write; the link back, the old primary follows the new one and
+/// cuts the writes it made alone, none of which was acknowledged.
+#[test]
+fn a_primary_cut_off_stops_and_rejoins_without_what_it_wrote_alone() {
+    let ns = NetNamespace::create("clus");
+    let etcd = Etcd::start_also_on(
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")),
+        Some(&ns.outside),
+    );
+    let url = etcd.endpoint_also().expect("etcd outside the namespace");
+    // The node inside starts first, alone: it is the primary.
+    let inside = node_at(&url, "kura-cluster-in-", &ns.inside, Some(&ns));
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    while role(&inside) != "primary" {
+        assert!(
+            Instant::now() < deadline,
+            "no primary\n{}",
+            inside.server.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let nodes = [
+        inside,
+        node_at(&url, "kura-cluster-out1-", &ns.outside, None),
+        node_at(&url, "kura-cluster-out2-", &ns.outside, None),
+    ];
+    assert_eq!(elected(&nodes.iter().collect::<Vec<_>>()), 0);
+    let mut acked = Vec::new();
+    {
+        let mut c = client(&nodes[0].server);
+        for i in 0..50 {
+            let key = format!("a{i}");
+            assert_eq!(set(&mut c, &key, "acked"), "STORED\r\n");
+            acked.push(key);
+        }
+    }
+
+    ns.link_up(false);
+    let cut = Instant::now();
+    // A client inside goes on writing to the old primary: nothing is acknowledged (no
+    // replica confirms), and once its lease may have ended it takes nothing at all.
+    let addr = nodes[0].server.addr();
+    let (alone, lease_ended_after, read) = ns.run_inside(move || {
+        let mut c = kura_testkit::Client::connect(addr).expect("connect inside");
+        let mut alone = Vec::new();
+        let started = Instant::now();
+        loop {
+            let key = format!("alone{}", alone.len());
+            let reply = set(&mut c, &key, "unacknowledged");
+            assert_ne!(reply, "STORED\r\n", "{key} acknowledged without a replica");
+            if reply.contains("lease") {
+                let read = request(&mut c, b"get a0\r\n", b"\r\n");
+                return (alone, started.elapsed(), read);
+            }
+            alone.push(key);
+            assert!(started.elapsed() < Duration::from_secs(30), "{reply:?}");
+        }
+    });
+    assert!(
+        read.starts_with("SERVER_ERROR"),
+        "a read from a primary past its lease: {read:?}"
+    );
+    eprintln!(
+        "cut off: {} writes refused unconfirmed, then the lease error {lease_ended_after:?} after the cut",
+        alone.len()
+    );
+    // Outside, the two others elect one of them, with every acknowledged write.
+    let outside: Vec<&Node> = nodes[1..].iter().collect();
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    let second = loop {
+        if let Some(i) = outside.iter().position(|n| role(n) == "primary") {
+            break i;
+        }
+        assert!(Instant::now() < deadline, "no new primary outside");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    eprintln!("a new primary outside {:?} after the cut", cut.elapsed());
+    let new_primary = &outside[second].server;
+    let mut c = client(new_primary);
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    while stat(new_primary, "connected_replicas") < 1 {
+        assert!(Instant::now() < deadline, "the other node never followed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for i in 0..20 {
+        let key = format!("b{i}");
+        assert_eq!(set(&mut c, &key, "after"), "STORED\r\n");
+        acked.push(key);
+    }
+
+    ns.link_up(true);
+    let p = elected(&nodes.iter().collect::<Vec<_>>());
+    assert_eq!(p, second + 1, "the new primary stays");
+    caught_up(&nodes[p].server, &nodes[0].server);
+    let keys: Vec<String> = acked.iter().chain(&alone).cloned().collect();
+    assert_eq!(
+        digest(&nodes[0].server, &keys),
+        digest(&nodes[p].server, &keys),
+        "the old primary holds what the new one holds"
+    );
+    let mut old = client(&nodes[0].server);
+    for key in &alone {
+        let got = request(&mut old, format!("get {key}\r\n").as_bytes(), b"END\r\n");
+        assert_eq!(got, "END\r\n", "{key}, written alone, is cut");
     }
 }

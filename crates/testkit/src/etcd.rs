@@ -25,6 +25,8 @@ pub struct Etcd {
     // Dropped before `dir`: fields drop in order.
     child: Option<Child>,
     log: Log,
+    /// Another address than loopback that clients reach it at, if any.
+    also: Option<String>,
     client_port: u16,
     peer_port: u16,
     dir: tempfile::TempDir,
@@ -40,11 +42,18 @@ impl Etcd {
     /// etcd with a fresh data directory under `dir` (on a real disk, not tmpfs) on
     /// free loopback ports. Panics when it cannot start.
     pub fn start(dir: &Path) -> Etcd {
+        Etcd::start_also_on(dir, None)
+    }
+
+    /// As [`Etcd::start`], serving clients at the address `also` (an IPv4 address of
+    /// this host, such as a veth's end) as well as on loopback.
+    pub fn start_also_on(dir: &Path, also: Option<&str>) -> Etcd {
         assert!(Path::new(ETCD).exists(), "{ETCD} not found: {INSTALL_HINT}");
         let dir = private_dir(dir, "kura-test-etcd-");
         let mut etcd = Etcd {
             child: None,
             log: Log::default(),
+            also: also.map(str::to_string),
             client_port: 0,
             peer_port: 0,
             dir,
@@ -67,6 +76,12 @@ impl Etcd {
     /// The URL its clients use: `http://127.0.0.1:PORT`.
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    /// The URL clients use at the address given to [`Etcd::start_also_on`].
+    pub fn endpoint_also(&self) -> Option<String> {
+        let also = self.also.as_ref()?;
+        Some(format!("http://{also}:{}", self.client_port))
     }
 
     /// What it printed.
@@ -95,14 +110,18 @@ impl Etcd {
     fn spawn(&mut self) -> Result<(), String> {
         let client = format!("http://127.0.0.1:{}", self.client_port);
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let listen = match self.endpoint_also() {
+            Some(also) => format!("{client},{also}"),
+            None => client.clone(),
+        };
         let spawned = Command::new(ETCD)
             .arg("--name=kura-test")
             .arg(format!(
                 "--data-dir={}",
                 self.dir.path().join("data").display()
             ))
-            .arg(format!("--listen-client-urls={client}"))
-            .arg(format!("--advertise-client-urls={client}"))
+            .arg(format!("--listen-client-urls={listen}"))
+            .arg(format!("--advertise-client-urls={listen}"))
             .arg(format!("--listen-peer-urls={peer}"))
             .arg(format!("--initial-advertise-peer-urls={peer}"))
             .arg(format!("--initial-cluster=kura-test={peer}"))
