@@ -296,19 +296,7 @@ impl Member {
 
     /// The shard's primary now, if it has one.
     pub async fn primary(&mut self) -> Result<Option<Primary>, ClusterError> {
-        match self.client.leader(self.keys.election()).await {
-            Ok(reply) => Ok(reply.kv().map(|kv| Primary {
-                advertise: String::from_utf8_lossy(kv.value()).into_owned(),
-                epoch: kv.create_revision(),
-            })),
-            // etcd answers "election: no leader" as an error.
-            Err(etcd_client::Error::GRpcStatus(status))
-                if status.message().contains("no leader") =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(e.into()),
-        }
+        primary_of(&mut self.client, &self.keys).await
     }
 
     /// Gives up `term` (a planned switchover): the next candidate becomes primary.
@@ -346,16 +334,7 @@ impl Member {
 
     /// The shard's registered members' addresses.
     pub async fn members(&mut self) -> Result<Vec<String>, ClusterError> {
-        let prefix = self.keys.members();
-        let got = self
-            .client
-            .get(prefix.clone(), Some(GetOptions::new().with_prefix()))
-            .await?;
-        Ok(got
-            .kvs()
-            .iter()
-            .filter_map(|kv| kv.key_str().ok()?.strip_prefix(&prefix).map(str::to_string))
-            .collect())
+        members_of(&mut self.client, &self.keys).await
     }
 
     /// Publishes where this node's log ends (None: takes it back, as the node follows
@@ -395,6 +374,93 @@ impl Member {
                 Some((who, at))
             })
             .collect())
+    }
+}
+
+/// The primary of the shard whose keys are `keys`, if it has one.
+async fn primary_of(client: &mut Client, keys: &Keys) -> Result<Option<Primary>, ClusterError> {
+    match client.leader(keys.election()).await {
+        Ok(reply) => Ok(reply.kv().map(|kv| Primary {
+            advertise: String::from_utf8_lossy(kv.value()).into_owned(),
+            epoch: kv.create_revision(),
+        })),
+        // etcd answers "election: no leader" as an error.
+        Err(etcd_client::Error::GRpcStatus(status)) if status.message().contains("no leader") => {
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The registered members of the shard whose keys are `keys`.
+async fn members_of(client: &mut Client, keys: &Keys) -> Result<Vec<String>, ClusterError> {
+    let prefix = keys.members();
+    let got = client
+        .get(prefix.clone(), Some(GetOptions::new().with_prefix()))
+        .await?;
+    Ok(got
+        .kvs()
+        .iter()
+        .filter_map(|kv| kv.key_str().ok()?.strip_prefix(&prefix).map(str::to_string))
+        .collect())
+}
+
+/// A shard as etcd holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardState {
+    pub name: String,
+    pub primary: Option<Primary>,
+    pub members: Vec<String>,
+}
+
+/// Reads a cluster's state from etcd without taking part in it (`kura cluster
+/// status`).
+pub struct Observer {
+    client: Client,
+    cluster: String,
+}
+
+impl Observer {
+    pub async fn connect(endpoints: &[String], cluster: &str) -> Result<Observer, ClusterError> {
+        let options = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(5))
+            .with_timeout(Duration::from_secs(5));
+        Ok(Observer {
+            client: Client::connect(endpoints, Some(options)).await?,
+            cluster: cluster.to_string(),
+        })
+    }
+
+    /// Every shard of the cluster that has a member, by name.
+    pub async fn shards(&mut self) -> Result<Vec<ShardState>, ClusterError> {
+        let prefix = format!("/kura/{}/shards/", self.cluster);
+        let got = self
+            .client
+            .get(
+                prefix.clone(),
+                Some(GetOptions::new().with_prefix().with_keys_only()),
+            )
+            .await?;
+        let mut names: Vec<String> = got
+            .kvs()
+            .iter()
+            .filter_map(|kv| {
+                let rest = kv.key_str().ok()?.strip_prefix(&prefix)?;
+                let (shard, what) = rest.split_once('/')?;
+                what.starts_with("members/").then(|| shard.to_string())
+            })
+            .collect();
+        names.dedup();
+        let mut shards = Vec::new();
+        for name in names {
+            let keys = Keys::new(&self.cluster, &name);
+            shards.push(ShardState {
+                primary: primary_of(&mut self.client, &keys).await?,
+                members: members_of(&mut self.client, &keys).await?,
+                name,
+            });
+        }
+        Ok(shards)
     }
 }
 

@@ -28,6 +28,74 @@ use kura_cluster::{candidate, Candidacy, ClusterError, Member, Position, Term};
 use crate::config::Config;
 use crate::server::Shared;
 
+/// What `stats cluster` shows of the node's part in its shard, as the task last
+/// saw it.
+#[derive(Default)]
+pub struct Status {
+    inner: parking_lot::Mutex<Seen>,
+}
+
+#[derive(Default, Clone)]
+struct Seen {
+    primary: Option<String>,
+    term: Option<i64>,
+    members: usize,
+    lease_until: Option<Instant>,
+}
+
+impl Status {
+    fn update(&self, change: impl FnOnce(&mut Seen)) {
+        change(&mut self.inner.lock());
+    }
+}
+
+/// `stats cluster`: the node's cluster, shard, role, the primary etcd names, the term
+/// this node holds (0: none), the shard's registered members, and how long its lease
+/// is certainly alive (ms; -1: none).
+pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
+    let mut stat = |name: &str, value: &dyn std::fmt::Display| {
+        out.extend_from_slice(format!("STAT {name} {value}\r\n").as_bytes());
+    };
+    let config = &shared.config;
+    if !enabled(config) {
+        stat("cluster_mode", &"off");
+        out.extend_from_slice(b"END\r\n");
+        return;
+    }
+    let seen = shared.cluster.inner.lock().clone();
+    stat("cluster_mode", &"on");
+    stat("cluster", &config.cluster.clone().unwrap_or_default());
+    stat("shard", &config.shard.clone().unwrap_or_default());
+    stat("advertise", &advertise(shared));
+    let role = if !shared.store.is_read_only() {
+        "primary"
+    } else if shared.replication.primary().is_some() {
+        "replica"
+    } else {
+        "candidate"
+    };
+    stat("role", &role);
+    stat("primary", &seen.primary.unwrap_or_else(|| "-".to_string()));
+    stat("term", &seen.term.unwrap_or(0));
+    stat("members", &seen.members);
+    let lease_ms = seen.lease_until.map_or(-1, |until| {
+        i64::try_from(until.saturating_duration_since(Instant::now()).as_millis())
+            .unwrap_or(i64::MAX)
+    });
+    stat("lease_ms", &lease_ms);
+    stat("serving_reads", &u8::from(shared.read_refusal().is_none()));
+    out.extend_from_slice(b"END\r\n");
+}
+
+/// The address this node is known by in its shard.
+fn advertise(shared: &Shared) -> String {
+    shared
+        .config
+        .advertise
+        .clone()
+        .unwrap_or_else(|| shared.listen_addr.to_string())
+}
+
 /// What a store without a primary names as the primary in its refusals.
 pub const ELECTING: &str = "its shard's next primary (being elected)";
 
@@ -65,10 +133,7 @@ pub fn enabled(config: &Config) -> bool {
 /// process ends.
 pub fn start(shared: Arc<Shared>) {
     let config = &shared.config;
-    let advertise = config
-        .advertise
-        .clone()
-        .unwrap_or_else(|| shared.listen_addr.to_string());
+    let advertise = advertise(&shared);
     let settings = kura_cluster::Config {
         endpoints: config.etcd.clone(),
         cluster: config.cluster.clone().unwrap_or_default(),
@@ -116,6 +181,8 @@ async fn take_part(
 ) -> Result<(), ClusterError> {
     let mut member = Member::join(settings.clone()).await?;
     member.register().await?;
+    let members = member.members().await?.len();
+    shared.cluster.update(|seen| seen.members = members);
     let me = settings.advertise.clone();
     let poll = poll_every(settings);
     let mut validity = member.validity();
@@ -129,7 +196,17 @@ async fn take_part(
         settings.cluster,
         settings.shard
     );
+    let mut polls: u64 = 0;
     loop {
+        let lease_until = member.holds_until();
+        shared.cluster.update(|seen| seen.lease_until = lease_until);
+        // The member list, for `stats cluster`, now and then.
+        polls += 1;
+        if polls % 10 == 2 {
+            if let Ok(members) = member.members().await {
+                shared.cluster.update(|seen| seen.members = members.len());
+            }
+        }
         if let Role::Primary(term) = &role {
             // Takes changes until the lease may have ended, as each keepalive says.
             let until = *validity.borrow_and_update();
@@ -172,6 +249,10 @@ async fn take_part(
                 continue;
             }
         };
+        shared.cluster.update(|seen| {
+            seen.primary = named.as_ref().map(|p| p.advertise.clone());
+            seen.term = None;
+        });
         match named {
             Some(primary) if primary.advertise == me => {
                 // A key of this node's from an earlier lease: it goes with that lease.
@@ -211,6 +292,7 @@ async fn take_part(
                 let mine = position(shared);
                 member.publish(Some(mine)).await?;
                 let members = member.members().await?;
+                shared.cluster.update(|seen| seen.members = members.len());
                 let published = member.positions().await?;
                 let k = usize::from(shared.config.min_sync_replicas);
                 match candidate(&me, mine, &members, &published, k) {
@@ -226,6 +308,11 @@ async fn take_part(
                                 )));
                             }
                             tracing::info!("cluster: primary under term {}", term.epoch);
+                            let epoch = term.epoch;
+                            shared.cluster.update(|seen| {
+                                seen.primary = Some(me.clone());
+                                seen.term = Some(epoch);
+                            });
                             role = Role::Primary(term);
                             continue;
                         }
@@ -266,4 +353,123 @@ async fn promote(shared: &Arc<Shared>, until: Option<Instant>) -> Result<(), Str
     tokio::task::spawn_blocking(move || s.replication.promote(&s, until))
         .await
         .map_err(|e| e.to_string())?
+}
+
+/// `kura cluster status --etcd URLS --cluster NAME`: every shard of the cluster, the
+/// primary etcd names and its epoch, and each member as it answers `stats
+/// replication` (its role, log position and, for a replica, its lag).
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "kura cluster status",
+    about = "Shows every shard of a Kura cluster: its primary and epoch, each member's role and lag"
+)]
+struct StatusFlags {
+    /// etcd's client URLs (comma-separated).
+    #[arg(
+        long = "etcd",
+        value_name = "URLS",
+        value_delimiter = ',',
+        required = true
+    )]
+    etcd: Vec<String>,
+    /// The cluster's name.
+    #[arg(long = "cluster", value_name = "NAME")]
+    cluster: String,
+}
+
+/// Runs `kura cluster ...` if `args` (the whole command line) names it.
+pub fn command(args: &[std::ffi::OsString]) -> Option<anyhow::Result<()>> {
+    use clap::Parser;
+    let word = |i: usize| args.get(i).and_then(|a| a.to_str());
+    match (word(1), word(2)) {
+        (Some("cluster"), Some("status")) => {
+            let flags = StatusFlags::parse_from(args.iter().skip(2).cloned());
+            Some(status(&flags).map(|text| print!("{text}")))
+        }
+        (Some("cluster"), _) => Some(Err(anyhow::anyhow!(
+            "usage: kura cluster status --etcd URLS --cluster NAME"
+        ))),
+        _ => None,
+    }
+}
+
+fn status(flags: &StatusFlags) -> anyhow::Result<String> {
+    use anyhow::Context;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let shards = runtime.block_on(async {
+        let mut observer = kura_cluster::Observer::connect(&flags.etcd, &flags.cluster).await?;
+        observer.shards().await
+    })?;
+    let mut text = format!("cluster {}\n", flags.cluster);
+    if shards.is_empty() {
+        text.push_str("no shard has a member\n");
+    }
+    for shard in shards {
+        match &shard.primary {
+            Some(p) => text.push_str(&format!(
+                "shard {}: primary {} epoch {}\n",
+                shard.name, p.advertise, p.epoch
+            )),
+            None => text.push_str(&format!("shard {}: no primary\n", shard.name)),
+        }
+        for member in &shard.members {
+            text.push_str(&format!("  {member}  {}\n", describe(member)));
+        }
+    }
+    Ok(text)
+}
+
+/// A member as its `stats replication` shows it, or why it does not answer.
+fn describe(address: &str) -> String {
+    let stats = match node_stats(address) {
+        Ok(stats) => stats,
+        Err(e) => return format!("unreachable ({e})"),
+    };
+    let get = |name: &str| stats.get(name).map_or("-", String::as_str);
+    let mut line = format!("{}  log_lsn {}", get("role"), get("log_lsn"));
+    if get("role") == "replica" {
+        line.push_str(&format!(
+            "  primary {}  link {}  lag_bytes {}",
+            get("primary"),
+            get("primary_link"),
+            get("lag_bytes")
+        ));
+    }
+    line
+}
+
+/// `stats replication` of the node at `address`, with a bounded wait.
+fn node_stats(address: &str) -> std::io::Result<std::collections::BTreeMap<String, String>> {
+    use std::io::{Read, Write};
+    use std::net::ToSocketAddrs;
+    let limit = Duration::from_secs(2);
+    let addr = address
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::other("no address"))?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, limit)?;
+    stream.set_read_timeout(Some(limit))?;
+    stream.write_all(b"stats replication\r\n")?;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !reply.ends_with(b"END\r\n") {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 || reply.len() > 1 << 20 {
+            break;
+        }
+        reply.extend_from_slice(&chunk[..n]);
+        if reply.starts_with(b"SERVER_ERROR") || reply.starts_with(b"CLIENT_ERROR") {
+            let line = String::from_utf8_lossy(&reply).trim_end().to_string();
+            return Err(std::io::Error::other(line));
+        }
+    }
+    Ok(String::from_utf8_lossy(&reply)
+        .lines()
+        .filter_map(|l| l.strip_prefix("STAT "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect())
 }

@@ -54,6 +54,9 @@ fn main() -> anyhow::Result<()> {
     if let Some(done) = backup::command(&args) {
         return done;
     }
+    if let Some(done) = cluster::command(&args) {
+        return done;
+    }
     let config = Config::load(&args)?;
     start_logging(&config);
     // Before anything is opened: a setting it refuses leaves the data directory alone.
@@ -192,6 +195,7 @@ async fn run(
             tls_settings.filter(|_| config.tls_replication),
         ),
         tls,
+        cluster: cluster::Status::default(),
         config,
     });
     shared.replication.bind(&shared);

@@ -50,6 +50,8 @@ pub struct Shared {
     pub listen_addr: SocketAddr,
     /// Whom this node follows, and who follows it.
     pub replication: crate::replication::Replication,
+    /// The node's part in its cluster (`--etcd`), as `stats cluster` shows it.
+    pub cluster: crate::cluster::Status,
     /// `-Z`: every connection to the memcached port begins with a TLS handshake.
     pub tls: Option<crate::tls::Tls>,
 }

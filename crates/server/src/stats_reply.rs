@@ -42,6 +42,10 @@ pub fn write(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
             crate::replication::write_stats(shared, out);
             return;
         }
+        Some(b"cluster") => {
+            crate::cluster::write_stats(shared, out);
+            return;
+        }
         Some(b"reset") => {
             shared.counters.reset();
             shared.prefixes.clear();

@@ -113,6 +113,63 @@ fn elected(nodes: &[&Node]) -> usize {
     }
 }
 
+/// `stats cluster` on each node and `kura cluster status` name `nodes[primary]` as
+/// the primary, and every node in its role (once the nodes have looked at etcd again).
+fn shows_the_shard(etcd: &Etcd, nodes: &[Node], primary: usize) {
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    loop {
+        match shown(etcd, nodes, primary) {
+            Ok(()) => return,
+            Err(why) if Instant::now() > deadline => panic!("{why}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+fn shown(etcd: &Etcd, nodes: &[Node], primary: usize) -> Result<(), String> {
+    let check = |ok: bool, what: &str| if ok { Ok(()) } else { Err(what.to_string()) };
+    for (i, node) in nodes.iter().enumerate() {
+        let reply = request(&mut client(&node.server), b"stats cluster\r\n", b"END\r\n");
+        let stats: BTreeMap<&str, &str> = reply
+            .lines()
+            .filter_map(|l| l.strip_prefix("STAT "))
+            .filter_map(|l| l.split_once(' '))
+            .collect();
+        let role = if i == primary { "primary" } else { "replica" };
+        let term: i64 = stats.get("term").and_then(|t| t.parse().ok()).unwrap_or(-1);
+        check(
+            stats.get("role") == Some(&role)
+                && stats.get("primary") == Some(&nodes[primary].advertise.as_str())
+                && stats.get("shard") == Some(&"s0")
+                && stats.get("members") == Some(&"3")
+                && stats.get("serving_reads") == Some(&"1")
+                && (term > 0) == (i == primary),
+            &reply,
+        )?;
+    }
+    let out = std::process::Command::new(kura_testkit::kura_bin(env!("CARGO_BIN_EXE_kura")))
+        .args([
+            "cluster",
+            "status",
+            "--etcd",
+            &etcd.endpoint(),
+            "--cluster",
+            "test",
+        ])
+        .output()
+        .expect("run kura cluster status");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    check(out.status.success(), &text)?;
+    let head = format!("shard s0: primary {} epoch ", nodes[primary].advertise);
+    check(text.contains(&head), &text)?;
+    for (i, node) in nodes.iter().enumerate() {
+        let role = if i == primary { "primary" } else { "replica" };
+        let line = format!("  {}  {role}  log_lsn ", node.advertise);
+        check(text.contains(&line), &text)?;
+    }
+    Ok(())
+}
+
 fn set(c: &mut kura_testkit::Client, key: &str, value: &str) -> String {
     request(
         c,
@@ -130,6 +187,7 @@ fn a_shard_fails_over_on_its_own_and_loses_no_acknowledged_write() {
         node(&etcd, "kura-cluster-c-"),
     ];
     let first = elected(&nodes.iter().collect::<Vec<_>>());
+    shows_the_shard(&etcd, &nodes, first);
 
     // A replica refuses changes, naming the primary.
     let replica = (first + 1) % 3;
