@@ -80,6 +80,50 @@ impl Keys {
     pub fn positions(&self) -> String {
         format!("{}positions/", self.prefix)
     }
+
+    /// A planned switchover's state ([`Switchover`]).
+    pub fn switchover(&self) -> String {
+        format!("{}switchover", self.prefix)
+    }
+}
+
+/// A planned switchover, as its key in etcd holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Switchover {
+    /// An operator asks the primary to hand over, to `to` or to the furthest replica,
+    /// pausing writes for at most `timeout` (`kura cluster switchover`).
+    Requested {
+        to: Option<String>,
+        timeout: Duration,
+    },
+    /// The primary paused its writes, saw `to` hold all of its log, and resigns: `to`
+    /// alone campaigns.
+    HandingOver { to: String },
+}
+
+impl Switchover {
+    fn encode(&self) -> String {
+        match self {
+            Switchover::Requested { to, timeout } => format!(
+                "request {} {}",
+                to.as_deref().unwrap_or("-"),
+                timeout.as_millis()
+            ),
+            Switchover::HandingOver { to } => format!("handover {to}"),
+        }
+    }
+
+    fn decode(text: &str) -> Option<Switchover> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        match words[..] {
+            ["request", to, ms] => Some(Switchover::Requested {
+                to: (to != "-").then(|| to.to_string()),
+                timeout: Duration::from_millis(ms.parse().ok()?),
+            }),
+            ["handover", to] => Some(Switchover::HandingOver { to: to.to_string() }),
+            _ => None,
+        }
+    }
 }
 
 /// Where a node's log ends: its history's epoch and its LSN. A later epoch's log holds
@@ -354,6 +398,32 @@ impl Member {
         Ok(())
     }
 
+    /// The shard's planned switchover, if one is asked for or under way.
+    pub async fn switchover(&mut self) -> Result<Option<Switchover>, ClusterError> {
+        let got = self.client.get(self.keys.switchover(), None).await?;
+        Ok(got
+            .kvs()
+            .first()
+            .and_then(|kv| Switchover::decode(kv.value_str().ok()?)))
+    }
+
+    /// Marks the switchover as handing over to `to`, under this member's lease (it
+    /// goes with the lease if this node dies), or, with None, ends it.
+    pub async fn set_switchover(&mut self, to: Option<&str>) -> Result<(), ClusterError> {
+        let key = self.keys.switchover();
+        match to {
+            Some(to) => {
+                let value = Switchover::HandingOver { to: to.to_string() }.encode();
+                let options = PutOptions::new().with_lease(self.lease);
+                self.client.put(key, value, Some(options)).await?;
+            }
+            None => {
+                self.client.delete(key, None).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// The positions published by the shard's nodes without a primary.
     pub async fn positions(&mut self) -> Result<Vec<(String, Position)>, ClusterError> {
         let prefix = self.keys.positions();
@@ -429,6 +499,45 @@ impl Observer {
             client: Client::connect(endpoints, Some(options)).await?,
             cluster: cluster.to_string(),
         })
+    }
+
+    /// The primary of `shard` now, if it has one.
+    pub async fn primary(&mut self, shard: &str) -> Result<Option<Primary>, ClusterError> {
+        primary_of(&mut self.client, &Keys::new(&self.cluster, shard)).await
+    }
+
+    /// Asks `shard`'s primary to hand over (to `to`, or the furthest replica),
+    /// pausing writes for at most `timeout`; the request ends with a lease a little
+    /// longer than that.
+    pub async fn request_switchover(
+        &mut self,
+        shard: &str,
+        to: Option<&str>,
+        timeout: Duration,
+    ) -> Result<(), ClusterError> {
+        let keys = Keys::new(&self.cluster, shard);
+        let ttl = ttl_secs(timeout) + 2;
+        let lease = self.client.lease_grant(ttl, None).await?.id();
+        let value = Switchover::Requested {
+            to: to.map(str::to_string),
+            timeout,
+        }
+        .encode();
+        let options = PutOptions::new().with_lease(lease);
+        self.client
+            .put(keys.switchover(), value, Some(options))
+            .await?;
+        Ok(())
+    }
+
+    /// `shard`'s planned switchover, if one is asked for or under way.
+    pub async fn switchover(&mut self, shard: &str) -> Result<Option<Switchover>, ClusterError> {
+        let keys = Keys::new(&self.cluster, shard);
+        let got = self.client.get(keys.switchover(), None).await?;
+        Ok(got
+            .kvs()
+            .first()
+            .and_then(|kv| Switchover::decode(kv.value_str().ok()?)))
     }
 
     /// Every shard of the cluster that has a member, by name.
@@ -515,6 +624,24 @@ mod tests {
 
     fn names(n: &[&str]) -> Vec<String> {
         n.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_switchover_reads_back_as_written() {
+        for s in [
+            Switchover::Requested {
+                to: Some("h:1".into()),
+                timeout: Duration::from_millis(2500),
+            },
+            Switchover::Requested {
+                to: None,
+                timeout: Duration::from_secs(5),
+            },
+            Switchover::HandingOver { to: "h:2".into() },
+        ] {
+            assert_eq!(Switchover::decode(&s.encode()), Some(s));
+        }
+        assert_eq!(Switchover::decode("request h:1"), None);
     }
 
     #[test]

@@ -23,7 +23,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kura_cluster::{candidate, Candidacy, ClusterError, Member, Position, Term};
+use kura_cluster::{candidate, Candidacy, ClusterError, Member, Position, Switchover, Term};
 
 use crate::config::Config;
 use crate::server::Shared;
@@ -197,6 +197,8 @@ async fn take_part(
         settings.shard
     );
     let mut polls: u64 = 0;
+    // After this node handed over in a switchover: until when it waits for the target.
+    let mut handed: Option<Instant> = None;
     loop {
         let lease_until = member.holds_until();
         shared.cluster.update(|seen| seen.lease_until = lease_until);
@@ -234,6 +236,23 @@ async fn take_part(
                     return Ok(());
                 }
             }
+            if let Ok(Some(Switchover::Requested { to, timeout })) = member.switchover().await {
+                let term = term.clone();
+                match hand_over(shared, &mut member, &me, to, timeout).await {
+                    Ok(to) => {
+                        // Nothing more is taken here; `to` alone campaigns.
+                        shared.store.set_read_only(Some(to.clone()));
+                        member.resign(term).await?;
+                        tracing::info!("cluster: handed over to {to}");
+                        handed = Some(Instant::now() + timeout);
+                        role = Role::Candidate;
+                    }
+                    Err(why) => {
+                        tracing::warn!("cluster: switchover refused, writes go on: {why}");
+                        member.set_switchover(None).await?;
+                    }
+                }
+            }
             continue;
         }
         if member.holds_until().is_none() {
@@ -258,6 +277,7 @@ async fn take_part(
                 // A key of this node's from an earlier lease: it goes with that lease.
             }
             Some(primary) => {
+                handed = None;
                 let following = matches!(&role, Role::Replica(p) if *p == primary.advertise);
                 if !following {
                     if matches!(role, Role::Candidate) {
@@ -284,6 +304,46 @@ async fn take_part(
                 }
             }
             None => {
+                // A switchover handing over: its target alone campaigns, at once (the
+                // old primary saw it hold all of its log), until the old primary gives
+                // up waiting and ends it.
+                match member.switchover().await {
+                    Ok(Some(Switchover::HandingOver { to })) => {
+                        if handed.is_some_and(|until| Instant::now() > until) {
+                            tracing::warn!(
+                                "cluster: {to} did not take over; ending the switchover"
+                            );
+                            member.set_switchover(None).await?;
+                            handed = None;
+                        } else if to == me {
+                            step_down(shared).await;
+                            let term = member.campaign().await?;
+                            member.set_switchover(None).await?;
+                            if let Err(e) = promote(shared, member.holds_until()).await {
+                                let _ = member.leave().await;
+                                return Err(ClusterError::Invalid(format!(
+                                    "promotion failed: {e}"
+                                )));
+                            }
+                            tracing::info!(
+                                "cluster: primary under term {} by a switchover",
+                                term.epoch
+                            );
+                            let epoch = term.epoch;
+                            shared.cluster.update(|seen| {
+                                seen.primary = Some(me.clone());
+                                seen.term = Some(epoch);
+                            });
+                            role = Role::Primary(term);
+                            continue;
+                        } else {
+                            tokio::time::sleep(poll).await;
+                            continue;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::debug!("cluster: reading the switchover: {e}"),
+                }
                 if let Role::Replica(old) = &role {
                     tracing::info!("cluster: {old} is no longer primary; stopping to follow it");
                     step_down(shared).await;
@@ -326,6 +386,75 @@ async fn take_part(
         }
         tokio::time::sleep(poll).await;
     }
+}
+
+/// A planned switchover on the primary: pauses writes (and reads), waits until `to`
+/// (or, with None, the furthest replica) holds all of this node's log, within
+/// `timeout`, and marks the switchover as handing over to it. On any failure the
+/// caller resumes writes. Returns the target.
+async fn hand_over(
+    shared: &Arc<Shared>,
+    member: &mut Member,
+    me: &str,
+    to: Option<String>,
+    timeout: Duration,
+) -> Result<String, String> {
+    let deadline = Instant::now() + timeout;
+    shared.store.set_writable_until(Some(Instant::now()));
+    let target = match to {
+        Some(to) => to,
+        None => {
+            let members = member.members().await.map_err(|e| e.to_string())?;
+            let others: Vec<String> = members.into_iter().filter(|m| m != me).collect();
+            let stats = tokio::task::spawn_blocking(move || {
+                others
+                    .into_iter()
+                    .filter_map(|m| Some((node_stats(&m).ok()?, m)))
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+            stats
+                .into_iter()
+                .filter(|(s, _)| s.get("role").map(String::as_str) == Some("replica"))
+                .max_by_key(|(s, _)| lsn(s, "synced_lsn"))
+                .map(|(_, m)| m)
+                .ok_or("no replica answers")?
+        }
+    };
+    if target == me {
+        return Err("the target is the primary already".to_string());
+    }
+    loop {
+        // Writes that passed the check before the pause may still be appending:
+        // the target must hold the log's end as it is now.
+        let end = shared.store.appended_lsn();
+        let address = target.clone();
+        let stats = tokio::task::spawn_blocking(move || node_stats(&address))
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Ok(stats) = stats {
+            let follows = stats.get("role").map(String::as_str) == Some("replica")
+                && stats.get("primary").map(String::as_str) == Some(me);
+            if follows && lsn(&stats, "synced_lsn") >= end {
+                member
+                    .set_switchover(Some(&target))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                return Ok(target);
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{target} did not hold this log's end within {timeout:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn lsn(stats: &std::collections::BTreeMap<String, String>, name: &str) -> u64 {
+    stats.get(name).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// Where this node's log ends.
@@ -377,6 +506,37 @@ struct StatusFlags {
     cluster: String,
 }
 
+/// `kura cluster switchover`: the shard's primary pauses writes, waits until the
+/// target holds all of its log, and hands over; the old primary follows the new one.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "kura cluster switchover",
+    about = "Moves a shard's primary to another of its nodes, pausing writes briefly and losing none"
+)]
+struct SwitchoverFlags {
+    /// etcd's client URLs (comma-separated).
+    #[arg(
+        long = "etcd",
+        value_name = "URLS",
+        value_delimiter = ',',
+        required = true
+    )]
+    etcd: Vec<String>,
+    #[arg(long = "cluster", value_name = "NAME")]
+    cluster: String,
+    #[arg(long = "shard", value_name = "NAME")]
+    shard: String,
+    /// The node to hand over to (its advertised HOST:PORT); the furthest replica if
+    /// not given.
+    #[arg(long = "to", value_name = "HOST:PORT")]
+    to: Option<String>,
+    /// How long writes may pause while the target catches up; past it nothing
+    /// changes and writes resume.
+    #[arg(long = "timeout-ms", default_value_t = 5000,
+          value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    timeout_ms: u64,
+}
+
 /// Runs `kura cluster ...` if `args` (the whole command line) names it.
 pub fn command(args: &[std::ffi::OsString]) -> Option<anyhow::Result<()>> {
     use clap::Parser;
@@ -386,8 +546,12 @@ pub fn command(args: &[std::ffi::OsString]) -> Option<anyhow::Result<()>> {
             let flags = StatusFlags::parse_from(args.iter().skip(2).cloned());
             Some(status(&flags).map(|text| print!("{text}")))
         }
+        (Some("cluster"), Some("switchover")) => {
+            let flags = SwitchoverFlags::parse_from(args.iter().skip(2).cloned());
+            Some(switchover(&flags).map(|text| print!("{text}")))
+        }
         (Some("cluster"), _) => Some(Err(anyhow::anyhow!(
-            "usage: kura cluster status --etcd URLS --cluster NAME"
+            "usage: kura cluster status --etcd URLS --cluster NAME | kura cluster switchover --etcd URLS --cluster NAME --shard NAME [--to HOST:PORT] [--timeout-ms N]"
         ))),
         _ => None,
     }
@@ -420,6 +584,57 @@ fn status(flags: &StatusFlags) -> anyhow::Result<String> {
         }
     }
     Ok(text)
+}
+
+fn switchover(flags: &SwitchoverFlags) -> anyhow::Result<String> {
+    use anyhow::Context;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async {
+        let mut observer = kura_cluster::Observer::connect(&flags.etcd, &flags.cluster).await?;
+        let Some(old) = observer.primary(&flags.shard).await? else {
+            anyhow::bail!("shard {} has no primary to hand over from", flags.shard);
+        };
+        if flags.to.as_deref() == Some(old.advertise.as_str()) {
+            return Ok(format!("{} is the primary already\n", old.advertise));
+        }
+        let timeout = Duration::from_millis(flags.timeout_ms);
+        let asked = Instant::now();
+        observer
+            .request_switchover(&flags.shard, flags.to.as_deref(), timeout)
+            .await?;
+        // The primary sees the request within a poll; the target takes over within a
+        // poll of the hand-over.
+        let deadline = asked + timeout + Duration::from_secs(10);
+        loop {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            // The request gone: handed over, or refused by the primary.
+            let ended = observer.switchover(&flags.shard).await?.is_none();
+            match observer.primary(&flags.shard).await? {
+                Some(new) if new.advertise != old.advertise => {
+                    return Ok(format!(
+                        "shard {}: primary {} (epoch {}) after {} (epoch {}), in {} ms\n",
+                        flags.shard,
+                        new.advertise,
+                        new.epoch,
+                        old.advertise,
+                        old.epoch,
+                        asked.elapsed().as_millis()
+                    ));
+                }
+                Some(_) if ended => anyhow::bail!(
+                    "the switchover did not happen: {} is still the primary and takes writes again (its log says why)",
+                    old.advertise
+                ),
+                _ => {}
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!("no new primary within {:?}", deadline - asked);
+            }
+        }
+    })
 }
 
 /// A member as its `stats replication` shows it, or why it does not answer.

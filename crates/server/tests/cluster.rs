@@ -520,3 +520,137 @@ fn a_primary_cut_off_stops_and_rejoins_without_what_it_wrote_alone() {
         assert_eq!(got, "END\r\n", "{key}, written alone, is cut");
     }
 }
+
+/// A planned switchover (`kura cluster switchover --to`) under writers that follow the
+/// primary `stats cluster` names: the target becomes primary, every write
+/// acknowledged before, during and after is on it, and the old primary follows it
+/// with the same contents.
+#[test]
+fn a_planned_switchover_under_writers_loses_nothing() {
+    let etcd = Etcd::start(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let nodes = [
+        node(&etcd, "kura-cluster-g-"),
+        node(&etcd, "kura-cluster-h-"),
+        node(&etcd, "kura-cluster-i-"),
+    ];
+    let first = elected(&nodes.iter().collect::<Vec<_>>());
+    let target = (first + 1) % 3;
+    let addrs: Vec<(String, std::net::SocketAddr)> = nodes
+        .iter()
+        .map(|n| (n.advertise.clone(), n.server.addr()))
+        .collect();
+    let primary = Arc::new(Mutex::new(nodes[first].server.addr()));
+    let acked: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
+    let longest_gap = Arc::new(Mutex::new(Duration::ZERO));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (primary, acked, gap, stop, addrs) = (
+                Arc::clone(&primary),
+                Arc::clone(&acked),
+                Arc::clone(&longest_gap),
+                Arc::clone(&stop),
+                addrs.clone(),
+            );
+            std::thread::spawn(move || {
+                let mut last_ack = Instant::now();
+                for i in 0.. {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let (key, value) = (format!("s{w}-{i}"), format!("v{i}"));
+                    let give_up = Instant::now() + Duration::from_secs(30);
+                    loop {
+                        let at = *primary.lock().expect("primary");
+                        let reply = kura_testkit::Client::connect(at)
+                            .map(|mut c| set(&mut c, &key, &value))
+                            .unwrap_or_default();
+                        if reply == "STORED\r\n" {
+                            break;
+                        }
+                        assert!(Instant::now() < give_up, "{key}: {reply:?}");
+                        // Ask a node whom etcd names primary now.
+                        std::thread::sleep(Duration::from_millis(5));
+                        for (_, addr) in &addrs {
+                            let Ok(mut c) = kura_testkit::Client::connect(*addr) else {
+                                continue;
+                            };
+                            let stats = request(&mut c, b"stats cluster\r\n", b"END\r\n");
+                            let named = stats
+                                .lines()
+                                .find_map(|l| l.strip_prefix("STAT primary "))
+                                .map(str::to_string);
+                            if let Some((_, to)) =
+                                addrs.iter().find(|(a, _)| Some(a) == named.as_ref())
+                            {
+                                *primary.lock().expect("primary") = *to;
+                                break;
+                            }
+                        }
+                    }
+                    let now = Instant::now();
+                    let mut longest = gap.lock().expect("gap");
+                    *longest = (*longest).max(now - last_ack);
+                    last_ack = now;
+                    drop(longest);
+                    acked.lock().expect("acked").insert(key, value);
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    *longest_gap.lock().expect("gap") = Duration::ZERO;
+    let out = std::process::Command::new(kura_testkit::kura_bin(env!("CARGO_BIN_EXE_kura")))
+        .args(["cluster", "switchover", "--etcd", &etcd.endpoint()])
+        .args([
+            "--cluster",
+            "test",
+            "--shard",
+            "s0",
+            "--to",
+            &nodes[target].advertise,
+        ])
+        .output()
+        .expect("run kura cluster switchover");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        nodes[first].server.log()
+    );
+    assert!(
+        text.contains(&format!("primary {} (epoch", nodes[target].advertise)),
+        "{text}"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().expect("writer");
+    }
+    let acked = acked.lock().expect("acked").clone();
+    eprintln!(
+        "{} {} writes acknowledged; the longest wait between two: {:?}",
+        text.trim_end(),
+        acked.len(),
+        *longest_gap.lock().expect("gap")
+    );
+    let p = elected(&nodes.iter().collect::<Vec<_>>());
+    assert_eq!(p, target, "the target is primary");
+    let mut c = client(&nodes[target].server);
+    for (key, value) in &acked {
+        let got = request(&mut c, format!("get {key}\r\n").as_bytes(), b"END\r\n");
+        assert_eq!(
+            got,
+            format!("VALUE {key} 0 {}\r\n{value}\r\nEND\r\n", value.len()),
+            "acknowledged write {key} on the new primary"
+        );
+    }
+    caught_up(&nodes[target].server, &nodes[first].server);
+    let keys: Vec<String> = acked.keys().cloned().collect();
+    assert_eq!(
+        digest(&nodes[first].server, &keys),
+        digest(&nodes[target].server, &keys),
+        "the old primary holds what the new one holds"
+    );
+}
