@@ -304,6 +304,9 @@ impl<'a> Command<'a, '_> {
                 b"fence" => self.ok(Request::Fence {
                     arguments: self.line.tokens_after(0),
                 }),
+                b"failover" => self.ok(Request::Failover {
+                    arguments: self.line.tokens_after(0),
+                }),
                 b"version" => self.ok(Request::Version),
                 b"refresh_certs" => self.ok(Request::RefreshCerts),
                 b"quit" => self.ok(Request::Quit),

@@ -407,6 +407,9 @@ pub enum Request<'a> {
     /// primary of a newer epoch to the primary it followed, which then follows it
     /// (see the server's `replication` module). Arguments raw.
     Fence { arguments: Tokens<'a> },
+    /// `failover to <host> <port> [timeout ms]` (Redis's `FAILOVER TO`): Kura's own,
+    /// a standalone primary handing over to one of its replicas. Arguments raw.
+    Failover { arguments: Tokens<'a> },
     /// `quit`: close the connection after flushing earlier replies.
     Quit,
     /// `shutdown [graceful]`
@@ -563,10 +566,12 @@ impl Request<'_> {
             Request::ReplicaOf { arguments }
             | Request::Replicate { arguments }
             | Request::Fence { arguments }
+            | Request::Failover { arguments }
             | Request::Slabs { arguments } => {
                 out.extend_from_slice(match self {
                     Request::ReplicaOf { .. } => b"replicaof",
                     Request::Fence { .. } => b"fence",
+                    Request::Failover { .. } => b"failover",
                     Request::Slabs { .. } => b"slabs",
                     _ => b"replicate",
                 });

@@ -289,6 +289,7 @@ pub fn administrative(request: &Request<'_>) -> Option<&'static str> {
     Some(match request {
         Request::ReplicaOf { .. } => "replicaof",
         Request::Fence { .. } => "fence",
+        Request::Failover { .. } => "failover",
         Request::Replicate { .. } => "replicate",
         Request::Shutdown { .. } => "shutdown",
         Request::RefreshCerts => "refresh_certs",

@@ -340,6 +340,10 @@ fn execute_request(
             crate::replication::fence::fence(shared, arguments, out);
             Outcome::done()
         }
+        Request::Failover { arguments } => {
+            crate::replication::failover::command(shared, arguments, out);
+            Outcome::done()
+        }
         Request::Replicate { arguments } => {
             if let Some(primary) = shared.replication.primary() {
                 out.extend_from_slice(

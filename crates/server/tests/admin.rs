@@ -1,5 +1,5 @@
 //! Who may change what a node is: application users (`-Y`) and administrative users
-//! (`--admin-auth-file`). An application user's `replicaof`, `fence`, `replicate` and
+//! (`--admin-auth-file`). An application user's `replicaof`, `fence`, `failover`, `replicate` and
 //! the other administrative commands are refused and change nothing; an admin's run
 //! and are logged with the admin's name; replicas and `kura backup` log in as admins.
 #![allow(clippy::expect_used)]
@@ -75,6 +75,7 @@ fn an_application_user_can_neither_demote_nor_fence_a_primary() {
         format!("replicaof 127.0.0.1 {empty_port}"),
         format!("fence {history} {} 127.0.0.1 {empty_port}", epoch + 5),
         "replicaof no one".to_string(),
+        format!("failover to 127.0.0.1 {empty_port} 100"),
         format!("replicate {history} {epoch} 0"),
         "shutdown".to_string(),
         "refresh_certs".to_string(),

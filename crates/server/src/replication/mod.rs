@@ -17,6 +17,7 @@
 //! What it is not for: deciding what a record does (the engine), or when a change is
 //! acknowledged to a client (`server.rs`).
 
+pub mod failover;
 pub mod fence;
 pub mod primary;
 pub mod replica;
@@ -112,6 +113,8 @@ pub struct Replication {
     /// Streams ended because their replica fell more than `--replica-backlog-mib`
     /// behind.
     pub backlog_drops: AtomicU64,
+    /// A standalone primary's `failover to` (`failover.rs`).
+    pub failover: failover::State,
 }
 
 impl Replication {
@@ -163,6 +166,7 @@ impl Replication {
             sync_refusals: AtomicU64::new(0),
             sync_timeouts: AtomicU64::new(0),
             backlog_drops: AtomicU64::new(0),
+            failover: failover::State::default(),
         }
     }
 
@@ -473,5 +477,8 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
         "backlog_drops",
         &replication.backlog_drops.load(Ordering::Relaxed),
     );
+    let (failover_state, last_failover) = replication.failover.shown();
+    stat(out, "failover_state", &failover_state);
+    stat(out, "last_failover", &last_failover);
     out.extend_from_slice(b"END\r\n");
 }
