@@ -28,6 +28,15 @@ pub enum ColdReadsFlag {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReplicaReads {
+    /// A replica in a cluster forwards reads to its shard's primary: every read sees
+    /// every acknowledged write.
+    Primary,
+    /// A replica answers reads from its own copy, which may lag the primary's.
+    Local,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
@@ -149,6 +158,10 @@ pub struct Config {
     /// this node at; the listen address and port by default.
     #[arg(long = "advertise", value_name = "HOST:PORT")]
     pub advertise: Option<String>,
+    /// In cluster mode, where a replica's reads are answered: by its shard's primary
+    /// (forwarded, as its changes are), or from its own copy.
+    #[arg(long = "replica-reads", value_enum, default_value_t = ReplicaReads::Primary)]
+    pub replica_reads: ReplicaReads,
     /// The lease that holds a node's place in its shard, in milliseconds: a primary
     /// that stops renewing it (crashed, cut off) is replaced within about this long,
     /// and stops taking changes before then. etcd counts whole seconds.

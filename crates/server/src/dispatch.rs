@@ -113,6 +113,10 @@ fn execute_request(
     request: Request<'_>,
     out: &mut Vec<u8>,
 ) -> Outcome {
+    // In a cluster, a replica passes changes (and reads) on to its primary.
+    if crate::cluster::forwarded(shared, &request, out) {
+        return Outcome::done();
+    }
     // A replica refuses a change before it looks at the data: a cas must not answer
     // EXISTS, nor a delete NOT_FOUND, where the primary might answer otherwise.
     if crate::replication::sync::changes(&request) {

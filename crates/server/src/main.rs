@@ -196,6 +196,7 @@ async fn run(
         ),
         tls,
         cluster: cluster::Status::default(),
+        forwarder: cluster::Forwarder::default(),
         config,
     });
     shared.replication.bind(&shared);

@@ -52,6 +52,8 @@ pub struct Shared {
     pub replication: crate::replication::Replication,
     /// The node's part in its cluster (`--etcd`), as `stats cluster` shows it.
     pub cluster: crate::cluster::Status,
+    /// A cluster replica's connections to its primary, for what it forwards.
+    pub forwarder: crate::cluster::Forwarder,
     /// `-Z`: every connection to the memcached port begins with a TLS handshake.
     pub tls: Option<crate::tls::Tls>,
 }

@@ -25,19 +25,24 @@ use replicas::*;
 /// machine shared with the rest of the suite.
 const ELECTED_WITHIN: Duration = Duration::from_secs(60);
 
+/// Replicas answer reads from their own copy.
+const LOCAL: &[&str] = &["--replica-reads", "local"];
+
 struct Node {
     server: KuraServer,
     advertise: String,
     _dir: tempfile::TempDir,
 }
 
+/// A node whose replicas answer reads from their own copy, for tests that compare
+/// what each node holds.
 fn node(etcd: &Etcd, name: &str) -> Node {
-    node_at(&etcd.endpoint(), name, "127.0.0.1", None)
+    node_at(&etcd.endpoint(), name, "127.0.0.1", None, LOCAL)
 }
 
 /// A node listening on `ip`, inside the namespace `ns` if given (off the loopback
 /// with `--insecure` and no SQL port, as the test needs no users).
-fn node_at(etcd: &str, name: &str, ip: &str, ns: Option<&NetNamespace>) -> Node {
+fn node_at(etcd: &str, name: &str, ip: &str, ns: Option<&NetNamespace>, extra: &[&str]) -> Node {
     let dir = data_dir(name);
     let port = free_port();
     let advertise = format!("{ip}:{port}");
@@ -47,6 +52,9 @@ fn node_at(etcd: &str, name: &str, ip: &str, ns: Option<&NetNamespace>) -> Node 
     }
     if let Some(ns) = ns {
         options = options.wrapped_in(&["ip", "netns", "exec", &ns.name]);
+    }
+    for arg in extra {
+        options = options.arg(arg);
     }
     let server = options
         .arg("-p")
@@ -189,12 +197,19 @@ fn a_shard_fails_over_on_its_own_and_loses_no_acknowledged_write() {
     let first = elected(&nodes.iter().collect::<Vec<_>>());
     shows_the_shard(&etcd, &nodes, first);
 
-    // A replica refuses changes, naming the primary.
+    // A replica forwards a change to the primary, which holds it.
     let replica = (first + 1) % 3;
-    let refused = set(&mut client(&nodes[replica].server), "nope", "x");
-    assert!(
-        refused.starts_with("SERVER_ERROR") && refused.contains(&nodes[first].advertise),
-        "a replica's answer to a set: {refused:?}"
+    assert_eq!(
+        set(&mut client(&nodes[replica].server), "via-replica", "x"),
+        "STORED\r\n"
+    );
+    assert_eq!(
+        request(
+            &mut client(&nodes[first].server),
+            b"get via-replica\r\n",
+            b"END\r\n"
+        ),
+        "VALUE via-replica 0 1\r\nx\r\nEND\r\n"
     );
 
     // Writers through the primary until it is SIGKILLed under them.
@@ -340,8 +355,6 @@ fn a_shard_fails_over_on_its_own_and_loses_no_acknowledged_write() {
         digest(&nodes[p].server, &keys),
         "the old primary holds what the new one holds"
     );
-    let refused = set(&mut client(&nodes[first].server), "nope", "x");
-    assert!(refused.starts_with("SERVER_ERROR"), "{refused:?}");
     drop(etcd);
 }
 
@@ -425,7 +438,7 @@ fn a_primary_cut_off_stops_and_rejoins_without_what_it_wrote_alone() {
     );
     let url = etcd.endpoint_also().expect("etcd outside the namespace");
     // The node inside starts first, alone: it is the primary.
-    let inside = node_at(&url, "kura-cluster-in-", &ns.inside, Some(&ns));
+    let inside = node_at(&url, "kura-cluster-in-", &ns.inside, Some(&ns), LOCAL);
     let deadline = Instant::now() + ELECTED_WITHIN;
     while role(&inside) != "primary" {
         assert!(
@@ -437,8 +450,8 @@ fn a_primary_cut_off_stops_and_rejoins_without_what_it_wrote_alone() {
     }
     let nodes = [
         inside,
-        node_at(&url, "kura-cluster-out1-", &ns.outside, None),
-        node_at(&url, "kura-cluster-out2-", &ns.outside, None),
+        node_at(&url, "kura-cluster-out1-", &ns.outside, None, LOCAL),
+        node_at(&url, "kura-cluster-out2-", &ns.outside, None, LOCAL),
     ];
     assert_eq!(elected(&nodes.iter().collect::<Vec<_>>()), 0);
     let mut acked = Vec::new();
@@ -653,4 +666,101 @@ fn a_planned_switchover_under_writers_loses_nothing() {
         digest(&nodes[target].server, &keys),
         "the old primary holds what the new one holds"
     );
+}
+
+/// Any node serves any client: writers and readers connected to a node that is not
+/// the primary (replicas forward changes and reads) go on through a SIGKILL of the
+/// primary, with clear `SERVER_ERROR`s while there is none and never a false
+/// `STORED`; every write acknowledged through the replica is on the new primary and
+/// reads back through the same replica.
+#[test]
+fn writers_through_a_replica_go_on_across_a_failover() {
+    let etcd = Etcd::start(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let mut nodes = [
+        node_at(&etcd.endpoint(), "kura-cluster-j-", "127.0.0.1", None, &[]),
+        node_at(&etcd.endpoint(), "kura-cluster-k-", "127.0.0.1", None, &[]),
+        node_at(&etcd.endpoint(), "kura-cluster-l-", "127.0.0.1", None, &[]),
+    ];
+    let first = elected(&nodes.iter().collect::<Vec<_>>());
+    // The writers' node: a replica now, and after the failover whichever it is.
+    let via = (first + 1) % 3;
+    let via_addr = nodes[via].server.addr();
+    let acked: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
+    let refused: Arc<Mutex<Vec<String>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (acked, refused, stop) =
+                (Arc::clone(&acked), Arc::clone(&refused), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut c = kura_testkit::Client::connect(via_addr).expect("connect");
+                for i in 0.. {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let (key, value) = (format!("r{w}-{i}"), format!("v{i}"));
+                    let reply = set(&mut c, &key, &value);
+                    if reply == "STORED\r\n" {
+                        // Read back through the same node: the primary's answer.
+                        let got = request(&mut c, format!("get {key}\r\n").as_bytes(), b"\r\n");
+                        if got.starts_with("VALUE") {
+                            let want =
+                                format!("VALUE {key} 0 {}\r\n{value}\r\nEND\r\n", value.len());
+                            assert_eq!(got, want, "read back through the replica");
+                        } else {
+                            assert!(got.starts_with("SERVER_ERROR"), "{key}: {got:?}");
+                        }
+                        acked.lock().expect("acked").insert(key, value);
+                    } else {
+                        assert!(reply.starts_with("SERVER_ERROR"), "{key}: {reply:?}");
+                        refused.lock().expect("refused").push(reply);
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked.lock().expect("acked").len() < 200 {
+        assert!(Instant::now() < deadline, "no progress through the replica");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    nodes[first].server.kill().expect("SIGKILL the primary");
+    let killed = Instant::now();
+    let before = acked.lock().expect("acked").len();
+    // Writes go on through the same node once a new primary is elected.
+    while acked.lock().expect("acked").len() < before + 200 {
+        assert!(
+            killed.elapsed() < ELECTED_WITHIN,
+            "writes through the replica did not resume"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let resumed = killed.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().expect("writer");
+    }
+    let acked = acked.lock().expect("acked").clone();
+    let refused = refused.lock().expect("refused").clone();
+    eprintln!(
+        "writes through a replica resumed {resumed:?} after the SIGKILL; {} acknowledged, {} refused meanwhile (first: {:?})",
+        acked.len(),
+        refused.len(),
+        refused.first()
+    );
+    let survivors: Vec<usize> = (0..3).filter(|&i| i != first).collect();
+    let p = *survivors
+        .iter()
+        .find(|&&i| role(&nodes[i]) == "primary")
+        .expect("a new primary");
+    let mut c = client(&nodes[p].server);
+    for (key, value) in &acked {
+        let got = request(&mut c, format!("get {key}\r\n").as_bytes(), b"END\r\n");
+        assert_eq!(
+            got,
+            format!("VALUE {key} 0 {}\r\n{value}\r\nEND\r\n", value.len()),
+            "acknowledged write {key} on the new primary"
+        );
+    }
 }

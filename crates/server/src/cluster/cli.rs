@@ -1,0 +1,211 @@
+//! `kura cluster status` and `kura cluster switchover`: an operator's commands, which
+//! talk to etcd and to the nodes without taking part in the cluster.
+
+use std::time::{Duration, Instant};
+
+/// `kura cluster status --etcd URLS --cluster NAME`: every shard of the cluster, the
+/// primary etcd names and its epoch, and each member as it answers `stats
+/// replication` (its role, log position and, for a replica, its lag).
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "kura cluster status",
+    about = "Shows every shard of a Kura cluster: its primary and epoch, each member's role and lag"
+)]
+struct StatusFlags {
+    /// etcd's client URLs (comma-separated).
+    #[arg(
+        long = "etcd",
+        value_name = "URLS",
+        value_delimiter = ',',
+        required = true
+    )]
+    etcd: Vec<String>,
+    /// The cluster's name.
+    #[arg(long = "cluster", value_name = "NAME")]
+    cluster: String,
+}
+
+/// `kura cluster switchover`: the shard's primary pauses writes, waits until the
+/// target holds all of its log, and hands over; the old primary follows the new one.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "kura cluster switchover",
+    about = "Moves a shard's primary to another of its nodes, pausing writes briefly and losing none"
+)]
+struct SwitchoverFlags {
+    /// etcd's client URLs (comma-separated).
+    #[arg(
+        long = "etcd",
+        value_name = "URLS",
+        value_delimiter = ',',
+        required = true
+    )]
+    etcd: Vec<String>,
+    #[arg(long = "cluster", value_name = "NAME")]
+    cluster: String,
+    #[arg(long = "shard", value_name = "NAME")]
+    shard: String,
+    /// The node to hand over to (its advertised HOST:PORT); the furthest replica if
+    /// not given.
+    #[arg(long = "to", value_name = "HOST:PORT")]
+    to: Option<String>,
+    /// How long writes may pause while the target catches up; past it nothing
+    /// changes and writes resume.
+    #[arg(long = "timeout-ms", default_value_t = 5000,
+          value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    timeout_ms: u64,
+}
+
+/// Runs `kura cluster ...` if `args` (the whole command line) names it.
+pub fn command(args: &[std::ffi::OsString]) -> Option<anyhow::Result<()>> {
+    use clap::Parser;
+    let word = |i: usize| args.get(i).and_then(|a| a.to_str());
+    match (word(1), word(2)) {
+        (Some("cluster"), Some("status")) => {
+            let flags = StatusFlags::parse_from(args.iter().skip(2).cloned());
+            Some(status(&flags).map(|text| print!("{text}")))
+        }
+        (Some("cluster"), Some("switchover")) => {
+            let flags = SwitchoverFlags::parse_from(args.iter().skip(2).cloned());
+            Some(switchover(&flags).map(|text| print!("{text}")))
+        }
+        (Some("cluster"), _) => Some(Err(anyhow::anyhow!(
+            "usage: kura cluster status --etcd URLS --cluster NAME | kura cluster switchover --etcd URLS --cluster NAME --shard NAME [--to HOST:PORT] [--timeout-ms N]"
+        ))),
+        _ => None,
+    }
+}
+
+fn status(flags: &StatusFlags) -> anyhow::Result<String> {
+    use anyhow::Context;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let shards = runtime.block_on(async {
+        let mut observer = kura_cluster::Observer::connect(&flags.etcd, &flags.cluster).await?;
+        observer.shards().await
+    })?;
+    let mut text = format!("cluster {}\n", flags.cluster);
+    if shards.is_empty() {
+        text.push_str("no shard has a member\n");
+    }
+    for shard in shards {
+        match &shard.primary {
+            Some(p) => text.push_str(&format!(
+                "shard {}: primary {} epoch {}\n",
+                shard.name, p.advertise, p.epoch
+            )),
+            None => text.push_str(&format!("shard {}: no primary\n", shard.name)),
+        }
+        for member in &shard.members {
+            text.push_str(&format!("  {member}  {}\n", describe(member)));
+        }
+    }
+    Ok(text)
+}
+
+fn switchover(flags: &SwitchoverFlags) -> anyhow::Result<String> {
+    use anyhow::Context;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async {
+        let mut observer = kura_cluster::Observer::connect(&flags.etcd, &flags.cluster).await?;
+        let Some(old) = observer.primary(&flags.shard).await? else {
+            anyhow::bail!("shard {} has no primary to hand over from", flags.shard);
+        };
+        if flags.to.as_deref() == Some(old.advertise.as_str()) {
+            return Ok(format!("{} is the primary already\n", old.advertise));
+        }
+        let timeout = Duration::from_millis(flags.timeout_ms);
+        let asked = Instant::now();
+        observer
+            .request_switchover(&flags.shard, flags.to.as_deref(), timeout)
+            .await?;
+        // The primary sees the request within a poll; the target takes over within a
+        // poll of the hand-over.
+        let deadline = asked + timeout + Duration::from_secs(10);
+        loop {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            // The request gone: handed over, or refused by the primary.
+            let ended = observer.switchover(&flags.shard).await?.is_none();
+            match observer.primary(&flags.shard).await? {
+                Some(new) if new.advertise != old.advertise => {
+                    return Ok(format!(
+                        "shard {}: primary {} (epoch {}) after {} (epoch {}), in {} ms\n",
+                        flags.shard,
+                        new.advertise,
+                        new.epoch,
+                        old.advertise,
+                        old.epoch,
+                        asked.elapsed().as_millis()
+                    ));
+                }
+                Some(_) if ended => anyhow::bail!(
+                    "the switchover did not happen: {} is still the primary and takes writes again (its log says why)",
+                    old.advertise
+                ),
+                _ => {}
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!("no new primary within {:?}", deadline - asked);
+            }
+        }
+    })
+}
+
+/// A member as its `stats replication` shows it, or why it does not answer.
+fn describe(address: &str) -> String {
+    let stats = match node_stats(address) {
+        Ok(stats) => stats,
+        Err(e) => return format!("unreachable ({e})"),
+    };
+    let get = |name: &str| stats.get(name).map_or("-", String::as_str);
+    let mut line = format!("{}  log_lsn {}", get("role"), get("log_lsn"));
+    if get("role") == "replica" {
+        line.push_str(&format!(
+            "  primary {}  link {}  lag_bytes {}",
+            get("primary"),
+            get("primary_link"),
+            get("lag_bytes")
+        ));
+    }
+    line
+}
+
+/// `stats replication` of the node at `address`, with a bounded wait.
+pub(super) fn node_stats(
+    address: &str,
+) -> std::io::Result<std::collections::BTreeMap<String, String>> {
+    use std::io::{Read, Write};
+    use std::net::ToSocketAddrs;
+    let limit = Duration::from_secs(2);
+    let addr = address
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::other("no address"))?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, limit)?;
+    stream.set_read_timeout(Some(limit))?;
+    stream.write_all(b"stats replication\r\n")?;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !reply.ends_with(b"END\r\n") {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 || reply.len() > 1 << 20 {
+            break;
+        }
+        reply.extend_from_slice(&chunk[..n]);
+        if reply.starts_with(b"SERVER_ERROR") || reply.starts_with(b"CLIENT_ERROR") {
+            let line = String::from_utf8_lossy(&reply).trim_end().to_string();
+            return Err(std::io::Error::other(line));
+        }
+    }
+    Ok(String::from_utf8_lossy(&reply)
+        .lines()
+        .filter_map(|l| l.strip_prefix("STAT "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect())
+}
