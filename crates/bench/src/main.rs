@@ -20,6 +20,7 @@ mod client;
 mod compaction;
 mod datasize;
 mod driver;
+mod failover;
 mod full;
 mod game;
 mod game_sql;
@@ -78,6 +79,9 @@ pub(crate) enum Workload {
     /// What a replica costs its primary (none, async, sync), its lag, and the time a
     /// full synchronisation takes.
     Replication(replication::ReplicationArgs),
+    /// A shard of three Kura nodes in cluster mode through switchovers, cut links and
+    /// SIGKILLs: time without a primary, writes refused, acknowledged writes lost.
+    Failover(failover::FailoverArgs),
     /// Everything above against every peer, one combined report (takes about an hour).
     Full(full::FullArgs),
 }
@@ -222,6 +226,7 @@ fn main() -> Result<()> {
         Workload::Compaction(args) => compaction::run(&args).and_then(report::Section::finish),
         Workload::Sql(args) => sql::run(&args).and_then(report::Section::finish),
         Workload::Replication(args) => replication::run(&args).and_then(report::Section::finish),
+        Workload::Failover(args) => failover::run(&args).and_then(report::Section::finish),
         Workload::Full(args) => full::run(&args),
     };
     if result.is_err() && backend::interrupted() {

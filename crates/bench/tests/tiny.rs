@@ -496,3 +496,21 @@ fn tiny_sql_measures_every_phase_setting_and_backend() {
         }
     }
 }
+
+/// The failover workload: three Kura nodes in cluster mode and a private etcd (Debian's
+/// `etcd-server`, which `scripts/install-peers.sh` installs; root, for the network
+/// namespace), one round of each change of primary, with no acknowledged write lost.
+#[test]
+fn tiny_failover_changes_primary_three_ways_and_loses_nothing() {
+    let (stdout, csv) = run_tiny_on("failover", "kura-fsync", &kura_bin(), &[]);
+    assert!(stdout.contains("no write, median ms"), "{stdout}");
+    let rows = rows(&csv);
+    for scenario in ["switchover", "link cut", "SIGKILL"] {
+        let row = rows
+            .iter()
+            .find(|r| r["scenario"] == scenario)
+            .unwrap_or_else(|| panic!("no {scenario} row in:\n{csv}"));
+        assert!(number(row, "acked") > 0.0, "{csv}");
+        assert_eq!(number(row, "lost"), 0.0, "{csv}");
+    }
+}

@@ -87,9 +87,10 @@ impl Forwarder {
             Some(socket) => socket,
             None => {
                 let socket = shared.replication.connect(primary, CONNECT_WITHIN)?;
-                // A reply may wait for the primary's replicas (`--sync-timeout-ms`).
+                // A reply may wait for the primary's replicas (`--sync-timeout-ms`),
+                // then it comes: a primary silent for longer is cut off or gone.
                 let limit =
-                    Duration::from_millis(shared.config.sync_timeout_ms) + Duration::from_secs(10);
+                    Duration::from_millis(shared.config.sync_timeout_ms) + Duration::from_secs(1);
                 socket
                     .set_read_timeout(Some(limit))
                     .and_then(|()| socket.set_write_timeout(Some(limit)))
