@@ -565,6 +565,42 @@ impl Collector for Snapshot {
             "1 on a replica, 0 on a primary.",
             u8::from(shared.replication.primary().is_some()),
         )?;
+        if let Some(view) = crate::cluster::view(shared) {
+            out.gauge(
+                "kura_cluster_primary",
+                "In cluster mode: 1 on the shard's primary, 0 on another node.",
+                u8::from(view.role == "primary"),
+            )?;
+            out.gauge(
+                "kura_cluster_has_primary",
+                "In cluster mode: 1 while etcd names a primary for the shard.",
+                u8::from(view.primary.is_some()),
+            )?;
+            out.gauge_u64(
+                "kura_cluster_term",
+                "In cluster mode: the epoch of the term this node holds as primary (0: none).",
+                u64::try_from(view.term).unwrap_or(0),
+            )?;
+            out.gauge_u64(
+                "kura_cluster_members",
+                "In cluster mode: the shard's registered members.",
+                view.members as u64,
+            )?;
+            out.gauge(
+                "kura_cluster_lease_seconds",
+                "In cluster mode: how long this node's lease is certainly alive (-1: none).",
+                if view.lease_ms < 0 {
+                    -1.0
+                } else {
+                    view.lease_ms as f64 / 1e3
+                },
+            )?;
+            out.gauge(
+                "kura_cluster_serving_reads",
+                "In cluster mode: 1 while this node answers reads.",
+                u8::from(view.serving_reads),
+            )?;
+        }
         let links = replication.links();
         out.gauge_u64(
             "kura_connected_replicas",

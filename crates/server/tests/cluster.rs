@@ -178,6 +178,24 @@ fn shown(etcd: &Etcd, nodes: &[Node], primary: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// A node's `GET /metrics` (it was started with `--metrics-port 0`).
+fn metrics(server: &KuraServer) -> String {
+    use std::io::{Read, Write};
+    let log = server.log();
+    let addr: std::net::SocketAddr = log
+        .lines()
+        .find_map(|line| line.strip_prefix("kura metrics listening on "))
+        .and_then(|addr| addr.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no metrics line in kura's output:\n{log}"));
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to metrics");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("send");
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).expect("read metrics");
+    reply
+}
+
 fn set(c: &mut kura_testkit::Client, key: &str, value: &str) -> String {
     request(
         c,
@@ -365,12 +383,38 @@ fn a_shard_fails_over_on_its_own_and_loses_no_acknowledged_write() {
 #[test]
 fn a_primary_without_etcd_stops_taking_writes_and_goes_on_when_it_returns() {
     let mut etcd = Etcd::start(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let with_metrics = |name| {
+        let extra = ["--replica-reads", "local", "--metrics-port", "0"];
+        node_at(&etcd.endpoint(), name, "127.0.0.1", None, &extra)
+    };
     let nodes = [
-        node(&etcd, "kura-cluster-d-"),
-        node(&etcd, "kura-cluster-e-"),
-        node(&etcd, "kura-cluster-f-"),
+        with_metrics("kura-cluster-d-"),
+        with_metrics("kura-cluster-e-"),
+        with_metrics("kura-cluster-f-"),
     ];
     let p = elected(&nodes.iter().collect::<Vec<_>>());
+    // The metrics say the same as stats cluster, once the nodes have looked again.
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    for (i, node) in nodes.iter().enumerate() {
+        let want = format!("kura_cluster_primary {}", u8::from(i == p));
+        loop {
+            let text = metrics(&node.server);
+            let term_held = text.lines().any(|l| {
+                l.strip_prefix("kura_cluster_term ")
+                    .and_then(|t| t.parse::<f64>().ok())
+                    .is_some_and(|t| t > 0.0)
+            });
+            if text.contains(&want)
+                && text.contains("kura_cluster_members 3")
+                && text.contains("kura_cluster_has_primary 1")
+                && term_held == (i == p)
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "node {i}'s metrics:\n{text}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
     let mut c = client(&nodes[p].server);
     assert_eq!(set(&mut c, "before", "etcd"), "STORED\r\n");
 

@@ -35,7 +35,7 @@ mod status;
 pub use cli::command;
 use cli::node_stats;
 pub use forward::{forwarded, Forwarder};
-pub use status::{write_stats, Status};
+pub use status::{view, write_stats, Status};
 
 /// The address this node is known by in its shard.
 pub(crate) fn advertise(shared: &Shared) -> String {

@@ -27,6 +27,45 @@ impl Status {
     }
 }
 
+/// The node's part in its shard now, as `stats cluster` and the metrics show it.
+pub struct View {
+    pub role: &'static str,
+    /// Whom etcd names primary (None: no one).
+    pub primary: Option<String>,
+    /// The epoch of the term this node holds (0: none).
+    pub term: i64,
+    pub members: usize,
+    /// How long its lease is certainly alive, in ms (-1: none).
+    pub lease_ms: i64,
+    pub serving_reads: bool,
+}
+
+/// The node's view of its shard; None outside cluster mode.
+pub fn view(shared: &Shared) -> Option<View> {
+    if !enabled(&shared.config) {
+        return None;
+    }
+    let seen = shared.cluster.inner.lock().clone();
+    let role = if !shared.store.is_read_only() {
+        "primary"
+    } else if shared.replication.primary().is_some() {
+        "replica"
+    } else {
+        "candidate"
+    };
+    Some(View {
+        role,
+        primary: seen.primary,
+        term: seen.term.unwrap_or(0),
+        members: seen.members,
+        lease_ms: seen.lease_until.map_or(-1, |until| {
+            i64::try_from(until.saturating_duration_since(Instant::now()).as_millis())
+                .unwrap_or(i64::MAX)
+        }),
+        serving_reads: shared.read_refusal().is_none(),
+    })
+}
+
 /// `stats cluster`: the node's cluster, shard, role, the primary etcd names, the term
 /// this node holds (0: none), the shard's registered members, and how long its lease
 /// is certainly alive (ms; -1: none).
@@ -35,32 +74,20 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
         out.extend_from_slice(format!("STAT {name} {value}\r\n").as_bytes());
     };
     let config = &shared.config;
-    if !enabled(config) {
+    let Some(view) = view(shared) else {
         stat("cluster_mode", &"off");
         out.extend_from_slice(b"END\r\n");
         return;
-    }
-    let seen = shared.cluster.inner.lock().clone();
+    };
     stat("cluster_mode", &"on");
     stat("cluster", &config.cluster.clone().unwrap_or_default());
     stat("shard", &config.shard.clone().unwrap_or_default());
     stat("advertise", &advertise(shared));
-    let role = if !shared.store.is_read_only() {
-        "primary"
-    } else if shared.replication.primary().is_some() {
-        "replica"
-    } else {
-        "candidate"
-    };
-    stat("role", &role);
-    stat("primary", &seen.primary.unwrap_or_else(|| "-".to_string()));
-    stat("term", &seen.term.unwrap_or(0));
-    stat("members", &seen.members);
-    let lease_ms = seen.lease_until.map_or(-1, |until| {
-        i64::try_from(until.saturating_duration_since(Instant::now()).as_millis())
-            .unwrap_or(i64::MAX)
-    });
-    stat("lease_ms", &lease_ms);
-    stat("serving_reads", &u8::from(shared.read_refusal().is_none()));
+    stat("role", &view.role);
+    stat("primary", &view.primary.unwrap_or_else(|| "-".to_string()));
+    stat("term", &view.term);
+    stat("members", &view.members);
+    stat("lease_ms", &view.lease_ms);
+    stat("serving_reads", &u8::from(view.serving_reads));
     out.extend_from_slice(b"END\r\n");
 }
