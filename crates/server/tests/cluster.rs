@@ -111,14 +111,16 @@ fn elected(nodes: &[&Node]) -> usize {
         assert!(
             Instant::now() < deadline,
             "no primary with its replicas: roles {roles:?}\n{}",
-            nodes
-                .iter()
-                .map(|n| n.server.log())
-                .collect::<Vec<_>>()
-                .join("\n----\n")
+            logs(nodes)
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// What `nodes` printed, one after the other.
+fn logs(nodes: &[&Node]) -> String {
+    let logs: Vec<String> = nodes.iter().map(|n| n.server.log()).collect();
+    logs.join("\n----\n")
 }
 
 /// `stats cluster` on each node and `kura cluster status` name `nodes[primary]` as
@@ -290,11 +292,7 @@ fn a_shard_fails_over_on_its_own_and_loses_no_acknowledged_write() {
         assert!(
             Instant::now() < deadline,
             "no new primary\n{}",
-            survivors
-                .iter()
-                .map(|n| n.server.log())
-                .collect::<Vec<_>>()
-                .join("\n----\n")
+            logs(&survivors)
         );
         std::thread::sleep(Duration::from_millis(50));
     };

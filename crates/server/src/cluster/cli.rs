@@ -12,6 +12,13 @@ use std::time::{Duration, Instant};
     about = "Shows every shard of a Kura cluster: its primary and epoch, each member's role and lag"
 )]
 struct StatusFlags {
+    #[command(flatten)]
+    at: Where,
+}
+
+/// Where a cluster's state is kept.
+#[derive(Debug, clap::Args)]
+struct Where {
     /// etcd's client URLs (comma-separated).
     #[arg(
         long = "etcd",
@@ -33,16 +40,9 @@ struct StatusFlags {
     about = "Moves a shard's primary to another of its nodes, pausing writes briefly and losing none"
 )]
 struct SwitchoverFlags {
-    /// etcd's client URLs (comma-separated).
-    #[arg(
-        long = "etcd",
-        value_name = "URLS",
-        value_delimiter = ',',
-        required = true
-    )]
-    etcd: Vec<String>,
-    #[arg(long = "cluster", value_name = "NAME")]
-    cluster: String,
+    #[command(flatten)]
+    at: Where,
+    /// The shard.
     #[arg(long = "shard", value_name = "NAME")]
     shard: String,
     /// The node to hand over to (its advertised HOST:PORT); the furthest replica if
@@ -83,10 +83,11 @@ fn status(flags: &StatusFlags) -> anyhow::Result<String> {
         .build()
         .context("starting the runtime")?;
     let shards = runtime.block_on(async {
-        let mut observer = kura_cluster::Observer::connect(&flags.etcd, &flags.cluster).await?;
+        let mut observer =
+            kura_cluster::Observer::connect(&flags.at.etcd, &flags.at.cluster).await?;
         observer.shards().await
     })?;
-    let mut text = format!("cluster {}\n", flags.cluster);
+    let mut text = format!("cluster {}\n", flags.at.cluster);
     if shards.is_empty() {
         text.push_str("no shard has a member\n");
     }
@@ -112,7 +113,7 @@ fn switchover(flags: &SwitchoverFlags) -> anyhow::Result<String> {
         .build()
         .context("starting the runtime")?;
     runtime.block_on(async {
-        let mut observer = kura_cluster::Observer::connect(&flags.etcd, &flags.cluster).await?;
+        let mut observer = kura_cluster::Observer::connect(&flags.at.etcd, &flags.at.cluster).await?;
         let Some(old) = observer.primary(&flags.shard).await? else {
             anyhow::bail!("shard {} has no primary to hand over from", flags.shard);
         };

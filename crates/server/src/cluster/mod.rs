@@ -269,21 +269,11 @@ async fn take_part(
                             step_down(shared).await;
                             let term = member.campaign().await?;
                             member.set_switchover(None).await?;
-                            if let Err(e) = promote(shared, member.holds_until()).await {
+                            if let Err(e) = serve_term(shared, &member, &me, &term).await {
+                                // Give the term back at once rather than hold it idle.
                                 let _ = member.leave().await;
-                                return Err(ClusterError::Invalid(format!(
-                                    "promotion failed: {e}"
-                                )));
+                                return Err(e);
                             }
-                            tracing::info!(
-                                "cluster: primary under term {} by a switchover",
-                                term.epoch
-                            );
-                            let epoch = term.epoch;
-                            shared.cluster.update(|seen| {
-                                seen.primary = Some(me.clone());
-                                seen.term = Some(epoch);
-                            });
                             role = Role::Primary(term);
                             continue;
                         } else {
@@ -310,19 +300,10 @@ async fn take_part(
                         if let Ok(won) = tokio::time::timeout(poll * 4, member.campaign()).await {
                             let term = won?;
                             member.publish(None).await?;
-                            if let Err(e) = promote(shared, member.holds_until()).await {
-                                // Give the term back at once rather than hold it idle.
+                            if let Err(e) = serve_term(shared, &member, &me, &term).await {
                                 let _ = member.leave().await;
-                                return Err(ClusterError::Invalid(format!(
-                                    "promotion failed: {e}"
-                                )));
+                                return Err(e);
                             }
-                            tracing::info!("cluster: primary under term {}", term.epoch);
-                            let epoch = term.epoch;
-                            shared.cluster.update(|seen| {
-                                seen.primary = Some(me.clone());
-                                seen.term = Some(epoch);
-                            });
                             role = Role::Primary(term);
                             continue;
                         }
@@ -405,6 +386,26 @@ async fn hand_over(
 
 fn lsn(stats: &std::collections::BTreeMap<String, String>, name: &str) -> u64 {
     stats.get(name).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// Makes this node the primary of the term it won, taking changes until its lease may
+/// end, and shows it; on failure the caller gives the term back.
+async fn serve_term(
+    shared: &Arc<Shared>,
+    member: &Member,
+    me: &str,
+    term: &Term,
+) -> Result<(), ClusterError> {
+    promote(shared, member.holds_until())
+        .await
+        .map_err(|e| ClusterError::Invalid(format!("promotion failed: {e}")))?;
+    tracing::info!("cluster: primary under term {}", term.epoch);
+    let (me, epoch) = (me.to_string(), term.epoch);
+    shared.cluster.update(|seen| {
+        seen.primary = Some(me);
+        seen.term = Some(epoch);
+    });
+    Ok(())
 }
 
 /// Where this node's log ends.
