@@ -206,6 +206,9 @@ fn set(c: &mut kura_testkit::Client, key: &str, value: &str) -> String {
     )
 }
 
+/// Rounds of SIGKILL in `a_shard_fails_over_on_its_own_and_loses_no_acknowledged_write`.
+const ROUNDS: usize = 10;
+
 #[test]
 fn a_shard_fails_over_on_its_own_and_loses_no_acknowledged_write() {
     let etcd = Etcd::start(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")));
@@ -232,145 +235,157 @@ fn a_shard_fails_over_on_its_own_and_loses_no_acknowledged_write() {
         "VALUE via-replica 0 1\r\nx\r\nEND\r\n"
     );
 
-    // Writers through the primary until it is SIGKILLed under them.
-    let acked: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
-    // Writes sent when the primary died: on its disk, perhaps, and not acknowledged.
-    let unacked: Arc<Mutex<Vec<String>>> = Arc::default();
-    let stop = Arc::new(AtomicBool::new(false));
-    let primary_addr = nodes[first].server.addr();
-    let writers: Vec<_> = (0..4)
-        .map(|w| {
-            let (acked, unacked, stop) =
-                (Arc::clone(&acked), Arc::clone(&unacked), Arc::clone(&stop));
-            std::thread::spawn(move || {
-                let Ok(mut c) = kura_testkit::Client::connect(primary_addr) else {
-                    return;
-                };
-                for i in 0..100_000 {
-                    if stop.load(Ordering::Relaxed) {
+    // Rounds of writers through the primary until it is SIGKILLed under them.
+    let mut all_acked: BTreeMap<String, String> = BTreeMap::new();
+    let mut first = first;
+    for round in 0..ROUNDS {
+        // Writers through the primary until it is SIGKILLed under them.
+        let acked: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
+        // Writes sent when the primary died: on its disk, perhaps, and not acknowledged.
+        let unacked: Arc<Mutex<Vec<String>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let primary_addr = nodes[first].server.addr();
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let (acked, unacked, stop) =
+                    (Arc::clone(&acked), Arc::clone(&unacked), Arc::clone(&stop));
+                std::thread::spawn(move || {
+                    let Ok(mut c) = kura_testkit::Client::connect(primary_addr) else {
                         return;
-                    }
-                    let key = format!("w{w}-{i}");
-                    let value = format!("v{i}");
-                    let sent =
-                        c.send(format!("set {key} 0 0 {}\r\n{value}\r\n", value.len()).as_bytes());
-                    let reply = sent.and_then(|()| c.read_reply_until_suffix(b"\r\n", HUNG_AFTER));
-                    match reply {
-                        Ok(r) if r.bytes == b"STORED\r\n" => {
-                            acked.lock().expect("acked").insert(key, value);
-                        }
-                        // The primary died: no reply is an acknowledgement.
-                        _ => {
-                            unacked.lock().expect("unacked").push(key);
+                    };
+                    for i in 0..100_000 {
+                        if stop.load(Ordering::Relaxed) {
                             return;
                         }
+                        let key = format!("w{round}-{w}-{i}");
+                        let value = format!("v{i}");
+                        let sent = c.send(
+                            format!("set {key} 0 0 {}\r\n{value}\r\n", value.len()).as_bytes(),
+                        );
+                        let reply =
+                            sent.and_then(|()| c.read_reply_until_suffix(b"\r\n", HUNG_AFTER));
+                        match reply {
+                            Ok(r) if r.bytes == b"STORED\r\n" => {
+                                acked.lock().expect("acked").insert(key, value);
+                            }
+                            // The primary died: no reply is an acknowledgement.
+                            _ => {
+                                unacked.lock().expect("unacked").push(key);
+                                return;
+                            }
+                        }
                     }
-                }
+                })
             })
-        })
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while acked.lock().expect("acked").len() < 300 {
-        assert!(Instant::now() < deadline, "the writers made no progress");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    nodes[first].server.kill().expect("SIGKILL the primary");
-    let killed = Instant::now();
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        w.join().expect("writer");
-    }
-    let acked = acked.lock().expect("acked").clone();
-
-    // The two others elect a new primary between them, with every acknowledged write.
-    let survivors: Vec<&Node> = (0..3).filter(|&i| i != first).map(|i| &nodes[i]).collect();
-    let deadline = Instant::now() + ELECTED_WITHIN;
-    let second = loop {
-        if let Some(i) = survivors.iter().position(|n| role(n) == "primary") {
-            break i;
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while acked.lock().expect("acked").len() < 300 {
+            assert!(Instant::now() < deadline, "the writers made no progress");
+            std::thread::sleep(Duration::from_millis(10));
         }
-        assert!(
-            Instant::now() < deadline,
-            "no new primary\n{}",
-            logs(&survivors)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    eprintln!(
-        "a new primary {:?} after the SIGKILL; {} writes acknowledged",
-        killed.elapsed(),
-        acked.len()
-    );
-    let new_primary = &survivors[second].server;
-    let mut c = client(new_primary);
-    for (key, value) in &acked {
-        let got = request(&mut c, format!("get {key}\r\n").as_bytes(), b"END\r\n");
-        assert_eq!(
-            got,
-            format!("VALUE {key} 0 {}\r\n{value}\r\nEND\r\n", value.len()),
-            "acknowledged write {key} on the new primary"
-        );
-    }
-    // It takes writes once the other survivor follows it.
-    let deadline = Instant::now() + ELECTED_WITHIN;
-    while stat(new_primary, "connected_replicas") < 1 {
-        assert!(
-            Instant::now() < deadline,
-            "the other survivor never followed"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(set(&mut c, "after", "failover"), "STORED\r\n");
+        nodes[first].server.kill().expect("SIGKILL the primary");
+        let killed = Instant::now();
+        stop.store(true, Ordering::Relaxed);
+        for w in writers {
+            w.join().expect("writer");
+        }
+        let acked = acked.lock().expect("acked").clone();
+        all_acked.extend(acked.clone());
 
-    // The old primary, restarted, follows the new one and holds what it holds.
-    let second_advertise = survivors[second].advertise.clone();
-    let new_primary_addr = new_primary.addr();
-    nodes[first]
-        .server
-        .restart()
-        .expect("restart the old primary");
-    // From its first moment it serves no write the new primary does not have: a read
-    // is refused until it follows from a consistent point.
-    let unacked = unacked.lock().expect("unacked").clone();
-    let mut old = client(&nodes[first].server);
-    let mut new = kura_testkit::Client::connect(new_primary_addr).expect("connect");
-    let (mut refused_reads, mut served_reads) = (0, 0);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline && served_reads < 20 {
-        for key in unacked.iter().chain(acked.keys().take(1)) {
-            let got = request(&mut old, format!("get {key}\r\n").as_bytes(), b"\r\n");
-            if got.starts_with("SERVER_ERROR") {
-                refused_reads += 1;
-                continue;
+        // The two others elect a new primary between them, with every acknowledged write.
+        let survivors: Vec<&Node> = (0..3).filter(|&i| i != first).map(|i| &nodes[i]).collect();
+        let deadline = Instant::now() + ELECTED_WITHIN;
+        let second = loop {
+            if let Some(i) = survivors.iter().position(|n| role(n) == "primary") {
+                break i;
             }
-            let got = if got.starts_with("VALUE") && !got.ends_with("END\r\n") {
-                let rest = old
-                    .read_reply_until_suffix(b"END\r\n", HUNG_AFTER)
-                    .expect("the rest of the value");
-                got + &String::from_utf8_lossy(&rest.bytes)
-            } else {
-                got
-            };
-            served_reads += 1;
-            let there = request(&mut new, format!("get {key}\r\n").as_bytes(), b"END\r\n");
+            assert!(
+                Instant::now() < deadline,
+                "no new primary\n{}",
+                logs(&survivors)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        eprintln!(
+            "round {}: a new primary {:?} after the SIGKILL; {} writes acknowledged",
+            round + 1,
+            killed.elapsed(),
+            acked.len()
+        );
+        let new_primary = &survivors[second].server;
+        let mut c = client(new_primary);
+        for (key, value) in &all_acked {
+            let got = request(&mut c, format!("get {key}\r\n").as_bytes(), b"END\r\n");
             assert_eq!(
-                got, there,
-                "{key} on the restarted old primary and the new one"
+                got,
+                format!("VALUE {key} 0 {}\r\n{value}\r\nEND\r\n", value.len()),
+                "acknowledged write {key} on the new primary"
             );
         }
+        // It takes writes once the other survivor follows it.
+        let deadline = Instant::now() + ELECTED_WITHIN;
+        while stat(new_primary, "connected_replicas") < 1 {
+            assert!(
+                Instant::now() < deadline,
+                "the other survivor never followed"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let after = format!("after{round}");
+        assert_eq!(set(&mut c, &after, "failover"), "STORED\r\n");
+        all_acked.insert(after, "failover".to_string());
+
+        // The old primary, restarted, follows the new one and holds what it holds.
+        let second_advertise = survivors[second].advertise.clone();
+        let new_primary_addr = new_primary.addr();
+        nodes[first]
+            .server
+            .restart()
+            .expect("restart the old primary");
+        // From its first moment it serves no write the new primary does not have: a read
+        // is refused until it follows from a consistent point.
+        let unacked = unacked.lock().expect("unacked").clone();
+        let mut old = client(&nodes[first].server);
+        let mut new = kura_testkit::Client::connect(new_primary_addr).expect("connect");
+        let (mut refused_reads, mut served_reads) = (0, 0);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline && served_reads < 20 {
+            for key in unacked.iter().chain(acked.keys().take(1)) {
+                let got = request(&mut old, format!("get {key}\r\n").as_bytes(), b"\r\n");
+                if got.starts_with("SERVER_ERROR") {
+                    refused_reads += 1;
+                    continue;
+                }
+                let got = if got.starts_with("VALUE") && !got.ends_with("END\r\n") {
+                    let rest = old
+                        .read_reply_until_suffix(b"END\r\n", HUNG_AFTER)
+                        .expect("the rest of the value");
+                    got + &String::from_utf8_lossy(&rest.bytes)
+                } else {
+                    got
+                };
+                served_reads += 1;
+                let there = request(&mut new, format!("get {key}\r\n").as_bytes(), b"END\r\n");
+                assert_eq!(
+                    got, there,
+                    "{key} on the restarted old primary and the new one"
+                );
+            }
+        }
+        eprintln!(
+            "the restarted old primary refused {refused_reads} reads, then served {served_reads}"
+        );
+        let p = elected(&nodes.iter().collect::<Vec<_>>());
+        assert_eq!(nodes[p].advertise, second_advertise, "the primary stays");
+        caught_up(&nodes[p].server, &nodes[first].server);
+        let keys: Vec<String> = all_acked.keys().cloned().collect();
+        assert_eq!(
+            digest(&nodes[first].server, &keys),
+            digest(&nodes[p].server, &keys),
+            "the old primary holds what the new one holds"
+        );
+        first = p;
     }
-    eprintln!(
-        "the restarted old primary refused {refused_reads} reads, then served {served_reads}"
-    );
-    let p = elected(&nodes.iter().collect::<Vec<_>>());
-    assert_eq!(nodes[p].advertise, second_advertise, "the primary stays");
-    caught_up(&nodes[p].server, &nodes[first].server);
-    let keys: Vec<String> = acked.keys().cloned().chain(["after".to_string()]).collect();
-    assert_eq!(
-        digest(&nodes[first].server, &keys),
-        digest(&nodes[p].server, &keys),
-        "the old primary holds what the new one holds"
-    );
     drop(etcd);
 }
 

@@ -62,11 +62,11 @@ pub fn command(args: &[std::ffi::OsString]) -> Option<anyhow::Result<()>> {
     let word = |i: usize| args.get(i).and_then(|a| a.to_str());
     match (word(1), word(2)) {
         (Some("cluster"), Some("status")) => {
-            let flags = StatusFlags::parse_from(args.iter().skip(2).cloned());
+            let flags = StatusFlags::parse_from(named("kura cluster status", args));
             Some(status(&flags).map(|text| print!("{text}")))
         }
         (Some("cluster"), Some("switchover")) => {
-            let flags = SwitchoverFlags::parse_from(args.iter().skip(2).cloned());
+            let flags = SwitchoverFlags::parse_from(named("kura cluster switchover", args));
             Some(switchover(&flags).map(|text| print!("{text}")))
         }
         (Some("cluster"), _) => Some(Err(anyhow::anyhow!(
@@ -74,6 +74,14 @@ pub fn command(args: &[std::ffi::OsString]) -> Option<anyhow::Result<()>> {
         ))),
         _ => None,
     }
+}
+
+/// The command line after `kura cluster <command>`, behind the name clap shows in
+/// its usage (it reads the first argument as the program's name).
+fn named(name: &str, args: &[std::ffi::OsString]) -> Vec<std::ffi::OsString> {
+    std::iter::once(name.into())
+        .chain(args.iter().skip(3).cloned())
+        .collect()
 }
 
 fn status(flags: &StatusFlags) -> anyhow::Result<String> {
