@@ -139,6 +139,25 @@ async fn run_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step {
             flow: Flow::Continue,
         };
     }
+    // In a cluster, a replica passes changes (and reads) on to its primary.
+    let read = matches!(command, Command::Get { .. });
+    match crate::cluster::forwarded_binary(shared, &input[..consumed], changes(&command), read) {
+        Some(Ok(reply)) => {
+            conn.out.extend_from_slice(&reply);
+            return Step::Ran {
+                consumed,
+                flow: Flow::Continue,
+            };
+        }
+        Some(Err(why)) => {
+            binary::error(&mut conn.out, to, Status::Internal, Some(why.as_bytes()));
+            return Step::Ran {
+                consumed,
+                flow: Flow::Continue,
+            };
+        }
+        None => {}
+    }
     if changes(&command) {
         // A replica refuses a change before it looks at the data (no EXISTS for a
         // CAS that does not match, no NOT_FOUND for a missing key).

@@ -180,6 +180,28 @@ fn shown(etcd: &Etcd, nodes: &[Node], primary: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// One binary request (`kura_testkit::binary::compose`'s words) on a connection of
+/// its own; the response packets before the marker's.
+fn binary(addr: std::net::SocketAddr, line: &str) -> Vec<u8> {
+    use kura_testkit::binary as b;
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(HUNG_AFTER))
+        .expect("read timeout");
+    let mut packet = b::compose(line).expect("a binary request");
+    packet.extend_from_slice(&b::marker());
+    stream.write_all(&packet).expect("send");
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !b::complete(&reply) {
+        let n = stream.read(&mut chunk).expect("read");
+        assert!(n > 0, "closed after {reply:?}");
+        reply.extend_from_slice(&chunk[..n]);
+    }
+    b::strip_marker(&reply).to_vec()
+}
+
 /// A node's `GET /metrics` (it was started with `--metrics-port 0`).
 fn metrics(server: &KuraServer) -> String {
     use std::io::{Read, Write};
@@ -742,6 +764,29 @@ fn writers_through_a_replica_go_on_across_a_failover() {
     // The writers' node: a replica now, and after the failover whichever it is.
     let via = (first + 1) % 3;
     let via_addr = nodes[via].server.addr();
+    // A binary client through the replica too: its set lands on the primary, its get
+    // reads the primary's value.
+    let stored = binary(via_addr, "set key=bin value=binary-value flags=7");
+    assert_eq!(
+        &stored[6..8],
+        &[0, 0],
+        "a binary set through the replica: {stored:?}"
+    );
+    assert_eq!(
+        request(
+            &mut client(&nodes[first].server),
+            b"get bin\r\n",
+            b"END\r\n"
+        ),
+        "VALUE bin 7 12\r\nbinary-value\r\nEND\r\n"
+    );
+    let got = binary(via_addr, "get key=bin");
+    assert_eq!(
+        &got[6..8],
+        &[0, 0],
+        "a binary get through the replica: {got:?}"
+    );
+    assert!(got.ends_with(b"binary-value"), "{got:?}");
     let acked: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
     let refused: Arc<Mutex<Vec<String>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));

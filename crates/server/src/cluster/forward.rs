@@ -15,8 +15,12 @@
 //! or may not have been made: the client gets `SERVER_ERROR`, never a false `STORED`.
 //! The worker thread waits for the primary's reply, as it would for its own disk.
 //!
-//! What it is not for: the binary protocol and the SQL port, which a replica answers
-//! itself (changes refused, naming the primary).
+//! The binary protocol's requests go the same way over connections of their own,
+//! each packet followed by a `NOOP` whose response ends the reply; a connection to a
+//! primary with users logs in with SASL PLAIN and `--replication-login`'s user.
+//!
+//! What it is not for: the SQL port, which a replica answers itself (changes
+//! refused, naming the primary).
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -64,10 +68,41 @@ pub fn forwarded(shared: &Shared, request: &Request<'_>, out: &mut Vec<u8>) -> b
     true
 }
 
+/// The binary protocol's side of [`forwarded`]: for a request packet `packet` that
+/// is a `change`, or a `read` while reads go to the primary, the primary's response
+/// packets (Err: why none came whole); None when the request runs here.
+pub fn forwarded_binary(
+    shared: &Shared,
+    packet: &[u8],
+    change: bool,
+    read: bool,
+) -> Option<Result<Vec<u8>, String>> {
+    if !super::enabled(&shared.config) || !shared.store.is_read_only() {
+        return None;
+    }
+    let reads_here = shared.config.replica_reads == crate::config::ReplicaReads::Local;
+    if !(change || (read && !reads_here)) {
+        return None;
+    }
+    let Some(primary) = shared.replication.primary() else {
+        return Some(Err(
+            "the shard has no primary (being elected), try again".into()
+        ));
+    };
+    Some(
+        shared
+            .forwarder
+            .forward_binary(shared, &primary, packet)
+            .map_err(|e| format!("forwarding to the primary {primary} failed: {e}; try again")),
+    )
+}
+
 /// The pool of connections to the primary.
 #[derive(Default)]
 pub struct Forwarder {
     idle: Mutex<Vec<(String, Socket)>>,
+    /// Connections that speak the binary protocol.
+    idle_binary: Mutex<Vec<(String, Socket)>>,
 }
 
 impl Forwarder {
@@ -112,18 +147,125 @@ impl Forwarder {
         }
     }
 
+    /// Sends the binary request `packet` to `primary`; its response packets.
+    fn forward_binary(
+        &self,
+        shared: &Shared,
+        primary: &str,
+        packet: &[u8],
+    ) -> Result<Vec<u8>, String> {
+        let mut socket = match take(&self.idle_binary, primary) {
+            Some(socket) => socket,
+            None => binary_connection(shared, primary)?,
+        };
+        let mut bytes = packet.to_vec();
+        bytes.extend_from_slice(&binary_request(NOOP, NOOP_OPAQUE, b"", b""));
+        socket.write_all(&bytes).map_err(|e| e.to_string())?;
+        let reply = read_binary_reply(&mut socket)?;
+        give_back(&self.idle_binary, primary, socket);
+        Ok(reply)
+    }
+
     fn take(&self, primary: &str) -> Option<Socket> {
-        let mut idle = self.idle.lock();
-        // Connections to a former primary go.
-        idle.retain(|(to, _)| to == primary);
-        idle.pop().map(|(_, socket)| socket)
+        take(&self.idle, primary)
     }
 
     fn give_back(&self, primary: &str, socket: Socket) {
-        let mut idle = self.idle.lock();
-        if idle.len() < POOL {
-            idle.push((primary.to_string(), socket));
+        give_back(&self.idle, primary, socket);
+    }
+}
+
+fn take(pool: &Mutex<Vec<(String, Socket)>>, primary: &str) -> Option<Socket> {
+    let mut idle = pool.lock();
+    // Connections to a former primary go.
+    idle.retain(|(to, _)| to == primary);
+    idle.pop().map(|(_, socket)| socket)
+}
+
+fn give_back(pool: &Mutex<Vec<(String, Socket)>>, primary: &str, socket: Socket) {
+    let mut idle = pool.lock();
+    if idle.len() < POOL {
+        idle.push((primary.to_string(), socket));
+    }
+}
+
+/// The binary protocol's no-op, which ends a forwarded request's reply, and the
+/// opaque its response carries back.
+const NOOP: u8 = 0x0a;
+const NOOP_OPAQUE: u32 = 0x4b55_5241;
+const SASL_AUTH: u8 = 0x21;
+const HEADER: usize = 24;
+
+/// A binary request packet without extras.
+fn binary_request(opcode: u8, opaque: u32, key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x80, opcode];
+    out.extend_from_slice(&u16::try_from(key.len()).unwrap_or(u16::MAX).to_be_bytes());
+    out.extend_from_slice(&[0, 0, 0, 0]);
+    let body = u32::try_from(key.len() + value.len()).unwrap_or(u32::MAX);
+    out.extend_from_slice(&body.to_be_bytes());
+    out.extend_from_slice(&opaque.to_be_bytes());
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+    out
+}
+
+/// A binary connection to `primary`, logged in with SASL PLAIN as
+/// `--replication-login`'s user when this node has one.
+fn binary_connection(shared: &Shared, primary: &str) -> Result<Socket, String> {
+    let mut socket = crate::replication::connect(primary, shared.replication.tls())?;
+    let limit = Duration::from_millis(shared.config.sync_timeout_ms) + Duration::from_secs(1);
+    socket
+        .set_read_timeout(Some(limit))
+        .and_then(|()| socket.set_write_timeout(Some(limit)))
+        .map_err(|e| e.to_string())?;
+    if let Some((user, password)) = shared.replication.login_parts() {
+        let plain = [&b"\0"[..], user, b"\0", password].concat();
+        socket
+            .write_all(&binary_request(SASL_AUTH, 0, b"PLAIN", &plain))
+            .map_err(|e| e.to_string())?;
+        let mut header = [0u8; HEADER];
+        socket.read_exact(&mut header).map_err(|e| e.to_string())?;
+        let body = u32::from_be_bytes([header[8], header[9], header[10], header[11]]) as usize;
+        let mut rest = vec![0u8; body];
+        socket.read_exact(&mut rest).map_err(|e| e.to_string())?;
+        if header[6..8] != [0, 0] {
+            return Err("the primary refused the replication login".to_string());
         }
+    }
+    Ok(socket)
+}
+
+/// Reads response packets up to the no-op's; the packets before it.
+fn read_binary_reply(socket: &mut Socket) -> Result<Vec<u8>, String> {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut pos = 0;
+    let mut chunk = [0u8; 16 << 10];
+    loop {
+        while buf.len() >= pos + HEADER {
+            let h = &buf[pos..pos + HEADER];
+            let body = u32::from_be_bytes([h[8], h[9], h[10], h[11]]) as usize;
+            if buf.len() < pos + HEADER + body {
+                break;
+            }
+            let ends = h[0] == 0x81 && h[1] == NOOP && h[12..16] == NOOP_OPAQUE.to_be_bytes();
+            if ends {
+                if pos + HEADER + body != buf.len() {
+                    return Err("the primary sent more than the reply".to_string());
+                }
+                buf.truncate(pos);
+                return Ok(buf);
+            }
+            pos += HEADER + body;
+        }
+        if buf.len() > REPLY_MAX {
+            return Err("the primary's reply is too large to forward".to_string());
+        }
+        let n = socket.read(&mut chunk).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the primary closed the connection".to_string());
+        }
+        buf.extend_from_slice(&chunk[..n]);
     }
 }
 

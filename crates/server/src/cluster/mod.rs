@@ -34,7 +34,7 @@ mod status;
 
 pub use cli::command;
 use cli::node_stats;
-pub use forward::{forwarded, Forwarder};
+pub use forward::{forwarded, forwarded_binary, Forwarder};
 pub use status::{view, write_stats, Status};
 
 /// The address this node is known by in its shard.

@@ -131,6 +131,15 @@ impl Replication {
         self.tls.as_ref()
     }
 
+    /// `--replication-login`'s user and password, from the text login it makes.
+    pub fn login_parts(&self) -> Option<(&[u8], &[u8])> {
+        let login = self.login.as_deref()?;
+        let start = login.windows(2).position(|w| w == b"\r\n")? + 2;
+        let token = login[start..].strip_suffix(b"\r\n")?;
+        let space = token.iter().position(|&b| b == b' ')?;
+        Some((&token[..space], &token[space + 1..]))
+    }
+
     /// The replicas streaming from this node now (not the backups).
     pub fn links(&self) -> Vec<Arc<primary::Link>> {
         self.streams(primary::Purpose::Replica)
@@ -481,4 +490,21 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
     stat(out, "failover_state", &failover_state);
     stat(out, "last_failover", &last_failover);
     out.extend_from_slice(b"END\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Replication;
+
+    #[test]
+    fn the_login_parts_are_those_of_the_text_login() {
+        let login = b"set kura-login 0 0 12\r\nann secret!x\r\n".to_vec();
+        let replication = Replication::new(std::path::Path::new("."), Some(login), None);
+        assert_eq!(
+            replication.login_parts(),
+            Some((&b"ann"[..], &b"secret!x"[..]))
+        );
+        let none = Replication::new(std::path::Path::new("."), None, None);
+        assert_eq!(none.login_parts(), None);
+    }
 }
