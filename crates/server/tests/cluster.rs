@@ -866,3 +866,116 @@ fn writers_through_a_replica_go_on_across_a_failover() {
         );
     }
 }
+
+/// With users (`-Y`, `--admin-auth-file`), a replica's forwarded binary requests log in
+/// to the primary with SASL PLAIN as `--replication-login`'s admin: an application
+/// user's binary set through a replica lands on the primary.
+#[test]
+fn forwarding_logs_in_to_a_primary_with_users() {
+    let etcd = Etcd::start(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let files = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, text: &str| {
+        let path = files.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        path.to_string_lossy().into_owned()
+    };
+    let users = write("users", "ann:secret\n");
+    let admins = write("admins", "root:rootpw\n");
+    let login = write("login", "root:rootpw\n");
+    let extra = [
+        "-Y",
+        users.as_str(),
+        "--admin-auth-file",
+        admins.as_str(),
+        "--replication-login",
+        login.as_str(),
+    ];
+    let nodes = [
+        node_at(
+            &etcd.endpoint(),
+            "kura-cluster-m-",
+            "127.0.0.1",
+            None,
+            &extra,
+        ),
+        node_at(
+            &etcd.endpoint(),
+            "kura-cluster-n-",
+            "127.0.0.1",
+            None,
+            &extra,
+        ),
+    ];
+    // The text login of an admin, then `stats replication`, as a map.
+    let stats = |node: &Node| -> BTreeMap<String, String> {
+        let mut c = client(&node.server);
+        let token = "root rootpw";
+        let login = format!("set kura-login 0 0 {}\r\n{token}\r\n", token.len());
+        assert_eq!(request(&mut c, login.as_bytes(), b"\r\n"), "STORED\r\n");
+        request(&mut c, b"stats replication\r\n", b"END\r\n")
+            .lines()
+            .filter_map(|l| l.strip_prefix("STAT "))
+            .filter_map(|l| l.split_once(' '))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    let (primary, replica) = loop {
+        let roles: Vec<String> = nodes
+            .iter()
+            .map(|n| stats(n).get("role").cloned().unwrap_or_default())
+            .collect();
+        if let Some(p) = roles.iter().position(|r| r == "primary") {
+            let r = 1 - p;
+            if roles[r] == "replica"
+                && stats(&nodes[p])
+                    .get("connected_replicas")
+                    .map(String::as_str)
+                    == Some("1")
+            {
+                break (p, r);
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "roles {roles:?}\n{}",
+            logs(&nodes.iter().collect::<Vec<_>>())
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // ann's binary SASL login on the replica, then a set forwarded to the primary.
+    let packet = [
+        kura_testkit::binary::request(0x21, b"PLAIN", b"\0ann\0secret"),
+        kura_testkit::binary::compose("set key=users-bin value=through flags=0").expect("set"),
+        kura_testkit::binary::marker(),
+    ]
+    .concat();
+    let reply = {
+        use std::io::{Read, Write};
+        let mut stream =
+            std::net::TcpStream::connect(nodes[replica].server.addr()).expect("connect");
+        stream.set_read_timeout(Some(HUNG_AFTER)).expect("timeout");
+        stream.write_all(&packet).expect("send");
+        let mut reply = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !kura_testkit::binary::complete(&reply) {
+            let n = stream.read(&mut chunk).expect("read");
+            assert!(n > 0, "closed after {reply:?}");
+            reply.extend_from_slice(&chunk[..n]);
+        }
+        kura_testkit::binary::render(kura_testkit::binary::strip_marker(&reply))
+    };
+    assert_eq!(reply.len(), 2, "{reply:?}");
+    assert!(
+        reply[0].starts_with("sasl-auth status=0x00 ") && reply[1].starts_with("set status=0x00 "),
+        "{reply:?}"
+    );
+    let mut c = client(&nodes[primary].server);
+    let token = "root rootpw";
+    let login = format!("set kura-login 0 0 {}\r\n{token}\r\n", token.len());
+    assert_eq!(request(&mut c, login.as_bytes(), b"\r\n"), "STORED\r\n");
+    assert_eq!(
+        request(&mut c, b"get users-bin\r\n", b"END\r\n"),
+        "VALUE users-bin 0 7\r\nthrough\r\nEND\r\n"
+    );
+}
