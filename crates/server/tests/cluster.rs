@@ -117,6 +117,16 @@ fn elected(nodes: &[&Node]) -> usize {
     }
 }
 
+/// Waits until the writers have `n` acknowledged writes in `acked`; `what` if they do
+/// not within a minute.
+fn until_acked(acked: &Mutex<BTreeMap<String, String>>, n: usize, what: &str) {
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    while acked.lock().expect("acked").len() < n {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// What `nodes` printed, one after the other.
 fn logs(nodes: &[&Node]) -> String {
     let logs: Vec<String> = nodes.iter().map(|n| n.server.log()).collect();
@@ -300,11 +310,7 @@ fn a_shard_fails_over_on_its_own_and_loses_no_acknowledged_write() {
                 })
             })
             .collect();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while acked.lock().expect("acked").len() < 300 {
-            assert!(Instant::now() < deadline, "the writers made no progress");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        until_acked(&acked, 300, "the writers made no progress");
         nodes[first].server.kill().expect("SIGKILL the primary");
         let killed = Instant::now();
         stop.store(true, Ordering::Relaxed);
@@ -822,22 +828,16 @@ fn writers_through_a_replica_go_on_across_a_failover() {
             })
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while acked.lock().expect("acked").len() < 200 {
-        assert!(Instant::now() < deadline, "no progress through the replica");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    until_acked(&acked, 200, "no progress through the replica");
     nodes[first].server.kill().expect("SIGKILL the primary");
     let killed = Instant::now();
     let before = acked.lock().expect("acked").len();
     // Writes go on through the same node once a new primary is elected.
-    while acked.lock().expect("acked").len() < before + 200 {
-        assert!(
-            killed.elapsed() < ELECTED_WITHIN,
-            "writes through the replica did not resume"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    until_acked(
+        &acked,
+        before + 200,
+        "writes through the replica did not resume",
+    );
     let resumed = killed.elapsed();
     stop.store(true, Ordering::Relaxed);
     for w in writers {

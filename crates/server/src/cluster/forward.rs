@@ -120,18 +120,7 @@ impl Forwarder {
         bytes.extend_from_slice(b"mn\r\n");
         let mut socket = match self.take(primary) {
             Some(socket) => socket,
-            None => {
-                let socket = shared.replication.connect(primary, CONNECT_WITHIN)?;
-                // A reply may wait for the primary's replicas (`--sync-timeout-ms`),
-                // then it comes: a primary silent for longer is cut off or gone.
-                let limit =
-                    Duration::from_millis(shared.config.sync_timeout_ms) + Duration::from_secs(1);
-                socket
-                    .set_read_timeout(Some(limit))
-                    .and_then(|()| socket.set_write_timeout(Some(limit)))
-                    .map_err(|e| e.to_string())?;
-                socket
-            }
+            None => bounded(shared, shared.replication.connect(primary, CONNECT_WITHIN)?)?,
         };
         socket.write_all(&bytes).map_err(|e| e.to_string())?;
         let start = out.len();
@@ -213,12 +202,8 @@ fn binary_request(opcode: u8, opaque: u32, key: &[u8], value: &[u8]) -> Vec<u8> 
 /// A binary connection to `primary`, logged in with SASL PLAIN as
 /// `--replication-login`'s user when this node has one.
 fn binary_connection(shared: &Shared, primary: &str) -> Result<Socket, String> {
-    let mut socket = crate::replication::connect(primary, shared.replication.tls())?;
-    let limit = Duration::from_millis(shared.config.sync_timeout_ms) + Duration::from_secs(1);
-    socket
-        .set_read_timeout(Some(limit))
-        .and_then(|()| socket.set_write_timeout(Some(limit)))
-        .map_err(|e| e.to_string())?;
+    let connected = crate::replication::connect(primary, shared.replication.tls())?;
+    let mut socket = bounded(shared, connected)?;
     if let Some((user, password)) = shared.replication.login_parts() {
         let plain = [&b"\0"[..], user, b"\0", password].concat();
         socket
@@ -236,54 +221,58 @@ fn binary_connection(shared: &Shared, primary: &str) -> Result<Socket, String> {
     Ok(socket)
 }
 
+/// `socket` with its reads and writes bounded: a reply may wait for the primary's
+/// replicas (`--sync-timeout-ms`), then it comes; a primary silent for longer is cut
+/// off or gone.
+fn bounded(shared: &Shared, socket: Socket) -> Result<Socket, String> {
+    let limit = Duration::from_millis(shared.config.sync_timeout_ms) + Duration::from_secs(1);
+    socket
+        .set_read_timeout(Some(limit))
+        .and_then(|()| socket.set_write_timeout(Some(limit)))
+        .map_err(|e| e.to_string())?;
+    Ok(socket)
+}
+
 /// Reads response packets up to the no-op's; the packets before it.
 fn read_binary_reply(socket: &mut Socket) -> Result<Vec<u8>, String> {
-    let mut buf: Vec<u8> = Vec::new();
-    let mut pos = 0;
-    let mut chunk = [0u8; 16 << 10];
-    loop {
-        while buf.len() >= pos + HEADER {
-            let h = &buf[pos..pos + HEADER];
-            let body = u32::from_be_bytes([h[8], h[9], h[10], h[11]]) as usize;
-            if buf.len() < pos + HEADER + body {
-                break;
-            }
-            let ends = h[0] == 0x81 && h[1] == NOOP && h[12..16] == NOOP_OPAQUE.to_be_bytes();
-            if ends {
-                if pos + HEADER + body != buf.len() {
-                    return Err("the primary sent more than the reply".to_string());
-                }
-                buf.truncate(pos);
-                return Ok(buf);
-            }
-            pos += HEADER + body;
-        }
-        if buf.len() > REPLY_MAX {
-            return Err("the primary's reply is too large to forward".to_string());
-        }
-        let n = socket.read(&mut chunk).map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Err("the primary closed the connection".to_string());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
+    read_until_end(socket, |bytes| {
+        let Some(h) = bytes.get(..HEADER) else {
+            return Ok(None);
+        };
+        let len = HEADER + u32::from_be_bytes([h[8], h[9], h[10], h[11]]) as usize;
+        let ends = h[0] == 0x81 && h[1] == NOOP && h[12..16] == NOOP_OPAQUE.to_be_bytes();
+        Ok((bytes.len() >= len).then_some((len, ends)))
+    })
 }
 
 /// Reads from `socket` up to the `MN` that ends a forwarded request's reply, and
 /// appends what comes before it to `out`.
 fn read_reply(socket: &mut Socket, out: &mut Vec<u8>) -> Result<(), String> {
+    let reply = read_until_end(socket, |bytes| {
+        Ok(frame(bytes)?.map(|len| (len, &bytes[..len] == b"MN\r\n")))
+    })?;
+    out.extend_from_slice(&reply);
+    Ok(())
+}
+
+/// Reads whole frames from `socket` (`frame` gives the length of the one a buffer
+/// starts with, and whether it ends the reply; None until it is all there) up to the
+/// one that ends the reply, which must be the last; the frames before it.
+fn read_until_end(
+    socket: &mut Socket,
+    frame: impl Fn(&[u8]) -> Result<Option<(usize, bool)>, String>,
+) -> Result<Vec<u8>, String> {
     let mut buf: Vec<u8> = Vec::new();
     let mut pos = 0;
     let mut chunk = [0u8; 16 << 10];
     loop {
-        // Whole frames from `pos` on.
-        while let Some(len) = frame(&buf[pos..])? {
-            if &buf[pos..pos + len] == b"MN\r\n" {
-                out.extend_from_slice(&buf[..pos]);
+        while let Some((len, ends)) = frame(&buf[pos..])? {
+            if ends {
                 if pos + len != buf.len() {
                     return Err("the primary sent more than the reply".to_string());
                 }
-                return Ok(());
+                buf.truncate(pos);
+                return Ok(buf);
             }
             pos += len;
         }
