@@ -37,6 +37,10 @@ pub struct Unresolved {
 }
 
 impl Unresolved {
+    pub(crate) fn new(h: Hashed, records: Vec<(u64, u64, u32)>) -> Unresolved {
+        Unresolved { h, records }
+    }
+
     /// Where its first record lies: segment and offset.
     fn place(&self) -> (u64, u32) {
         self.records

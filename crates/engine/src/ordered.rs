@@ -362,12 +362,10 @@ impl Ordered {
             let in_range = overlay.range::<[u8], _>(bounds);
             #[allow(clippy::borrowed_box)]
             let pick = |(k, s): (&Box<[u8]>, &States)| {
-                (
-                    Box::<[u8]>::from(&k[..]),
-                    s.last().is_some_and(|&(_, live)| live),
-                )
+                (k[1..].to_vec(), s.last().is_some_and(|&(_, live)| live))
             };
-            let overlaid: Vec<(Box<[u8]>, bool)> = if reverse {
+            // Keys without their space's byte, as the batch gives them.
+            let overlaid: Vec<(Vec<u8>, bool)> = if reverse {
                 in_range.rev().take(max + 1).map(pick).collect()
             } else {
                 in_range.take(max + 1).map(pick).collect()
@@ -381,13 +379,13 @@ impl Ordered {
             Err(redb::TableError::TableDoesNotExist(_)) => None,
             Err(e) => return Err(btree_error(e)),
         };
-        let mut from_tree: Box<dyn Iterator<Item = Result<Box<[u8]>, Error>>> = match &table {
+        let mut from_tree: Box<dyn Iterator<Item = Result<Vec<u8>, Error>>> = match &table {
             None => Box::new(std::iter::empty()),
             Some(table) => {
                 let range = table.range::<&[u8]>(bounds).map_err(btree_error)?;
                 let keys = range.map(|entry| {
                     entry
-                        .map(|(k, _)| Box::<[u8]>::from(k.value()))
+                        .map(|(k, _)| k.value()[1..].to_vec())
                         .map_err(btree_error)
                 });
                 if reverse {
@@ -433,7 +431,7 @@ impl Ordered {
                 }
             }
             if live {
-                keys.push(key[1..].to_vec());
+                keys.push(key);
             }
         }
         Ok(Keys { keys, more })

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use crate::apply;
 use crate::clock::Clock;
-use crate::cold::{version_item, MAX_ROUNDS};
+use crate::cold::{version_item, Unresolved, MAX_ROUNDS};
 use crate::disk::Disk;
 use crate::expiry::{entry_liveness, exptime_to_absolute, liveness, Liveness};
 use crate::history::{Epoch, History};
@@ -263,52 +263,94 @@ impl Store {
         self.read(key.into(), Access::NoAccess)
     }
 
+    /// The live versions of `keys`, as [`Store::get`] gives each, in order. The index
+    /// slots of all of them are asked for from memory before the first is looked at,
+    /// so that their cache misses overlap rather than follow one another, and the
+    /// versions only in the log are read in one pass ([`Store::resolve_many`]): a
+    /// range's rows, read by key.
+    pub fn get_many(&self, keys: &[Key<'_>]) -> Result<Vec<Option<Item>>, Error> {
+        let mut hashes = Vec::with_capacity(keys.len());
+        for &key in keys {
+            check_key(key)?;
+            let h = self.index.hash(key);
+            self.index.prefetch_home(h);
+            hashes.push(h);
+        }
+        let (mut out, mut later, mut cold) = (Vec::with_capacity(keys.len()), vec![], vec![]);
+        let none = Loaded::new();
+        for (i, (&key, &h)) in keys.iter().zip(&hashes).enumerate() {
+            match self.look(key, h, &none, Access::Fetch) {
+                Look::Found(item) => out.push(item),
+                Look::Dead => {
+                    out.push(None);
+                    later.push(i);
+                }
+                Look::Unknown(records) => {
+                    out.push(None);
+                    later.push(i);
+                    cold.push(Unresolved::new(h, records));
+                }
+            }
+        }
+        if !cold.is_empty() {
+            self.resolve_many(cold)?;
+        }
+        for i in later {
+            out[i] = self.read_hashed(keys[i], hashes[i], Access::Fetch)?;
+        }
+        Ok(out)
+    }
+
     fn read(&self, key: Key<'_>, access: Access) -> Result<Option<Item>, Error> {
         check_key(key)?;
-        let h = self.index.hash(key);
-        let shard = self.index.shard(h);
+        self.read_hashed(key, self.index.hash(key), access)
+    }
+
+    fn read_hashed(&self, key: Key<'_>, h: Hashed, access: Access) -> Result<Option<Item>, Error> {
         let mut loaded = Loaded::new();
         for _ in 0..MAX_ROUNDS {
-            let now = self.now_secs();
-            let deadline = self.flush_deadline.load(Ordering::Acquire);
-            let unknown = {
-                self.index.prefetch_home(h);
-                let guard = shard.read();
-                match guard.find(key, h, &loaded) {
-                    Found::Absent => return Ok(None),
-                    Found::Cached { idx, .. } => {
-                        let entry = guard.entry(idx);
-                        if entry_liveness(entry, now, deadline) != Liveness::Live {
-                            None
-                        } else {
-                            let item = snapshot(entry);
-                            if access == Access::Fetch {
-                                entry.mark_access(now);
-                            }
-                            return Ok(Some(item));
-                        }
-                    }
-                    Found::Loaded { which, .. } => {
-                        let v = &loaded[which].1;
-                        if liveness(v.space, v.exptime, v.time, now, deadline) != Liveness::Live {
-                            None
-                        } else {
-                            return Ok(Some(version_item(v)));
-                        }
-                    }
-                    Found::Unknown(raws) => Some(self.addresses(&raws)),
-                }
-            };
-            match unknown {
+            match self.look(key, h, &loaded, access) {
+                Look::Found(item) => return Ok(item),
                 // Dead: drop it now rather than keep it until overwritten.
-                None => {
+                Look::Dead => {
                     self.update(key, Access::NoAccess, |_, _| (Change::Keep, ()))?;
                     return Ok(None);
                 }
-                Some(records) => self.load(h, records, &mut loaded)?,
+                Look::Unknown(records) => self.load(h, records, &mut loaded)?,
             }
         }
         Err(self.kept_moving(key))
+    }
+
+    /// One look at `key` (hashed to `h`) under its shard's lock, with the versions
+    /// `loaded` read from the log so far.
+    fn look(&self, key: Key<'_>, h: Hashed, loaded: &Loaded, access: Access) -> Look {
+        let now = self.now_secs();
+        let deadline = self.flush_deadline.load(Ordering::Acquire);
+        self.index.prefetch_home(h);
+        let guard = self.index.shard(h).read();
+        match guard.find(key, h, loaded) {
+            Found::Absent => Look::Found(None),
+            Found::Cached { idx, .. } => {
+                let entry = guard.entry(idx);
+                if entry_liveness(entry, now, deadline) != Liveness::Live {
+                    return Look::Dead;
+                }
+                let item = snapshot(entry);
+                if access == Access::Fetch {
+                    entry.mark_access(now);
+                }
+                Look::Found(Some(item))
+            }
+            Found::Loaded { which, .. } => {
+                let v = &loaded[which].1;
+                if liveness(v.space, v.exptime, v.time, now, deadline) != Liveness::Live {
+                    return Look::Dead;
+                }
+                Look::Found(Some(version_item(v)))
+            }
+            Found::Unknown(raws) => Look::Unknown(self.addresses(&raws)),
+        }
     }
 
     /// Looks at `key`'s live version (None if absent, expired or flushed), lets `decide`
@@ -785,4 +827,14 @@ impl Store {
         }
         self.log.shutdown();
     }
+}
+
+/// What one look at a key under its shard's lock found ([`Store::look`]).
+enum Look {
+    /// The answer: the live version, or none.
+    Found(Option<Item>),
+    /// A version no longer live, to drop.
+    Dead,
+    /// Versions only in the log: each record's raw address, segment and offset.
+    Unknown(Vec<(u64, u64, u32)>),
 }
