@@ -11,6 +11,7 @@ use crate::result::{Cell, Done, Kind, Output, ResultSet};
 use crate::session::{sqlite_error, Session};
 use crate::show;
 use crate::translate::{translate, Literal};
+use crate::vtab::{parse_plan, Bind};
 
 impl Session {
     /// Answers a statement SQLite does not run; None for one it does.
@@ -259,10 +260,10 @@ impl Session {
             let (access, key) = match detail.split_once("INDEX ") {
                 Some((_, plan)) => {
                     let (num, rest) = plan.split_once(':').unwrap_or((plan, ""));
-                    let index = rest.split(':').next().unwrap_or("");
+                    let (index, binds) = parse_plan(rest).map_or(("", vec![]), |(i, b, _)| (i, b));
                     let index = index.split_once('/').map_or(index, |(_, n)| n);
                     match num {
-                        "1" | "2" if rest.ends_with(":in") => ("range", Some(index.to_string())),
+                        "1" | "2" if binds == [Bind::In] => ("range", Some(index.to_string())),
                         "1" | "2" => ("const", Some(index.to_string())),
                         "3" | "4" => ("range", Some(index.to_string())),
                         _ => ("ALL", None),

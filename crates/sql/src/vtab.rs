@@ -29,13 +29,13 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use kura_tables::keys::{self, Position};
-use kura_tables::ordered::Range;
+use kura_tables::ordered::{Range, RangeCheck};
 use kura_tables::{
     Catalog, ColumnType, OnConflict, PkCursor, Reads, RowChange, RowRead, RowScan, TableDef,
     Tables, Value, Via,
 };
 use parking_lot::Mutex;
-use rusqlite::types::ValueRef;
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::vtab::{
     sqlite3_vtab, sqlite3_vtab_cursor, Context, CreateVTab, Filters, IndexConstraintOp, IndexFlags,
     IndexInfo, Inserts, UpdateVTab, Updates, VTab, VTabConnection, VTabCursor, VTabKind,
@@ -211,9 +211,13 @@ const PLAN_RANGE_DESC: c_int = 4;
 /// A scan plan's `idx_str`: this, then SQLite's mask of the columns used, in hex.
 const SCAN_COLUMNS: &str = "cols";
 
+/// How many rows of a range whose keys were read whole are read from the store at a
+/// time: enough for their lookups' cache misses to overlap.
+const TOGETHER: usize = 16;
+
 /// Constraint kinds a plan's arguments stand for, in `idx_str`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Bind {
+pub(crate) enum Bind {
     Eq,
     In,
     Gt,
@@ -258,9 +262,25 @@ type RangePlan = (f64, usize, Vec<(usize, Bind)>, bool, bool);
 
 /// A plan's `idx_str`: the index's name (`PRIMARY` for the primary key), then the
 /// argument kinds: `email:eq`, `level:ge,le`.
-fn plan_str(index: &str, binds: &[Bind]) -> String {
+/// A lookup's or a range's plan for [`KuraCursor::start`]: the index, how the
+/// arguments bind, and the columns the statement uses (SQLite's mask: bit 63 stands
+/// for every column from the 64th on).
+fn plan_str(index: &str, binds: &[Bind], used: u64) -> String {
     let codes: Vec<&str> = binds.iter().map(|b| b.code()).collect();
-    format!("{index}:{}", codes.join(","))
+    format!("{index}:{}:{used:x}", codes.join(","))
+}
+
+/// [`plan_str`]'s parts; from the right, as an index's name may hold a colon.
+pub(crate) fn parse_plan(plan: &str) -> Option<(&str, Vec<Bind>, u64)> {
+    let (rest, used) = plan.rsplit_once(':')?;
+    let (index, codes) = rest.rsplit_once(':')?;
+    let binds = codes.split(',').filter_map(Bind::parse).collect();
+    Some((index, binds, u64::from_str_radix(used, 16).ok()?))
+}
+
+/// Whether SQLite's mask `used` holds column `i`.
+fn uses(used: u64, i: usize) -> bool {
+    i >= 63 || used & (1 << i) != 0
 }
 
 impl KuraTab {
@@ -353,7 +373,7 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
             usage.set_argv_index(1);
             usage.set_omit(true);
             info.set_idx_num(plan);
-            info.set_idx_str(&plan_str(&index, &[bind]));
+            info.set_idx_str(&plan_str(&index, &[bind], info.col_used()));
             info.set_estimated_cost(if plan == PLAN_PK { 1.0 } else { 2.0 });
             info.set_estimated_rows(1);
             if !is_in {
@@ -455,7 +475,11 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
             } else {
                 PLAN_RANGE
             });
-            info.set_idx_str(&plan_str(&format!("{column}/{name}"), &kinds));
+            info.set_idx_str(&plan_str(
+                &format!("{column}/{name}"),
+                &kinds,
+                info.col_used(),
+            ));
             info.set_order_by_consumed(ordered);
             info.set_estimated_cost(cost);
             info.set_estimated_rows(cost as i64);
@@ -476,6 +500,9 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
             rows: VecDeque::new(),
             pks: VecDeque::new(),
             range: None,
+            unseen: 0,
+            used: u64::MAX,
+            group: 1,
             pk_stream: None,
             scan: None,
             current: None,
@@ -588,7 +615,18 @@ pub struct KuraCursor<'vtab> {
     /// value its index entry holds if that is still to be checked against the row.
     pks: VecDeque<(Vec<u8>, Option<Value>)>,
     /// The range the keys were found in: a row read later must still be in it.
-    range: Option<(usize, Range)>,
+    range: Option<(usize, RangeCheck)>,
+    /// How many of `rows` (the first ones) a range read and [`KuraCursor::seen`] is
+    /// still to note, as each is shown: a range's rows are read a batch at a time, and
+    /// a `LIMIT` may stop before the last.
+    unseen: usize,
+    /// The columns a range's rows are decoded with (SQLite's mask, see [`uses`]): those
+    /// the statement uses, the primary key and the range's column; the others are
+    /// NULL.
+    used: u64,
+    /// How many rows the next group of a range's first batch is (see
+    /// [`KuraCursor::read_range_row`]).
+    group: usize,
     /// A range's keys still to read from the store, a batch at a time, and how many
     /// batches it gave.
     pk_stream: Option<(PkCursor, usize)>,
@@ -769,41 +807,49 @@ impl KuraCursor<'_> {
                     self.pk_stream = None;
                     return Ok(());
                 }
-                // Through an index, the first batch's rows (each somewhere else in the
-                // log) are read as they are asked for, so that a LIMIT reads no more
-                // than it shows; a longer range's next batches come from the disk
-                // together. Rows in primary-key order are often neighbours in the log
-                // (written in that order), which one read brings together.
-                let primary = entries[0].1.is_none();
-                if *batches > 0 || primary {
-                    let pks: Vec<Vec<u8>> = entries.iter().map(|(pk, _)| pk.clone()).collect();
-                    tab.shared
-                        .tables
-                        .prefetch_rows(&tab.def, &pks)
-                        .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
-                }
                 *batches += 1;
                 self.pks.extend(entries);
                 continue;
             };
-            self.tab.shared.state.lock().reads.next += 1;
-            let row = self
-                .tables()
-                .row_by_pk_bytes(self.def(), &pk)
-                .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
-            let Some(row) = row else { continue };
-            // A writer may have changed the row since the index was read, and an
-            // entry a row left behind (it expired, and was written again with another
-            // value) names a row that no longer holds its value.
-            if let Some((column, range)) = &self.range {
-                if !range.holds(&row.values[*column])
-                    || entry.is_some_and(|v| row.values[*column] != v)
-                {
-                    continue;
+            // Rows are read a group at a time: the store looks a group's keys up
+            // together and reads those only in the log in one pass. A range's first
+            // batch of keys is read in groups of 1, 2, 4 and 8 rows, so that a LIMIT
+            // reads at most twice what it shows, and its next batches whole. Through
+            // an index, the first batch's rows (each somewhere else in the log) are
+            // read one at a time. Keys read whole before the rows (to be checked at
+            // COMMIT) are read a few at a time.
+            let group = match self.pk_stream {
+                Some((_, batches)) if batches > 1 => self.pks.len() + 1,
+                Some(_) if entry.is_none() => {
+                    self.group *= 2;
+                    self.group / 2
                 }
+                Some(_) => 1,
+                None => TOGETHER,
+            };
+            let mut batch = vec![(pk, entry)];
+            batch.extend(self.pks.drain(..(group - 1).min(self.pks.len())));
+            let pks: Vec<Vec<u8>> = batch.iter_mut().map(|(pk, _)| std::mem::take(pk)).collect();
+            let rows = self
+                .tables()
+                .rows_by_pk_bytes(self.def(), &pks, self.used)
+                .map_err(|e| rusqlite::Error::ModuleError(e.to_string()))?;
+            self.tab.shared.state.lock().reads.next += pks.len() as u64;
+            for (row, (_, entry)) in rows.into_iter().zip(batch) {
+                let Some(row) = row else { continue };
+                // A writer may have changed the row since the index was read, and an
+                // entry a row left behind (it expired, and was written again with
+                // another value) names a row that no longer holds its value.
+                if let Some((column, check)) = &mut self.range {
+                    if !check.holds(&row.values[*column])
+                        || entry.is_some_and(|v| row.values[*column] != v)
+                    {
+                        continue;
+                    }
+                }
+                self.rows.push_back(row);
             }
-            self.seen(&row);
-            self.rows.push_back(row);
+            self.unseen = self.rows.len();
         }
         Ok(())
     }
@@ -820,17 +866,17 @@ impl KuraCursor<'_> {
         self.rows.clear();
         self.pks.clear();
         self.range = None;
+        self.unseen = 0;
+        self.used = u64::MAX;
+        self.group = 1;
         self.pk_stream = None;
         self.scan = None;
         self.current = None;
         let table = self.def().table.clone();
         let table_number = self.def().number;
-        let (index, binds) = match idx_str.and_then(|s| s.split_once(':')) {
-            Some((index, codes)) => (
-                index.to_string(),
-                codes.split(',').filter_map(Bind::parse).collect::<Vec<_>>(),
-            ),
-            None => (String::new(), Vec::new()),
+        let (index, binds, used) = match idx_str.and_then(parse_plan) {
+            Some((index, binds, used)) => (index.to_string(), binds, used),
+            None => (String::new(), Vec::new(), u64::MAX),
         };
         match plan {
             PLAN_PK | PLAN_UNIQUE => {
@@ -922,7 +968,11 @@ impl KuraCursor<'_> {
                     // rows are asked for, so a LIMIT reads no more than it shows.
                     self.pk_stream =
                         PkCursor::new(self.def(), via, &range, descending).map(|c| (c, 0));
-                    self.range = Some((column, range));
+                    self.range = Some((column, range.check()));
+                    // Nothing but SQLite reads the other columns of a row it only
+                    // shows.
+                    let bit = |i: usize| 1u64 << i.min(63);
+                    self.used = used | bit(table.primary) | bit(column);
                     return self.advance();
                 }
                 let def = self.def();
@@ -953,10 +1003,11 @@ impl KuraCursor<'_> {
                         }
                     }
                     rows.extend(self.overlay_rows());
+                    let mut check = range.check();
                     let mut rows: Vec<RowRead> = self
                         .overlaid(rows)
                         .into_iter()
-                        .filter(|r| range.holds(&r.values[column]))
+                        .filter(|r| check.holds(&r.values[column]))
                         .collect();
                     let primary = table.primary;
                     rows.sort_by_cached_key(|r| {
@@ -971,7 +1022,7 @@ impl KuraCursor<'_> {
                     self.rows = rows.into();
                 } else {
                     self.pks = pks.into_iter().map(|pk| (pk, None)).collect();
-                    self.range = Some((column, range));
+                    self.range = Some((column, range.check()));
                 }
             }
             _ => {
@@ -1027,6 +1078,12 @@ impl KuraCursor<'_> {
             self.read_scan_rows()?;
         }
         self.current = self.rows.pop_front();
+        if self.unseen > 0 {
+            self.unseen -= 1;
+            if let Some(row) = &self.current {
+                self.seen(row);
+            }
+        }
         Ok(())
     }
 
@@ -1083,7 +1140,7 @@ struct Scan {
 /// Drops from a row's values those SQLite's `used` mask leaves out (bit 63: every
 /// column from the 64th on): those past the last used go, the others become NULL.
 fn keep_used(values: &mut Vec<Value>, used: u64) {
-    let mask = |i: usize| i >= 63 || used & (1 << i) != 0;
+    let mask = |i: usize| uses(used, i);
     let Some(last) = (0..values.len()).rev().find(|&i| mask(i)) else {
         *values = Vec::new();
         return;
@@ -1150,7 +1207,8 @@ unsafe impl VTabCursor for KuraCursor<'_> {
             },
             Value::Double(v) => ctx.set_result(*v),
             Value::Bytes(b) if blob => ctx.set_result(b.as_slice()),
-            Value::Bytes(b) => ctx.set_result(String::from_utf8_lossy(b).as_ref()),
+            // Every write checked the text for UTF-8, and the record's CRC keeps it.
+            Value::Bytes(b) => ctx.set_result(ToSqlOutput::Borrowed(ValueRef::Text(b))),
         }
     }
 

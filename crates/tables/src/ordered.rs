@@ -36,23 +36,52 @@ pub struct Range {
 }
 
 impl Range {
-    /// Whether `value` is in the range.
+    /// Whether `value` is in the range. To test many values, [`Range::check`] encodes
+    /// the bounds once.
     pub fn holds(&self, value: &Value) -> bool {
-        let cmp = |a: &Value, b: &Value| key_bytes(a).cmp(&key_bytes(b));
+        self.check().holds(value)
+    }
+
+    /// The range with its bounds encoded as the keys that hold them: for testing many
+    /// values.
+    pub fn check(&self) -> RangeCheck {
+        RangeCheck {
+            lower: self.lower.as_ref().map(key_bytes),
+            upper: self.upper.as_ref().map(key_bytes),
+            value: Vec::new(),
+        }
+    }
+}
+
+/// [`Range::holds`] with the bounds encoded once, comparing values in their key order.
+#[derive(Debug, Clone)]
+pub struct RangeCheck {
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    /// The value under test, encoded (kept for its allocation).
+    value: Vec<u8>,
+}
+
+impl RangeCheck {
+    /// Whether `value` is in the range.
+    pub fn holds(&mut self, value: &Value) -> bool {
         if value.is_null() {
             return false;
         }
+        self.value.clear();
+        keys::encode(value, Position::Inner, &mut self.value);
+        let v = &self.value[..];
         let above = match &self.lower {
-            Bound::Included(v) => cmp(value, v).is_ge(),
-            Bound::Excluded(v) => cmp(value, v).is_gt(),
+            Bound::Included(b) => v >= &b[..],
+            Bound::Excluded(b) => v > &b[..],
             Bound::Unbounded => true,
         };
-        let below = match &self.upper {
-            Bound::Included(v) => cmp(value, v).is_le(),
-            Bound::Excluded(v) => cmp(value, v).is_lt(),
-            Bound::Unbounded => true,
-        };
-        above && below
+        above
+            && match &self.upper {
+                Bound::Included(b) => v <= &b[..],
+                Bound::Excluded(b) => v < &b[..],
+                Bound::Unbounded => true,
+            }
     }
 }
 

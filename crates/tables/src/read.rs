@@ -35,8 +35,14 @@ pub struct RowRead {
 
 impl RowRead {
     fn of(def: &TableDef, item: &Item) -> Result<RowRead, Error> {
+        RowRead::of_used(def, item, u64::MAX)
+    }
+
+    /// [`RowRead::of`] with only the columns in mask `used` decoded
+    /// ([`Tables::rows_by_pk_bytes`]).
+    fn of_used(def: &TableDef, item: &Item, used: u64) -> Result<RowRead, Error> {
         Ok(RowRead {
-            values: row::decode(&item.value, &def.table)?,
+            values: row::decode_used(&item.value, &def.table, used)?,
             client_flags: item.client_flags,
             exptime: item.exptime,
             cas: item.cas,
@@ -57,6 +63,28 @@ impl Tables {
     /// The row whose primary key encodes to `pk` (as an ordered index gives it).
     pub fn row_by_pk_bytes(&self, def: &TableDef, pk: &[u8]) -> Result<Option<RowRead>, Error> {
         self.row_at(def, &row_key_of_entry(def, pk))
+    }
+
+    /// [`Tables::row_by_pk_bytes`] for each of `pks`, in order: the store looks them
+    /// up together ([`kura_engine::Store::get_many`]). Only the columns in `used`
+    /// are decoded (bit `i` for column `i`, bit 63 for every column from the 64th
+    /// on: SQLite's mask); the others are NULL.
+    pub fn rows_by_pk_bytes(
+        &self,
+        def: &TableDef,
+        pks: &[Vec<u8>],
+        used: u64,
+    ) -> Result<Vec<Option<RowRead>>, Error> {
+        let rks: Vec<Vec<u8>> = pks.iter().map(|pk| row_key_of_entry(def, pk)).collect();
+        let keys: Vec<Key<'_>> = rks.iter().map(|rk| Key::new(ROW_SPACE, rk)).collect();
+        self.store
+            .get_many(&keys)?
+            .into_iter()
+            .map(|item| {
+                item.map(|item| RowRead::of_used(def, &item, used))
+                    .transpose()
+            })
+            .collect()
     }
 
     fn row_at(&self, def: &TableDef, rk: &[u8]) -> Result<Option<RowRead>, Error> {

@@ -22,7 +22,7 @@
 //! way from before it locks to after it lets go, so a write this check does not see is
 //! one that comes after the commit.
 
-use std::collections::HashMap;
+use std::collections::HashMap as StdMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use kura_engine::Space;
@@ -32,6 +32,9 @@ use crate::catalog::{TableDef, Via};
 use crate::ordered::Range;
 use crate::rows::{row_key, row_key_of_entry, unique_key, ROW_SPACE, UNIQUE_SPACE};
 use crate::value::Value;
+
+/// The read set's maps (see the crate's manifest for the hasher).
+type HashMap<K, V> = StdMap<K, V, foldhash::fast::RandomState>;
 
 /// A key of the store: its space and bytes.
 pub(crate) type StoreKey = (Space, Vec<u8>);
@@ -59,8 +62,16 @@ pub struct Reads {
     /// transaction writes the row, and tables scanned, whose rows are not noted one
     /// by one, checked as scans if it writes the table.
     rows_if_written: HashMap<StoreKey, u64>,
+    /// Rows of `rows_if_written` still to be put in it, in the order read: most
+    /// transactions that read rows this way write none of them, so a read only notes
+    /// the row and the map is built when a write or a checked read needs it.
+    pending_if_written: Vec<(StoreKey, u64)>,
     scans_if_written: HashMap<u32, u64>,
 }
+
+/// How many rows [`Reads::row_if_written`] notes before it puts them in its map (so
+/// a transaction that reads the same rows again and again holds each once).
+const PENDING_MAX: usize = 4096;
 
 impl Reads {
     pub fn new() -> Reads {
@@ -76,13 +87,24 @@ impl Reads {
         self.ranges.clear();
         self.scans.clear();
         self.rows_if_written.clear();
+        self.pending_if_written.clear();
         self.scans_if_written.clear();
+    }
+
+    /// Puts the rows noted by [`Reads::row_if_written`] in its map.
+    fn fold_pending(&mut self) {
+        for (key, cas) in self.pending_if_written.drain(..) {
+            if !self.keys.contains_key(&key) {
+                self.rows_if_written.entry(key).or_insert(cas);
+            }
+        }
     }
 
     /// The row of `def` whose primary key encodes to `pk` was read with CAS `cas`
     /// (None: it was not there). The first read of a row is the one checked.
     pub fn row(&mut self, def: &TableDef, pk: &[u8], cas: Option<u64>) {
         let key = (ROW_SPACE, row_key_of_entry(def, pk));
+        self.fold_pending();
         let first = self.rows_if_written.remove(&key).map(Some);
         self.keys.entry(key).or_insert(first.unwrap_or(cas));
     }
@@ -113,10 +135,11 @@ impl Reads {
     /// As [`Reads::row`] for a row read with CAS `cas`, checked only if the
     /// transaction writes the row ([`Reads::written`]).
     pub fn row_if_written(&mut self, def: &TableDef, pk: &[u8], cas: u64) {
-        let key = (ROW_SPACE, row_key_of_entry(def, pk));
-        if !self.keys.contains_key(&key) {
-            self.rows_if_written.entry(key).or_insert(cas);
+        if self.pending_if_written.len() == PENDING_MAX {
+            self.fold_pending();
         }
+        self.pending_if_written
+            .push(((ROW_SPACE, row_key_of_entry(def, pk)), cas));
     }
 
     /// As [`Reads::scan`], checked only if the transaction writes `def`
@@ -133,6 +156,9 @@ impl Reads {
         changes: &[RowChange],
         def: impl Fn(u32) -> Option<&'c TableDef>,
     ) {
+        if !changes.is_empty() {
+            self.fold_pending();
+        }
         for change in changes {
             let table = change.table();
             if let Some(since) = self.scans_if_written.remove(&table) {
@@ -159,6 +185,7 @@ impl Reads {
             }
         }
         self.rows_if_written.clear();
+        self.pending_if_written.clear();
         self.scans_if_written.clear();
     }
 

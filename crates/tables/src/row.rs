@@ -131,10 +131,7 @@ pub fn encode(values: &[Value]) -> Vec<u8> {
 
 /// Decodes a row of `table`, filling columns the row predates with their defaults.
 pub fn decode(bytes: &[u8], table: &Table) -> Result<Vec<Value>, Error> {
-    Ok(decode_ref(bytes, table)?
-        .into_iter()
-        .map(ValueRef::to_value)
-        .collect())
+    decode_used(bytes, table, u64::MAX)
 }
 
 /// [`decode`], borrowing text from `bytes` (and defaults from `table`) instead of
@@ -142,6 +139,33 @@ pub fn decode(bytes: &[u8], table: &Table) -> Result<Vec<Value>, Error> {
 /// NULL where the column forbids it); text is not checked again for UTF-8 and length,
 /// which every write checked and the record's CRC keeps.
 pub fn decode_ref<'a>(bytes: &'a [u8], table: &'a Table) -> Result<Values<'a>, Error> {
+    let mut values = Values::with_capacity(table.columns.len());
+    decode_each(bytes, table, |value| values.push(value))?;
+    Ok(values)
+}
+
+/// [`decode`] with only the columns in `used` decoded (bit `i` for column `i`, bit 63
+/// for every column from the 64th on: SQLite's mask); the others are NULL. Each value
+/// is checked as [`decode_ref`] checks it.
+pub fn decode_used(bytes: &[u8], table: &Table, used: u64) -> Result<Vec<Value>, Error> {
+    let mut values = Vec::with_capacity(table.columns.len());
+    decode_each(bytes, table, |value| {
+        let i = values.len();
+        values.push(match i >= 63 || used & (1 << i) != 0 {
+            true => value.to_value(),
+            false => Value::Null,
+        })
+    })?;
+    Ok(values)
+}
+
+/// Decodes a row of `table` value by value, in column order, into `each` (see
+/// [`decode_ref`]).
+fn decode_each<'a>(
+    bytes: &'a [u8],
+    table: &'a Table,
+    mut each: impl FnMut(ValueRef<'a>),
+) -> Result<(), Error> {
     let mut r = Reader { buf: bytes };
     let version = r.u8()?;
     if version != ROW_FORMAT {
@@ -155,7 +179,6 @@ pub fn decode_ref<'a>(bytes: &'a [u8], table: &'a Table) -> Result<Values<'a>, E
             table.columns.len()
         )));
     }
-    let mut values = Values::with_capacity(table.columns.len());
     for column in &table.columns[..count as usize] {
         let value = match r.u8()? {
             TAG_NULL => ValueRef::Null,
@@ -171,7 +194,7 @@ pub fn decode_ref<'a>(bytes: &'a [u8], table: &'a Table) -> Result<Values<'a>, E
                 column.name, table.name
             )));
         }
-        values.push(value);
+        each(value);
     }
     if !r.buf.is_empty() {
         return Err(Error::Format(format!(
@@ -191,9 +214,9 @@ pub fn decode_ref<'a>(bytes: &'a [u8], table: &'a Table) -> Result<Values<'a>, E
                 table.name, column.name
             )));
         }
-        values.push(value);
+        each(value);
     }
-    Ok(values)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -140,6 +140,7 @@ impl Tables {
         let def = &catalog.tables[container.table];
         let range = parse_range(def, container.via, spec)?;
         let key_col = key_column(def, container.via);
+        let mut check = range.check();
         let mut rows: Vec<(Vec<Value>, Item)> = Vec::new();
         let cut;
         // One more than the limit tells whether the range goes on past it.
@@ -154,7 +155,7 @@ impl Tables {
                     };
                     let values = row::decode(&item.value, &def.table)?;
                     // A writer may have changed the row since the index was read.
-                    if range.holds(&values[key_col]) {
+                    if check.holds(&values[key_col]) {
                         rows.push((values, item));
                     }
                 }
@@ -167,7 +168,7 @@ impl Tables {
                         return;
                     }
                     match row::decode(&item.value, &def.table) {
-                        Ok(values) if range.holds(&values[key_col]) => rows.push((values, item)),
+                        Ok(values) if check.holds(&values[key_col]) => rows.push((values, item)),
                         Ok(_) => {}
                         Err(e) => {
                             failed.get_or_insert(e);
