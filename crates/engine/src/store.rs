@@ -371,6 +371,8 @@ impl Store {
         let shard_lock = self.index.shard(h);
         let mut loaded = Loaded::new();
         let mut rounds = 0;
+        // Declared before the lock, so it drops after it (see `Log::wake_later`).
+        let _wake = self.log.wake_later();
         let (now, mut shard, at) = loop {
             let now = self.now_secs();
             let deadline = self.flush_deadline.load(Ordering::Acquire);
@@ -470,6 +472,8 @@ impl Store {
         if self.log.is_poisoned() {
             return Err(Error::Poisoned);
         }
+        // Declared before the locks, so it drops after them.
+        let _wake = self.log.wake_later();
         let Locked {
             now,
             hashes,
