@@ -127,6 +127,37 @@ struct TableHint {
     len: AtomicUsize,
 }
 
+/// A shard's table of `capacity` empty slots. The kernel is asked to back its whole
+/// 2 MiB pages with huge pages before they are first written, where transparent huge
+/// pages are on for those who ask (`madvise`, as on this machine). A key's home slot
+/// is at a random place in a table of tens of MB at ten million keys; with 4 KiB pages
+/// nearly every lookup is a TLB miss, a page walk (two-dimensional in a VM) before the
+/// cache miss. sysbench `oltp_read_only` at 10,000,000 rows spent 6% of its samples on
+/// the instruction after the home slot's prefetch, and ran at 2,237 transactions/s
+/// with 4 KiB pages against 2,652 with the tables in huge pages (the slabs of entries
+/// as well gave no more). A table's slots are spread evenly, so every page of a table
+/// that size is in use: a huge page costs no memory it would not.
+fn new_table(capacity: usize) -> Box<[u64]> {
+    let slots = vec![0; capacity].into_boxed_slice();
+    advise_huge_pages(slots.as_ptr() as usize, capacity * SLOT_BYTES as usize);
+    slots
+}
+
+fn advise_huge_pages(start: usize, len: usize) {
+    const HUGE: usize = 2 << 20;
+    let first = start.next_multiple_of(HUGE);
+    let end = (start + len) / HUGE * HUGE;
+    if end <= first {
+        return;
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: advice on memory the shard owns, which changes no byte of it; a kernel
+    // without transparent huge pages answers EINVAL, which changes nothing either.
+    unsafe {
+        libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
+    }
+}
+
 /// Asks the CPU to bring the cache line at `p` in, without waiting for it.
 #[inline]
 pub(crate) fn prefetch(p: *const u8) {
@@ -409,7 +440,7 @@ impl Shard {
     /// fingerprint: no key is needed.
     fn grow(&mut self) {
         let capacity = (self.slots.len() * 3 / 2).max(16);
-        let old = std::mem::replace(&mut self.slots, vec![0; capacity].into_boxed_slice());
+        let old = std::mem::replace(&mut self.slots, new_table(capacity));
         for slot in old.iter().copied().filter(|&s| s != 0) {
             let mut pos = self.home(Shard::fp_of(slot));
             while self.slots[pos] != 0 {
@@ -680,7 +711,7 @@ impl Shard {
         let mut were_cached = Vec::new();
         debug_assert_eq!(self.len, 0);
         let capacity = (capacity as usize).max(slots.len() * 5 / 4 + 1);
-        self.slots = vec![0; capacity].into_boxed_slice();
+        self.slots = new_table(capacity);
         for &slot in slots {
             let mut pos = self.home(Shard::fp_of(slot));
             while self.slots[pos] != 0 {
