@@ -230,7 +230,7 @@ impl KuraCursor<'_> {
             .collect()
     }
 
-    /// Reads the next row of a range into `rows`, if any is left.
+    /// Reads the next group of a range's rows into `rows`, if any is left.
     fn read_range_row(&mut self) -> rusqlite::Result<()> {
         while self.rows.is_empty() {
             let Some((pk, entry)) = self.pks.pop_front() else {
