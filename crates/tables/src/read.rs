@@ -67,8 +67,7 @@ impl Tables {
 
     /// [`Tables::row_by_pk_bytes`] for each of `pks`, in order: the store looks them
     /// up together ([`kura_engine::Store::get_many`]). Only the columns in `used`
-    /// are decoded (bit `i` for column `i`, bit 63 for every column from the 64th
-    /// on: SQLite's mask); the others are NULL.
+    /// are decoded ([`row::column_used`]); the others are NULL.
     pub fn rows_by_pk_bytes(
         &self,
         def: &TableDef,

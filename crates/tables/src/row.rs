@@ -144,19 +144,23 @@ pub fn decode_ref<'a>(bytes: &'a [u8], table: &'a Table) -> Result<Values<'a>, E
     Ok(values)
 }
 
-/// [`decode`] with only the columns in `used` decoded (bit `i` for column `i`, bit 63
-/// for every column from the 64th on: SQLite's mask); the others are NULL. Each value
-/// is checked as [`decode_ref`] checks it.
+/// [`decode`] with only the columns in `used` decoded ([`column_used`]); the others
+/// are NULL. Each value is checked as [`decode_ref`] checks it.
 pub fn decode_used(bytes: &[u8], table: &Table, used: u64) -> Result<Vec<Value>, Error> {
     let mut values = Vec::with_capacity(table.columns.len());
     decode_each(bytes, table, |value| {
-        let i = values.len();
-        values.push(match i >= 63 || used & (1 << i) != 0 {
+        values.push(match column_used(used, values.len()) {
             true => value.to_value(),
             false => Value::Null,
         })
     })?;
     Ok(values)
+}
+
+/// Whether SQLite's mask of the columns a statement uses, `used`, holds column `i`
+/// (bit 63 stands for every column from the 64th on).
+pub fn column_used(used: u64, i: usize) -> bool {
+    i >= 63 || used & (1 << i) != 0
 }
 
 /// Decodes a row of `table` value by value, in column order, into `each` (see

@@ -219,6 +219,17 @@ pub fn digest(server: &KuraServer, keys: &[String]) -> BTreeMap<String, String> 
     all
 }
 
+/// Waits until `old` (a former primary, now following) has applied everything
+/// `primary` holds, then asserts it holds the same `keys` as `primary`.
+pub fn old_primary_holds_the_same(primary: &KuraServer, old: &KuraServer, keys: &[String]) {
+    caught_up(primary, old);
+    assert_eq!(
+        digest(old, keys),
+        digest(primary, keys),
+        "the old primary holds what the new one holds"
+    );
+}
+
 /// Waits until the replica has applied everything the primary holds.
 pub fn caught_up(primary: &KuraServer, replica: &KuraServer) {
     let deadline = Instant::now() + Duration::from_secs(60);

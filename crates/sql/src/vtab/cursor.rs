@@ -8,12 +8,13 @@ use std::ops::Bound;
 
 use kura_tables::keys::{self, Position};
 use kura_tables::ordered::{Range, RangeCheck};
+use kura_tables::row::column_used;
 use kura_tables::{ColumnType, PkCursor, RowRead, RowScan, TableDef, Tables, Value};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::vtab::{sqlite3_vtab_cursor, Context, Filters, VTabCursor};
 
 use super::plan::{
-    parse_plan, uses, Bind, PLAN_PK, PLAN_RANGE, PLAN_RANGE_DESC, PLAN_UNIQUE, SCAN_COLUMNS,
+    parse_plan, Bind, PLAN_PK, PLAN_RANGE, PLAN_RANGE_DESC, PLAN_UNIQUE, SCAN_COLUMNS,
 };
 use super::{pk_key, KuraTab};
 use crate::convert::{to_bound, to_key};
@@ -578,7 +579,7 @@ struct Scan {
 /// Drops from a row's values those SQLite's `used` mask leaves out (bit 63: every
 /// column from the 64th on): those past the last used go, the others become NULL.
 fn keep_used(values: &mut Vec<Value>, used: u64) {
-    let mask = |i: usize| uses(used, i);
+    let mask = |i: usize| column_used(used, i);
     let Some(last) = (0..values.len()).rev().find(|&i| mask(i)) else {
         *values = Vec::new();
         return;

@@ -60,11 +60,9 @@ impl Bind {
 /// that order is descending.
 pub(super) type RangePlan = (f64, usize, Vec<(usize, Bind)>, bool, bool);
 
-/// A plan's `idx_str`: the index's name (`PRIMARY` for the primary key), then the
-/// argument kinds: `email:eq`, `level:ge,le`.
-/// A lookup's or a range's plan for [`KuraCursor::start`]: the index, how the
-/// arguments bind, and the columns the statement uses (SQLite's mask: bit 63 stands
-/// for every column from the 64th on).
+/// A lookup's or a range's `idx_str`: the index's name (`PRIMARY` for the primary
+/// key), the argument kinds and the columns the statement uses (SQLite's mask in hex,
+/// see [`kura_tables::row::column_used`]): `email:eq:6`, `level:ge,le:ff`.
 pub(super) fn plan_str(index: &str, binds: &[Bind], used: u64) -> String {
     let codes: Vec<&str> = binds.iter().map(|b| b.code()).collect();
     format!("{index}:{}:{used:x}", codes.join(","))
@@ -76,9 +74,4 @@ pub(crate) fn parse_plan(plan: &str) -> Option<(&str, Vec<Bind>, u64)> {
     let (index, codes) = rest.rsplit_once(':')?;
     let binds = codes.split(',').filter_map(Bind::parse).collect();
     Some((index, binds, u64::from_str_radix(used, 16).ok()?))
-}
-
-/// Whether SQLite's mask `used` holds column `i`.
-pub(super) fn uses(used: u64, i: usize) -> bool {
-    i >= 63 || used & (1 << i) != 0
 }
