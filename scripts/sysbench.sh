@@ -12,7 +12,8 @@
 # sysbench runs as a new user would, except `--auto_inc=off` (Kura has no
 # AUTO_INCREMENT yet). Prints one line per server and test: transactions/s,
 # queries/s, the 95th-percentile latency and the server's CPU time per transaction
-# (user and system, from /proc/PID/stat), and the ratio Kura/MariaDB.
+# (user and system, from /proc/PID/stat), the machine's context switches per
+# transaction (/proc/stat) and the ratio Kura/MariaDB.
 # Needs a release build (`cargo build --release -p kura-server`); installs
 # sysbench and MariaDB through Debian if missing. Servers listen on loopback ports
 # of their own and are stopped by PID at the end. Benchmarks, not tests: nothing is
@@ -48,6 +49,9 @@ trap cleanup EXIT
 
 # A process's CPU time so far, in clock ticks: user, then system (/proc/PID/stat).
 cpu_ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }
+# The machine's context switches so far (sysbench's and the server's together; a
+# server's connection threads are gone by the time a run ends, and their counts with them).
+switches() { awk '/^ctxt/ {print $2}' /proc/stat; }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -106,10 +110,12 @@ for test in "${tests[@]}"; do
         pid=${pids[0]}
         [[ $server == mariadb ]] && pid=${pids[1]}
         before=$(cpu_ticks "$pid")
+        cs_before=$(switches)
         out=$(sysbench "$test" "${common[@]}" --mysql-port="$port" --threads="$threads" \
             --time="$seconds" --report-interval=0 run 2>&1) ||
             { echo "sysbench.sh: $test on $server failed:" >&2; echo "$out" >&2; exit 1; }
         after=$(cpu_ticks "$pid")
+        cs_after=$(switches)
         t=$(awk '/transactions:/ {gsub(/\(/,"",$3); print $3}' <<<"$out")
         q=$(awk '/queries:/ && /per sec/ {gsub(/\(/,"",$3); print $3}' <<<"$out")
         p95=$(awk '/95th percentile:/ {print $3}' <<<"$out")
@@ -117,8 +123,9 @@ for test in "${tests[@]}"; do
         tps[$server]=$t
         n=$(awk '/transactions:/ {print $2}' <<<"$out")
         cpu=$(python3 -c "import os,sys; b,a=sys.argv[1].split(),sys.argv[2].split(); hz=os.sysconf('SC_CLK_TCK'); n=int(sys.argv[3]); print(f'{(int(a[0])-int(b[0]))/hz/n*1e6:.0f} us user {(int(a[1])-int(b[1]))/hz/n*1e6:.0f} us system')" "$before" "$after" "$n")
-        printf '%-18s %-8s %10s tps %12s qps  p95 %8s ms  ignored errors %s  cpu/tx %s\n' \
-            "$test" "$server" "$t" "$q" "$p95" "$errors" "$cpu"
+        cs=$(( (cs_after - cs_before) / n ))
+        printf '%-18s %-8s %10s tps %12s qps  p95 %8s ms  ignored errors %s  cpu/tx %s  switches/tx %s\n' \
+            "$test" "$server" "$t" "$q" "$p95" "$errors" "$cpu" "$cs"
     done
     python3 -c "import sys; k,m=float(sys.argv[1]),float(sys.argv[2]); print(f'{sys.argv[3]:<18} kura/mariadb {k/m:.2f}')" \
         "${tps[kura]}" "${tps[mariadb]}" "$test"
