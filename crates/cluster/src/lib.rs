@@ -49,6 +49,9 @@ pub struct Config {
     pub shard: String,
     /// The address other nodes and clients reach this node at (`host:port`).
     pub advertise: String,
+    /// The address its SQL port is reached at, if it has one: the shard's other nodes
+    /// pass SQL connections on to the primary's.
+    pub sql: Option<String>,
     /// The lease's time to live; etcd counts whole seconds, so it is rounded up.
     pub lease_ttl: Duration,
 }
@@ -369,11 +372,25 @@ impl Member {
     }
 
     /// Records this node as a member of its shard, for good ([`candidate`] counts it
-    /// even while it is down).
+    /// even while it is down), with its SQL address as the value (empty: none).
     pub async fn register(&mut self) -> Result<(), ClusterError> {
         let key = format!("{}{}", self.keys.members(), self.config.advertise);
-        self.client.put(key, "", None).await?;
+        let sql = self.config.sql.clone().unwrap_or_default();
+        self.client.put(key, sql, None).await?;
         Ok(())
+    }
+
+    /// The SQL address the member `advertise` registered (None: it has no SQL port,
+    /// or is no member).
+    pub async fn sql_of(&mut self, advertise: &str) -> Result<Option<String>, ClusterError> {
+        let key = format!("{}{advertise}", self.keys.members());
+        let got = self.client.get(key, None).await?;
+        Ok(got
+            .kvs()
+            .first()
+            .and_then(|kv| kv.value_str().ok())
+            .filter(|sql| !sql.is_empty())
+            .map(str::to_string))
     }
 
     /// The shard's registered members' addresses.

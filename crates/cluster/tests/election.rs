@@ -18,6 +18,7 @@ fn config(etcd: &Etcd, node: u16) -> Config {
         cluster: "test".into(),
         shard: "s0".into(),
         advertise: format!("127.0.0.1:{}", 11000 + node),
+        sql: Some(format!("127.0.0.1:{}", 13000 + node)),
         lease_ttl: TTL,
     }
 }
@@ -62,6 +63,30 @@ async fn one_primary_at_a_time_and_the_next_takes_over() {
         None,
         "no primary yet"
     );
+    // A member's SQL address is what it registered, and one without a SQL port has
+    // none.
+    let mut without_sql = Member::join(Config {
+        sql: None,
+        ..config(&etcd, 8)
+    })
+    .await
+    .expect("join");
+    without_sql.register().await.expect("register");
+    observer.register().await.expect("register");
+    assert_eq!(
+        observer.sql_of("127.0.0.1:11009").await.expect("sql_of"),
+        Some("127.0.0.1:13009".to_string())
+    );
+    assert_eq!(
+        observer.sql_of("127.0.0.1:11008").await.expect("sql_of"),
+        None
+    );
+    assert_eq!(
+        observer.sql_of("127.0.0.1:11007").await.expect("sql_of"),
+        None,
+        "no such member"
+    );
+    without_sql.leave().await.expect("leave");
 
     let mut members = Vec::new();
     for node in 0..3 {

@@ -171,6 +171,10 @@ async fn run(
         .await
         .with_context(|| format!("listening on {addr}"))?;
     let listen_addr: SocketAddr = listener.local_addr()?;
+    let sql_addr = match &sql_listener {
+        Some((listener, _)) => Some(listener.local_addr()?),
+        None => None,
+    };
     let limits = Limits {
         key_max_bytes: 250,
         item_size_max_bytes: config.item_size_max_bytes,
@@ -189,6 +193,7 @@ async fn run(
         reader: reader::ValueReader::start(config.read_threads).context("starting readers")?,
         stopping: AtomicBool::new(false),
         listen_addr,
+        sql_addr,
         replication: replication::Replication::new(
             &config.data_dir,
             replication_login,

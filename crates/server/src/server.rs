@@ -48,6 +48,8 @@ pub struct Shared {
     /// Set once shutdown begins; the maintenance thread watches it.
     pub stopping: std::sync::atomic::AtomicBool,
     pub listen_addr: SocketAddr,
+    /// Where the SQL port listens (None: `--sql-port off`).
+    pub sql_addr: Option<SocketAddr>,
     /// Whom this node follows, and who follows it.
     pub replication: crate::replication::Replication,
     /// The node's part in its cluster (`--etcd`), as `stats cluster` shows it.

@@ -126,7 +126,11 @@ pub fn serve(listener: TcpListener, shared: Arc<Shared>, users: Arc<Users>) -> i
                 let spawned = std::thread::Builder::new()
                     .name(format!("kura-sql-{id}"))
                     .spawn(move || {
-                        let _ = Connection::run(stream, &shared, &users, &processes, id);
+                        // In cluster mode a replica passes the connection on to its
+                        // shard's primary.
+                        if let Some(stream) = crate::cluster::pass_on(&shared, stream) {
+                            let _ = Connection::run(stream, &shared, &users, &processes, id);
+                        }
                         done.fetch_sub(1, Ordering::AcqRel);
                     });
                 if spawned.is_err() {

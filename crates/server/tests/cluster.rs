@@ -10,6 +10,7 @@
 
 #![allow(clippy::expect_used)]
 
+mod clusters;
 mod replicas;
 
 use std::collections::BTreeMap;
@@ -17,121 +18,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use clusters::*;
 use kura_testkit::etcd::Etcd;
-use kura_testkit::{free_port, KuraServer, NetNamespace};
+use kura_testkit::{KuraServer, NetNamespace};
 use replicas::*;
-
-/// How long an election may take here: a lease of etcd's shortest (3 s), polls, and a
-/// machine shared with the rest of the suite.
-const ELECTED_WITHIN: Duration = Duration::from_secs(60);
-
-/// Replicas answer reads from their own copy.
-const LOCAL: &[&str] = &["--replica-reads", "local"];
-
-struct Node {
-    server: KuraServer,
-    advertise: String,
-    _dir: tempfile::TempDir,
-}
-
-/// A node whose replicas answer reads from their own copy, for tests that compare
-/// what each node holds.
-fn node(etcd: &Etcd, name: &str) -> Node {
-    node_at(&etcd.endpoint(), name, "127.0.0.1", None, LOCAL)
-}
-
-/// A node listening on `ip`, inside the namespace `ns` if given (off the loopback
-/// with `--insecure` and no SQL port, as the test needs no users).
-fn node_at(etcd: &str, name: &str, ip: &str, ns: Option<&NetNamespace>, extra: &[&str]) -> Node {
-    let dir = data_dir(name);
-    let port = free_port();
-    let advertise = format!("{ip}:{port}");
-    let mut options = options().listen(ip);
-    if ip != "127.0.0.1" {
-        options = options.arg("--insecure").arg("--sql-port").arg("off");
-    }
-    if let Some(ns) = ns {
-        options = options.wrapped_in(&["ip", "netns", "exec", &ns.name]);
-    }
-    for arg in extra {
-        options = options.arg(arg);
-    }
-    let server = options
-        .arg("-p")
-        .arg(port.to_string())
-        .arg("--etcd")
-        .arg(etcd)
-        .arg("--cluster")
-        .arg("test")
-        .arg("--shard")
-        .arg("s0")
-        .arg("--advertise")
-        .arg(&advertise)
-        .arg("--lease-ttl-ms")
-        .arg("3000")
-        .arg("--min-sync-replicas")
-        .arg("1")
-        .arg("-v")
-        .start_on(dir.path())
-        .unwrap_or_else(|e| panic!("start {name}: {e}"));
-    Node {
-        server,
-        advertise,
-        _dir: dir,
-    }
-}
-
-fn role(node: &Node) -> String {
-    replication_stats(&node.server)
-        .get("role")
-        .cloned()
-        .unwrap_or_default()
-}
-
-/// Waits until one of `nodes` is primary with the others following it; its index.
-fn elected(nodes: &[&Node]) -> usize {
-    let deadline = Instant::now() + ELECTED_WITHIN;
-    loop {
-        let roles: Vec<String> = nodes.iter().map(|n| role(n)).collect();
-        let primaries: Vec<usize> = (0..nodes.len())
-            .filter(|&i| roles[i] == "primary")
-            .collect();
-        if let [p] = primaries[..] {
-            let others_follow = (0..nodes.len()).filter(|&i| i != p).all(|i| {
-                let stats = replication_stats(&nodes[i].server);
-                stats.get("role").map(String::as_str) == Some("replica")
-                    && stats.get("primary").map(String::as_str) == Some(&nodes[p].advertise)
-            });
-            if others_follow
-                && stat(&nodes[p].server, "connected_replicas") == (nodes.len() - 1) as u64
-            {
-                return p;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no primary with its replicas: roles {roles:?}\n{}",
-            logs(nodes)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Waits until the writers have `n` acknowledged writes in `acked`; `what` if they do
-/// not within a minute.
-fn until_acked(acked: &Mutex<BTreeMap<String, String>>, n: usize, what: &str) {
-    let deadline = Instant::now() + ELECTED_WITHIN;
-    while acked.lock().expect("acked").len() < n {
-        assert!(Instant::now() < deadline, "{what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// What `nodes` printed, one after the other.
-fn logs(nodes: &[&Node]) -> String {
-    let logs: Vec<String> = nodes.iter().map(|n| n.server.log()).collect();
-    logs.join("\n----\n")
-}
 
 /// `stats cluster` on each node and `kura cluster status` name `nodes[primary]` as
 /// the primary, and every node in its role (once the nodes have looked at etcd again).
@@ -688,25 +578,8 @@ fn a_planned_switchover_under_writers_loses_nothing() {
         .collect();
     std::thread::sleep(Duration::from_secs(1));
     *longest_gap.lock().expect("gap") = Duration::ZERO;
-    let out = std::process::Command::new(kura_testkit::kura_bin(env!("CARGO_BIN_EXE_kura")))
-        .args(["cluster", "switchover", "--etcd", &etcd.endpoint()])
-        .args([
-            "--cluster",
-            "test",
-            "--shard",
-            "s0",
-            "--to",
-            &nodes[target].advertise,
-        ])
-        .output()
-        .expect("run kura cluster switchover");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{text}{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        nodes[first].server.log()
-    );
+    let text = switchover(&etcd, &nodes[target].advertise)
+        .unwrap_or_else(|e| panic!("{e}\n{}", nodes[first].server.log()));
     assert!(
         text.contains(&format!("primary {} (epoch", nodes[target].advertise)),
         "{text}"

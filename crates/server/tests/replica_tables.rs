@@ -13,41 +13,8 @@
 
 mod replicas;
 
-use std::process::Command;
-
 use kura_testkit::KuraServer;
 use replicas::*;
-
-/// Runs `statement` with the `mariadb` client on `server`'s SQL port: whether it
-/// succeeded, and its output (tab-separated rows, or the error).
-fn sql(server: &KuraServer, statement: &str) -> (bool, String) {
-    let output = Command::new("mariadb")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-u",
-            "root",
-            "-D",
-            "kura",
-            "-N",
-            "-B",
-            "-P",
-        ])
-        .arg(server.sql_addr().port().to_string())
-        .arg("-e")
-        .arg(statement)
-        .output()
-        .expect("run mariadb (scripts/install-peers.sh installs it)");
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    (output.status.success(), text)
-}
-
-fn sql_ok(server: &KuraServer, statement: &str) -> String {
-    let (ok, text) = sql(server, statement);
-    assert!(ok, "{statement}: {text}\n{}", server.log());
-    text
-}
 
 fn get(server: &KuraServer, key: &str) -> String {
     // A range is one item whose value ends with its own END line.

@@ -30,11 +30,13 @@ use crate::server::Shared;
 
 mod cli;
 mod forward;
+mod sql_forward;
 mod status;
 
 pub use cli::command;
 use cli::node_stats;
 pub use forward::{forwarded, forwarded_binary, Forwarder};
+pub use sql_forward::pass_on;
 pub use status::{view, write_stats, Status};
 
 /// The address this node is known by in its shard.
@@ -88,6 +90,13 @@ pub fn start(shared: Arc<Shared>) {
         endpoints: config.etcd.clone(),
         cluster: config.cluster.clone().unwrap_or_default(),
         shard: config.shard.clone().unwrap_or_default(),
+        sql: shared.sql_addr.map(|sql| {
+            // The advertised host with this node's SQL port.
+            let host = advertise
+                .rsplit_once(':')
+                .map_or(&advertise[..], |(h, _)| h);
+            format!("{host}:{}", sql.port())
+        }),
         advertise,
         lease_ttl: Duration::from_millis(config.lease_ttl_ms),
     };
@@ -228,6 +237,16 @@ async fn take_part(
             }
             Some(primary) => {
                 handed = None;
+                // Where SQL connections go: the primary's registered SQL address, read
+                // once for each primary, again now and then.
+                if shared.cluster.primary_sql(&primary.advertise).is_none() || polls % 10 == 2 {
+                    match member.sql_of(&primary.advertise).await {
+                        Ok(sql) => shared.cluster.update(|seen| {
+                            seen.primary_sql = Some((primary.advertise.clone(), sql));
+                        }),
+                        Err(e) => tracing::debug!("cluster: reading the primary's SQL port: {e}"),
+                    }
+                }
                 let following = matches!(&role, Role::Replica(p) if *p == primary.advertise);
                 if !following {
                     if matches!(role, Role::Candidate) {

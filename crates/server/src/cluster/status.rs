@@ -19,11 +19,29 @@ pub(super) struct Seen {
     pub(super) term: Option<i64>,
     pub(super) members: usize,
     pub(super) lease_until: Option<Instant>,
+    /// The SQL address the primary this node follows registered: its advertised
+    /// address, then the SQL address (None: it has no SQL port).
+    pub(super) primary_sql: Option<(String, Option<String>)>,
+    /// SQL connections passed on to the primary.
+    pub(super) sql_passed_on: u64,
 }
 
 impl Status {
     pub(super) fn update(&self, change: impl FnOnce(&mut Seen)) {
         change(&mut self.inner.lock());
+    }
+
+    /// The SQL address `primary` registered, if the task has read it: Some(None)
+    /// when it has no SQL port.
+    pub(super) fn primary_sql(&self, primary: &str) -> Option<Option<String>> {
+        match &self.inner.lock().primary_sql {
+            Some((of, sql)) if of == primary => Some(sql.clone()),
+            _ => None,
+        }
+    }
+
+    pub(super) fn count_sql_passed_on(&self) {
+        self.inner.lock().sql_passed_on += 1;
     }
 }
 
@@ -38,6 +56,8 @@ pub struct View {
     /// How long its lease is certainly alive, in ms (-1: none).
     pub lease_ms: i64,
     pub serving_reads: bool,
+    /// SQL connections passed on to the primary since the start.
+    pub sql_passed_on: u64,
 }
 
 /// The node's view of its shard; None outside cluster mode.
@@ -63,12 +83,14 @@ pub fn view(shared: &Shared) -> Option<View> {
                 .unwrap_or(i64::MAX)
         }),
         serving_reads: shared.read_refusal().is_none(),
+        sql_passed_on: seen.sql_passed_on,
     })
 }
 
 /// `stats cluster`: the node's cluster, shard, role, the primary etcd names, the term
 /// this node holds (0: none), the shard's registered members, and how long its lease
-/// is certainly alive (ms; -1: none).
+/// is certainly alive (ms; -1: none), and the SQL connections it passed on to the
+/// primary.
 pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
     let mut stat = |name: &str, value: &dyn std::fmt::Display| {
         out.extend_from_slice(format!("STAT {name} {value}\r\n").as_bytes());
@@ -89,5 +111,6 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
     stat("members", &view.members);
     stat("lease_ms", &view.lease_ms);
     stat("serving_reads", &u8::from(view.serving_reads));
+    stat("sql_passed_on", &view.sql_passed_on);
     out.extend_from_slice(b"END\r\n");
 }

@@ -1,0 +1,157 @@
+//! What the cluster tests share: a node of shard `s0` of cluster `test` started
+//! against a private etcd, waiting for an election, and the operator's commands.
+
+#![allow(dead_code, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use kura_testkit::etcd::Etcd;
+use kura_testkit::{free_port, KuraServer, NetNamespace};
+
+use crate::replicas::*;
+
+/// How long an election may take here: a lease of etcd's shortest (3 s), polls, and a
+/// machine shared with the rest of the suite.
+pub const ELECTED_WITHIN: Duration = Duration::from_secs(60);
+
+/// Replicas answer reads from their own copy.
+pub const LOCAL: &[&str] = &["--replica-reads", "local"];
+
+pub struct Node {
+    pub server: KuraServer,
+    pub advertise: String,
+    _dir: tempfile::TempDir,
+}
+
+/// A node whose replicas answer reads from their own copy, for tests that compare
+/// what each node holds.
+pub fn node(etcd: &Etcd, name: &str) -> Node {
+    node_at(&etcd.endpoint(), name, "127.0.0.1", None, LOCAL)
+}
+
+/// A node listening on `ip`, inside the namespace `ns` if given (off the loopback
+/// with `--insecure` and no SQL port, as the test needs no users).
+pub fn node_at(
+    etcd: &str,
+    name: &str,
+    ip: &str,
+    ns: Option<&NetNamespace>,
+    extra: &[&str],
+) -> Node {
+    let dir = data_dir(name);
+    let port = free_port();
+    let advertise = format!("{ip}:{port}");
+    let mut options = options().listen(ip);
+    if ip != "127.0.0.1" {
+        options = options.arg("--insecure").arg("--sql-port").arg("off");
+    }
+    if let Some(ns) = ns {
+        options = options.wrapped_in(&["ip", "netns", "exec", &ns.name]);
+    }
+    for arg in extra {
+        options = options.arg(arg);
+    }
+    let server = options
+        .arg("-p")
+        .arg(port.to_string())
+        .arg("--etcd")
+        .arg(etcd)
+        .arg("--cluster")
+        .arg("test")
+        .arg("--shard")
+        .arg("s0")
+        .arg("--advertise")
+        .arg(&advertise)
+        .arg("--lease-ttl-ms")
+        .arg("3000")
+        .arg("--min-sync-replicas")
+        .arg("1")
+        .arg("-v")
+        .start_on(dir.path())
+        .unwrap_or_else(|e| panic!("start {name}: {e}"));
+    Node {
+        server,
+        advertise,
+        _dir: dir,
+    }
+}
+
+pub fn role(node: &Node) -> String {
+    replication_stats(&node.server)
+        .get("role")
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Waits until one of `nodes` is primary with the others following it; its index.
+pub fn elected(nodes: &[&Node]) -> usize {
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    loop {
+        let roles: Vec<String> = nodes.iter().map(|n| role(n)).collect();
+        let primaries: Vec<usize> = (0..nodes.len())
+            .filter(|&i| roles[i] == "primary")
+            .collect();
+        if let [p] = primaries[..] {
+            let others_follow = (0..nodes.len()).filter(|&i| i != p).all(|i| {
+                let stats = replication_stats(&nodes[i].server);
+                stats.get("role").map(String::as_str) == Some("replica")
+                    && stats.get("primary").map(String::as_str) == Some(&nodes[p].advertise)
+            });
+            if others_follow
+                && stat(&nodes[p].server, "connected_replicas") == (nodes.len() - 1) as u64
+            {
+                return p;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no primary with its replicas: roles {roles:?}\n{}",
+            logs(nodes)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until the writers have `n` acknowledged writes in `acked`; `what` if they do
+/// not within a minute.
+pub fn until_acked(acked: &Mutex<BTreeMap<String, String>>, n: usize, what: &str) {
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    while acked.lock().expect("acked").len() < n {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// What `nodes` printed, one after the other.
+pub fn logs(nodes: &[&Node]) -> String {
+    let logs: Vec<String> = nodes.iter().map(|n| n.server.log()).collect();
+    logs.join("\n----\n")
+}
+
+/// `kura cluster switchover` of shard `s0` to the node advertised as `to`: what it
+/// printed, or why it failed.
+pub fn switchover(etcd: &Etcd, to: &str) -> Result<String, String> {
+    let out = std::process::Command::new(kura_testkit::kura_bin(env!("CARGO_BIN_EXE_kura")))
+        .args(["cluster", "switchover", "--etcd", &etcd.endpoint()])
+        .args(["--cluster", "test", "--shard", "s0", "--to", to])
+        .output()
+        .expect("run kura cluster switchover");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+/// A node's `stats cluster`.
+pub fn cluster_stats(server: &KuraServer) -> BTreeMap<String, String> {
+    request(&mut client(server), b"stats cluster\r\n", b"END\r\n")
+        .lines()
+        .filter_map(|l| l.strip_prefix("STAT "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
