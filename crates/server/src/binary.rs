@@ -141,22 +141,17 @@ async fn run_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step {
     }
     // In a cluster, a replica passes changes (and reads) on to its primary.
     let read = matches!(command, Command::Get { .. });
-    match crate::cluster::forwarded_binary(shared, &input[..consumed], changes(&command), read) {
-        Some(Ok(reply)) => {
-            conn.out.extend_from_slice(&reply);
-            return Step::Ran {
-                consumed,
-                flow: Flow::Continue,
-            };
+    if let Some(forwarding) =
+        crate::cluster::forwarded_binary(shared, &input[..consumed], changes(&command), read)
+    {
+        match crate::cluster::forward_binary(shared, forwarding).await {
+            Ok(reply) => conn.out.extend_from_slice(&reply),
+            Err(why) => binary::error(&mut conn.out, to, Status::Internal, Some(why.as_bytes())),
         }
-        Some(Err(why)) => {
-            binary::error(&mut conn.out, to, Status::Internal, Some(why.as_bytes()));
-            return Step::Ran {
-                consumed,
-                flow: Flow::Continue,
-            };
-        }
-        None => {}
+        return Step::Ran {
+            consumed,
+            flow: Flow::Continue,
+        };
     }
     if changes(&command) {
         // A replica refuses a change before it looks at the data (no EXISTS for a

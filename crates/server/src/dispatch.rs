@@ -98,13 +98,17 @@ pub fn execute(
     let noreply = request.noreply();
     let start = out.len();
     let outcome = execute_request(shared, session, request, out);
-    // A noreply command writes nothing when it succeeds, so anything here reports a
-    // failure.
+    drop_noreply_reply(shared, noreply, start, out);
+    outcome
+}
+
+/// A noreply command writes nothing when it succeeds, so anything after `start`
+/// reports a failure, which memcached does not send either.
+pub fn drop_noreply_reply(shared: &Shared, noreply: bool, start: usize, out: &mut Vec<u8>) {
     if noreply && out.len() > start {
         out.truncate(start);
         bump(&shared.counters.local().noreply_errors_dropped);
     }
-    outcome
 }
 
 fn execute_request(
@@ -113,10 +117,6 @@ fn execute_request(
     request: Request<'_>,
     out: &mut Vec<u8>,
 ) -> Outcome {
-    // In a cluster, a replica passes changes (and reads) on to its primary.
-    if crate::cluster::forwarded(shared, &request, out) {
-        return Outcome::done();
-    }
     // A replica refuses a change before it looks at the data: a cas must not answer
     // EXISTS, nor a delete NOT_FOUND, where the primary might answer otherwise.
     if crate::replication::sync::changes(&request) {

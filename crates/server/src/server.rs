@@ -668,6 +668,16 @@ async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step 
                     flow: Flow::Continue,
                 };
             }
+            // In a cluster, a replica passes changes (and reads) on to its primary.
+            if let Some(forwarding) = crate::cluster::forwarded(shared, &request) {
+                let start = conn.out.len();
+                crate::cluster::forward(shared, forwarding, &mut conn.out).await;
+                dispatch::drop_noreply_reply(shared, request.noreply(), start, &mut conn.out);
+                return Step::Ran {
+                    consumed,
+                    flow: Flow::Continue,
+                };
+            }
             crate::reader::load_values(shared, &mut conn.session, &request).await;
             let start = conn.out.len();
             let outcome = dispatch::execute(shared, &mut conn.session, request, &mut conn.out);

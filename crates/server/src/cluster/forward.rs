@@ -13,7 +13,9 @@
 //! connects); one is used by one request at a time and returned after a whole reply.
 //! A connection that fails is dropped. A change whose reply does not come whole may
 //! or may not have been made: the client gets `SERVER_ERROR`, never a false `STORED`.
-//! The worker thread waits for the primary's reply, as it would for its own disk.
+//! The exchange with the primary runs on the runtime's blocking threads
+//! (`spawn_blocking`): the connection waits for it, its worker's other connections
+//! go on.
 //!
 //! The binary protocol's requests go the same way over connections of their own,
 //! each packet followed by a `NOOP` whose response ends the reply; a connection to a
@@ -23,6 +25,7 @@
 //! refused, naming the primary).
 
 use std::io::{Read, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kura_protocol::Request;
@@ -38,45 +41,22 @@ const POOL: usize = 8;
 /// The largest reply taken through (a get of many large values).
 const REPLY_MAX: usize = 256 << 20;
 
-/// In cluster mode on a node that is not its shard's primary: forwards `request` to
-/// the primary if it is a change, or a read and reads go to the primary
-/// (`--replica-reads primary`, the default), and appends the reply (or why it could
-/// not) to `out`. False: the request runs here.
-pub fn forwarded(shared: &Shared, request: &Request<'_>, out: &mut Vec<u8>) -> bool {
-    if !super::enabled(&shared.config) || !shared.store.is_read_only() {
-        return false;
-    }
-    let change = crate::replication::sync::changes(request);
-    let read = matches!(request, Request::Retrieval { .. } | Request::MetaGet(_));
-    let reads_here = shared.config.replica_reads == crate::config::ReplicaReads::Local;
-    let forwards = change || (read && !reads_here);
-    if !forwards {
-        return false;
-    }
-    let Some(primary) = shared.replication.primary() else {
-        out.extend_from_slice(
-            b"SERVER_ERROR the shard has no primary (being elected), try again\r\n",
-        );
-        return true;
-    };
-    if let Err(e) = shared.forwarder.forward(shared, &primary, request, out) {
-        out.extend_from_slice(
-            format!("SERVER_ERROR forwarding to the primary {primary} failed: {e}; try again\r\n")
-                .as_bytes(),
-        );
-    }
-    true
+/// A request on its way to the primary: the primary's address and the bytes that go,
+/// or why it cannot go.
+pub enum Forwarding {
+    To { primary: String, bytes: Vec<u8> },
+    Refused(String),
 }
 
-/// The binary protocol's side of [`forwarded`]: for a request packet `packet` that
-/// is a `change`, or a `read` while reads go to the primary, the primary's response
-/// packets (Err: why none came whole); None when the request runs here.
-pub fn forwarded_binary(
+/// Whether a request goes to the primary: in cluster mode, on a node that is not its
+/// shard's primary, a `change`, or a `read` while reads go to the primary
+/// (`--replica-reads primary`, the default). None: it runs here.
+fn forwarding(
     shared: &Shared,
-    packet: &[u8],
     change: bool,
     read: bool,
-) -> Option<Result<Vec<u8>, String>> {
+    bytes: impl FnOnce() -> Vec<u8>,
+) -> Option<Forwarding> {
     if !super::enabled(&shared.config) || !shared.store.is_read_only() {
         return None;
     }
@@ -84,17 +64,85 @@ pub fn forwarded_binary(
     if !(change || (read && !reads_here)) {
         return None;
     }
-    let Some(primary) = shared.replication.primary() else {
-        return Some(Err(
-            "the shard has no primary (being elected), try again".into()
-        ));
+    Some(match shared.replication.primary() {
+        Some(primary) => Forwarding::To {
+            primary,
+            bytes: bytes(),
+        },
+        None => Forwarding::Refused("the shard has no primary (being elected), try again".into()),
+    })
+}
+
+/// Whether the text or meta `request` goes to the primary (see [`forwarding`]): the
+/// request as the client sent it, then `mn`.
+pub fn forwarded(shared: &Shared, request: &Request<'_>) -> Option<Forwarding> {
+    let change = crate::replication::sync::changes(request);
+    let read = matches!(request, Request::Retrieval { .. } | Request::MetaGet(_));
+    forwarding(shared, change, read, || {
+        let mut bytes = Vec::new();
+        request.write_to(&mut bytes);
+        bytes.extend_from_slice(b"mn\r\n");
+        bytes
+    })
+}
+
+/// The binary protocol's side of [`forwarded`], for the request packet `packet`: the
+/// packet, then a `NOOP`.
+pub fn forwarded_binary(
+    shared: &Shared,
+    packet: &[u8],
+    change: bool,
+    read: bool,
+) -> Option<Forwarding> {
+    forwarding(shared, change, read, || {
+        let mut bytes = packet.to_vec();
+        bytes.extend_from_slice(&binary_request(NOOP, NOOP_OPAQUE, b"", b""));
+        bytes
+    })
+}
+
+/// Sends a text request on to the primary and appends its reply (or why none came
+/// whole, as `SERVER_ERROR`) to `out`. The exchange runs on the runtime's blocking
+/// threads: the worker's other connections go on meanwhile.
+pub async fn forward(shared: &Arc<Shared>, forwarding: Forwarding, out: &mut Vec<u8>) {
+    match exchange(shared, forwarding, false).await {
+        Ok(reply) => out.extend_from_slice(&reply),
+        Err(why) => out.extend_from_slice(format!("SERVER_ERROR {why}\r\n").as_bytes()),
+    }
+}
+
+/// The binary side of [`forward`]: the primary's response packets, or why none came
+/// whole.
+pub async fn forward_binary(
+    shared: &Arc<Shared>,
+    forwarding: Forwarding,
+) -> Result<Vec<u8>, String> {
+    exchange(shared, forwarding, true).await
+}
+
+async fn exchange(
+    shared: &Arc<Shared>,
+    forwarding: Forwarding,
+    binary: bool,
+) -> Result<Vec<u8>, String> {
+    let (primary, bytes) = match forwarding {
+        Forwarding::To { primary, bytes } => (primary, bytes),
+        Forwarding::Refused(why) => return Err(why),
     };
-    Some(
-        shared
-            .forwarder
-            .forward_binary(shared, &primary, packet)
-            .map_err(|e| format!("forwarding to the primary {primary} failed: {e}; try again")),
-    )
+    let s = Arc::clone(shared);
+    let failed = |e: String, primary: &str| {
+        format!("forwarding to the primary {primary} failed: {e}; try again")
+    };
+    let sent = tokio::task::spawn_blocking(move || {
+        let result = if binary {
+            s.forwarder.exchange_binary(&s, &primary, &bytes)
+        } else {
+            s.forwarder.exchange(&s, &primary, &bytes)
+        };
+        result.map_err(|e| failed(e, &primary))
+    })
+    .await;
+    sent.unwrap_or_else(|e| Err(format!("forwarding to the primary failed: {e}; try again")))
 }
 
 /// The pool of connections to the primary.
@@ -106,50 +154,31 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    /// Sends `request` to `primary` and appends its reply to `out`; on failure
-    /// appends nothing and says why.
-    pub fn forward(
-        &self,
-        shared: &Shared,
-        primary: &str,
-        request: &Request<'_>,
-        out: &mut Vec<u8>,
-    ) -> Result<(), String> {
-        let mut bytes = Vec::new();
-        request.write_to(&mut bytes);
-        bytes.extend_from_slice(b"mn\r\n");
+    /// Sends `bytes` (a text request and `mn`) to `primary`; its reply up to the `MN`.
+    fn exchange(&self, shared: &Shared, primary: &str, bytes: &[u8]) -> Result<Vec<u8>, String> {
         let mut socket = match self.take(primary) {
             Some(socket) => socket,
             None => bounded(shared, shared.replication.connect(primary, CONNECT_WITHIN)?)?,
         };
-        socket.write_all(&bytes).map_err(|e| e.to_string())?;
-        let start = out.len();
-        match read_reply(&mut socket, out) {
-            Ok(()) => {
-                self.give_back(primary, socket);
-                Ok(())
-            }
-            Err(e) => {
-                out.truncate(start);
-                Err(e)
-            }
-        }
+        socket.write_all(bytes).map_err(|e| e.to_string())?;
+        let reply = read_reply(&mut socket)?;
+        self.give_back(primary, socket);
+        Ok(reply)
     }
 
-    /// Sends the binary request `packet` to `primary`; its response packets.
-    fn forward_binary(
+    /// Sends `bytes` (a binary request packet and a `NOOP`) to `primary`; its response
+    /// packets before the `NOOP`'s.
+    fn exchange_binary(
         &self,
         shared: &Shared,
         primary: &str,
-        packet: &[u8],
+        bytes: &[u8],
     ) -> Result<Vec<u8>, String> {
         let mut socket = match take(&self.idle_binary, primary) {
             Some(socket) => socket,
             None => binary_connection(shared, primary)?,
         };
-        let mut bytes = packet.to_vec();
-        bytes.extend_from_slice(&binary_request(NOOP, NOOP_OPAQUE, b"", b""));
-        socket.write_all(&bytes).map_err(|e| e.to_string())?;
+        socket.write_all(bytes).map_err(|e| e.to_string())?;
         let reply = read_binary_reply(&mut socket)?;
         give_back(&self.idle_binary, primary, socket);
         Ok(reply)
@@ -245,14 +274,12 @@ fn read_binary_reply(socket: &mut Socket) -> Result<Vec<u8>, String> {
     })
 }
 
-/// Reads from `socket` up to the `MN` that ends a forwarded request's reply, and
-/// appends what comes before it to `out`.
-fn read_reply(socket: &mut Socket, out: &mut Vec<u8>) -> Result<(), String> {
-    let reply = read_until_end(socket, |bytes| {
+/// Reads from `socket` up to the `MN` that ends a forwarded request's reply; what
+/// comes before it.
+fn read_reply(socket: &mut Socket) -> Result<Vec<u8>, String> {
+    read_until_end(socket, |bytes| {
         Ok(frame(bytes)?.map(|len| (len, &bytes[..len] == b"MN\r\n")))
-    })?;
-    out.extend_from_slice(&reply);
-    Ok(())
+    })
 }
 
 /// Reads whole frames from `socket` (`frame` gives the length of the one a buffer

@@ -35,7 +35,7 @@ mod status;
 
 pub use cli::command;
 use cli::node_stats;
-pub use forward::{forwarded, forwarded_binary, Forwarder};
+pub use forward::{forward, forward_binary, forwarded, forwarded_binary, Forwarder};
 pub use sql_forward::pass_on;
 pub use status::{view, write_stats, Status};
 

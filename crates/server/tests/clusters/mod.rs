@@ -155,3 +155,12 @@ pub fn cluster_stats(server: &KuraServer) -> BTreeMap<String, String> {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
+
+/// A `set` of `key` to `value` on `c`; its reply.
+pub fn set(c: &mut kura_testkit::Client, key: &str, value: &str) -> String {
+    request(
+        c,
+        format!("set {key} 0 0 {}\r\n{value}\r\n", value.len()).as_bytes(),
+        b"\r\n",
+    )
+}
