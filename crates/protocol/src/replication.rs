@@ -134,6 +134,9 @@ pub enum Frame<'a> {
     Ack { synced_lsn: u64 },
     /// Either way, last: why the sender ends the stream.
     Bye { reason: &'a str },
+    /// Primary → replica, last: the primary handed its role to `to` (`host:port`) in
+    /// a planned failover, once `to` held all of its log; the replica follows `to`.
+    Moved { to: &'a str },
 }
 
 /// Bytes that are not a frame.
@@ -217,6 +220,10 @@ pub fn encode(frame: &Frame<'_>, out: &mut Vec<u8>) {
         Frame::Bye { reason } => {
             out.extend_from_slice(reason.as_bytes());
             b'B'
+        }
+        Frame::Moved { to } => {
+            out.extend_from_slice(to.as_bytes());
+            b'M'
         }
     };
     let len = u32::try_from(out.len() - at - HEADER_BYTES).unwrap_or(u32::MAX);
@@ -335,6 +342,10 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, WireError> {
             reason: std::str::from_utf8(payload)
                 .map_err(|_| WireError("a goodbye that is not UTF-8".to_string()))?,
         },
+        b'M' => Frame::Moved {
+            to: std::str::from_utf8(payload)
+                .map_err(|_| WireError("a new primary's address that is not UTF-8".to_string()))?,
+        },
         other => return Err(WireError(format!("a frame of kind {other:#x}"))),
     };
     Ok(Some((frame, HEADER_BYTES + len)))
@@ -417,6 +428,9 @@ mod tests {
             },
             Frame::Ack { synced_lsn: 42 },
             Frame::Bye { reason: "because" },
+            Frame::Moved {
+                to: "127.0.0.1:11212",
+            },
         ];
         for frame in &frames {
             let mut out = Vec::new();

@@ -1,7 +1,8 @@
 //! `failover to <host> <port> [timeout ms]` on a standalone primary (Redis's `FAILOVER
 //! TO`), between real `kura` processes: under writers, the target becomes primary
-//! with every acknowledged write and the old primary follows it; a target that
-//! cannot catch up leaves everything as it was, and writes resume.
+//! with every acknowledged write, the old primary follows it, and so does the old
+//! primary's other replica, told to by the old primary; a target that cannot catch
+//! up leaves everything as it was, and writes resume.
 
 #![allow(clippy::expect_used)]
 
@@ -40,7 +41,11 @@ fn failover_ended(server: &KuraServer) -> String {
 
 #[test]
 fn a_primary_hands_over_to_its_replica_under_writers_and_loses_nothing() {
-    let (pdir, rdir) = (data_dir("failover-p-"), data_dir("failover-r-"));
+    let (pdir, rdir, odir) = (
+        data_dir("failover-p-"),
+        data_dir("failover-r-"),
+        data_dir("failover-o-"),
+    );
     let sync = |o: kura_testkit::KuraOptions| o.arg("--min-sync-replicas").arg("1");
     let primary = sync(options()).start_on(pdir.path()).expect("primary");
     let replica = sync(options())
@@ -48,7 +53,14 @@ fn a_primary_hands_over_to_its_replica_under_writers_and_loses_nothing() {
         .arg(primary.addr().to_string())
         .start_on(rdir.path())
         .expect("replica");
+    // Another replica of the primary, which the handover moves to the target.
+    let other = options()
+        .arg("--replica-of")
+        .arg(primary.addr().to_string())
+        .start_on(odir.path())
+        .expect("other replica");
     caught_up(&primary, &replica);
+    caught_up(&primary, &other);
 
     // A target that is not there: nothing changes, and writes resume.
     let mut c = client(&primary);
@@ -102,6 +114,13 @@ fn a_primary_hands_over_to_its_replica_under_writers_and_loses_nothing() {
         })
         .collect();
     std::thread::sleep(Duration::from_secs(1));
+    // The other replica streams by now (its first copy was a full one).
+    let streaming = replication_stats(&other);
+    assert_eq!(
+        streaming.get("primary_link").map(String::as_str),
+        Some("up")
+    );
+    let full_syncs = streaming.get("full_syncs").cloned();
     let target = replica.addr();
     let command = format!("failover to {} {} 5000\r\n", target.ip(), target.port());
     assert_eq!(request(&mut c, command.as_bytes(), b"\r\n"), "OK\r\n");
@@ -141,5 +160,28 @@ fn a_primary_hands_over_to_its_replica_under_writers_and_loses_nothing() {
         digest(&primary, &keys),
         on_new,
         "the old primary holds the same"
+    );
+    // The other replica was told to follow the target, goes on from its position
+    // there, and remembers it for a restart.
+    let stats = replication_stats(&other);
+    assert_eq!(
+        stats.get("primary"),
+        Some(&target.to_string()),
+        "{}",
+        other.log()
+    );
+    assert_eq!(stats.get("full_syncs"), full_syncs.as_ref(), "no full copy");
+    caught_up(&replica, &other);
+    assert_eq!(
+        digest(&other, &keys),
+        on_new,
+        "the other replica holds the same"
+    );
+    let remembered = std::fs::read_to_string(other.data_dir().join("replica-of"))
+        .expect("the other replica's replica-of file");
+    assert_eq!(
+        remembered.trim(),
+        target.to_string(),
+        "remembered for a restart"
     );
 }

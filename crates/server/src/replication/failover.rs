@@ -9,8 +9,9 @@
 //! follows it. If the target does not catch up within the timeout (5 s by default),
 //! nothing changes and writes resume.
 //!
-//! The old primary's other replicas are sent its goodbye as it becomes a replica
-//! (`primary.rs`) and keep trying it: point them at the new primary with `replicaof`.
+//! The old primary's other replicas are told to follow the target as it becomes a
+//! replica (`Frame::Moved`, `primary.rs`), and go on there from their positions: the
+//! target holds all of the old primary's log.
 //! In cluster mode the command is refused: `kura cluster switchover` does this
 //! through etcd, and moves every node.
 
@@ -182,14 +183,28 @@ fn hand_over(shared: &Arc<Shared>, target: &str, deadline: Instant) -> Result<()
         std::thread::sleep(Duration::from_millis(10));
     }
     shared.replication.failover.set(Phase::InProgress);
-    let answer = ask(shared, target, b"replicaof no one\r\n", b"\r\n")?;
-    if answer != "OK\r\n" {
-        return Err(format!("{target} answered {:?}", answer.trim_end()));
+    // The streams to this node's other replicas end telling them to follow the
+    // target, which holds all of this log, as soon as this node is a replica: the
+    // target's fence may make it one before this thread does.
+    *shared.replication.moved_to.lock() = Some(target.to_string());
+    let promoted = ask(shared, target, b"replicaof no one\r\n", b"\r\n").and_then(|answer| {
+        if answer == "OK\r\n" {
+            Ok(())
+        } else {
+            Err(format!("{target} answered {:?}", answer.trim_end()))
+        }
+    });
+    if let Err(why) = promoted {
+        *shared.replication.moved_to.lock() = None;
+        return Err(why);
     }
-    shared
+    if let Err(e) = shared
         .replication
         .become_replica(shared, target.to_string())
-        .map_err(|e| format!("following {target}: {e}"))?;
+    {
+        *shared.replication.moved_to.lock() = None;
+        return Err(format!("following {target}: {e}"));
+    }
     shared.store.set_writable_until(None);
     Ok(())
 }

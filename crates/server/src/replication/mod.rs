@@ -115,6 +115,12 @@ pub struct Replication {
     pub backlog_drops: AtomicU64,
     /// A standalone primary's `failover to` (`failover.rs`).
     pub failover: failover::State,
+    /// The node a `failover to` handed this one's role to: the streams to this node's
+    /// replicas end telling them to follow it (`Frame::Moved`).
+    moved_to: Mutex<Option<String>>,
+    /// Held while the node changes role (`become_replica`, `promote`): a `failover
+    /// to` and the fence its target sends may both make this node a replica at once.
+    role: Mutex<()>,
 }
 
 impl Replication {
@@ -176,6 +182,8 @@ impl Replication {
             sync_timeouts: AtomicU64::new(0),
             backlog_drops: AtomicU64::new(0),
             failover: failover::State::default(),
+            moved_to: Mutex::new(None),
+            role: Mutex::new(()),
         }
     }
 
@@ -229,9 +237,18 @@ impl Replication {
             .map(|follower| follower.consistent(store))
     }
 
+    /// Where this node's replicas are told to go as its streams end: the node a
+    /// `failover to` handed its role to.
+    pub(crate) fn moved_to(&self) -> Option<String> {
+        self.moved_to.lock().clone()
+    }
+
     /// The primary this node follows, if it is a replica.
     pub fn primary(&self) -> Option<String> {
-        self.following.lock().as_ref().map(|f| f.primary.clone())
+        self.following
+            .lock()
+            .as_ref()
+            .map(replica::Follower::primary)
     }
 
     /// Starts following `primary` (`host:port`); the store must already be read-only.
@@ -248,8 +265,13 @@ impl Replication {
     }
 
     /// Makes this node a replica of `primary`: it stops following anyone else and
-    /// fencing anyone, refuses changes, and follows.
+    /// fencing anyone, refuses changes, and follows. Nothing to do if it follows
+    /// `primary` already.
     pub fn become_replica(&self, shared: &Shared, primary: String) -> std::io::Result<()> {
+        let _role = self.role.lock();
+        if shared.store.is_read_only() && self.primary().as_deref() == Some(primary.as_str()) {
+            return Ok(());
+        }
         self.stop_following();
         self.stop_fencing();
         self.forget_fencing()?;
@@ -343,7 +365,9 @@ impl Replication {
         shared: &Shared,
         until: Option<std::time::Instant>,
     ) -> Result<(), String> {
+        let _role = self.role.lock();
         self.stop_following();
+        *self.moved_to.lock() = None;
         // A new epoch: the other replicas of the old primary follow this node from
         // their positions, and the old primary, coming back, finds it is behind.
         shared.store.begin_epoch().map_err(|e| e.to_string())?;

@@ -249,12 +249,23 @@ fn stream_log(
         let stopping = shared.stopping.load(Ordering::Acquire);
         if stopping || store.is_read_only() {
             out.clear();
-            let reason = if stopping {
-                "the primary is shutting down"
-            } else {
-                "the primary became a replica"
-            };
-            encode(&Frame::Bye { reason }, &mut out);
+            let moved_to = shared.replication.moved_to().filter(|_| !stopping);
+            match &moved_to {
+                // A planned failover: the replica follows the new primary.
+                Some(to) => encode(&Frame::Moved { to }, &mut out),
+                None if stopping => encode(
+                    &Frame::Bye {
+                        reason: "the primary is shutting down",
+                    },
+                    &mut out,
+                ),
+                None => encode(
+                    &Frame::Bye {
+                        reason: "the primary became a replica",
+                    },
+                    &mut out,
+                ),
+            }
             let _ = stream.write_all(&out);
             return Ok(());
         }

@@ -59,11 +59,15 @@ pub struct LinkState {
     /// When the primary was last heard from.
     last_heard: Mutex<Option<Instant>>,
     last_error: Mutex<String>,
+    /// The new primary the last stream's primary handed over to (`Frame::Moved`).
+    moved_to: Mutex<Option<String>>,
 }
 
 /// The thread following a primary.
 pub struct Follower {
-    pub primary: String,
+    /// Whom it follows: the primary it was started on, or the one that primary
+    /// handed over to.
+    primary: Arc<Mutex<String>>,
     stop: Arc<AtomicBool>,
     /// The connection in use, so that stopping can cut it at once.
     socket: Arc<Mutex<Option<Socket>>>,
@@ -76,10 +80,11 @@ impl Follower {
         let stop = Arc::new(AtomicBool::new(false));
         let socket = Arc::new(Mutex::new(None));
         let state = Arc::new(LinkState::default());
+        let primary = Arc::new(Mutex::new(primary));
         let thread = {
             let (stop, socket, state) =
                 (Arc::clone(&stop), Arc::clone(&socket), Arc::clone(&state));
-            let primary = primary.clone();
+            let primary = Arc::clone(&primary);
             std::thread::Builder::new()
                 .name("kura-follower".to_string())
                 .spawn(move || follow(&shared, &primary, &stop, &socket, &state))?
@@ -91,6 +96,11 @@ impl Follower {
             state,
             thread,
         })
+    }
+
+    /// Whom it follows now.
+    pub fn primary(&self) -> String {
+        self.primary.lock().clone()
     }
 
     /// Stops following and waits for the thread.
@@ -122,7 +132,7 @@ impl Follower {
         let mut stat = |name: &str, value: String| {
             out.extend_from_slice(format!("STAT {name} {value}\r\n").as_bytes());
         };
-        stat("primary", self.primary.clone());
+        stat("primary", self.primary());
         let link = s.link.load(Ordering::Relaxed);
         let applied = store.appended_lsn();
         let copying = link == LINK_COPYING && applied < s.consistent_lsn.load(Ordering::Relaxed);
@@ -176,13 +186,15 @@ impl Follower {
 /// waits a little longer each time (up to [`BACKOFF_MAX`]) before connecting again.
 fn follow(
     shared: &Arc<Shared>,
-    primary: &str,
+    following: &Mutex<String>,
     stop: &AtomicBool,
     socket: &Mutex<Option<Socket>>,
     state: &LinkState,
 ) {
     let mut backoff = BACKOFF_MIN;
     while !stop.load(Ordering::Acquire) {
+        let primary = following.lock().clone();
+        let primary = primary.as_str();
         state.link.store(LINK_CONNECTING, Ordering::Relaxed);
         let started = Instant::now();
         let copying = Session {
@@ -202,6 +214,20 @@ fn follow(
         }
         *socket.lock() = None;
         state.link.store(LINK_CONNECTING, Ordering::Relaxed);
+        let moved_to = state.moved_to.lock().take();
+        if let Some(to) = moved_to.filter(|to| !stop.load(Ordering::Acquire) && !is_me(shared, to))
+        {
+            // A planned failover: the new primary holds all of the old one's log, so
+            // this node goes on from its position there.
+            tracing::info!("{primary} handed over to {to}; following it");
+            if let Err(e) = shared.replication.remember(Some(&to)) {
+                tracing::warn!("remembering the new primary {to}: {e}");
+            }
+            shared.store.set_read_only(Some(to.clone()));
+            *following.lock() = to;
+            backoff = BACKOFF_MIN;
+            continue;
+        }
         if started.elapsed() > BACKOFF_MAX * 4 {
             backoff = BACKOFF_MIN;
         }
@@ -211,6 +237,11 @@ fn follow(
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
+}
+
+/// Whether `address` names this node (its listening or advertised address).
+fn is_me(shared: &Shared, address: &str) -> bool {
+    address == shared.listen_addr.to_string() || shared.config.advertise.as_deref() == Some(address)
 }
 
 /// What one connection to a primary works with: the tables over the store the copies
@@ -358,6 +389,10 @@ pub fn session(
                         .store(synced_lsn, Ordering::Relaxed);
                 }
                 Frame::Bye { reason } => return Err(format!("the primary ended: {reason}")),
+                Frame::Moved { to } => {
+                    *state.moved_to.lock() = Some(to.to_string());
+                    return Err(format!("the primary handed over to {to}"));
+                }
                 Frame::Ack { .. } => return Err("the primary sent an acknowledgement".to_string()),
             }
         }
