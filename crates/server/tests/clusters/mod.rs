@@ -12,6 +12,8 @@ use kura_testkit::{free_port, KuraServer, NetNamespace};
 
 use crate::replicas::*;
 
+pub mod shard;
+
 /// How long an election may take here: a lease of etcd's shortest (3 s), polls, and a
 /// machine shared with the rest of the suite.
 pub const ELECTED_WITHIN: Duration = Duration::from_secs(60);
