@@ -210,7 +210,7 @@ fn log_end(
     let mut stream = crate::replication::connect(from, tls)
         .map_err(|e| anyhow::anyhow!("connecting to {from}: {e}"))?;
     stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
-    crate::replication::log_in(&mut stream, login).map_err(anyhow::Error::msg)?;
+    crate::replication::log_in(&mut stream, login)?;
     stream.write_all(b"stats replication\r\n")?;
     let mut reply = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -280,7 +280,7 @@ fn copy_log(
     let mut failures = Vec::new();
     while let Err(e) = replica::session(&copying, from, &stop, &socket, &state) {
         eprintln!("kura backup: {from}: {e}");
-        failures.push(e);
+        failures.push(e.to_string());
         if failures.len() == ATTEMPTS {
             bail!("copying from {from}: {}", failures.join("; "));
         }

@@ -158,7 +158,10 @@ impl Forwarder {
     fn exchange(&self, shared: &Shared, primary: &str, bytes: &[u8]) -> Result<Vec<u8>, String> {
         let mut socket = match self.take(primary) {
             Some(socket) => socket,
-            None => bounded(shared, shared.replication.connect(primary, CONNECT_WITHIN)?)?,
+            None => {
+                let connected = shared.replication.connect(primary, CONNECT_WITHIN);
+                bounded(shared, connected.map_err(|e| e.to_string())?)?
+            }
         };
         socket.write_all(bytes).map_err(|e| e.to_string())?;
         let reply = read_reply(&mut socket)?;
@@ -231,7 +234,8 @@ fn binary_request(opcode: u8, opaque: u32, key: &[u8], value: &[u8]) -> Vec<u8> 
 /// A binary connection to `primary`, logged in with SASL PLAIN as
 /// `--replication-login`'s user when this node has one.
 fn binary_connection(shared: &Shared, primary: &str) -> Result<Socket, String> {
-    let connected = crate::replication::connect(primary, shared.replication.tls())?;
+    let connected = crate::replication::connect(primary, shared.replication.tls())
+        .map_err(|e| e.to_string())?;
     let mut socket = bounded(shared, connected)?;
     if let Some((user, password)) = shared.replication.login_parts() {
         let plain = [&b"\0"[..], user, b"\0", password].concat();

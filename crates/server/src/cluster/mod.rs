@@ -452,4 +452,5 @@ async fn promote(shared: &Arc<Shared>, until: Option<Instant>) -> Result<(), Str
     tokio::task::spawn_blocking(move || s.replication.promote(&s, until))
         .await
         .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())
 }

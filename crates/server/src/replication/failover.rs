@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use kura_protocol::Tokens;
 use parking_lot::Mutex;
 
+use super::ReplicationError;
 use crate::server::Shared;
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -148,7 +149,11 @@ fn run(shared: &Arc<Shared>, target: &str, timeout: Duration) {
 }
 
 /// Waits until `target` holds this log's end, promotes it and follows it.
-fn hand_over(shared: &Arc<Shared>, target: &str, deadline: Instant) -> Result<(), String> {
+fn hand_over(
+    shared: &Arc<Shared>,
+    target: &str,
+    deadline: Instant,
+) -> Result<(), ReplicationError> {
     let history = shared.store.history();
     let ours = (
         format!("{:032x}", history.id),
@@ -178,7 +183,9 @@ fn hand_over(shared: &Arc<Shared>, target: &str, deadline: Instant) -> Result<()
             }
         }
         if Instant::now() > deadline {
-            return Err(format!("{target} did not hold this log's end in time"));
+            return Err(ReplicationError::Failover(format!(
+                "{target} did not hold this log's end in time"
+            )));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -191,7 +198,10 @@ fn hand_over(shared: &Arc<Shared>, target: &str, deadline: Instant) -> Result<()
         if answer == "OK\r\n" {
             Ok(())
         } else {
-            Err(format!("{target} answered {:?}", answer.trim_end()))
+            Err(ReplicationError::Failover(format!(
+                "{target} answered {:?}",
+                answer.trim_end()
+            )))
         }
     });
     if let Err(why) = promoted {
@@ -203,7 +213,9 @@ fn hand_over(shared: &Arc<Shared>, target: &str, deadline: Instant) -> Result<()
         .become_replica(shared, target.to_string())
     {
         *shared.replication.moved_to.lock() = None;
-        return Err(format!("following {target}: {e}"));
+        return Err(ReplicationError::Failover(format!(
+            "following {target}: {e}"
+        )));
     }
     shared.store.set_writable_until(None);
     Ok(())
@@ -211,18 +223,21 @@ fn hand_over(shared: &Arc<Shared>, target: &str, deadline: Instant) -> Result<()
 
 /// Sends `request` to the node at `address` (logged in and over TLS as replication
 /// connects) and reads its answer up to `end`.
-fn ask(shared: &Shared, address: &str, request: &[u8], end: &[u8]) -> Result<String, String> {
+fn ask(
+    shared: &Shared,
+    address: &str,
+    request: &[u8],
+    end: &[u8],
+) -> Result<String, ReplicationError> {
     let mut socket = shared.replication.connect(address, ANSWER_WITHIN)?;
-    socket
-        .set_read_timeout(Some(ANSWER_WITHIN))
-        .map_err(|e| e.to_string())?;
-    socket.write_all(request).map_err(|e| e.to_string())?;
+    socket.set_read_timeout(Some(ANSWER_WITHIN))?;
+    socket.write_all(request)?;
     let mut answer = Vec::new();
     let mut chunk = [0u8; 4096];
     while !answer.ends_with(end) {
-        let n = socket.read(&mut chunk).map_err(|e| e.to_string())?;
+        let n = socket.read(&mut chunk)?;
         if n == 0 || answer.len() > 1 << 20 {
-            return Err(format!("{address} closed the connection"));
+            return Err(ReplicationError::Closed);
         }
         answer.extend_from_slice(&chunk[..n]);
         let refused = answer.starts_with(b"SERVER_ERROR") || answer.starts_with(b"CLIENT_ERROR");

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use kura_protocol::Tokens;
 
+use super::ReplicationError;
 use crate::server::Shared;
 
 /// The file in the data directory that names the old primary being fenced.
@@ -112,15 +113,14 @@ fn fence_until_heard(shared: &Arc<Shared>, target: &str, stop: &AtomicBool) {
 }
 
 /// One try: the old primary's final answer, or why there was none.
-fn fence_once(shared: &Shared, target: &str) -> Result<String, String> {
-    let io = |e: std::io::Error| e.to_string();
+fn fence_once(shared: &Shared, target: &str) -> Result<String, ReplicationError> {
     let mut stream = shared.replication.connect(target, CONNECT_TIMEOUT)?;
-    stream.set_read_timeout(Some(REPLY_TIMEOUT)).map_err(io)?;
+    stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
     // Where this node listens, as the old primary reaches it: the listening address,
     // or, when that is every interface, the one this connection left from.
     let listen = shared.listen_addr;
     let ip = if listen.ip().is_unspecified() {
-        stream.local_addr().map_err(io)?.ip()
+        stream.local_addr()?.ip()
     } else {
         listen.ip()
     };
@@ -131,13 +131,13 @@ fn fence_once(shared: &Shared, target: &str) -> Result<String, String> {
         history.current().number,
         listen.port()
     );
-    stream.write_all(line.as_bytes()).map_err(io)?;
+    stream.write_all(line.as_bytes())?;
     let mut reply = Vec::new();
     let mut chunk = [0u8; 512];
     while !reply.ends_with(b"\r\n") {
-        let n = stream.read(&mut chunk).map_err(io)?;
+        let n = stream.read(&mut chunk)?;
         if n == 0 || reply.len() > 4096 {
-            return Err("the old primary closed the connection".to_string());
+            return Err(ReplicationError::Closed);
         }
         reply.extend_from_slice(&chunk[..n]);
     }
@@ -145,7 +145,7 @@ fn fence_once(shared: &Shared, target: &str) -> Result<String, String> {
     if reply == "OK" || reply.starts_with(REFUSED) {
         Ok(reply)
     } else {
-        Err(reply)
+        Err(ReplicationError::Refused(reply))
     }
 }
 

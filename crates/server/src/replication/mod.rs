@@ -17,6 +17,7 @@
 //! What it is not for: deciding what a record does (the engine), or when a change is
 //! acknowledged to a client (`server.rs`).
 
+mod error;
 pub mod failover;
 pub mod fence;
 pub mod primary;
@@ -24,6 +25,7 @@ pub mod replica;
 pub mod socket;
 pub mod sync;
 
+pub use error::ReplicationError;
 pub use socket::Socket;
 
 use std::collections::BTreeMap;
@@ -52,33 +54,35 @@ const STREAMS_END_WITHIN: Duration = Duration::from_secs(1);
 /// Opens a connection to the node at `address` (`host:port`) for a replication
 /// stream (a replica's, or `kura backup`'s): over TLS with `tls`, checking the
 /// node's certificate, else plain TCP.
-pub fn connect(address: &str, tls: Option<&crate::tls::Settings>) -> Result<Socket, String> {
+pub fn connect(
+    address: &str,
+    tls: Option<&crate::tls::Settings>,
+) -> Result<Socket, ReplicationError> {
     Socket::connect(address, tls, CONNECT_TIMEOUT)
 }
 
 /// Sends `login` (a `--replication-login`), if any, on a connection to another node
 /// and waits for its `STORED`.
-pub fn log_in(stream: &mut Socket, login: Option<&[u8]>) -> Result<(), String> {
+pub fn log_in(stream: &mut Socket, login: Option<&[u8]>) -> Result<(), ReplicationError> {
     use std::io::{Read, Write};
     let Some(login) = login else {
         return Ok(());
     };
-    stream.write_all(login).map_err(|e| e.to_string())?;
+    stream.write_all(login)?;
     let mut reply = Vec::new();
     let mut byte = [0u8; 1];
     // Byte by byte: what follows the reply is the stream's, not the login's.
     while !reply.ends_with(b"\r\n") && reply.len() < 4096 {
-        if stream.read(&mut byte).map_err(|e| e.to_string())? == 0 {
-            return Err("closed while logging in".to_string());
+        if stream.read(&mut byte)? == 0 {
+            return Err(ReplicationError::Closed);
         }
         reply.push(byte[0]);
     }
     if reply == b"STORED\r\n" {
         Ok(())
     } else {
-        Err(format!(
-            "logging in: {}",
-            String::from_utf8_lossy(&reply).trim_end()
+        Err(ReplicationError::LoginRefused(
+            String::from_utf8_lossy(&reply).trim_end().to_string(),
         ))
     }
 }
@@ -126,7 +130,7 @@ pub struct Replication {
 impl Replication {
     /// Connects to another node's memcached port (over TLS with `--tls-replication`)
     /// and logs in with `--replication-login` when there is one.
-    pub fn connect(&self, address: &str, limit: Duration) -> Result<Socket, String> {
+    pub fn connect(&self, address: &str, limit: Duration) -> Result<Socket, ReplicationError> {
         let mut socket = Socket::connect(address, self.tls.as_ref(), limit)?;
         log_in(&mut socket, self.login.as_deref())?;
         Ok(socket)
@@ -364,14 +368,14 @@ impl Replication {
         &self,
         shared: &Shared,
         until: Option<std::time::Instant>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ReplicationError> {
         let _role = self.role.lock();
         self.stop_following();
         *self.moved_to.lock() = None;
         // A new epoch: the other replicas of the old primary follow this node from
         // their positions, and the old primary, coming back, finds it is behind.
-        shared.store.begin_epoch().map_err(|e| e.to_string())?;
-        self.remember(None).map_err(|e| e.to_string())?;
+        shared.store.begin_epoch()?;
+        self.remember(None)?;
         shared.store.set_writable_until(until);
         shared.store.set_read_only(None);
         if let Err(e) = shared.tables.promoted() {

@@ -22,7 +22,7 @@ use kura_protocol::replication::{decode, encode, Frame, Purpose, Replicate, Star
 use kura_tables::Tables;
 use parking_lot::Mutex;
 
-use super::Socket;
+use super::{ReplicationError, Socket};
 use crate::server::Shared;
 
 /// The primary says where its log is at least once a second; this long without a
@@ -59,8 +59,6 @@ pub struct LinkState {
     /// When the primary was last heard from.
     last_heard: Mutex<Option<Instant>>,
     last_error: Mutex<String>,
-    /// The new primary the last stream's primary handed over to (`Frame::Moved`).
-    moved_to: Mutex<Option<String>>,
 }
 
 /// The thread following a primary.
@@ -204,29 +202,32 @@ fn follow(
             purpose: Purpose::Replica,
             until_lsn: None,
         };
-        if let Err(e) = session(&copying, primary, stop, socket, state) {
-            if !stop.load(Ordering::Acquire) {
-                if shared.verbosity.load(Ordering::Relaxed) > 0 {
-                    tracing::warn!("following {primary}: {e}");
-                }
-                *state.last_error.lock() = e;
-            }
-        }
+        let ended = session(&copying, primary, stop, socket, state);
         *socket.lock() = None;
         state.link.store(LINK_CONNECTING, Ordering::Relaxed);
-        let moved_to = state.moved_to.lock().take();
-        if let Some(to) = moved_to.filter(|to| !stop.load(Ordering::Acquire) && !is_me(shared, to))
-        {
-            // A planned failover: the new primary holds all of the old one's log, so
-            // this node goes on from its position there.
-            tracing::info!("{primary} handed over to {to}; following it");
-            if let Err(e) = shared.replication.remember(Some(&to)) {
-                tracing::warn!("remembering the new primary {to}: {e}");
+        if stop.load(Ordering::Acquire) {
+            break;
+        }
+        if let Err(e) = ended {
+            if shared.verbosity.load(Ordering::Relaxed) > 0 {
+                tracing::warn!("following {primary}: {e}");
             }
-            shared.store.set_read_only(Some(to.clone()));
-            *following.lock() = to;
-            backoff = BACKOFF_MIN;
-            continue;
+            *state.last_error.lock() = e.to_string();
+            match e {
+                ReplicationError::HandedOver(to) if !is_me(shared, &to) => {
+                    // A planned failover: the new primary holds all of the old one's
+                    // log, so this node goes on from its position there.
+                    tracing::info!("{primary} handed over to {to}; following it");
+                    if let Err(e) = shared.replication.remember(Some(&to)) {
+                        tracing::warn!("remembering the new primary {to}: {e}");
+                    }
+                    shared.store.set_read_only(Some(to.clone()));
+                    *following.lock() = to;
+                    backoff = BACKOFF_MIN;
+                    continue;
+                }
+                _ => {}
+            }
         }
         if started.elapsed() > BACKOFF_MAX * 4 {
             backoff = BACKOFF_MIN;
@@ -278,13 +279,12 @@ pub fn session(
     stop: &AtomicBool,
     socket: &Mutex<Option<Socket>>,
     state: &LinkState,
-) -> Result<(), String> {
+) -> Result<(), ReplicationError> {
     let tables = copying.tables;
     let store = tables.store();
-    let io = |e: std::io::Error| e.to_string();
     let mut stream = super::connect(primary, copying.tls)?;
-    stream.set_read_timeout(Some(SILENT_LIMIT)).map_err(io)?;
-    *socket.lock() = Some(stream.try_clone().map_err(io)?);
+    stream.set_read_timeout(Some(SILENT_LIMIT))?;
+    *socket.lock() = Some(stream.try_clone()?);
     if stop.load(Ordering::Acquire) {
         return Ok(());
     }
@@ -303,7 +303,7 @@ pub fn session(
         floor: store.rewind_floor(),
         purpose: copying.purpose,
     };
-    stream.write_all(request.line().as_bytes()).map_err(io)?;
+    stream.write_all(request.line().as_bytes())?;
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
     let mut chunk = vec![0u8; 256 << 10];
     let mut pending_trims: Vec<(u64, u64)> = Vec::new();
@@ -311,19 +311,22 @@ pub fn session(
     let session_over = Arc::new(AtomicBool::new(false));
     let _end_acks = EndOnDrop(Arc::clone(&session_over));
     loop {
-        let n = stream.read(&mut chunk).map_err(io)?;
+        let n = stream.read(&mut chunk)?;
         if n == 0 {
-            return Err("the primary closed the connection".to_string());
+            return Err(ReplicationError::Closed);
         }
         buf.extend_from_slice(&chunk[..n]);
         *state.last_heard.lock() = Some(Instant::now());
         if !greeted && !buf.is_empty() && buf[0] != b'H' {
             // A text reply: the primary refused (or is not Kura).
             if let Some(end) = buf.windows(2).position(|w| w == b"\r\n") {
-                return Err(String::from_utf8_lossy(&buf[..end]).into_owned());
+                let reply = String::from_utf8_lossy(&buf[..end]).into_owned();
+                return Err(ReplicationError::Refused(reply));
             }
             if buf.len() > 4096 {
-                return Err("the primary answered something else".to_string());
+                return Err(ReplicationError::Refused(
+                    "the primary answered something else".to_string(),
+                ));
             }
             continue;
         }
@@ -335,7 +338,7 @@ pub fn session(
                     frame
                 }
                 Ok(None) => break,
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(e.into()),
             };
             match frame {
                 Frame::Hello {
@@ -356,27 +359,24 @@ pub fn session(
                     };
                     begin(tables, state, history, start)?;
                     greeted = true;
-                    let acks = stream.try_clone().map_err(io)?;
+                    let acks = stream.try_clone()?;
                     let (store, over) = (Arc::clone(store), Arc::clone(&session_over));
                     std::thread::Builder::new()
                         .name("kura-follower-ack".to_string())
-                        .spawn(move || send_acks(acks, &store, &over))
-                        .map_err(io)?;
+                        .spawn(move || send_acks(acks, &store, &over))?;
                 }
-                _ if !greeted => return Err("the primary did not say hello".to_string()),
+                _ if !greeted => {
+                    return Err(ReplicationError::Unexpected("a frame before its hello"))
+                }
                 Frame::Records {
                     segment,
                     start_lsn,
                     bytes,
                 } => {
                     if segment != store.active_segment() {
-                        store
-                            .start_segment(segment, start_lsn)
-                            .map_err(|e| e.to_string())?;
+                        store.start_segment(segment, start_lsn)?;
                     }
-                    tables
-                        .apply_copied(bytes, start_lsn)
-                        .map_err(|e| e.to_string())?;
+                    tables.apply_copied(bytes, start_lsn)?;
                 }
                 Frame::Trim { oldest, after_lsn } => pending_trims.push((oldest, after_lsn)),
                 Frame::Progress {
@@ -388,12 +388,11 @@ pub fn session(
                         .primary_synced_lsn
                         .store(synced_lsn, Ordering::Relaxed);
                 }
-                Frame::Bye { reason } => return Err(format!("the primary ended: {reason}")),
-                Frame::Moved { to } => {
-                    *state.moved_to.lock() = Some(to.to_string());
-                    return Err(format!("the primary handed over to {to}"));
+                Frame::Bye { reason } => return Err(ReplicationError::Ended(reason.to_string())),
+                Frame::Moved { to } => return Err(ReplicationError::HandedOver(to.to_string())),
+                Frame::Ack { .. } => {
+                    return Err(ReplicationError::Unexpected("an acknowledgement"))
                 }
-                Frame::Ack { .. } => return Err("the primary sent an acknowledgement".to_string()),
             }
         }
         buf.drain(..used);
@@ -406,7 +405,7 @@ pub fn session(
             .map(|&(oldest, _)| oldest)
             .max()
         {
-            store.trim_log(oldest).map_err(|e| e.to_string())?;
+            store.trim_log(oldest)?;
             pending_trims.retain(|&(_, after)| after > applied);
         }
         if stop.load(Ordering::Acquire) || (greeted && copying.is_done(state)) {
@@ -416,7 +415,12 @@ pub fn session(
 }
 
 /// Sets the follower up for the stream the hello describes.
-fn begin(tables: &Tables, state: &LinkState, history: History, start: Start) -> Result<(), String> {
+fn begin(
+    tables: &Tables,
+    state: &LinkState,
+    history: History,
+    start: Start,
+) -> Result<(), ReplicationError> {
     let store = tables.store();
     match start {
         Start::Full {
@@ -424,9 +428,7 @@ fn begin(tables: &Tables, state: &LinkState, history: History, start: Start) -> 
             start_lsn,
             consistent_lsn,
         } => {
-            tables
-                .restart_copy(segment, start_lsn, history, consistent_lsn)
-                .map_err(|e| e.to_string())?;
+            tables.restart_copy(segment, start_lsn, history, consistent_lsn)?;
             state
                 .consistent_lsn
                 .store(consistent_lsn, Ordering::Relaxed);
@@ -441,15 +443,13 @@ fn begin(tables: &Tables, state: &LinkState, history: History, start: Start) -> 
             if lsn < end {
                 // This log holds records the primary's history never had: they go.
                 tracing::info!("cutting this log from LSN {end} back to {lsn}, where the primary's history parted from it");
-                tables.rewind(lsn, history).map_err(|e| e.to_string())?;
+                tables.rewind(lsn, history)?;
                 state.rewinds.fetch_add(1, Ordering::Relaxed);
                 state.rewound_bytes.fetch_add(end - lsn, Ordering::Relaxed);
             } else if lsn != end {
-                return Err(format!(
-                    "the primary goes on from LSN {lsn}, this log ends at {end}"
-                ));
+                return Err(ReplicationError::Gap { from: lsn, end });
             } else if store.history() != history {
-                store.set_history(history).map_err(|e| e.to_string())?;
+                store.set_history(history)?;
             }
             state.partial_syncs.fetch_add(1, Ordering::Relaxed);
             state.link.store(LINK_STREAMING, Ordering::Relaxed);

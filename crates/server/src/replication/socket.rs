@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use super::ReplicationError;
+
 pub enum Socket {
     Tcp(TcpStream),
     /// TLS, relayed: `local` is the TCP connection's own address.
@@ -75,20 +77,27 @@ impl Socket {
         address: &str,
         tls: Option<&crate::tls::Settings>,
         limit: Duration,
-    ) -> Result<Socket, String> {
-        let io = |e: std::io::Error| format!("{address}: {e}");
+    ) -> Result<Socket, ReplicationError> {
+        let io = |source: std::io::Error| ReplicationError::Connect {
+            address: address.to_string(),
+            source,
+        };
+        let tls_error = |why: String| ReplicationError::Tls {
+            address: address.to_string(),
+            why,
+        };
         let addr = address
             .to_socket_addrs()
             .map_err(io)?
             .next()
-            .ok_or_else(|| format!("{address}: no address"))?;
+            .ok_or_else(|| io(std::io::Error::other("no address")))?;
         let stream = TcpStream::connect_timeout(&addr, limit).map_err(io)?;
         stream.set_nodelay(true).map_err(io)?;
         let Some(settings) = tls else {
             return Ok(Socket::Tcp(stream));
         };
-        let config = settings.client_config()?;
-        let name = crate::tls::server_name(address)?;
+        let config = settings.client_config().map_err(tls_error)?;
+        let name = crate::tls::server_name(address).map_err(tls_error)?;
         let local = stream.local_addr().map_err(io)?;
         stream.set_nonblocking(true).map_err(io)?;
         let (socket, far) = Socket::pair(local).map_err(io)?;
@@ -119,10 +128,10 @@ impl Socket {
                             relay(tls, far).await;
                         }
                         Ok(Err(e)) => {
-                            let _ = told.send(Err(format!("TLS with {addr}: {e}")));
+                            let _ = told.send(Err(e.to_string()));
                         }
                         Err(_) => {
-                            let _ = told.send(Err(format!("TLS with {addr}: no handshake")));
+                            let _ = told.send(Err("no handshake".to_string()));
                         }
                     }
                 });
@@ -130,8 +139,8 @@ impl Socket {
         spawned.map_err(io)?;
         match told_rx.recv() {
             Ok(Ok(())) => Ok(socket),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(format!("TLS with {addr}: the relay stopped")),
+            Ok(Err(why)) => Err(tls_error(why)),
+            Err(_) => Err(tls_error("the relay stopped".to_string())),
         }
     }
 }
