@@ -43,3 +43,43 @@ pub fn run_script(script: &Path, args: &[String], env: &[(&str, &str)]) -> Resul
         Err(format!("{}\n{text}", output.status))
     }
 }
+
+/// As [`run_script`], with `input` on the script's standard input and without extra
+/// environment: its stdout alone when it exited 0; Err with its stderr otherwise.
+pub fn run_script_with_input(
+    script: &Path,
+    args: &[String],
+    input: &[u8],
+) -> Result<String, String> {
+    use std::io::Write;
+    let python = root().join("target/pyenv/bin/python");
+    let mut child = Command::new(&python)
+        .arg(root().join(script))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "cannot run {} (scripts/install-test-deps.sh makes it): {e}",
+                python.display()
+            )
+        })?;
+    let written = child
+        .stdin
+        .take()
+        .map(|mut stdin| stdin.write_all(input))
+        .transpose();
+    let output = child.wait_with_output().map_err(|e| e.to_string())?;
+    written.map_err(|e| e.to_string())?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}

@@ -1,0 +1,125 @@
+//! The ring oracle: Kura's ring places every key where real memcached clients do.
+//! Debian's libmemcached (through `tests/ring/placement.py`, `memcached_generate_hash`
+//! with `MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED`) for 1 to 32 members of equal weight,
+//! rings of unequal weights, members on memcached's default port 11211 and on
+//! others, host names and addresses; and pylibmc with `ketama_weighted`, the client
+//! users run, setting keys on 3 and 7 real memcached servers. Keys include bytes of
+//! 0x80 and above.
+
+use std::path::Path;
+
+use kura_ring::{Member, Ring};
+use kura_testkit::python::run_script_with_input;
+use kura_testkit::MemcachedServer;
+use rand::{Rng, SeedableRng};
+
+/// Keys a memcached client accepts: printable ASCII and bytes of 0x80 and above, no
+/// space or control characters.
+fn keys(n: usize) -> Vec<Vec<u8>> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11211);
+    let mut keys: Vec<Vec<u8>> = (0..n / 2)
+        .map(|i| format!("user:{i}").into_bytes())
+        .collect();
+    while keys.len() < n {
+        let len = rng.gen_range(1..40);
+        let key = (0..len)
+            .map(|_| {
+                if rng.gen_bool(0.5) {
+                    rng.gen_range(0x80..=0xff)
+                } else {
+                    rng.gen_range(0x21..0x7f)
+                }
+            })
+            .collect();
+        keys.push(key);
+    }
+    keys
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where `client` (`libmemcached` or `pylibmc`) places each of `keys` on each ring.
+fn placed(client: &str, rings: &[Vec<Member>], keys: &[Vec<u8>]) -> Vec<Vec<usize>> {
+    let spec = serde_json::json!({
+        "rings": rings
+            .iter()
+            .map(|ring| ring.iter().map(|m| serde_json::json!([m.host, m.port, m.weight])).collect::<Vec<_>>())
+            .collect::<Vec<_>>(),
+        "keys": keys.iter().map(|k| hex(k)).collect::<Vec<_>>(),
+    });
+    let out = run_script_with_input(
+        Path::new("tests/ring/placement.py"),
+        &[client.to_string()],
+        spec.to_string().as_bytes(),
+    )
+    .unwrap_or_else(|e| panic!("placement.py {client}: {e}"));
+    serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("placement.py {client} printed {out:?}: {e}"))
+}
+
+/// Asserts that Kura's ring agrees with `client` on every key of every ring.
+fn agrees(client: &str, rings: Vec<Vec<Member>>, keys: &[Vec<u8>]) {
+    let theirs = placed(client, &rings, keys);
+    assert_eq!(theirs.len(), rings.len());
+    for (members, theirs) in rings.into_iter().zip(theirs) {
+        let shown = format!("{members:?}");
+        let ring = Ring::ketama_weighted(members).unwrap_or_else(|e| panic!("{e}"));
+        let ours: Vec<usize> = keys.iter().map(|k| ring.owner(k)).collect();
+        let differ = ours.iter().zip(&theirs).filter(|(a, b)| a != b).count();
+        assert_eq!(
+            differ,
+            0,
+            "{client} places {differ} of {} keys elsewhere on {shown}",
+            keys.len()
+        );
+    }
+}
+
+#[test]
+fn libmemcached_places_every_key_where_the_ring_does() {
+    let keys = keys(2000);
+    let mut rings = Vec::new();
+    // 1 to 32 members of equal weight (7 and 25 among them), on the default port and
+    // on others.
+    for n in 1..=32u16 {
+        rings.push(
+            (0..n)
+                .map(|i| Member::new(format!("10.0.{n}.{i}"), 11211))
+                .collect(),
+        );
+        rings.push(
+            (0..n)
+                .map(|i| Member::new("127.0.0.1", 40000 + i))
+                .collect(),
+        );
+    }
+    // Unequal weights, host names, a mix of ports.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    for n in [2usize, 3, 4, 5, 8, 13, 25] {
+        let ring = (0..n)
+            .map(|i| Member {
+                host: format!("cache-{i}.example"),
+                port: if i % 3 == 0 { 11211 } else { 20000 + i as u16 },
+                weight: rng.gen_range(1..10),
+            })
+            .collect();
+        rings.push(ring);
+    }
+    agrees("libmemcached", rings, &keys);
+}
+
+#[test]
+fn pylibmc_sets_every_key_where_the_ring_places_it() {
+    let keys = keys(600);
+    let servers: Vec<MemcachedServer> = (0..7)
+        .map(|_| MemcachedServer::start().unwrap_or_else(|e| panic!("memcached: {e}")))
+        .collect();
+    let member = |s: &MemcachedServer| Member::new(s.addr().ip().to_string(), s.addr().port());
+    let rings = vec![
+        servers[..3].iter().map(member).collect(),
+        servers.iter().map(member).collect(),
+    ];
+    agrees("pylibmc", rings, &keys);
+}
