@@ -3,8 +3,9 @@
 //! with `MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED`) for 1 to 32 members of equal weight,
 //! rings of unequal weights, members on memcached's default port 11211 and on
 //! others, host names and addresses; and pylibmc with `ketama_weighted`, the client
-//! users run, setting keys on 3 and 7 real memcached servers. Keys include bytes of
-//! 0x80 and above.
+//! users run, setting keys on 3 and 7 real memcached servers; and nutcracker with
+//! `ketama` and `md5` in front of 7 memcached servers of unequal weights. Keys
+//! include bytes of 0x80 and above.
 
 use std::path::Path;
 
@@ -122,4 +123,94 @@ fn pylibmc_sets_every_key_where_the_ring_places_it() {
         servers.iter().map(member).collect(),
     ];
     agrees("pylibmc", rings, &keys);
+}
+
+/// A child process killed and waited for when dropped, a failing test's included.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// nutcracker (twemproxy, Debian's) with `distribution: ketama` and `hash: md5` in
+/// front of real memcached servers of unequal weights: every key set through it lands
+/// on the server Kura's ring names.
+#[test]
+fn nutcracker_sets_every_key_where_the_ring_places_it() {
+    let keys = keys(600);
+    let weights = [1u32, 2, 3, 1, 5, 1, 2];
+    let servers: Vec<MemcachedServer> = weights
+        .iter()
+        .map(|_| MemcachedServer::start().unwrap_or_else(|e| panic!("memcached: {e}")))
+        .collect();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let listen = kura_testkit::free_port();
+    let stats = kura_testkit::free_port();
+    let mut conf = format!(
+        "ring:\n  listen: 127.0.0.1:{listen}\n  hash: md5\n  distribution: ketama\n  auto_eject_hosts: false\n  servers:\n"
+    );
+    for (server, weight) in servers.iter().zip(weights) {
+        conf.push_str(&format!("   - {}:{weight}\n", server.addr()));
+    }
+    let conf_path = dir.path().join("nutcracker.yml");
+    std::fs::write(&conf_path, conf).unwrap_or_else(|e| panic!("{e}"));
+    let nutcracker = std::process::Command::new("nutcracker")
+        .arg("-c")
+        .arg(&conf_path)
+        .args(["-a", "127.0.0.1", "-s", &stats.to_string()])
+        .arg("-o")
+        .arg(dir.path().join("nutcracker.log"))
+        .spawn()
+        .unwrap_or_else(|e| panic!("run nutcracker (scripts/install-peers.sh installs it): {e}"));
+    let nutcracker = Stopped(nutcracker);
+    let proxy: std::net::SocketAddr = ([127, 0, 0, 1], listen).into();
+    let mut client = (0..100)
+        .find_map(|_| {
+            kura_testkit::Client::connect(proxy).ok().or_else(|| {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                None
+            })
+        })
+        .unwrap_or_else(|| panic!("nutcracker does not listen on {proxy}"));
+    for (i, key) in keys.iter().enumerate() {
+        let value = i.to_string();
+        let mut request = b"set ".to_vec();
+        request.extend_from_slice(key);
+        request.extend_from_slice(format!(" 0 0 {}\r\n{value}\r\n", value.len()).as_bytes());
+        let reply = client
+            .request(&request, b"\r\n")
+            .unwrap_or_else(|e| panic!("set through nutcracker: {e}"));
+        assert_eq!(reply, b"STORED\r\n", "key {}", hex(key));
+    }
+    drop(nutcracker);
+    let members = servers
+        .iter()
+        .zip(weights)
+        .map(|(s, weight)| Member {
+            weight,
+            ..Member::new(s.addr().ip().to_string(), s.addr().port())
+        })
+        .collect();
+    let ring = Ring::ketama_weighted(members).unwrap_or_else(|e| panic!("{e}"));
+    let mut direct: Vec<kura_testkit::Client> = servers
+        .iter()
+        .map(|s| kura_testkit::Client::connect(s.addr()).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    for key in &keys {
+        let mut get = b"get ".to_vec();
+        get.extend_from_slice(key);
+        get.extend_from_slice(b"\r\n");
+        let holders: Vec<usize> = (0..servers.len())
+            .filter(|&i| {
+                let reply = direct[i]
+                    .request(&get, b"END\r\n")
+                    .unwrap_or_else(|e| panic!("get: {e}"));
+                reply.starts_with(b"VALUE")
+            })
+            .collect();
+        assert_eq!(holders, vec![ring.owner(key)], "key {}", hex(key));
+    }
 }
