@@ -15,6 +15,12 @@
 //! - a key's hash is the first little-endian word of its MD5 digest, and its owner the
 //!   member of the first point at or after it, wrapping to the first point.
 //!
+//! Options, as nutcracker offers them beside `ketama`: the key hashed with
+//! `fnv1a_64` instead of MD5 (nutcracker's `hash: fnv1a_64`: the 64-bit FNV-1a's low
+//! 32 bits, each byte taken as a signed char, as its C code does), and a hash tag
+//! (`hash_tag: "{}"`: only the part of a key between the first `{` and the next `}`
+//! is hashed, if that part is not empty), so that related keys share a shard.
+//!
 //! What it is not for: where the ring's members and version live (etcd, the cluster
 //! crate), and moving keys when it changes.
 
@@ -75,10 +81,30 @@ impl std::fmt::Display for RingError {
 
 impl std::error::Error for RingError {}
 
+/// How a key is hashed onto the ring.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum KeyHash {
+    /// libmemcached's and nutcracker's `md5`: the first little-endian word of MD5.
+    #[default]
+    Md5,
+    /// nutcracker's `fnv1a_64`.
+    Fnv1a64,
+}
+
+/// The ring's options beside its members.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    pub hash: KeyHash,
+    /// The two bytes around the part of a key that is hashed (nutcracker's
+    /// `hash_tag`).
+    pub hash_tag: Option<[u8; 2]>,
+}
+
 /// The ring: every member's points, in order.
 #[derive(Debug, Clone)]
 pub struct Ring {
     members: Vec<Member>,
+    options: Options,
     /// (value, member index), sorted.
     points: Vec<(u32, u32)>,
 }
@@ -87,6 +113,11 @@ impl Ring {
     /// libmemcached's weighted ketama over `members`, in the order its clients list
     /// them.
     pub fn ketama_weighted(members: Vec<Member>) -> Result<Ring, RingError> {
+        Ring::with_options(members, Options::default())
+    }
+
+    /// The same ring with `options` for how keys are hashed onto it.
+    pub fn with_options(members: Vec<Member>, options: Options) -> Result<Ring, RingError> {
         if members.is_empty() {
             return Err(RingError::NoMembers);
         }
@@ -108,11 +139,19 @@ impl Ring {
             }
         }
         points.sort_unstable();
-        Ok(Ring { members, points })
+        Ok(Ring {
+            members,
+            options,
+            points,
+        })
     }
 
     pub fn members(&self) -> &[Member] {
         &self.members
+    }
+
+    pub fn options(&self) -> Options {
+        self.options
     }
 
     /// How many points each member has, in member order.
@@ -126,7 +165,14 @@ impl Ring {
 
     /// The index of the member that owns `key`.
     pub fn owner(&self, key: &[u8]) -> usize {
-        let hash = key_hash(key);
+        let key = match self.options.hash_tag {
+            Some(tag) => tagged(key, tag),
+            None => key,
+        };
+        let hash = match self.options.hash {
+            KeyHash::Md5 => key_hash(key),
+            KeyHash::Fnv1a64 => fnv1a_64(key),
+        };
         let at = self.points.partition_point(|&(value, _)| value < hash);
         let (_, index) = self.points.get(at).copied().unwrap_or(self.points[0]);
         index as usize
@@ -147,6 +193,32 @@ fn digests_of(weight: u32, total: u64, members: usize) -> u32 {
 pub fn key_hash(key: &[u8]) -> u32 {
     let digest = Md5::digest(key);
     u32::from_le_bytes([digest[0], digest[1], digest[2], digest[3]])
+}
+
+/// nutcracker's `fnv1a_64`: the low 32 bits of the 64-bit FNV-1a, which 32-bit
+/// arithmetic with the constants' low halves gives, each byte sign-extended as a C
+/// `char`.
+pub fn fnv1a_64(key: &[u8]) -> u32 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut hash = OFFSET as u32;
+    for &byte in key {
+        hash ^= byte as i8 as i32 as u32;
+        hash = hash.wrapping_mul(PRIME as u32);
+    }
+    hash
+}
+
+/// The part of `key` a hash tag selects: between the first `tag[0]` and the next
+/// `tag[1]`, if that is not empty; else the whole key.
+fn tagged(key: &[u8], tag: [u8; 2]) -> &[u8] {
+    let Some(start) = key.iter().position(|&b| b == tag[0]) else {
+        return key;
+    };
+    match key[start + 1..].iter().position(|&b| b == tag[1]) {
+        Some(len) if len > 0 => &key[start + 1..start + 1 + len],
+        _ => key,
+    }
 }
 
 #[cfg(test)]
@@ -199,6 +271,23 @@ mod tests {
                 .1 as usize;
             assert_eq!(ring.owner(key), want);
         }
+    }
+
+    #[test]
+    fn a_hash_tag_selects_the_part_between_its_bytes() {
+        let tag = *b"{}";
+        assert_eq!(tagged(b"{user1}:name", tag), b"user1");
+        assert_eq!(tagged(b"a{b}c{d}", tag), b"b");
+        assert_eq!(tagged(b"x{}y", tag), b"x{}y");
+        assert_eq!(tagged(b"no tag", tag), b"no tag");
+        assert_eq!(tagged(b"{open", tag), b"{open");
+    }
+
+    #[test]
+    fn fnv1a_64_is_the_64_bit_hash_truncated() {
+        // FNV-1a 64 of "a" is 0xaf63dc4c8601ec8c.
+        assert_eq!(fnv1a_64(b"a"), 0x8601_ec8c);
+        assert_eq!(fnv1a_64(b""), 0x8422_2325);
     }
 
     #[test]

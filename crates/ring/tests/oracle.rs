@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use kura_ring::{Member, Ring};
+use kura_ring::{KeyHash, Member, Options, Ring};
 use kura_testkit::python::run_script_with_input;
 use kura_testkit::MemcachedServer;
 use rand::{Rng, SeedableRng};
@@ -140,7 +140,31 @@ impl Drop for Stopped {
 /// on the server Kura's ring names.
 #[test]
 fn nutcracker_sets_every_key_where_the_ring_places_it() {
-    let keys = keys(600);
+    through_nutcracker(&keys(600), "hash: md5", Options::default());
+}
+
+/// The ring's options as nutcracker's: `hash: fnv1a_64` (bytes of 0x80 and above
+/// included) and `hash_tag: "{}"`, with keys that share a tag, an empty tag and none.
+#[test]
+fn nutcracker_with_fnv1a_64_and_a_hash_tag_agrees_too() {
+    let mut keys = keys(400);
+    for i in 0..100 {
+        keys.push(format!("{{player:{}}}:field{i}", i % 7).into_bytes());
+        keys.push(format!("x{{}}y{i}").into_bytes());
+        // A tag of bytes 0x80 and above: "{été...}".
+        keys.push(format!("{{\u{e9}t\u{e9}{}}}:{i}", i % 5).into_bytes());
+    }
+    let options = Options {
+        hash: KeyHash::Fnv1a64,
+        hash_tag: Some(*b"{}"),
+    };
+    through_nutcracker(&keys, "hash: fnv1a_64\n  hash_tag: \"{}\"", options);
+}
+
+/// Sets `keys` through nutcracker (its pool configured with `settings` beside
+/// `distribution: ketama`) in front of seven memcached servers of unequal weights,
+/// and checks that each is on exactly the server Kura's ring with `options` names.
+fn through_nutcracker(keys: &[Vec<u8>], settings: &str, options: Options) {
     let weights = [1u32, 2, 3, 1, 5, 1, 2];
     let servers: Vec<MemcachedServer> = weights
         .iter()
@@ -150,7 +174,7 @@ fn nutcracker_sets_every_key_where_the_ring_places_it() {
     let listen = kura_testkit::free_port();
     let stats = kura_testkit::free_port();
     let mut conf = format!(
-        "ring:\n  listen: 127.0.0.1:{listen}\n  hash: md5\n  distribution: ketama\n  auto_eject_hosts: false\n  servers:\n"
+        "ring:\n  listen: 127.0.0.1:{listen}\n  {settings}\n  distribution: ketama\n  auto_eject_hosts: false\n  servers:\n"
     );
     for (server, weight) in servers.iter().zip(weights) {
         conf.push_str(&format!("   - {}:{weight}\n", server.addr()));
@@ -194,12 +218,12 @@ fn nutcracker_sets_every_key_where_the_ring_places_it() {
             ..Member::new(s.addr().ip().to_string(), s.addr().port())
         })
         .collect();
-    let ring = Ring::ketama_weighted(members).unwrap_or_else(|e| panic!("{e}"));
+    let ring = Ring::with_options(members, options).unwrap_or_else(|e| panic!("{e}"));
     let mut direct: Vec<kura_testkit::Client> = servers
         .iter()
         .map(|s| kura_testkit::Client::connect(s.addr()).unwrap_or_else(|e| panic!("{e}")))
         .collect();
-    for key in &keys {
+    for key in keys {
         let mut get = b"get ".to_vec();
         get.extend_from_slice(key);
         get.extend_from_slice(b"\r\n");
