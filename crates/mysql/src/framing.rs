@@ -190,9 +190,64 @@ pub fn write_packet(out: &mut Vec<u8>, seq: &mut u8, payload: &[u8]) {
     }
 }
 
+/// As [`write_packet`], for a payload that `fill` appends to `out` in place (no
+/// payload of its own to copy). If `fill` fails, `out` and `*seq` are as before.
+pub fn write_packet_with<E>(
+    out: &mut Vec<u8>,
+    seq: &mut u8,
+    fill: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<(), E> {
+    let header = out.len();
+    out.extend_from_slice(&[0; 4]);
+    if let Err(e) = fill(out) {
+        out.truncate(header);
+        return Err(e);
+    }
+    let len = out.len() - header - 4;
+    if len >= MAX_FRAME_PAYLOAD {
+        // Split into frames: rare enough to copy.
+        let payload = out.split_off(header + 4);
+        out.truncate(header);
+        write_packet(out, seq, &payload);
+        return Ok(());
+    }
+    let len_bytes = (len as u32).to_le_bytes();
+    out[header..header + 4].copy_from_slice(&[len_bytes[0], len_bytes[1], len_bytes[2], *seq]);
+    *seq = seq.wrapping_add(1);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_packet_filled_in_place_is_framed_as_one_copied() {
+        for len in [
+            0usize,
+            5,
+            MAX_FRAME_PAYLOAD - 1,
+            MAX_FRAME_PAYLOAD,
+            MAX_FRAME_PAYLOAD + 3,
+        ] {
+            let payload = vec![7u8; len];
+            let (mut copied, mut seq_a) = (b"x".to_vec(), 3u8);
+            write_packet(&mut copied, &mut seq_a, &payload);
+            let (mut filled, mut seq_b) = (b"x".to_vec(), 3u8);
+            let done: Result<(), ()> = write_packet_with(&mut filled, &mut seq_b, |out| {
+                out.extend_from_slice(&payload);
+                Ok(())
+            });
+            assert_eq!(done, Ok(()));
+            assert_eq!((filled == copied, seq_b), (true, seq_a), "payload of {len}");
+        }
+        let (mut out, mut seq) = (b"x".to_vec(), 3u8);
+        let failed = write_packet_with(&mut out, &mut seq, |out| {
+            out.extend_from_slice(b"partial");
+            Err("no")
+        });
+        assert_eq!((failed, out, seq), (Err("no"), b"x".to_vec(), 3));
+    }
 
     fn frame(seq: u8, payload: &[u8]) -> Vec<u8> {
         let len = (payload.len() as u32).to_le_bytes();

@@ -47,15 +47,15 @@ mod values;
 pub use codes::ErrorCode;
 pub use commands::{parse_command, parse_execute, Command, Execute};
 pub use error::ProtocolError;
-pub use framing::{write_packet, PacketReader, MAX_FRAME_PAYLOAD};
+pub use framing::{write_packet, write_packet_with, PacketReader, MAX_FRAME_PAYLOAD};
 pub use handshake::{
     auth_switch, greeting, is_ssl_request, native_password_hash, native_password_matches,
     nonce_from_random, parse_login, server_capabilities, Login, DEFAULT_COLLATION,
     NATIVE_PASSWORD_PLUGIN, NONCE_BYTES, SERVER_VERSION,
 };
 pub use responses::{
-    binary_row, column_count, column_def, end_of_columns, end_of_rows, eof, err, ok, param_def,
-    stmt_prepare_ok, text_row, ColumnDef, ERROR_MESSAGE_MAX_BYTES,
+    binary_row, binary_row_to, column_count, column_def, end_of_columns, end_of_rows, eof, err, ok,
+    param_def, stmt_prepare_ok, text_row, text_row_to, ColumnDef, ERROR_MESSAGE_MAX_BYTES,
 };
 pub use values::{double_text, Param, Value};
 

@@ -194,6 +194,12 @@ pub fn param_def() -> Vec<u8> {
 /// (see [`crate::double_text`]).
 pub fn text_row(values: &[Value<'_>]) -> Vec<u8> {
     let mut out = Vec::new();
+    text_row_to(&mut out, values);
+    out
+}
+
+/// [`text_row`], appended to `out`.
+pub fn text_row_to(out: &mut Vec<u8>, values: &[Value<'_>]) {
     let mut text = Vec::new();
     for value in values {
         if let Value::Null = value {
@@ -204,7 +210,6 @@ pub fn text_row(values: &[Value<'_>]) -> Vec<u8> {
             out.put_lenenc_str(&text);
         }
     }
-    out
 }
 
 /// A binary-protocol row (COM_STMT_EXECUTE results): 0x00, the NULL bitmap
@@ -227,17 +232,35 @@ pub fn binary_row(
             values: values.len(),
         });
     }
+    let mut out = Vec::new();
+    binary_row_to(&mut out, types, values)?;
+    Ok(out)
+}
+
+/// [`binary_row`], appended to `out` (on an error, some of it may be).
+pub fn binary_row_to(
+    out: &mut Vec<u8>,
+    types: &[(ColumnType, bool)],
+    values: &[Value<'_>],
+) -> Result<(), ProtocolError> {
+    if types.len() != values.len() {
+        return Err(ProtocolError::ColumnCountMismatch {
+            columns: types.len(),
+            values: values.len(),
+        });
+    }
+    let start = out.len();
     let bitmap_len = (values.len() + 9) / 8;
-    let mut out = vec![0u8; 1 + bitmap_len];
+    out.resize(start + 1 + bitmap_len, 0);
     for (i, (ty, value)) in types.iter().zip(values).enumerate() {
         if let Value::Null = value {
             let bit = i + 2;
-            out[1 + bit / 8] |= 1 << (bit % 8);
+            out[start + 1 + bit / 8] |= 1 << (bit % 8);
         } else {
-            push_binary(&mut out, *ty, value, i)?;
+            push_binary(out, *ty, value, i)?;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// COM_STMT_PREPARE's OK: 0x00, statement id, column count, parameter count,

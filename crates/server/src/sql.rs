@@ -324,6 +324,12 @@ impl Wire {
         Ok(())
     }
 
+    /// Sends the packet `fill` writes in place into the output (a row: no buffer of
+    /// its own per row); nothing if it fails.
+    fn send_with<E>(&mut self, fill: impl FnOnce(&mut Vec<u8>) -> Result<(), E>) -> Result<(), E> {
+        my::write_packet_with(&mut self.out, &mut self.seq, fill)
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         if !self.out.is_empty() {
             self.stream.write_all(&self.out)?;

@@ -128,6 +128,16 @@ impl Cell {
             ValueRef::Text(t) | ValueRef::Blob(t) => Cell::Bytes(t.to_vec()),
         }
     }
+
+    /// [`Cell::from_sqlite`] for a value already taken out of SQLite: text and bytes
+    /// move into the cell rather than being copied.
+    pub fn from_owned(v: rusqlite::types::Value, kind: Option<Kind>) -> Cell {
+        match v {
+            rusqlite::types::Value::Text(t) => Cell::Bytes(t.into_bytes()),
+            rusqlite::types::Value::Blob(b) => Cell::Bytes(b),
+            other => Cell::from_sqlite(ValueRef::from(&other), kind),
+        }
+    }
 }
 
 /// Rows and their columns.

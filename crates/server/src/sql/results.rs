@@ -65,18 +65,25 @@ impl<'w> RowWriter<'w> {
     /// Rows, written as the buffer fills. A value the binary protocol cannot carry
     /// ends the reply with its error.
     pub fn body(&mut self, rows: &[Vec<Cell>]) -> io::Result<()> {
+        // Each row is written straight into the output, through one list of values.
+        let mut values: Vec<my::Value<'_>> = Vec::with_capacity(self.types.len());
         for row in rows {
-            let values: Vec<my::Value<'_>> = row.iter().map(value).collect();
+            values.clear();
+            values.extend(row.iter().map(value));
             if self.binary {
-                match my::binary_row(&self.types, &values) {
-                    Ok(packet) => self.wire.send(&packet)?,
-                    Err(e) => {
-                        self.ended = true;
-                        return self.wire.send(&e.err_packet());
-                    }
+                let types = &self.types;
+                let written = self
+                    .wire
+                    .send_with(|out| my::binary_row_to(out, types, &values));
+                if let Err(e) = written {
+                    self.ended = true;
+                    return self.wire.send(&e.err_packet());
                 }
             } else {
-                self.wire.send(&my::text_row(&values))?;
+                let _ = self.wire.send_with(|out| {
+                    my::text_row_to(out, &values);
+                    Ok::<(), ()>(())
+                });
             }
             if self.wire.out.len() >= FLUSH_BYTES {
                 self.wire.flush()?;
