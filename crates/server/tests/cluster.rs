@@ -568,15 +568,7 @@ fn a_planned_switchover_under_writers_loses_nothing() {
     );
     let p = elected(&nodes.iter().collect::<Vec<_>>());
     assert_eq!(p, target, "the target is primary");
-    let mut c = client(&nodes[target].server);
-    for (key, value) in &acked {
-        let got = request(&mut c, format!("get {key}\r\n").as_bytes(), b"END\r\n");
-        assert_eq!(
-            got,
-            format!("VALUE {key} 0 {}\r\n{value}\r\nEND\r\n", value.len()),
-            "acknowledged write {key} on the new primary"
-        );
-    }
+    holds_every_acked(&nodes[target].server, &acked);
     let keys: Vec<String> = acked.keys().cloned().collect();
     old_primary_holds_the_same(&nodes[target].server, &nodes[first].server, &keys);
 }

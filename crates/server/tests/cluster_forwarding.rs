@@ -296,15 +296,7 @@ fn writers_through_a_replica_go_on_across_a_failover() {
         .iter()
         .find(|&&i| role(&nodes[i]) == "primary")
         .expect("a new primary");
-    let mut c = client(&nodes[p].server);
-    for (key, value) in &acked {
-        let got = request(&mut c, format!("get {key}\r\n").as_bytes(), b"END\r\n");
-        assert_eq!(
-            got,
-            format!("VALUE {key} 0 {}\r\n{value}\r\nEND\r\n", value.len()),
-            "acknowledged write {key} on the new primary"
-        );
-    }
+    holds_every_acked(&nodes[p].server, &acked);
 }
 
 /// With users (`-Y`, `--admin-auth-file`), a replica's forwarded binary requests log in

@@ -166,3 +166,16 @@ pub fn set(c: &mut kura_testkit::Client, key: &str, value: &str) -> String {
         b"\r\n",
     )
 }
+
+/// Asserts that `server` answers every acknowledged write in `acked` with its value.
+pub fn holds_every_acked(server: &KuraServer, acked: &BTreeMap<String, String>) {
+    let mut c = client(server);
+    for (key, value) in acked {
+        let got = request(&mut c, format!("get {key}\r\n").as_bytes(), b"END\r\n");
+        assert_eq!(
+            got,
+            format!("VALUE {key} 0 {}\r\n{value}\r\nEND\r\n", value.len()),
+            "acknowledged write {key} on the new primary"
+        );
+    }
+}
