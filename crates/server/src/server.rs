@@ -82,10 +82,7 @@ impl Shared {
             Some(false) => Some(
                 "not serving reads: catching up with the shard's primary, try again".to_string(),
             ),
-            None => Some(
-                "not serving reads: the shard has no primary (being elected), try again"
-                    .to_string(),
-            ),
+            None => Some(format!("not serving reads: {}", crate::cluster::NO_PRIMARY)),
         }
     }
 }

@@ -39,22 +39,18 @@ fn shows_the_shard(etcd: &Etcd, nodes: &[Node], primary: usize) {
 fn shown(etcd: &Etcd, nodes: &[Node], primary: usize) -> Result<(), String> {
     let check = |ok: bool, what: &str| if ok { Ok(()) } else { Err(what.to_string()) };
     for (i, node) in nodes.iter().enumerate() {
-        let reply = request(&mut client(&node.server), b"stats cluster\r\n", b"END\r\n");
-        let stats: BTreeMap<&str, &str> = reply
-            .lines()
-            .filter_map(|l| l.strip_prefix("STAT "))
-            .filter_map(|l| l.split_once(' '))
-            .collect();
+        let stats = cluster_stats(&node.server);
+        let stat = |name: &str| stats.get(name).map(String::as_str);
         let role = if i == primary { "primary" } else { "replica" };
-        let term: i64 = stats.get("term").and_then(|t| t.parse().ok()).unwrap_or(-1);
+        let term: i64 = stat("term").and_then(|t| t.parse().ok()).unwrap_or(-1);
         check(
-            stats.get("role") == Some(&role)
-                && stats.get("primary") == Some(&nodes[primary].advertise.as_str())
-                && stats.get("shard") == Some(&"s0")
-                && stats.get("members") == Some(&"3")
-                && stats.get("serving_reads") == Some(&"1")
+            stat("role") == Some(role)
+                && stat("primary") == Some(nodes[primary].advertise.as_str())
+                && stat("shard") == Some("s0")
+                && stat("members") == Some("3")
+                && stat("serving_reads") == Some("1")
                 && (term > 0) == (i == primary),
-            &reply,
+            &format!("{stats:?}"),
         )?;
     }
     let out = std::process::Command::new(kura_testkit::kura_bin(env!("CARGO_BIN_EXE_kura")))

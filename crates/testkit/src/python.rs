@@ -16,22 +16,33 @@ pub fn run_client(script: &str, args: &[String], env: &[(&str, &str)]) -> Result
     run_script(&Path::new("tests/clients").join(script), args, env)
 }
 
+/// The test virtualenv's interpreter, set to run `script` (a path from the
+/// repository's root) with `args`.
+fn interpreter(script: &Path, args: &[String]) -> Command {
+    let mut command = Command::new(python());
+    command.arg(root().join(script)).args(args);
+    command
+}
+
+fn python() -> PathBuf {
+    root().join("target/pyenv/bin/python")
+}
+
+fn cannot_run(e: std::io::Error) -> String {
+    format!(
+        "cannot run {} (scripts/install-test-deps.sh makes it): {e}",
+        python().display()
+    )
+}
+
 /// Runs the script at `script` (a path from the repository's root) with `args` and
 /// `env`. Its stdout and stderr, as Ok when it exited 0, as Err (with its exit status,
 /// or why it could not run) when it did not.
 pub fn run_script(script: &Path, args: &[String], env: &[(&str, &str)]) -> Result<String, String> {
-    let python = root().join("target/pyenv/bin/python");
-    let output = Command::new(&python)
-        .arg(root().join(script))
-        .args(args)
+    let output = interpreter(script, args)
         .envs(env.iter().copied())
         .output()
-        .map_err(|e| {
-            format!(
-                "cannot run {} (scripts/install-test-deps.sh makes it): {e}",
-                python.display()
-            )
-        })?;
+        .map_err(cannot_run)?;
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -52,20 +63,13 @@ pub fn run_script_with_input(
     input: &[u8],
 ) -> Result<String, String> {
     use std::io::Write;
-    let python = root().join("target/pyenv/bin/python");
-    let mut child = Command::new(&python)
-        .arg(root().join(script))
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+    use std::process::Stdio;
+    let mut child = interpreter(script, args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| {
-            format!(
-                "cannot run {} (scripts/install-test-deps.sh makes it): {e}",
-                python.display()
-            )
-        })?;
+        .map_err(cannot_run)?;
     let written = child
         .stdin
         .take()

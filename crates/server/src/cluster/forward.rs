@@ -69,7 +69,7 @@ fn forwarding(
             primary,
             bytes: bytes(),
         },
-        None => Forwarding::Refused("the shard has no primary (being elected), try again".into()),
+        None => Forwarding::Refused(super::NO_PRIMARY.to_string()),
     })
 }
 

@@ -48,6 +48,9 @@ pub(crate) fn advertise(shared: &Shared) -> String {
         .unwrap_or_else(|| shared.listen_addr.to_string())
 }
 
+/// Why a request that needs the shard's primary is refused while there is none.
+pub const NO_PRIMARY: &str = "the shard has no primary (being elected), try again";
+
 /// What a store without a primary names as the primary in its refusals.
 pub const ELECTING: &str = "its shard's next primary (being elected)";
 

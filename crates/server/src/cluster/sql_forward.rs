@@ -57,9 +57,7 @@ fn sql_route(shared: &Shared) -> SqlRoute {
         return SqlRoute::Here;
     }
     let Some(primary) = shared.replication.primary() else {
-        return SqlRoute::Refused(
-            "the shard has no primary (being elected), try again".to_string(),
-        );
+        return SqlRoute::Refused(super::NO_PRIMARY.to_string());
     };
     match shared.cluster.primary_sql(&primary) {
         Some(Some(sql)) => SqlRoute::Primary { primary, sql },
