@@ -240,9 +240,24 @@ impl Session {
         (self.in_transaction, self.autocommit)
     }
 
-    /// The LSN a reply must wait for: the highest of the rows the statement read.
+    /// The LSN a reply must wait for: the highest of the rows shown since the last
+    /// reply that waited. Inside a transaction, none: what its statements show waits
+    /// for its end, and no COMMIT (or ROLLBACK) is answered before every row the
+    /// transaction read is durable.
     pub fn take_read_lsn(&self) -> u64 {
+        if self.in_transaction {
+            return 0;
+        }
         std::mem::take(&mut self.shared.state.lock().max_lsn)
+    }
+
+    /// The LSN rows streamed now must wait for: as [`Session::take_read_lsn`], kept
+    /// for the statement's reply.
+    fn shown_lsn(&self) -> u64 {
+        if self.in_transaction {
+            return 0;
+        }
+        self.shared.state.lock().max_lsn
     }
 
     /// The LSN of the newest change the last statement applied (0: none).
@@ -662,8 +677,7 @@ impl Session {
                 streaming = true;
             }
             if streaming && raw.len() >= BATCH_ROWS {
-                let lsn = self.shared.state.lock().max_lsn;
-                sink.rows(&stream::cells(&columns, raw.drain(..)), lsn)?;
+                sink.rows(&stream::cells(&columns, raw.drain(..)), self.shown_lsn())?;
             }
         }
         drop(rows);
@@ -671,7 +685,7 @@ impl Session {
             stmt.discard();
         }
         if streaming {
-            let lsn = self.shared.state.lock().max_lsn;
+            let lsn = self.shown_lsn();
             sink.rows(&stream::cells(&columns, raw.into_iter()), lsn)?;
             return Ok(Output::Streamed);
         }

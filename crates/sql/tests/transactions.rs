@@ -440,3 +440,32 @@ fn a_transaction_larger_than_a_segment_is_refused_whole() {
         vec![vec![kura_sql::Cell::Int(1)]]
     );
 }
+
+/// A reply waits until the rows it shows are durable (the LSN `take_read_lsn`
+/// gives the server to wait for). Inside a transaction the statements' replies do
+/// not wait: the COMMIT (or ROLLBACK) waits for every row the transaction read.
+#[test]
+fn a_transaction_waits_for_what_it_read_at_its_end() {
+    let (mut a, mut b) = two();
+    b.take_read_lsn();
+    done(&mut a, "UPDATE players SET level = 6 WHERE id = 1");
+    let first = a.take_written_lsn();
+    assert!(first > 0);
+    assert_eq!(level(&mut b, 1), vec![vec![Cell::Int(6)]]);
+    assert_eq!(b.take_read_lsn(), first, "outside a transaction");
+
+    done(&mut b, "BEGIN");
+    assert_eq!(level(&mut b, 1), vec![vec![Cell::Int(6)]]);
+    assert_eq!(b.take_read_lsn(), 0, "a statement in a transaction");
+    done(&mut a, "UPDATE players SET level = 7 WHERE id = 1");
+    let second = a.take_written_lsn();
+    assert_eq!(level(&mut b, 1), vec![vec![Cell::Int(7)]]);
+    assert_eq!(b.take_read_lsn(), 0);
+    done(&mut b, "COMMIT");
+    assert_eq!(b.take_read_lsn(), second, "the COMMIT waits for both reads");
+
+    done(&mut b, "BEGIN");
+    assert_eq!(level(&mut b, 1), vec![vec![Cell::Int(7)]]);
+    done(&mut b, "ROLLBACK");
+    assert_eq!(b.take_read_lsn(), second, "so does a ROLLBACK");
+}
