@@ -13,7 +13,7 @@
 #   scripts/install-peers.sh pkg ...    # exactly these packages
 set -euo pipefail
 
-packages=(memcached libmemcached-tools mariadb-server mariadb-client redis-server fonts-dejavu-core iproute2 etcd-server protobuf-compiler nutcracker)
+packages=(memcached libmemcached-tools mariadb-server mariadb-client redis-server fonts-dejavu-core iproute2 etcd-server protobuf-compiler nutcracker sysbench)
 if [[ $# -gt 0 && "$1" != "--all" ]]; then
     packages=("$@")
 fi

@@ -9,8 +9,8 @@
 # DURABILITY (Kura's --durability, fsync; MariaDB matches it with
 # innodb_flush_log_at_trx_commit=1 for fsync and 2 otherwise).
 #
-# sysbench runs as a new user would, except `--auto_inc=off` (Kura has no
-# AUTO_INCREMENT yet). Prints one line per server and test: transactions/s,
+# sysbench runs as a new user would (AUTO_INCREMENT ids included), in database
+# `kura`, Kura's one database. Prints one line per server and test: transactions/s,
 # queries/s, the 95th-percentile latency and the server's CPU time per transaction
 # (user and system, from /proc/PID/stat), the machine's context switches per
 # transaction (/proc/stat) and the ratio Kura/MariaDB.
@@ -94,7 +94,7 @@ wait_port "$maria_port"
 mariadb --no-defaults -h 127.0.0.1 -P "$maria_port" -u root -e "CREATE DATABASE kura"
 
 common=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-user=root --mysql-db=kura
-    --tables=1 --table-size="$rows" --auto_inc=off)
+    --tables=1 --table-size="$rows")
 echo "sysbench.sh: $(date -u +%F) commit $(git rev-parse --short HEAD), $rows rows, $threads threads, ${seconds}s each, kura -m $memory --durability $durability"
 for server in kura mariadb; do
     port=$sql_port

@@ -73,6 +73,9 @@ impl Session {
             Ok(created) if created.is_empty() => Err(SqlError::table_exists(name)),
             Ok(_) => Ok(()),
             Err(kura_tables::Error::Mismatch(_)) => Err(SqlError::table_exists(name)),
+            Err(kura_tables::Error::Schema(why)) if why == kura_tables::AUTO_KEY_REASON => {
+                Err(SqlError::new(1075, b"42000", why))
+            }
             Err(kura_tables::Error::Engine(kura_engine::Error::ReadOnly { primary })) => {
                 Err(SqlError::read_only(&primary))
             }

@@ -564,6 +564,8 @@ impl Session {
                 let mut state = self.shared.state.lock();
                 state.statement.clear();
                 state.error = None;
+                state.auto_first = None;
+                state.auto_last = None;
                 state.conflict = conflict;
                 // What COMMIT will check: what a writing statement or a locking read
                 // read, and a plain SELECT's rows as the level says

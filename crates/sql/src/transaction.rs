@@ -74,7 +74,20 @@ impl Session {
             applied
         };
         let affected = count(&applied);
-        self.shared.state.lock().row_count = affected as i64;
+        // MySQL's OK packet: the first AUTO_INCREMENT value the statement took, else
+        // the auto column's value in the last row it inserted.
+        let last_insert_id = {
+            let mut state = self.shared.state.lock();
+            state.row_count = affected as i64;
+            match state.auto_first {
+                Some(first) => {
+                    state.last_insert_id = first;
+                    first
+                }
+                None if applied.affected > 0 => state.auto_last.unwrap_or(0),
+                None => 0,
+            }
+        };
         let info = if applied.matched > 0 {
             format!(
                 "Rows matched: {}  Changed: {}  Warnings: 0",
@@ -85,7 +98,7 @@ impl Session {
         };
         Ok(Done {
             affected,
-            last_insert_id: 0,
+            last_insert_id,
             info,
         })
     }

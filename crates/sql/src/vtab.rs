@@ -111,7 +111,14 @@ pub struct State {
     pub written_lsn: u64,
     /// The session's current database (None: none selected).
     pub database: Option<String>,
+    /// MySQL's LAST_INSERT_ID(): the first AUTO_INCREMENT value the last statement
+    /// that took one took.
     pub last_insert_id: u64,
+    /// The running statement's AUTO_INCREMENT values: the first it took, and the
+    /// auto column's value in the last row it inserted (what MySQL's OK packet
+    /// reports when the statement took none).
+    pub auto_first: Option<u64>,
+    pub auto_last: Option<u64>,
     /// Rows the last statement changed (MySQL's ROW_COUNT()).
     pub row_count: i64,
     /// The client's `CLIENT_FOUND_ROWS`: rows found and left unchanged count as
@@ -140,6 +147,8 @@ impl State {
             written_lsn: 0,
             database: None,
             last_insert_id: 0,
+            auto_first: None,
+            auto_last: None,
             row_count: -1,
             found_rows: false,
             connection_id: 0,
@@ -435,17 +444,62 @@ fn write_error(shared: &Shared, error: SqlError) -> rusqlite::Error {
 
 impl KuraTab {
     /// The row SQLite passes to an insert or update (`args[2..]`) as Kura values.
+    /// An insert that leaves the AUTO_INCREMENT column NULL or 0 takes its next value.
     fn new_row(
         &self,
         args: &rusqlite::types::Values<'_>,
         row: u64,
+        insert: bool,
     ) -> Result<Vec<Value>, SqlError> {
         let table = &self.def.table;
         let mut values = Vec::with_capacity(table.columns.len());
         for (i, column) in table.columns.iter().enumerate() {
-            values.push(to_column(args[2 + i].get_raw(), column, row)?);
+            let raw = args[2 + i].get_raw();
+            let value = if insert && column.auto_increment {
+                self.auto_value(raw, i, row)?
+            } else {
+                to_column(raw, column, row)?
+            };
+            values.push(value);
         }
         Ok(values)
+    }
+
+    /// The value an insert writes to the AUTO_INCREMENT column at `i`, given `raw`.
+    fn auto_value(&self, raw: ValueRef<'_>, i: usize, row: u64) -> Result<Value, SqlError> {
+        let column = &self.def.table.columns[i];
+        let tables = &self.shared.tables;
+        let (value, taken) = if matches!(raw, ValueRef::Null | ValueRef::Integer(0)) {
+            match tables.take_auto_value(&self.def, i) {
+                Ok(Some(value)) => (value, true),
+                Ok(None) => {
+                    return Err(SqlError::new(
+                        167,
+                        b"22003",
+                        format!(
+                            "Out of range value for column '{}' at row {row}",
+                            column.name
+                        ),
+                    ))
+                }
+                Err(e) => return Err(SqlError::internal(e)),
+            }
+        } else {
+            let value = to_column(raw, column, row)?;
+            tables.saw_auto_value(&self.def, &value);
+            (value, false)
+        };
+        let n = match value {
+            Value::Int(n) => n as u64,
+            Value::UInt(n) => n,
+            _ => 0,
+        };
+        let mut state = self.shared.state.lock();
+        if taken && state.auto_first.is_none() {
+            state.auto_first = Some(n);
+        }
+        state.auto_last = Some(n);
+        Ok(value)
     }
 
     fn old_pk(&self, v: ValueRef<'_>) -> Result<Value, SqlError> {
@@ -486,7 +540,7 @@ impl UpdateVTab<'_> for KuraTab {
     fn insert(&mut self, args: &Inserts<'_>) -> rusqlite::Result<i64> {
         let row = self.rows_so_far();
         let values = self
-            .new_row(args, row)
+            .new_row(args, row, true)
             .map_err(|e| write_error(&self.shared, e))?;
         let conflict = self.shared.state.lock().conflict;
         self.push(RowChange::Insert {
@@ -503,7 +557,7 @@ impl UpdateVTab<'_> for KuraTab {
             .old_pk(args[0].get_raw())
             .map_err(|e| write_error(&self.shared, e))?;
         let values = self
-            .new_row(args, row)
+            .new_row(args, row, false)
             .map_err(|e| write_error(&self.shared, e))?;
         let cas = self.cas_of(&pk);
         self.push(RowChange::Update {

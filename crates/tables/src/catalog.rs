@@ -153,6 +153,7 @@ impl Catalog {
                     }
                 }
                 None => {
+                    table.check_auto_key()?;
                     let number = next.next_table_number;
                     next.next_table_number = number
                         .checked_add(1)

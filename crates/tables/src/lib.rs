@@ -8,6 +8,7 @@
 //! ([`keys`]). It knows no sockets and no protocol syntax; memcached's own rules (win
 //! tokens, stale items, delayed flush_all) are the server's and never reach tables.
 
+mod autoinc;
 mod error;
 
 pub mod batch;
@@ -24,6 +25,7 @@ pub mod schema;
 pub mod text;
 pub mod value;
 
+pub use autoinc::AutoCounters;
 pub use batch::{no_upsert, Applied, ApplyError, OnConflict, RowAfter, RowChange, Upsert};
 pub use catalog::{Catalog, Container, TableDef, Via};
 pub use ddl::DdlError;
@@ -34,5 +36,5 @@ pub use rows::{
     ordered_spaces, CatalogCache, ChangeOutcome, RangeRows, RowItem, Tables, WriteMode,
     WriteOutcome,
 };
-pub use schema::{parse_schema, Column, Index, IndexKind, Table};
+pub use schema::{parse_schema, Column, Index, IndexKind, Table, AUTO_KEY_REASON};
 pub use value::{ColumnType, Value};

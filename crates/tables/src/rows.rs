@@ -184,6 +184,8 @@ pub struct Tables {
     /// Writes to each table's rows, for the scans of transactions ([`crate::reads`]).
     pub(crate) writes: TableWrites,
     pub counters: TableCounters,
+    /// AUTO_INCREMENT's counters ([`crate::autoinc`]).
+    pub(crate) auto: crate::AutoCounters,
 }
 
 /// A connection's copy of the catalog, and the generation it was current at.
@@ -389,6 +391,7 @@ impl Tables {
             gate: RwLock::new(()),
             writes: TableWrites::default(),
             counters: TableCounters::default(),
+            auto: crate::AutoCounters::default(),
         };
         // A replica's catalog is its primary's: a change left half done there is
         // finished there (or here, on promotion).

@@ -32,6 +32,11 @@ use sqlparser::parser::Parser;
 use crate::error::{schema_error, Error};
 use crate::value::{parse_text, ColumnType, Value};
 
+/// MySQL's reason (error 1075) for a table whose AUTO_INCREMENT column is not a key,
+/// or that has two.
+pub const AUTO_KEY_REASON: &str =
+    "Incorrect table definition; there can be only one auto column and it must be defined as a key";
+
 /// The byte that joins a row's fields when the DDL does not choose one.
 pub const DEFAULT_SEPARATOR: u8 = b'|';
 
@@ -436,6 +441,20 @@ impl Table {
         }
         table.apply_options(&create.table_options)?;
         Ok(table)
+    }
+
+    /// MySQL's rule for a new table: one AUTO_INCREMENT column at most, and it is
+    /// the primary key or indexed. (Checked where a table is created, not where the
+    /// catalog is read: a table kept before the rule still opens.)
+    pub fn check_auto_key(&self) -> Result<(), Error> {
+        let autos: Vec<usize> = (0..self.columns.len())
+            .filter(|&c| self.columns[c].auto_increment)
+            .collect();
+        let keyed = |c: usize| c == self.primary || self.indexes.iter().any(|i| i.column == c);
+        if autos.len() > 1 || autos.iter().any(|&c| !keyed(c)) {
+            return Err(Error::Schema(AUTO_KEY_REASON.to_string()));
+        }
+        Ok(())
     }
 
     fn add_index(&mut self, name: String, column: usize, kind: IndexKind) -> Result<(), Error> {

@@ -173,6 +173,39 @@ impl KuraServer {
         &self.data_dir
     }
 
+    /// Runs `statement` with Debian's `mariadb` client on the SQL port, in database
+    /// `kura`: whether it succeeded, and its output (tab-separated rows without
+    /// headers, or the error).
+    pub fn sql(&self, statement: &str) -> (bool, String) {
+        let output = Command::new("mariadb")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-u",
+                "root",
+                "-D",
+                "kura",
+                "-N",
+                "-B",
+                "-P",
+            ])
+            .arg(self.sql_addr().port().to_string())
+            .arg("-e")
+            .arg(statement)
+            .output()
+            .unwrap_or_else(|e| panic!("run mariadb (scripts/install-peers.sh installs it): {e}"));
+        let text = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        (output.status.success(), text)
+    }
+
+    /// [`KuraServer::sql`], which must succeed: its output.
+    pub fn sql_ok(&self, statement: &str) -> String {
+        let (ok, text) = self.sql(statement);
+        assert!(ok, "{statement}: {text}\n{}", self.log());
+        text
+    }
+
     /// Everything kura printed so far (stdout and stderr), for failure messages.
     pub fn log(&self) -> String {
         self.log.snapshot()

@@ -284,33 +284,12 @@ pub fn start_writing(c: &mut Client) {
     request(c, b"set counter 0 0 1\r\n0\r\n", b"\r\n");
 }
 
-/// Runs `statement` with the `mariadb` client on `server`'s SQL port: whether it
-/// succeeded, and its output (tab-separated rows, or the error).
+/// [`KuraServer::sql`]: whether `statement` succeeded on `server`, and its output.
 pub fn sql(server: &KuraServer, statement: &str) -> (bool, String) {
-    let output = std::process::Command::new("mariadb")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-u",
-            "root",
-            "-D",
-            "kura",
-            "-N",
-            "-B",
-            "-P",
-        ])
-        .arg(server.sql_addr().port().to_string())
-        .arg("-e")
-        .arg(statement)
-        .output()
-        .unwrap_or_else(|e| panic!("run mariadb (scripts/install-peers.sh installs it): {e}"));
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    (output.status.success(), text)
+    server.sql(statement)
 }
 
+/// [`KuraServer::sql_ok`].
 pub fn sql_ok(server: &KuraServer, statement: &str) -> String {
-    let (ok, text) = sql(server, statement);
-    assert!(ok, "{statement}: {text}\n{}", server.log());
-    text
+    server.sql_ok(statement)
 }
