@@ -74,11 +74,21 @@ pub fn route<'k>(shared: &Shared, session: &mut Session, key: &'k [u8]) -> Route
     let catalog = shared.tables.catalog_cached(&mut session.catalog);
     let container = |name: &str| Some((Arc::clone(catalog), catalog.container(name)?));
     if let Some(rest) = key.strip_prefix(b"@@") {
-        let (name, row_key) = match rest.iter().position(|&b| b == b'.') {
-            Some(dot) => (&rest[..dot], Some(&rest[dot + 1..])),
+        let split = |at: usize| match rest[at..].iter().position(|&b| b == b'.') {
+            Some(dot) => (&rest[..at + dot], Some(&rest[at + dot + 1..])),
             None => (rest, None),
         };
-        let found = std::str::from_utf8(name).ok().and_then(container);
+        let (mut name, mut row_key) = split(0);
+        let mut found = std::str::from_utf8(name).ok().and_then(container);
+        // `@@database.table.key`: a container of the default database wins a name
+        // it shares with a database.
+        if let (None, Some(after)) = (&found, row_key) {
+            let database = std::str::from_utf8(name).ok();
+            if database.is_some_and(|d| catalog.has_database(d)) && !after.is_empty() {
+                (name, row_key) = split(name.len() + 1);
+                found = std::str::from_utf8(name).ok().and_then(container);
+            }
+        }
         return match (found, row_key) {
             (None, _) => Route::Unknown {
                 name: name.to_vec(),

@@ -1,10 +1,11 @@
 //! sysbench's OLTP workloads against Kura as a new user runs them, at tiny sizes:
 //! `prepare`, `run` and `cleanup` of `oltp_read_write`, `oltp_read_only`,
 //! `oltp_point_select`, `oltp_insert` and `oltp_update_index` with sysbench's own
-//! defaults (AUTO_INCREMENT ids, a secondary index made after the rows), except the
-//! database: `kura`, Kura's one database. Each command must succeed; after `prepare`
-//! every table holds ids 1 to the table's size, as AUTO_INCREMENT gave them; after
-//! `cleanup` no table is left. (`scripts/install-peers.sh` installs sysbench.)
+//! defaults: database `sbtest` (made first, as sysbench's users make it),
+//! AUTO_INCREMENT ids, a secondary index made after the rows. Each command must
+//! succeed; after `prepare` every table holds ids 1 to the table's size, as
+//! AUTO_INCREMENT gave them; after `cleanup` no table is left.
+//! (`scripts/install-peers.sh` installs sysbench.)
 
 use std::process::Command;
 
@@ -19,7 +20,6 @@ fn sysbench(kura: &KuraServer, workload: &str, command: &[&str]) {
             "--db-driver=mysql",
             "--mysql-host=127.0.0.1",
             "--mysql-user=root",
-            "--mysql-db=kura",
             "--tables=2",
         ])
         .arg(format!("--table-size={TABLE_SIZE}"))
@@ -43,6 +43,7 @@ fn sysbench_prepares_runs_and_cleans_up_with_its_defaults() {
         Ok(kura) => kura,
         Err(e) => panic!("cannot start kura: {e}"),
     };
+    kura.sql_ok("CREATE DATABASE sbtest");
     for workload in [
         "oltp_read_write",
         "oltp_read_only",
@@ -53,8 +54,10 @@ fn sysbench_prepares_runs_and_cleans_up_with_its_defaults() {
         sysbench(&kura, workload, &["prepare"]);
         for table in ["sbtest1", "sbtest2"] {
             assert_eq!(
-                kura.sql_ok(&format!("SELECT count(*), min(id), max(id) FROM {table}"))
-                    .trim(),
+                kura.sql_ok(&format!(
+                    "SELECT count(*), min(id), max(id) FROM sbtest.{table}"
+                ))
+                .trim(),
                 format!("{TABLE_SIZE}\t1\t{TABLE_SIZE}"),
                 "{workload}: {table} after prepare"
             );
@@ -66,7 +69,7 @@ fn sysbench_prepares_runs_and_cleans_up_with_its_defaults() {
         );
         sysbench(&kura, workload, &["cleanup"]);
         assert_eq!(
-            kura.sql_ok("SHOW TABLES").trim(),
+            kura.sql_ok("SHOW TABLES FROM sbtest").trim(),
             "",
             "{workload}: tables left after cleanup"
         );

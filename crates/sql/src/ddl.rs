@@ -5,12 +5,14 @@
 //! refusals into MySQL's errors.
 
 use kura_tables::DdlError;
-use sqlparser::ast::{AlterTableOperation, IndexType, ObjectName, ObjectType, Statement};
+use sqlparser::ast::{
+    AlterTableOperation, IndexType, ObjectName, ObjectType, SchemaName, Statement,
+};
 
 use crate::error::SqlError;
+use crate::names;
 use crate::result::{Done, Output};
 use crate::session::Session;
-use crate::translate::DATABASE;
 
 impl Session {
     /// Runs `statement` if it is DDL; None if it is not.
@@ -20,9 +22,26 @@ impl Session {
         sql: &str,
     ) -> Option<Result<Output, SqlError>> {
         let run = match statement {
-            Statement::CreateTable(create) => {
-                self.create_table(sql, &name_of(&create.name), create.if_not_exists)
-            }
+            Statement::CreateDatabase {
+                db_name,
+                if_not_exists,
+                ..
+            } => return Some(self.create_database(db_name, *if_not_exists)),
+            Statement::CreateSchema {
+                schema_name: SchemaName::Simple(name),
+                if_not_exists,
+                ..
+            } => return Some(self.create_database(name, *if_not_exists)),
+            Statement::Drop {
+                object_type: ObjectType::Database | ObjectType::Schema,
+                if_exists,
+                names,
+                ..
+            } => return Some(self.drop_database(names, *if_exists)),
+            Statement::CreateTable(create) => match self.name_of(&create.name) {
+                Ok(name) => self.create_table(sql, &name, create.if_not_exists),
+                Err(e) => Err(e),
+            },
             Statement::Drop {
                 object_type: ObjectType::Table,
                 if_exists,
@@ -30,7 +49,12 @@ impl Session {
                 ..
             } => self.drop_tables(names, *if_exists),
             Statement::CreateIndex(create) => {
-                let Some(name) = create.name.as_ref().map(name_of) else {
+                let Some(name) = create
+                    .name
+                    .as_ref()
+                    .and_then(|n| n.0.last())
+                    .map(names::part)
+                else {
                     return Some(Err(SqlError::syntax("CREATE INDEX names its index")));
                 };
                 let [column] = create.columns.as_slice() else {
@@ -46,12 +70,15 @@ impl Session {
                     }
                 );
                 self.implicit_commit()
-                    .and_then(|()| self.create_index(&name_of(&create.table_name), &index))
+                    .and_then(|()| self.name_of(&create.table_name))
+                    .and_then(|table| self.create_index(&table, &index))
             }
             Statement::AlterTable(alter) => {
-                let table = name_of(&alter.name);
-                match self.implicit_commit() {
-                    Ok(()) => alter
+                match self
+                    .implicit_commit()
+                    .and_then(|()| self.name_of(&alter.name))
+                {
+                    Ok(table) => alter
                         .operations
                         .iter()
                         .try_for_each(|op| self.alter(&table, op)),
@@ -63,13 +90,92 @@ impl Session {
         Some(run.map(|()| Output::Done(Done::default())))
     }
 
+    /// The catalog name of a statement's table ([`crate::names`]).
+    pub(crate) fn name_of(&self, name: &ObjectName) -> Result<String, SqlError> {
+        names::of_statement(name, self.database().as_deref())
+    }
+
+    /// CREATE DATABASE (and CREATE SCHEMA): 1007 if it exists.
+    fn create_database(
+        &mut self,
+        name: &ObjectName,
+        if_not_exists: bool,
+    ) -> Result<Output, SqlError> {
+        self.implicit_commit()?;
+        let name = names::database(&names::part(
+            name.0
+                .last()
+                .ok_or_else(|| SqlError::syntax("CREATE DATABASE names no database"))?,
+        ))
+        .to_string();
+        match self.shared.tables.create_database(&name) {
+            Ok(true) => Ok(Output::Done(Done {
+                affected: 1,
+                ..Done::default()
+            })),
+            Ok(false) if if_not_exists => Ok(Output::Done(Done::default())),
+            Ok(false) => Err(SqlError::new(
+                1007,
+                b"HY000",
+                format!("Can't create database '{name}'; database exists"),
+            )),
+            Err(e) => Err(ddl_error(&name, e)),
+        }
+    }
+
+    /// DROP DATABASE (and DROP SCHEMA): its tables go with it; 1008 if it does not
+    /// exist. Rows affected: the tables dropped, as MariaDB counts them.
+    fn drop_database(&mut self, names: &[ObjectName], if_exists: bool) -> Result<Output, SqlError> {
+        self.implicit_commit()?;
+        let [name] = names else {
+            return Err(SqlError::syntax("DROP DATABASE names one database"));
+        };
+        let name = names::database(&names::part(
+            name.0
+                .last()
+                .ok_or_else(|| SqlError::syntax("DROP DATABASE names no database"))?,
+        ))
+        .to_string();
+        let tables = {
+            let catalog = self.sync_catalog()?;
+            catalog.tables_in(&name).count() as u64
+        };
+        match self.shared.tables.drop_database(&name) {
+            Ok(true) => {
+                let mut state = self.shared.state.lock();
+                if state.database.as_deref() == Some(name.as_str()) {
+                    state.database = None;
+                }
+                drop(state);
+                Ok(Output::Done(Done {
+                    affected: tables,
+                    ..Done::default()
+                }))
+            }
+            Ok(false) if if_exists => Ok(Output::Done(Done::default())),
+            Ok(false) => Err(SqlError::new(
+                1008,
+                b"HY000",
+                format!("Can't drop database '{name}'; database doesn't exist"),
+            )),
+            Err(e) => Err(ddl_error(&name, e)),
+        }
+    }
+
     fn create_table(&mut self, sql: &str, name: &str, if_not_exists: bool) -> Result<(), SqlError> {
         self.implicit_commit()?;
-        let exists = self.shared.tables.catalog().table(name).is_some();
+        let catalog = self.sync_catalog()?;
+        let database = kura_tables::database_of(name).0;
+        if !catalog.has_database(database) {
+            return Err(SqlError::no_database(database));
+        }
+        let exists = catalog.table(name).is_some();
         if exists && if_not_exists {
             return Ok(());
         }
-        match self.shared.tables.apply_schema(sql) {
+        // The statement names the table alone (the current database's) or with its
+        // database: `name` says which.
+        match self.shared.tables.apply_schema_in(sql, database) {
             Ok(created) if created.is_empty() => Err(SqlError::table_exists(name)),
             Ok(_) => Ok(()),
             Err(kura_tables::Error::Mismatch(_)) => Err(SqlError::table_exists(name)),
@@ -86,21 +192,30 @@ impl Session {
     fn drop_tables(&mut self, names: &[ObjectName], if_exists: bool) -> Result<(), SqlError> {
         self.implicit_commit()?;
         let catalog = self.shared.tables.catalog();
-        // MySQL drops none when one is missing.
-        let missing: Vec<String> = names
+        let names = names
             .iter()
-            .map(name_of)
+            .map(|n| self.name_of(n))
+            .collect::<Result<Vec<String>, SqlError>>()?;
+        // MySQL drops none when one is missing.
+        let missing: Vec<&String> = names
+            .iter()
             .filter(|n| catalog.table(n).is_none())
             .collect();
         if !missing.is_empty() && !if_exists {
-            let list: Vec<String> = missing.iter().map(|n| format!("{DATABASE}.{n}")).collect();
+            let list: Vec<String> = missing
+                .iter()
+                .map(|n| {
+                    let (db, table) = kura_tables::database_of(n);
+                    format!("{db}.{table}")
+                })
+                .collect();
             return Err(SqlError::new(
                 1051,
                 b"42S02",
                 format!("Unknown table '{}'", list.join(",")),
             ));
         }
-        for name in names.iter().map(name_of) {
+        for name in names {
             match self.shared.tables.drop_table(&name) {
                 Ok(()) | Err(DdlError::NoTable(_)) => {}
                 Err(e) => return Err(ddl_error(&name, e)),
@@ -158,7 +273,7 @@ impl Session {
 /// The table layer's refusal as MySQL's error.
 fn ddl_error(table: &str, e: DdlError) -> SqlError {
     match e {
-        DdlError::NoTable(name) => SqlError::no_table(DATABASE, &name),
+        DdlError::NoTable(name) => names::no_table(&name),
         DdlError::ColumnExists(name) => {
             SqlError::new(1060, b"42S21", format!("Duplicate column name '{name}'"))
         }
@@ -172,9 +287,4 @@ fn ddl_error(table: &str, e: DdlError) -> SqlError {
         }
         DdlError::Failed(e) => SqlError::internal(e),
     }
-}
-
-fn name_of(name: &ObjectName) -> String {
-    let last = name.0.last().map(|p| p.to_string()).unwrap_or_default();
-    last.trim_matches('`').to_string()
 }

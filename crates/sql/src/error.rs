@@ -62,7 +62,9 @@ impl SqlError {
     }
 
     /// 1062 ER_DUP_ENTRY, as MySQL 8 words it.
+    /// 1062 for `table` (a catalog name: the table is named alone, as MySQL names it).
     pub fn duplicate(value: &str, table: &str, index: &str) -> SqlError {
+        let table = kura_tables::database_of(table).1;
         SqlError::new(
             1062,
             b"23000",

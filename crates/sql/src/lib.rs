@@ -19,6 +19,7 @@ pub mod interrupt;
 pub mod isolation;
 mod like;
 mod local;
+pub mod names;
 pub mod processlist;
 pub mod result;
 pub mod session;

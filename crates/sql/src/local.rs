@@ -3,7 +3,7 @@
 //! plan, in MySQL's columns) and DDL.
 
 use kura_tables::Catalog;
-use sqlparser::ast::{ShowStatementFilter, ShowStatementFilterPosition, Statement};
+use sqlparser::ast::{ObjectName, ShowStatementFilter, ShowStatementFilterPosition, Statement};
 
 use crate::error::SqlError;
 use crate::isolation::Isolation;
@@ -56,16 +56,33 @@ impl Session {
                 self.set(set, sql)?;
                 done()
             }
-            Statement::ShowDatabases { show_options, .. } => Ok(Some(Output::Rows(
-                show::databases(filter_of(show_options.filter_position.as_ref()).as_deref()),
-            ))),
+            Statement::ShowDatabases { show_options, .. } => {
+                Ok(Some(Output::Rows(show::databases(
+                    catalog,
+                    filter_of(show_options.filter_position.as_ref()).as_deref(),
+                ))))
+            }
             Statement::ShowTables {
                 full, show_options, ..
-            } => Ok(Some(Output::Rows(show::tables(
-                catalog,
-                *full,
-                filter_of(show_options.filter_position.as_ref()).as_deref(),
-            )))),
+            } => {
+                let database = match show_options
+                    .show_in
+                    .as_ref()
+                    .and_then(|i| i.parent_name.as_ref())
+                {
+                    Some(name) => crate::names::database(&last_part(name)).to_string(),
+                    None => self.database().ok_or_else(crate::names::no_database)?,
+                };
+                if !catalog.has_database(&database) {
+                    return Err(SqlError::no_database(&database));
+                }
+                Ok(Some(Output::Rows(show::tables(
+                    catalog,
+                    &database,
+                    *full,
+                    filter_of(show_options.filter_position.as_ref()).as_deref(),
+                ))))
+            }
             Statement::ShowColumns {
                 full, show_options, ..
             } => {
@@ -73,9 +90,8 @@ impl Session {
                     .show_in
                     .as_ref()
                     .and_then(|i| i.parent_name.as_ref())
-                    .map(last_part)
                     .ok_or_else(|| SqlError::syntax("SHOW COLUMNS wants FROM table"))?;
-                let def = show::table(catalog, &name)?;
+                let def = show::table(catalog, &self.name_of(name)?)?;
                 Ok(Some(Output::Rows(show::columns(
                     def,
                     *full,
@@ -83,11 +99,11 @@ impl Session {
                 ))))
             }
             Statement::ExplainTable { table_name, .. } => {
-                let def = show::table(catalog, &last_part(table_name))?;
+                let def = show::table(catalog, &self.name_of(table_name)?)?;
                 Ok(Some(Output::Rows(show::columns(def, false, None))))
             }
             Statement::ShowCreate { obj_name, .. } => {
-                let def = show::table(catalog, &last_part(obj_name))?;
+                let def = show::table(catalog, &self.name_of(obj_name)?)?;
                 Ok(Some(Output::Rows(show::create_table(def))))
             }
             Statement::ShowVariables { filter, .. } => {
@@ -115,13 +131,31 @@ impl Session {
                 let text = statement.to_string();
                 let upper = text.to_ascii_uppercase();
                 if upper.starts_with("SHOW INDEX") || upper.starts_with("SHOW KEYS") {
-                    let words: Vec<&str> = text.split_whitespace().collect();
-                    let at = words.iter().position(|w| {
-                        w.eq_ignore_ascii_case("FROM") || w.eq_ignore_ascii_case("IN")
-                    });
-                    let name = at.and_then(|i| words.get(i + 1)).copied().unwrap_or("");
-                    let name = name.rsplit('.').next().unwrap_or(name).trim_matches('`');
-                    let def = show::table(catalog, name)?;
+                    // From the statement as sent: `FROM [db.]t` or `FROM t FROM db`
+                    // (sqlparser prints `db.t` as `db t`).
+                    let words: Vec<&str> = sql.split_whitespace().collect();
+                    let after: Vec<&str> = words
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, w)| {
+                            w.eq_ignore_ascii_case("FROM") || w.eq_ignore_ascii_case("IN")
+                        })
+                        .filter_map(|(i, _)| words.get(i + 1).copied())
+                        .map(|w| w.trim_end_matches(';'))
+                        .collect();
+                    let mut parts: Vec<&str> = match after.as_slice() {
+                        [table] => table.split('.').collect(),
+                        [table, db, ..] => vec![db, table],
+                        [] => Vec::new(),
+                    };
+                    parts.iter_mut().for_each(|p| *p = p.trim_matches('`'));
+                    let name = ObjectName::from(
+                        parts
+                            .into_iter()
+                            .map(sqlparser::ast::Ident::new)
+                            .collect::<Vec<_>>(),
+                    );
+                    let def = show::table(catalog, &self.name_of(&name)?)?;
                     return Ok(Some(Output::Rows(show::index(def))));
                 }
                 Err(SqlError::unsupported(text))
@@ -236,7 +270,13 @@ impl Session {
         let translated = {
             let vars = |n: &str| self.variable(n);
             let catalog = self.shared.state.lock().catalog.clone();
-            translate(statement.clone(), &inner, &vars, &catalog)?
+            translate(
+                statement.clone(),
+                &inner,
+                &vars,
+                &catalog,
+                self.database().as_deref(),
+            )?
         };
         let mut stmt = self
             .db

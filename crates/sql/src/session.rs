@@ -83,8 +83,9 @@ pub struct Session {
     pub(crate) shared: Arc<Shared>,
     pub(crate) db: Connection,
     catalog_cache: CatalogCache,
-    /// The catalog the virtual tables were declared from.
-    declared: Option<Arc<Catalog>>,
+    /// The catalog the virtual tables were declared from, and the database that was
+    /// current then (its tables are declared by their own names).
+    declared: Option<(Arc<Catalog>, Option<String>)>,
     pub(crate) variables: BTreeMap<String, Literal>,
     pub(crate) autocommit: bool,
     /// Whether a transaction is open (explicitly, or implicitly with autocommit off).
@@ -111,9 +112,18 @@ pub struct Session {
 }
 
 pub(crate) fn sqlite_error(e: rusqlite::Error) -> SqlError {
+    sqlite_error_in(e, Some(DATABASE))
+}
+
+/// [`sqlite_error`] in a session whose current database is `database`: a table SQLite
+/// does not know is named in it (1046 when there is none).
+pub(crate) fn sqlite_error_in(e: rusqlite::Error, database: Option<&str>) -> SqlError {
     let message = e.to_string();
     if let Some(table) = message.strip_prefix("no such table: ") {
-        return SqlError::no_table(DATABASE, table);
+        return match crate::names::from_sqlite(table, database) {
+            Ok(name) => crate::names::no_table(&name),
+            Err(e) => e,
+        };
     }
     if let Some(column) = message.strip_prefix("no such column: ") {
         return SqlError::no_column(column, "field list");
@@ -278,50 +288,60 @@ impl Session {
     /// The columns of table `name` (COM_FIELD_LIST), or MySQL's 1146.
     pub fn table_columns(&mut self, name: &str) -> Result<Vec<ColumnInfo>, SqlError> {
         let catalog = self.sync_catalog()?;
-        Ok(show::table_columns(show::table(&catalog, name)?))
+        let name = crate::names::from_sqlite(name, self.database().as_deref())?;
+        Ok(show::table_columns(show::table(&catalog, &name)?))
     }
 
     /// COM_INIT_DB and USE.
     pub fn use_database(&mut self, name: &str) -> Result<(), SqlError> {
-        if !name.eq_ignore_ascii_case(DATABASE) {
+        let name = crate::names::database(name);
+        if !self.sync_catalog()?.has_database(name) {
             return Err(SqlError::no_database(name));
         }
-        self.shared.state.lock().database = Some(DATABASE.to_string());
+        self.shared.state.lock().database = Some(name.to_string());
         Ok(())
     }
 
-    /// Declares the catalog's tables to SQLite again if it changed.
+    /// The session's current database (None: none, after its DROP DATABASE).
+    pub fn database(&self) -> Option<String> {
+        self.shared.state.lock().database.clone()
+    }
+
+    /// Declares the catalog's tables to SQLite again if it or the current database
+    /// changed: the current database's by their own names, the others' as
+    /// `database.table` ([`crate::names`]).
     pub(crate) fn sync_catalog(&mut self) -> Result<Arc<Catalog>, SqlError> {
         let catalog = Arc::clone(self.shared.tables.catalog_cached(&mut self.catalog_cache));
+        let current = self.database();
         if self
             .declared
             .as_ref()
-            .is_some_and(|d| Arc::ptr_eq(d, &catalog))
+            .is_some_and(|(d, db)| Arc::ptr_eq(d, &catalog) && *db == current)
         {
             return Ok(catalog);
         }
-        if let Some(old) = self.declared.take() {
+        let quoted = |name: String| name.replace('"', "\"\"");
+        if let Some((old, db)) = self.declared.take() {
             for def in &old.tables {
+                let name = crate::names::sqlite_name(&def.table.name, db.as_deref());
                 self.db
-                    .execute_batch(&format!(
-                        "DROP TABLE IF EXISTS \"{}\"",
-                        def.table.name.replace('"', "\"\"")
-                    ))
+                    .execute_batch(&format!("DROP TABLE IF EXISTS \"{}\"", quoted(name)))
                     .map_err(sqlite_error)?;
             }
         }
         self.shared.state.lock().catalog = Arc::clone(&catalog);
         for def in &catalog.tables {
+            let name = crate::names::sqlite_name(&def.table.name, current.as_deref());
             self.db
                 .execute_batch(&format!(
-                    "CREATE VIRTUAL TABLE \"{0}\" USING kura",
-                    def.table.name.replace('"', "\"\"")
+                    "CREATE VIRTUAL TABLE \"{}\" USING kura",
+                    quoted(name)
                 ))
                 .map_err(sqlite_error)?;
         }
         self.db.flush_prepared_statement_cache();
         self.shapes.clear();
-        self.declared = Some(Arc::clone(&catalog));
+        self.declared = Some((Arc::clone(&catalog), current));
         Ok(catalog)
     }
 
@@ -372,7 +392,7 @@ impl Session {
             None => {
                 let translated = {
                     let vars = |n: &str| self.variable(n);
-                    translate(statement, sql, &vars, &catalog)?
+                    translate(statement, sql, &vars, &catalog, self.database().as_deref())?
                 };
                 self.run(&translated, &[], sink)
             }
@@ -402,7 +422,7 @@ impl Session {
         }
         let translated = {
             let vars = |n: &str| self.variable(n);
-            translate(statement, text, &vars, catalog).ok()?
+            translate(statement, text, &vars, catalog, self.database().as_deref()).ok()?
         };
         if translated.upsert.is_some() {
             return None;
@@ -450,9 +470,13 @@ impl Session {
         } else {
             let translated = {
                 let vars = |n: &str| self.variable(n);
-                translate(statement, sql, &vars, &catalog)?
+                translate(statement, sql, &vars, &catalog, self.database().as_deref())?
             };
-            let stmt = self.db.prepare(&translated.sql).map_err(sqlite_error)?;
+            let database = self.database();
+            let stmt = self
+                .db
+                .prepare(&translated.sql)
+                .map_err(|e| sqlite_error_in(e, database.as_deref()))?;
             let columns = stmt
                 .columns()
                 .map(|c| {
@@ -619,7 +643,11 @@ impl Session {
         params: &[Param],
         sink: &mut dyn RowSink,
     ) -> Result<Output, SqlError> {
-        let mut stmt = self.db.prepare_cached(&t.sql).map_err(sqlite_error)?;
+        let database = self.database();
+        let mut stmt = self
+            .db
+            .prepare_cached(&t.sql)
+            .map_err(|e| sqlite_error_in(e, database.as_deref()))?;
         for (i, p) in params.iter().enumerate() {
             let v = match p {
                 Param::Null => rusqlite::types::Value::Null,

@@ -8,7 +8,7 @@ use kura_tables::{Catalog, ColumnType, TableDef, Value};
 
 use crate::error::SqlError;
 use crate::result::{Cell, ColumnInfo, Kind, ResultSet};
-use crate::translate::{Literal, DATABASE};
+use crate::translate::Literal;
 use crate::vtab::ReadCounters;
 
 /// The version clients are told: MySQL 8.0's protocol and SQL, served by Kura.
@@ -111,8 +111,11 @@ pub fn status(reads: ReadCounters, filter: Option<&str>) -> ResultSet {
     ResultSet::text(&["Variable_name", "Value"], rows)
 }
 
-pub fn databases(filter: Option<&str>) -> ResultSet {
-    let rows = ["information_schema", DATABASE]
+pub fn databases(catalog: &Catalog, filter: Option<&str>) -> ResultSet {
+    let mut names = vec!["information_schema".to_string()];
+    names.extend(catalog.database_names());
+    names.sort_unstable();
+    let rows = names
         .into_iter()
         .filter(|d| filter.is_none_or(|f| like(f, d)))
         .map(|d| vec![Cell::text(d)])
@@ -120,12 +123,12 @@ pub fn databases(filter: Option<&str>) -> ResultSet {
     ResultSet::text(&["Database"], rows)
 }
 
-pub fn tables(catalog: &Catalog, full: bool, filter: Option<&str>) -> ResultSet {
-    let name = format!("Tables_in_{DATABASE}");
+/// SHOW TABLES of `database`.
+pub fn tables(catalog: &Catalog, database: &str, full: bool, filter: Option<&str>) -> ResultSet {
+    let name = format!("Tables_in_{database}");
     let mut names: Vec<&str> = catalog
-        .tables
-        .iter()
-        .map(|t| t.table.name.as_str())
+        .tables_in(database)
+        .map(|t| kura_tables::database_of(&catalog.tables[t].table.name).1)
         .filter(|n| filter.is_none_or(|f| like(f, n)))
         .collect();
     names.sort_unstable();
@@ -246,7 +249,7 @@ pub fn index(def: &TableDef) -> ResultSet {
             "YES"
         };
         rows.push(vec![
-            Cell::text(table.name.clone()),
+            Cell::text(kura_tables::database_of(&table.name).1),
             Cell::Int(if unique { 0 } else { 1 }),
             Cell::text(name),
             Cell::Int(1),
@@ -301,21 +304,19 @@ pub fn index(def: &TableDef) -> ResultSet {
 
 /// SHOW CREATE TABLE.
 pub fn create_table(def: &TableDef) -> ResultSet {
+    // Named alone, as MySQL shows a table of any database.
+    let table = kura_tables::database_of(&def.table.name).1;
+    let mut own = def.table.clone();
+    own.name = table.to_string();
     ResultSet::text(
         &["Table", "Create Table"],
-        vec![vec![
-            Cell::text(def.table.name.clone()),
-            Cell::text(def.table.to_sql()),
-        ]],
+        vec![vec![Cell::text(table), Cell::text(own.to_sql())]],
     )
 }
 
-/// The table `name` in `catalog`, or MySQL's error.
+/// The table `name` (a catalog name) in `catalog`, or MySQL's error.
 pub fn table<'c>(catalog: &'c Catalog, name: &str) -> Result<&'c TableDef, SqlError> {
-    catalog
-        .table(name)
-        .map(|t| &catalog.tables[t])
-        .ok_or_else(|| SqlError::no_table(DATABASE, name))
+    Ok(&catalog.tables[crate::names::table(catalog, name)?])
 }
 
 /// Columns of a table result: the table's own, with their types and keys.
@@ -327,7 +328,7 @@ pub fn table_columns(def: &TableDef) -> Vec<ColumnInfo> {
         .enumerate()
         .map(|(i, c)| ColumnInfo {
             name: c.name.clone(),
-            table: table.name.clone(),
+            table: kura_tables::database_of(&table.name).1.to_string(),
             kind: Kind::of(c.ty),
             not_null: c.not_null || i == table.primary,
             primary: i == table.primary,

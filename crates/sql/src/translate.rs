@@ -27,10 +27,11 @@ use sqlparser::ast::{
 use sqlparser::tokenizer::Location;
 
 use crate::error::SqlError;
+use crate::names;
 use crate::upsert::Upsert;
 
-/// The one database's name.
-pub const DATABASE: &str = "kura";
+/// The default database's name.
+pub const DATABASE: &str = kura_tables::DEFAULT_DATABASE;
 
 /// A variable's value, as a literal.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,22 +73,28 @@ pub fn share_mode(sql: &str) -> Cow<'_, str> {
     Cow::Owned(format!("{rest}FOR SHARE"))
 }
 
-/// Translates `statement`, parsed from `original`, over the tables of `catalog`.
-/// `variable` gives a system variable's value by its name in lower case.
+/// Translates `statement`, parsed from `original`, over the tables of `catalog`, in a
+/// session whose current database is `database`. `variable` gives a system
+/// variable's value by its name in lower case.
 pub fn translate(
     mut statement: Statement,
     original: &str,
     variable: &dyn Fn(&str) -> Option<Literal>,
     catalog: &Catalog,
+    database: Option<&str>,
 ) -> Result<Translated, SqlError> {
     name_columns(&mut statement, original);
     let mut failed: Option<SqlError> = None;
+    // `database.table` as SQLite knows it ([`crate::names`]).
     let _ = visit_relations_mut(&mut statement, |name: &mut ObjectName| {
         if name.0.len() == 2 {
-            let db = part(&name.0[0]);
+            let db = names::database(&part(&name.0[0])).to_string();
             let table = part(&name.0[1]);
-            if db.eq_ignore_ascii_case(DATABASE) {
+            if Some(db.as_str()) == database {
                 name.0.remove(0);
+            } else if catalog.has_database(&db) {
+                let sqlite = names::sqlite_name(&kura_tables::qualified(&db, &table), database);
+                *name = ObjectName::from(vec![Ident::with_quote('`', sqlite)]);
             } else {
                 failed.get_or_insert(SqlError::no_table(&db, &table));
             }
@@ -111,11 +118,8 @@ pub fn translate(
             match insert.on.take() {
                 None => {}
                 Some(OnInsert::DuplicateKeyUpdate(assignments)) => {
-                    let table = insert_table(insert).unwrap_or_default();
-                    let def = catalog
-                        .table(&table)
-                        .map(|t| &catalog.tables[t])
-                        .ok_or_else(|| SqlError::no_table(DATABASE, &table))?;
+                    let table = insert_table(insert, database)?;
+                    let def = &catalog.tables[names::table(catalog, &table)?];
                     let alias = insert.insert_alias.take().map(|a| a.row_alias);
                     upsert = Some(Upsert::plan(def, &assignments, alias.as_ref())?);
                     conflict = OnConflict::Update(0);
@@ -130,7 +134,7 @@ pub fn translate(
             if insert.replace_into {
                 conflict = OnConflict::Replace;
             }
-            fill_defaults(insert, catalog);
+            fill_defaults(insert, catalog, database);
             true
         }
         Statement::Update(_) | Statement::Delete(_) => true,
@@ -160,11 +164,11 @@ pub fn translate(
 
 /// Names the columns an INSERT's column list leaves out that have a DEFAULT, with that
 /// value in every row of its VALUES: SQLite gives a virtual table NULL for them.
-fn fill_defaults(insert: &mut sqlparser::ast::Insert, catalog: &Catalog) {
+fn fill_defaults(insert: &mut sqlparser::ast::Insert, catalog: &Catalog, database: Option<&str>) {
     if insert.columns.is_empty() {
         return;
     }
-    let Some(table) = insert_table(insert) else {
+    let Ok(table) = insert_table(insert, database) else {
         return;
     };
     let Some(source) = insert.source.as_mut() else {
@@ -197,11 +201,17 @@ fn fill_defaults(insert: &mut sqlparser::ast::Insert, catalog: &Catalog) {
     }
 }
 
-/// The name of the table an INSERT writes.
-fn insert_table(insert: &sqlparser::ast::Insert) -> Option<String> {
+/// The catalog name of the table an INSERT writes (its name already SQLite's).
+fn insert_table(
+    insert: &sqlparser::ast::Insert,
+    database: Option<&str>,
+) -> Result<String, SqlError> {
     match &insert.table {
-        sqlparser::ast::TableObject::TableName(name) => name.0.last().map(part),
-        _ => None,
+        sqlparser::ast::TableObject::TableName(name) => match name.0.last() {
+            Some(last) => names::from_sqlite(&part(last), database),
+            None => Err(SqlError::syntax("INSERT names no table")),
+        },
+        _ => Err(SqlError::unsupported("INSERT INTO a table function")),
     }
 }
 
@@ -229,12 +239,7 @@ fn defaults(catalog: &Catalog, name: &str) -> Vec<(String, Literal)> {
         .collect()
 }
 
-fn part(p: &ObjectNamePart) -> String {
-    match p {
-        ObjectNamePart::Identifier(ident) => ident.value.clone(),
-        other => other.to_string(),
-    }
-}
+use crate::names::part;
 
 /// Rewrites one expression (its children already are).
 fn rewrite(expr: &mut Expr, variable: &dyn Fn(&str) -> Option<Literal>) -> Result<(), SqlError> {
@@ -460,7 +465,7 @@ mod tests {
             "autocommit" => Some(Literal::Number("1".into())),
             _ => None,
         };
-        match translate(statement, sql, &vars, &Catalog::new()) {
+        match translate(statement, sql, &vars, &Catalog::new(), Some(DATABASE)) {
             Ok(t) => t.sql,
             Err(e) => e.to_string(),
         }

@@ -41,7 +41,7 @@ impl Upsert {
         assignments: &[Assignment],
         alias: Option<&ObjectName>,
     ) -> Result<Upsert, SqlError> {
-        let table = def.table.name.as_str();
+        let table = kura_tables::database_of(&def.table.name).1;
         let alias = alias.and_then(|a| a.0.last()).map(part);
         let mut targets = Vec::with_capacity(assignments.len());
         let mut exprs = Vec::with_capacity(assignments.len());

@@ -252,9 +252,9 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
         let name = String::from_utf8_lossy(table).into_owned();
         let def = {
             let state = shared.state.lock();
-            let t = state
-                .catalog
-                .table(&name)
+            let t = crate::names::from_sqlite(&name, state.database.as_deref())
+                .ok()
+                .and_then(|name| state.catalog.table(&name))
                 .ok_or_else(|| rusqlite::Error::ModuleError(format!("no table {name}")))?;
             state.catalog.tables[t].clone()
         };

@@ -7,10 +7,11 @@
 //!
 //! | size | field |
 //! |---|---|
-//! | 1 | catalog format version (3; 1 and 2 are still read: 3 says every index has its entries in the log) |
+//! | 1 | catalog format version (4; 1 to 3 are still read: 3 says every index has its entries in the log, 4 adds the databases) |
 //! | varint | the next table number |
 //! | varint | tables n, then n × table |
 //! | varint | dropped tables d, then d × varint number (format 2) |
+//! | varint | databases b, then b × (varint name length, name) (format 4) |
 //!
 //! A table: varint number, varint indexes m, m × (varint index number, varint name
 //! length, name), varint DDL length, the DDL; in format 2 then varint next index
@@ -31,7 +32,25 @@ use crate::error::{schema_error, Error};
 use crate::row::{put_varint, Reader};
 use crate::schema::{parse_schema, Table};
 
-const CATALOG_FORMAT: u8 = 3;
+const CATALOG_FORMAT: u8 = 4;
+
+/// The database every connection starts in, and that tables named alone belong to.
+pub const DEFAULT_DATABASE: &str = "kura";
+
+/// A table's name in the catalog: `table` in the default database, else
+/// `database.table` (a name holds no '.', so the two never meet).
+pub fn qualified(database: &str, table: &str) -> String {
+    if database == DEFAULT_DATABASE {
+        table.to_string()
+    } else {
+        format!("{database}.{table}")
+    }
+}
+
+/// A catalog name's database and table: the inverse of [`qualified`].
+pub fn database_of(name: &str) -> (&str, &str) {
+    name.split_once('.').unwrap_or((DEFAULT_DATABASE, name))
+}
 
 /// Table numbers start here; the engine's key-space byte tells tables apart from
 /// plain keys, so the number only tells tables apart from one another.
@@ -74,6 +93,9 @@ pub struct Catalog {
     next_table_number: u32,
     /// Tables dropped whose rows and entries are not all purged yet.
     pub dropped: Vec<u32>,
+    /// The databases made by `CREATE DATABASE`, in order; [`DEFAULT_DATABASE`] is not
+    /// among them (it always exists).
+    pub databases: Vec<String>,
     /// Read from a catalog of format 2 or older, whose non-unique indexes had no
     /// entries in the log (they were kept in memory): a start writes them
     /// ([`crate::Tables::open`]). Not stored.
@@ -86,12 +108,35 @@ impl Catalog {
             tables: Vec::new(),
             next_table_number: FIRST_TABLE_NUMBER,
             dropped: Vec::new(),
+            databases: Vec::new(),
             index_entries_missing: false,
         }
     }
 
+    /// The table named `name` ([`qualified`] for a database other than the default).
     pub fn table(&self, name: &str) -> Option<usize> {
         self.tables.iter().position(|t| t.table.name == name)
+    }
+
+    /// Whether database `name` exists: the default one, or one `CREATE DATABASE` made.
+    pub fn has_database(&self, name: &str) -> bool {
+        name == DEFAULT_DATABASE || self.databases.iter().any(|d| d == name)
+    }
+
+    /// Every database, the default one first.
+    pub fn database_names(&self) -> Vec<String> {
+        let mut names = vec![DEFAULT_DATABASE.to_string()];
+        names.extend(self.databases.iter().cloned());
+        names
+    }
+
+    /// The positions of the tables of database `database`.
+    pub fn tables_in<'a>(&'a self, database: &'a str) -> impl Iterator<Item = usize> + 'a {
+        self.tables
+            .iter()
+            .enumerate()
+            .filter(move |(_, def)| database_of(&def.table.name).0 == database)
+            .map(|(t, _)| t)
     }
 
     /// The container named `name`: a table, or `table_by_index`.
@@ -153,6 +198,10 @@ impl Catalog {
                     }
                 }
                 None => {
+                    let database = database_of(&table.name).0;
+                    if !next.has_database(database) {
+                        return Err(schema_error!("Unknown database '{database}'"));
+                    }
                     table.check_auto_key()?;
                     let number = next.next_table_number;
                     next.next_table_number = number
@@ -193,7 +242,14 @@ impl Catalog {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![CATALOG_FORMAT];
+        // Format 3 while no database was made, so that a node of the version before
+        // reads it (a rolling upgrade's replicas).
+        let format = if self.databases.is_empty() {
+            3
+        } else {
+            CATALOG_FORMAT
+        };
+        let mut out = vec![format];
         put_varint(&mut out, u64::from(self.next_table_number));
         put_varint(&mut out, self.tables.len() as u64);
         for def in &self.tables {
@@ -213,6 +269,13 @@ impl Catalog {
         put_varint(&mut out, self.dropped.len() as u64);
         for number in &self.dropped {
             put_varint(&mut out, u64::from(*number));
+        }
+        if format >= 4 {
+            put_varint(&mut out, self.databases.len() as u64);
+            for name in &self.databases {
+                put_varint(&mut out, name.len() as u64);
+                out.extend_from_slice(name.as_bytes());
+            }
         }
         out
     }
@@ -288,6 +351,13 @@ impl Catalog {
                 dropped.push(number(r.varint()?)?);
             }
         }
+        let mut databases = Vec::new();
+        if version >= 4 {
+            for _ in 0..r.varint()? {
+                let name = std::str::from_utf8(r.bytes()?).map_err(|_| bad("database".into()))?;
+                databases.push(name.to_string());
+            }
+        }
         if !r.buf.is_empty() {
             return Err(bad("bytes after the last table".into()));
         }
@@ -295,6 +365,7 @@ impl Catalog {
             tables,
             next_table_number,
             dropped,
+            databases,
             index_entries_missing: version < 3,
         };
         catalog.check_containers().map_err(|e| bad(e.to_string()))?;
@@ -326,6 +397,49 @@ mod tests {
         assert_eq!(catalog.with_schema(declared), Ok(None));
         // Damage is an error, never a panic.
         let bytes = catalog.encode();
+        for cut in 0..bytes.len() {
+            assert!(Catalog::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_database_holds_tables_of_its_own_and_round_trips() {
+        let catalog = Catalog::new()
+            .with_schema(parse_schema(SCHEMA).unwrap())
+            .unwrap()
+            .unwrap();
+        // Format 3 while there is no database of its own: an older node reads it.
+        assert_eq!(catalog.encode()[0], 3);
+        let other = parse_schema(
+            "CREATE TABLE `d`.`players` (id INT PRIMARY KEY, level INT, KEY level (level))",
+        )
+        .unwrap();
+        assert!(
+            catalog.with_schema(other.clone()).is_err(),
+            "no database d yet"
+        );
+        let mut with_d = catalog.clone();
+        with_d.databases.push("d".into());
+        let next = with_d.with_schema(other).unwrap().unwrap();
+        assert_eq!(next.encode()[0], 4);
+        assert_eq!(Catalog::decode(&next.encode()), Ok(next.clone()));
+        let (kura, d) = (
+            next.table("players").unwrap(),
+            next.table("d.players").unwrap(),
+        );
+        assert_ne!(next.tables[kura].number, next.tables[d].number);
+        assert_eq!(next.tables_in("d").collect::<Vec<_>>(), vec![d]);
+        assert_eq!(next.tables_in(DEFAULT_DATABASE).count(), 2);
+        assert_eq!(
+            next.container("d.players_by_level"),
+            Some(Container {
+                table: d,
+                via: Via::Index(0)
+            })
+        );
+        assert_eq!(database_of("d.players"), ("d", "players"));
+        assert_eq!(qualified(DEFAULT_DATABASE, "players"), "players");
+        let bytes = next.encode();
         for cut in 0..bytes.len() {
             assert!(Catalog::decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }

@@ -99,6 +99,58 @@ impl Tables {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
+    /// CREATE DATABASE `name`: a namespace of tables. Whether it was made (false: it
+    /// exists).
+    pub fn create_database(&self, name: &str) -> Result<bool, DdlError> {
+        crate::schema::check_name("database", name)?;
+        let _gate = self.gate.write();
+        let current = self.catalog();
+        if current.has_database(name) {
+            return Ok(false);
+        }
+        let mut next = (*current).clone();
+        next.databases.push(name.to_string());
+        self.store_catalog(&next)?;
+        self.install_catalog(next);
+        Ok(true)
+    }
+
+    /// DROP DATABASE `name`: every table of it, then the name. Whether it existed.
+    pub fn drop_database(&self, name: &str) -> Result<bool, DdlError> {
+        if name == crate::catalog::DEFAULT_DATABASE {
+            return Err(DdlError::Refused(format!(
+                "database {name} is the default one and stays"
+            )));
+        }
+        loop {
+            let catalog = self.catalog();
+            if !catalog.has_database(name) {
+                return Ok(false);
+            }
+            let tables: Vec<String> = catalog
+                .tables_in(name)
+                .map(|t| catalog.tables[t].table.name.clone())
+                .collect();
+            for table in &tables {
+                match self.drop_table(table) {
+                    Ok(()) | Err(DdlError::NoTable(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            let _gate = self.gate.write();
+            let current = self.catalog();
+            // A table made in it meanwhile goes too.
+            if current.tables_in(name).next().is_some() {
+                continue;
+            }
+            let mut next = (*current).clone();
+            next.databases.retain(|d| d != name);
+            self.store_catalog(&next)?;
+            self.install_catalog(next);
+            return Ok(true);
+        }
+    }
+
     /// DROP TABLE `name`: its rows and entries go with it.
     pub fn drop_table(&self, name: &str) -> Result<(), DdlError> {
         let number = {
@@ -524,7 +576,7 @@ mod tests {
     }
 
     /// A catalog of format 2 kept a non-unique index in memory only: a start writes
-    /// its entries from the rows, and stores the catalog as format 3.
+    /// its entries from the rows, and stores the catalog as format 3 (or 4).
     #[test]
     fn a_start_writes_the_entries_an_older_catalog_kept_in_memory() {
         let disk = SimDisk::new();

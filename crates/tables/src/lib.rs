@@ -27,7 +27,7 @@ pub mod value;
 
 pub use autoinc::AutoCounters;
 pub use batch::{no_upsert, Applied, ApplyError, OnConflict, RowAfter, RowChange, Upsert};
-pub use catalog::{Catalog, Container, TableDef, Via};
+pub use catalog::{database_of, qualified, Catalog, Container, TableDef, Via, DEFAULT_DATABASE};
 pub use ddl::DdlError;
 pub use error::Error;
 pub use read::{Entry, PkCursor, RowRead, RowScan};

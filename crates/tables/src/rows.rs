@@ -428,7 +428,21 @@ impl Tables {
     /// lacks; a declared table that exists must be the same. Durable when it returns.
     /// Returns the names of the tables created.
     pub fn apply_schema(&self, sql: &str) -> Result<Vec<String>, Error> {
-        let declared = parse_schema(sql)?;
+        self.apply_tables(parse_schema(sql)?)
+    }
+
+    /// [`Tables::apply_schema`], its tables in database `database` (which must exist)
+    /// whatever database their DDL names.
+    pub fn apply_schema_in(&self, sql: &str, database: &str) -> Result<Vec<String>, Error> {
+        let mut declared = parse_schema(sql)?;
+        for table in &mut declared {
+            let own = crate::catalog::database_of(&table.name).1.to_string();
+            table.name = crate::catalog::qualified(database, &own);
+        }
+        self.apply_tables(declared)
+    }
+
+    fn apply_tables(&self, declared: Vec<crate::Table>) -> Result<Vec<String>, Error> {
         let _gate = self.gate.write();
         let catalog = self.catalog();
         let Some(next) = catalog.with_schema(declared)? else {

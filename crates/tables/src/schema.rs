@@ -124,7 +124,7 @@ fn first_words(sql: &str) -> String {
     words.join(" ")
 }
 
-fn check_name(what: &str, name: &str) -> Result<(), Error> {
+pub(crate) fn check_name(what: &str, name: &str) -> Result<(), Error> {
     if name.is_empty() || name.chars().count() > NAME_MAX_CHARS {
         return Err(schema_error!(
             "{what} name {name:?} must be 1 to {NAME_MAX_CHARS} characters"
@@ -277,16 +277,28 @@ impl Table {
     /// Builds a table from a parsed `CREATE TABLE`, checking everything the module
     /// says a table must be.
     pub fn from_create(create: &CreateTable) -> Result<Table, Error> {
+        let unquoted =
+            |part: &sqlparser::ast::ObjectNamePart| part.to_string().trim_matches('`').to_string();
         let name = match create.name.0.as_slice() {
-            [part] => part.to_string().trim_matches('`').to_string(),
+            [part] => {
+                let name = unquoted(part);
+                check_name("table", &name)?;
+                name
+            }
+            [database, part] => {
+                let (database, name) = (unquoted(database), unquoted(part));
+                check_name("database", &database)?;
+                check_name("table", &name)?;
+                crate::catalog::qualified(&database, &name)
+            }
             _ => {
                 return Err(schema_error!(
-                    "table {}: Kura has one database; name the table alone",
+                    "table {}: name it as table or database.table",
                     create.name
                 ))
             }
         };
-        check_name("table", &name)?;
+
         if create.query.is_some() || create.like.is_some() || create.clone.is_some() {
             return Err(schema_error!(
                 "table {name}: only a list of columns and keys can define it"
@@ -534,7 +546,10 @@ impl Table {
 
     /// The table as canonical DDL, which [`parse_schema`] reads back as the same table.
     pub fn to_sql(&self) -> String {
-        let mut sql = format!("CREATE TABLE `{}` (\n", self.name);
+        let mut sql = match self.name.split_once('.') {
+            Some((database, table)) => format!("CREATE TABLE `{database}`.`{table}` (\n"),
+            None => format!("CREATE TABLE `{}` (\n", self.name),
+        };
         for (i, c) in self.columns.iter().enumerate() {
             let _ = write!(sql, "  `{}` {}", c.name, c.ty);
             if c.not_null {
