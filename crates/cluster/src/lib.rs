@@ -31,10 +31,15 @@
 //!   (no lease: a member that is down still counts, as it may hold writes).
 //! - `shards/<shard>/positions/<advertise>`: `<epoch> <lsn>`, under the node's lease,
 //!   while it has no primary.
+//! - `ring`: the shards that place keys and how ([`RingSpec`], issue 42).
 //!
 //! What it is not for: replication itself (the server's), and acting on a term.
 
 use std::time::{Duration, Instant};
+
+mod ring;
+
+pub use ring::{ring_key, RingSet, RingShard, RingSpec};
 
 use etcd_client::{Client, ConnectOptions, GetOptions, LeaderKey, PutOptions, ResignOptions};
 use tokio::sync::watch;

@@ -141,9 +141,13 @@ async fn run_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step {
     }
     // In a cluster, a replica passes changes (and reads) on to its primary.
     let read = matches!(command, Command::Get { .. });
-    if let Some(forwarding) =
-        crate::cluster::forwarded_binary(shared, &input[..consumed], changes(&command), read)
-    {
+    if let Some(forwarding) = crate::cluster::forwarded_binary(
+        shared,
+        &input[..consumed],
+        key_of(&command),
+        changes(&command),
+        read,
+    ) {
         match crate::cluster::forward_binary(shared, forwarding).await {
             Ok(reply) => conn.out.extend_from_slice(&reply),
             Err(why) => binary::error(&mut conn.out, to, Status::Internal, Some(why.as_bytes())),

@@ -112,7 +112,7 @@ impl Drop for ValueReader {
 }
 
 /// The keys `request` will look up.
-fn keys_of<'r>(request: &'r Request<'_>, mut each: impl FnMut(&'r [u8])) {
+pub(crate) fn keys_of<'r>(request: &'r Request<'_>, mut each: impl FnMut(&'r [u8])) {
     match request {
         Request::Retrieval { keys, .. } => {
             for key in *keys {

@@ -665,10 +665,18 @@ async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step 
                     flow: Flow::Continue,
                 };
             }
-            // In a cluster, a replica passes changes (and reads) on to its primary.
-            if let Some(forwarding) = crate::cluster::forwarded(shared, &request) {
+            // In a cluster, a key another shard owns goes on to that shard's primary,
+            // and a replica passes changes (and reads) on to its primary.
+            let in_container = conn.session.container.is_some();
+            if let Some(forwarding) = crate::cluster::forwarded(shared, in_container, &request) {
                 let start = conn.out.len();
-                crate::cluster::forward(shared, forwarding, &mut conn.out).await;
+                match forwarding {
+                    crate::cluster::Forwarding::Split(placement) => {
+                        crate::cluster::split_get(shared, &placement, &request, &mut conn.out)
+                            .await;
+                    }
+                    forwarding => crate::cluster::forward(shared, forwarding, &mut conn.out).await,
+                }
                 dispatch::drop_noreply_reply(shared, request.noreply(), start, &mut conn.out);
                 return Step::Ran {
                     consumed,

@@ -56,6 +56,55 @@ struct SwitchoverFlags {
     timeout_ms: u64,
 }
 
+/// `kura cluster ring`: sets which shards place keys, as libmemcached's weighted
+/// ketama over the addresses clients list for them.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "kura cluster ring",
+    about = "Sets the shards of a Kura cluster's ketama ring, in the order clients list them"
+)]
+struct RingFlags {
+    #[command(flatten)]
+    at: Where,
+    /// The shards in the order clients list them, each as SHARD=HOST:PORT: the
+    /// shard's name (`--shard`) and the address its clients list for it.
+    #[arg(
+        long = "shards",
+        value_name = "SHARD=HOST:PORT,...",
+        value_delimiter = ',',
+        required = true
+    )]
+    shards: Vec<String>,
+    /// The shards' weights, in the same order (each 1 if not given).
+    #[arg(long = "weights", value_name = "N,...", value_delimiter = ',')]
+    weights: Vec<u32>,
+    /// How a key is hashed: md5 (libmemcached's, pylibmc's and nutcracker's
+    /// ketama) or fnv1a_64 (nutcracker's).
+    #[arg(long = "hash", default_value = "md5", value_parser = ["md5", "fnv1a_64"])]
+    hash: String,
+    /// nutcracker's hash_tag: two characters around the part of a key hashed.
+    #[arg(long = "hash-tag", value_name = "XY")]
+    hash_tag: Option<String>,
+}
+
+/// `kura cluster nutcracker`: a nutcracker (twemproxy) pool for the cluster's ring.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "kura cluster nutcracker",
+    about = "Prints a nutcracker pool that places keys as a Kura cluster's ring does"
+)]
+struct NutcrackerFlags {
+    #[command(flatten)]
+    at: Where,
+    /// The address nutcracker listens on.
+    #[arg(
+        long = "listen",
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:22121"
+    )]
+    listen: String,
+}
+
 /// Runs `kura cluster ...` if `args` (the whole command line) names it.
 pub fn command(args: &[std::ffi::OsString]) -> Option<anyhow::Result<()>> {
     use clap::Parser;
@@ -69,8 +118,16 @@ pub fn command(args: &[std::ffi::OsString]) -> Option<anyhow::Result<()>> {
             let flags = SwitchoverFlags::parse_from(named("kura cluster switchover", args));
             Some(switchover(&flags).map(|text| print!("{text}")))
         }
+        (Some("cluster"), Some("ring")) => {
+            let flags = RingFlags::parse_from(named("kura cluster ring", args));
+            Some(ring(&flags).map(|text| print!("{text}")))
+        }
+        (Some("cluster"), Some("nutcracker")) => {
+            let flags = NutcrackerFlags::parse_from(named("kura cluster nutcracker", args));
+            Some(nutcracker(&flags).map(|text| print!("{text}")))
+        }
         (Some("cluster"), _) => Some(Err(anyhow::anyhow!(
-            "usage: kura cluster status --etcd URLS --cluster NAME | kura cluster switchover --etcd URLS --cluster NAME --shard NAME [--to HOST:PORT] [--timeout-ms N]"
+            "usage: kura cluster status|switchover|ring|nutcracker --etcd URLS --cluster NAME ... (--help on each)"
         ))),
         _ => None,
     }
@@ -217,4 +274,103 @@ pub(super) fn node_stats(
         .filter_map(|l| l.split_once(' '))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect())
+}
+
+/// A runtime for one command's calls to etcd.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")
+}
+
+/// The ring `flags` describe, checked as the nodes will build it.
+fn ring_spec(flags: &RingFlags) -> anyhow::Result<kura_cluster::RingSpec> {
+    if !flags.weights.is_empty() && flags.weights.len() != flags.shards.len() {
+        anyhow::bail!(
+            "--weights gives {} weights for {} shards",
+            flags.weights.len(),
+            flags.shards.len()
+        );
+    }
+    let mut shards = Vec::new();
+    for (i, given) in flags.shards.iter().enumerate() {
+        let Some((shard, address)) = given.split_once('=') else {
+            anyhow::bail!("--shards: {given:?} is not SHARD=HOST:PORT");
+        };
+        shards.push(kura_cluster::RingShard {
+            shard: shard.to_string(),
+            address: address.to_string(),
+            weight: flags.weights.get(i).copied().unwrap_or(1),
+        });
+    }
+    let spec = kura_cluster::RingSpec {
+        version: 1,
+        hash: flags.hash.clone(),
+        hash_tag: flags.hash_tag.clone(),
+        shards,
+    };
+    super::ring::placement_of(&spec).map_err(|why| anyhow::anyhow!("{why}"))?;
+    Ok(spec)
+}
+
+fn describe_ring(spec: &kura_cluster::RingSpec) -> String {
+    let mut text = format!("ring v{} ({}", spec.version, spec.hash);
+    if let Some(tag) = &spec.hash_tag {
+        text.push_str(&format!(", hash tag {tag}"));
+    }
+    text.push_str(")\n");
+    for s in &spec.shards {
+        text.push_str(&format!(
+            "  shard {} at {} weight {}\n",
+            s.shard, s.address, s.weight
+        ));
+    }
+    text
+}
+
+fn ring(flags: &RingFlags) -> anyhow::Result<String> {
+    let spec = ring_spec(flags)?;
+    let set = runtime()?.block_on(async {
+        let mut observer =
+            kura_cluster::Observer::connect(&flags.at.etcd, &flags.at.cluster).await?;
+        observer.set_ring(spec).await
+    })?;
+    match set {
+        kura_cluster::RingSet::Created(spec) => Ok(format!("set {}", describe_ring(&spec))),
+        kura_cluster::RingSet::Unchanged(spec) => {
+            Ok(format!("unchanged: {}", describe_ring(&spec)))
+        }
+        kura_cluster::RingSet::Differs(current) => anyhow::bail!(
+            "the cluster's ring is {}changing it moves keys between shards, which Kura does not do yet (issue 42)",
+            describe_ring(&current)
+        ),
+    }
+}
+
+fn nutcracker(flags: &NutcrackerFlags) -> anyhow::Result<String> {
+    let spec = runtime()?.block_on(async {
+        let mut observer =
+            kura_cluster::Observer::connect(&flags.at.etcd, &flags.at.cluster).await?;
+        observer.ring().await
+    })?;
+    let Some(spec) = spec else {
+        anyhow::bail!(
+            "cluster {} has no ring: set one with kura cluster ring",
+            flags.at.cluster
+        );
+    };
+    let mut text = format!(
+        "# kura cluster {} ring v{}\n{}:\n  listen: {}\n  hash: {}\n",
+        flags.at.cluster, spec.version, flags.at.cluster, flags.listen, spec.hash
+    );
+    if let Some(tag) = &spec.hash_tag {
+        text.push_str(&format!("  hash_tag: \"{tag}\"\n"));
+    }
+    text.push_str("  distribution: ketama\n  auto_eject_hosts: false\n  servers:\n");
+    for s in &spec.shards {
+        text.push_str(&format!("   - {}:{}\n", s.address, s.weight));
+    }
+    Ok(text)
 }

@@ -31,6 +31,7 @@ use std::time::Duration;
 use kura_protocol::Request;
 use parking_lot::Mutex;
 
+use super::ring::{Owner, Placement};
 use crate::replication::Socket;
 use crate::server::Shared;
 
@@ -44,8 +45,45 @@ const REPLY_MAX: usize = 256 << 20;
 /// A request on its way to the primary: the primary's address and the bytes that go,
 /// or why it cannot go.
 pub enum Forwarding {
-    To { primary: String, bytes: Vec<u8> },
+    To {
+        primary: String,
+        bytes: Vec<u8>,
+    },
     Refused(String),
+    /// A multi-key get whose keys live on several shards (`super::split`).
+    Split(Arc<Placement>),
+}
+
+/// Where a request whose keys are `keys` goes by the ring: on to the primary of the
+/// shard that owns them all, split between shards, or None (this node's shard owns
+/// them, or there is no ring: the request is this shard's). A table's keys (`@@`,
+/// or any key on a connection with a default container) are its shard's.
+fn by_owner(
+    shared: &Shared,
+    in_container: bool,
+    keys: &[&[u8]],
+    bytes: impl FnOnce() -> Vec<u8>,
+) -> Option<Forwarding> {
+    if in_container || keys.iter().any(|k| k.starts_with(b"@@")) {
+        return None;
+    }
+    let placement = shared.cluster.placement()?;
+    let forwarding = match placement.owner_of(keys.iter().copied()) {
+        Owner::Here => return None,
+        Owner::Split => Forwarding::Split(placement),
+        Owner::Shard(n) => match placement.primary(n) {
+            Ok(primary) => Forwarding::To {
+                primary,
+                bytes: bytes(),
+            },
+            Err(why) => Forwarding::Refused(why),
+        },
+    };
+    shared
+        .cluster
+        .owner_forwarded
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Some(forwarding)
 }
 
 /// Whether a request goes to the primary: in cluster mode, on a node that is not its
@@ -73,17 +111,30 @@ fn forwarding(
     })
 }
 
-/// Whether the text or meta `request` goes to the primary (see [`forwarding`]): the
-/// request as the client sent it, then `mn`.
-pub fn forwarded(shared: &Shared, request: &Request<'_>) -> Option<Forwarding> {
-    let change = crate::replication::sync::changes(request);
-    let read = matches!(request, Request::Retrieval { .. } | Request::MetaGet(_));
-    forwarding(shared, change, read, || {
+/// Whether the text or meta `request` goes on: to the shard that owns its keys
+/// ([`by_owner`]), else to this shard's primary ([`forwarding`]). What goes is the
+/// request as the client sent it, then `mn`. `in_container`: the connection has a
+/// default container, so its keys are a table's.
+pub fn forwarded(shared: &Shared, in_container: bool, request: &Request<'_>) -> Option<Forwarding> {
+    let bytes = || {
         let mut bytes = Vec::new();
         request.write_to(&mut bytes);
         bytes.extend_from_slice(b"mn\r\n");
         bytes
-    })
+    };
+    let mut keys = Vec::new();
+    crate::reader::keys_of(request, |k| keys.push(k));
+    if let Some(forwarding) = by_owner(shared, in_container, &keys, bytes) {
+        // Only a multi-key get is split; any other request has one key.
+        return match (forwarding, request) {
+            (Forwarding::Split(p), Request::Retrieval { .. }) => Some(Forwarding::Split(p)),
+            (Forwarding::Split(_), _) => None,
+            (other, _) => Some(other),
+        };
+    }
+    let change = crate::replication::sync::changes(request);
+    let read = matches!(request, Request::Retrieval { .. } | Request::MetaGet(_));
+    forwarding(shared, change, read, bytes)
 }
 
 /// The binary protocol's side of [`forwarded`], for the request packet `packet`: the
@@ -91,14 +142,21 @@ pub fn forwarded(shared: &Shared, request: &Request<'_>) -> Option<Forwarding> {
 pub fn forwarded_binary(
     shared: &Shared,
     packet: &[u8],
+    key: Option<&[u8]>,
     change: bool,
     read: bool,
 ) -> Option<Forwarding> {
-    forwarding(shared, change, read, || {
+    let bytes = || {
         let mut bytes = packet.to_vec();
         bytes.extend_from_slice(&binary_request(NOOP, NOOP_OPAQUE, b"", b""));
         bytes
-    })
+    };
+    if let Some(key) = key {
+        if let Some(forwarding) = by_owner(shared, false, &[key], bytes) {
+            return Some(forwarding);
+        }
+    }
+    forwarding(shared, change, read, bytes)
 }
 
 /// Sends a text request on to the primary and appends its reply (or why none came
@@ -125,24 +183,32 @@ async fn exchange(
     forwarding: Forwarding,
     binary: bool,
 ) -> Result<Vec<u8>, String> {
-    let (primary, bytes) = match forwarding {
-        Forwarding::To { primary, bytes } => (primary, bytes),
-        Forwarding::Refused(why) => return Err(why),
-    };
+    start_exchange(shared, forwarding, binary)
+        .await
+        .unwrap_or_else(|e| Err(format!("forwarding to the primary failed: {e}; try again")))
+}
+
+/// Starts the exchange on the runtime's blocking threads at once; the handle gives
+/// the reply (or why none came whole).
+pub(super) fn start_exchange(
+    shared: &Arc<Shared>,
+    forwarding: Forwarding,
+    binary: bool,
+) -> tokio::task::JoinHandle<Result<Vec<u8>, String>> {
     let s = Arc::clone(shared);
-    let failed = |e: String, primary: &str| {
-        format!("forwarding to the primary {primary} failed: {e}; try again")
-    };
-    let sent = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
+        let (primary, bytes) = match forwarding {
+            Forwarding::To { primary, bytes } => (primary, bytes),
+            Forwarding::Refused(why) => return Err(why),
+            Forwarding::Split(_) => return Err("a split get goes through split_get".into()),
+        };
         let result = if binary {
             s.forwarder.exchange_binary(&s, &primary, &bytes)
         } else {
             s.forwarder.exchange(&s, &primary, &bytes)
         };
-        result.map_err(|e| failed(e, &primary))
+        result.map_err(|e| format!("forwarding to the primary {primary} failed: {e}; try again"))
     })
-    .await;
-    sent.unwrap_or_else(|e| Err(format!("forwarding to the primary failed: {e}; try again")))
 }
 
 /// The pool of connections to the primary.
@@ -198,15 +264,20 @@ impl Forwarder {
 
 fn take(pool: &Mutex<Vec<(String, Socket)>>, primary: &str) -> Option<Socket> {
     let mut idle = pool.lock();
-    // Connections to a former primary go.
-    idle.retain(|(to, _)| to == primary);
-    idle.pop().map(|(_, socket)| socket)
+    let at = idle.iter().rposition(|(to, _)| to == primary)?;
+    Some(idle.remove(at).1)
 }
 
+/// Keeps `socket` for the next request to `primary`. The oldest idle connection goes
+/// past [`POOL`] a node for the four nodes used most lately (connections to a former
+/// primary, which nothing asks for, are the first to go).
 fn give_back(pool: &Mutex<Vec<(String, Socket)>>, primary: &str, socket: Socket) {
     let mut idle = pool.lock();
-    if idle.len() < POOL {
+    if idle.iter().filter(|(to, _)| to == primary).count() < POOL {
         idle.push((primary.to_string(), socket));
+    }
+    if idle.len() > POOL * 4 {
+        idle.remove(0);
     }
 }
 
@@ -320,7 +391,7 @@ fn read_until_end(
 
 /// The length of the whole reply frame at the start of `bytes` (a line, or a value's
 /// header line with its data), or None if it is not all there yet.
-fn frame(bytes: &[u8]) -> Result<Option<usize>, String> {
+pub(super) fn frame(bytes: &[u8]) -> Result<Option<usize>, String> {
     let Some(eol) = bytes.windows(2).position(|w| w == b"\r\n") else {
         return Ok(None);
     };

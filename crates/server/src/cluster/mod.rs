@@ -30,12 +30,15 @@ use crate::server::Shared;
 
 mod cli;
 mod forward;
+mod ring;
+mod split;
 mod sql_forward;
 mod status;
 
 pub use cli::command;
 use cli::node_stats;
-pub use forward::{forward, forward_binary, forwarded, forwarded_binary, Forwarder};
+pub use forward::{forward, forward_binary, forwarded, forwarded_binary, Forwarder, Forwarding};
+pub use split::split_get;
 pub use sql_forward::pass_on;
 pub use status::{view, write_stats, Status};
 
@@ -103,6 +106,7 @@ pub fn start(shared: Arc<Shared>) {
         advertise,
         lease_ttl: Duration::from_millis(config.lease_ttl_ms),
     };
+    ring::start(Arc::clone(&shared), poll_every(&settings));
     tokio::spawn(async move {
         loop {
             if shared.stopping.load(std::sync::atomic::Ordering::Acquire) {

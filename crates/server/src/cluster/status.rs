@@ -1,9 +1,12 @@
 //! `stats cluster`: the node's part in its shard, as its task last saw it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::server::Shared;
 
+use super::ring::Placement;
 use super::{advertise, enabled};
 
 /// What `stats cluster` shows of the node's part in its shard, as the task last
@@ -11,6 +14,12 @@ use super::{advertise, enabled};
 #[derive(Default)]
 pub struct Status {
     inner: parking_lot::Mutex<Seen>,
+    /// The ring, as the ring task last read it (None: no ring set).
+    placement: parking_lot::RwLock<Option<Arc<Placement>>>,
+    /// Requests passed on to another shard's primary, and multi-key gets split
+    /// between shards.
+    pub(super) owner_forwarded: AtomicU64,
+    pub(super) split_gets: AtomicU64,
 }
 
 #[derive(Default, Clone)]
@@ -42,6 +51,15 @@ impl Status {
 
     pub(super) fn count_sql_passed_on(&self) {
         self.inner.lock().sql_passed_on += 1;
+    }
+
+    /// The ring as the node last read it.
+    pub fn placement(&self) -> Option<Arc<Placement>> {
+        self.placement.read().clone()
+    }
+
+    pub(super) fn set_placement(&self, placement: Placement) {
+        *self.placement.write() = Some(Arc::new(placement));
     }
 }
 
@@ -89,8 +107,9 @@ pub fn view(shared: &Shared) -> Option<View> {
 
 /// `stats cluster`: the node's cluster, shard, role, the primary etcd names, the term
 /// this node holds (0: none), the shard's registered members, and how long its lease
-/// is certainly alive (ms; -1: none), and the SQL connections it passed on to the
-/// primary.
+/// is certainly alive (ms; -1: none), the SQL connections it passed on to the
+/// primary, the ring's version (0: none) and shards, and the requests it passed on
+/// to another shard's primary and the multi-key gets it split between shards.
 pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
     let mut stat = |name: &str, value: &dyn std::fmt::Display| {
         out.extend_from_slice(format!("STAT {name} {value}\r\n").as_bytes());
@@ -112,5 +131,20 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
     stat("lease_ms", &view.lease_ms);
     stat("serving_reads", &u8::from(view.serving_reads));
     stat("sql_passed_on", &view.sql_passed_on);
+    match shared.cluster.placement() {
+        Some(p) => {
+            stat("ring_version", &p.version);
+            stat("ring_shards", &p.shards.len());
+        }
+        None => stat("ring_version", &0),
+    }
+    stat(
+        "owner_forwarded",
+        &shared.cluster.owner_forwarded.load(Ordering::Relaxed),
+    );
+    stat(
+        "split_gets",
+        &shared.cluster.split_gets.load(Ordering::Relaxed),
+    );
     out.extend_from_slice(b"END\r\n");
 }

@@ -42,6 +42,19 @@ pub fn node_at(
     ns: Option<&NetNamespace>,
     extra: &[&str],
 ) -> Node {
+    node_of_shard(etcd, name, "s0", 1, ip, ns, extra)
+}
+
+/// A node of shard `shard` with `--min-sync-replicas sync`, as [`node_at`] starts one.
+pub fn node_of_shard(
+    etcd: &str,
+    name: &str,
+    shard: &str,
+    sync: u32,
+    ip: &str,
+    ns: Option<&NetNamespace>,
+    extra: &[&str],
+) -> Node {
     let dir = data_dir(name);
     let port = free_port();
     let advertise = format!("{ip}:{port}");
@@ -63,13 +76,13 @@ pub fn node_at(
         .arg("--cluster")
         .arg("test")
         .arg("--shard")
-        .arg("s0")
+        .arg(shard)
         .arg("--advertise")
         .arg(&advertise)
         .arg("--lease-ttl-ms")
         .arg("3000")
         .arg("--min-sync-replicas")
-        .arg("1")
+        .arg(sync.to_string())
         .arg("-v")
         .start_on(dir.path())
         .unwrap_or_else(|e| panic!("start {name}: {e}"));

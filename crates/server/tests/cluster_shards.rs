@@ -1,0 +1,141 @@
+//! Two shards on a ketama ring (issue 42), with a private etcd: shard `a` of two nodes
+//! (a primary and a replica) and shard `b` of one. `kura cluster ring` sets the ring;
+//! then any node serves any key (`tests/cluster/shards.py`): pylibmc's
+//! `ketama_weighted` sends each key to the node the ring names; a client that lists
+//! one node only (pymemcache's text, pylibmc's binary, meta commands) reaches every
+//! key through it, the node passing a key another shard owns on to that shard's
+//! primary, and a multi-get over both shards comes back whole and in order. Keys so
+//! written are held by their owners (pylibmc's ketama reads them there). The pool
+//! `kura cluster nutcracker` prints places every key as the ring does: nothing set
+//! through nutcracker is passed on. A different ring is refused (moving keys is not
+//! built yet); the same ring again changes nothing.
+
+#![allow(clippy::expect_used)]
+
+mod clusters;
+mod replicas;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use clusters::*;
+use kura_testkit::etcd::Etcd;
+use kura_testkit::python::run_script;
+
+/// `kura cluster <args>` against `etcd`'s cluster `test`: whether it succeeded, and
+/// what it printed.
+fn kura_cluster(etcd: &Etcd, args: &[&str]) -> (bool, String) {
+    let out = Command::new(kura_testkit::kura_bin(env!("CARGO_BIN_EXE_kura")))
+        .arg("cluster")
+        .arg(args[0])
+        .args(["--etcd", &etcd.endpoint(), "--cluster", "test"])
+        .args(&args[1..])
+        .output()
+        .expect("run kura cluster");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+fn stat(node: &Node, name: &str) -> u64 {
+    cluster_stats(&node.server)
+        .get(name)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("stats cluster shows no {name}"))
+}
+
+/// Waits until every node has read ring `version`.
+fn ring_seen(nodes: &[&Node], version: u64) {
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    while !nodes.iter().all(|n| stat(n, "ring_version") == version) {
+        assert!(
+            Instant::now() < deadline,
+            "the ring not seen\n{}",
+            logs(nodes)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn script(nodes: &[&Node], args: &[String]) {
+    match run_script(Path::new("tests/cluster/shards.py"), args, &[]) {
+        Ok(output) => print!("{output}"),
+        Err(e) => panic!("shards.py {args:?}: {e}\n{}", logs(nodes)),
+    }
+}
+
+#[test]
+fn any_node_serves_any_key_of_a_two_shard_ring() {
+    let etcd = Etcd::start(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let endpoint = etcd.endpoint();
+    let shard = |name: &str, shard: &str, sync: u32| {
+        node_of_shard(&endpoint, name, shard, sync, "127.0.0.1", None, &[])
+    };
+    let a = [
+        shard("kura-shards-a1-", "a", 1),
+        shard("kura-shards-a2-", "a", 1),
+    ];
+    let b = shard("kura-shards-b1-", "b", 0);
+    let p = elected(&[&a[0], &a[1]]);
+    let (a_primary, a_replica) = (&a[p], &a[1 - p]);
+    elected(&[&b]);
+    let all = [&a[0], &a[1], &b];
+
+    let ring = format!("a={},b={}", a_primary.advertise, b.advertise);
+    let (ok, text) = kura_cluster(&etcd, &["ring", "--shards", &ring]);
+    assert!(ok && text.starts_with("set ring v1"), "{text}");
+    ring_seen(&all, 1);
+
+    script(
+        &all,
+        &[
+            "any_node".into(),
+            a_primary.advertise.clone(),
+            b.advertise.clone(),
+            a_replica.advertise.clone(),
+        ],
+    );
+    assert!(stat(&b, "owner_forwarded") > 0);
+    assert!(stat(&b, "split_gets") > 0);
+
+    // The same ring again changes nothing; another is refused, and nothing moves.
+    let (ok, text) = kura_cluster(&etcd, &["ring", "--shards", &ring]);
+    assert!(ok && text.starts_with("unchanged"), "{text}");
+    let (ok, text) = kura_cluster(&etcd, &["ring", "--shards", &ring, "--weights", "1,2"]);
+    assert!(!ok && text.contains("does not do yet"), "{text}");
+    ring_seen(&all, 1);
+
+    // nutcracker with the pool Kura prints: every key goes straight to its owner.
+    let listen = kura_testkit::free_port();
+    let (ok, pool) = kura_cluster(
+        &etcd,
+        &["nutcracker", "--listen", &format!("127.0.0.1:{listen}")],
+    );
+    assert!(ok, "{pool}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("pool.yml"), &pool).expect("write pool");
+    let mut nutcracker = Command::new("nutcracker")
+        .arg("-c")
+        .arg(dir.path().join("pool.yml"))
+        .args(["-s", &kura_testkit::free_port().to_string()])
+        .arg("-o")
+        .arg(dir.path().join("nutcracker.log"))
+        .spawn()
+        .expect("run nutcracker (scripts/install-peers.sh installs it)");
+    let forwarded = |n: &Node| stat(n, "owner_forwarded");
+    let before = (forwarded(a_primary), forwarded(&b));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", listen)).is_err() {
+        assert!(Instant::now() < deadline, "nutcracker does not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    script(&all, &["direct".into(), format!("127.0.0.1:{listen}")]);
+    let _ = nutcracker.kill();
+    let _ = nutcracker.wait();
+    assert_eq!(
+        (forwarded(a_primary), forwarded(&b)),
+        before,
+        "nutcracker placed a key where the ring does not\n{pool}"
+    );
+}
