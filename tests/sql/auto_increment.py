@@ -6,7 +6,8 @@ Cases:
   agrees      one transcript sent to both servers (database `kura` on Kura, `mysql` on
               MariaDB): inserts leaving the column out, NULL, 0 and explicit values,
               several rows at once, INSERT IGNORE, REPLACE, ON DUPLICATE KEY UPDATE, a
-              rolled-back transaction, LAST_INSERT_ID(), the type's end (167) and a
+              rolled-back transaction, LAST_INSERT_ID(), 0 kept under sql_mode's
+              NO_AUTO_VALUE_ON_ZERO, the type's end (167) and a
               table whose auto column is not a key (1075). Each statement's rows
               affected, cursor.lastrowid (the OK packet's insert id), rows and error
               code must be the same.
@@ -63,6 +64,12 @@ TRANSCRIPT = [
     "INSERT INTO ai (v) SELECT v + 100 FROM ai WHERE id < 4",
     "SELECT * FROM ai ORDER BY id",
     "SELECT LAST_INSERT_ID(), LAST_INSERT_ID() + 1",
+    # mysqldump's files restore a row whose id is 0 so.
+    "SET SESSION sql_mode = 'NO_AUTO_VALUE_ON_ZERO'",
+    "INSERT INTO ai (id, v) VALUES (0, 20)",
+    "SET sql_mode = DEFAULT",
+    "INSERT INTO ai (id, v) VALUES (0, 21)",
+    "SELECT * FROM ai WHERE v >= 20 ORDER BY id",
     "CREATE TABLE ov (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, v INT)",
     "INSERT INTO ov VALUES (2147483646, 1)",
     "INSERT INTO ov (v) VALUES (2)",

@@ -4,7 +4,9 @@ Usage: databases.py CASE KURA_SQL_PORT [MARIADB_PORT | MEMCACHED_PORT]
 
 Cases:
   agrees     one transcript sent to both servers (each from its own first database):
-             databases made, made again (1007), IF NOT EXISTS, CREATE SCHEMA; tables
+             databases made, made again (1007), IF NOT EXISTS, CREATE SCHEMA;
+             information_schema's tables; user variables; LOCK TABLES, DISABLE
+             KEYS and SQL_NO_CACHE as mysqldump sends them; tables
              named with their database and alone after USE, a join across two of
              them, SHOW TABLES [FROM], DESCRIBE, SHOW INDEX; DROP DATABASE (rows
              affected: its tables), then no database selected (1046), 1008, 1049,
@@ -47,7 +49,42 @@ TRANSCRIPT = [
     "SELECT * FROM d1.t ORDER BY id",
     "SELECT a.id, a.v, b.w FROM d1.t a JOIN d2.t b ON a.id = b.id ORDER BY a.id",
     "SHOW TABLES FROM d1",
+    # information_schema, as mysqldump, ORMs and GUI clients read it.
+    "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'd%'"
+    " ORDER BY 1",
+    "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES"
+    " WHERE TABLE_SCHEMA IN ('d1', 'd2') ORDER BY 1, 2",
+    # (MariaDB's COLUMN_DEFAULT says 'NULL' where MySQL's, and Kura's, is NULL.)
+    "SELECT TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, IS_NULLABLE,"
+    " DATA_TYPE, CHARACTER_MAXIMUM_LENGTH, COLUMN_KEY, EXTRA FROM information_schema.COLUMNS"
+    " WHERE TABLE_SCHEMA IN ('d1', 'd2') ORDER BY TABLE_SCHEMA, ORDINAL_POSITION",
+    "SELECT INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, COLUMN_NAME, NULLABLE FROM"
+    " information_schema.STATISTICS WHERE TABLE_SCHEMA = 'd1' AND TABLE_NAME = 't'"
+    " ORDER BY INDEX_NAME",
+    "SELECT CONSTRAINT_NAME, COLUMN_NAME, ORDINAL_POSITION FROM"
+    " information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = 'd2'",
+    "SELECT CONSTRAINT_NAME, CONSTRAINT_TYPE FROM information_schema.TABLE_CONSTRAINTS"
+    " WHERE TABLE_SCHEMA = 'd1'",
+    "SELECT count(*) FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = 'd1'",
+    "SELECT count(*) FROM information_schema.VIEWS WHERE TABLE_SCHEMA = 'd1'",
+    # User variables, as mysqldump's files set and read them.
+    "SET @a = 1, @b = 'two', @c = @@autocommit",
+    "SELECT @a + 1, CONCAT(@b, '!'), @c, @unset",
+    "SET @saved = @@unique_checks, unique_checks = 0",
+    "SELECT @@unique_checks",
+    "SET unique_checks = @saved",
+    "SELECT @@unique_checks, @saved",
+    "SET @x = (SELECT max(v) FROM d1.t)",
+    "SELECT @x",
     "USE d1",
+    # Table locks and key switches, accepted as mysqldump's files send them.
+    "LOCK TABLES `t` WRITE, t AS t2 READ",
+    "UNLOCK TABLES",
+    "/*!40000 ALTER TABLE `t` DISABLE KEYS */",
+    "/*!40000 ALTER TABLE d1.t ENABLE KEYS */",
+    "LOCK TABLES nosuch READ",
+    "UNLOCK TABLES",
+    "SELECT /*!40001 SQL_NO_CACHE */ id FROM d1.t ORDER BY id",
     "SELECT DATABASE()",
     "SHOW TABLES",
     "SELECT * FROM t WHERE v BETWEEN 15 AND 35 ORDER BY v DESC",

@@ -643,7 +643,9 @@ impl<'a> Connection<'a> {
             }
             Command::Query(_) | Command::StmtExecute { .. } if self.refuses_reads()? => {}
             Command::Query(sql) => {
-                let sql = String::from_utf8_lossy(sql);
+                // A string of bytes that are not text (a BLOB's, as mysqldump
+                // writes them) goes on as hex.
+                let sql = kura_sql::bytes::statement_text(sql);
                 let status = self.status();
                 let mut writer = RowWriter::new(&mut self.wire, self.shared, false, status);
                 let result = self.session.query_to(&sql, &mut writer);
@@ -651,7 +653,7 @@ impl<'a> Connection<'a> {
                 self.finish(result, false, ended, failed)?;
             }
             Command::StmtPrepare(sql) => {
-                let sql = String::from_utf8_lossy(sql).into_owned();
+                let sql = kura_sql::bytes::statement_text(sql).into_owned();
                 match self.session.prepare(&sql) {
                     Ok(p) => {
                         self.statements.insert(

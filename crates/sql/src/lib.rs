@@ -12,9 +12,11 @@
 //! What it is not for: the MySQL wire protocol (`kura-mysql`) and the server's
 //! sockets; errors leave here as MySQL's codes ([`SqlError`]) for the server to send.
 
+pub mod bytes;
 pub mod convert;
 mod ddl;
 pub mod error;
+mod information_schema;
 pub mod interrupt;
 pub mod isolation;
 mod like;

@@ -56,6 +56,16 @@ impl Session {
                 self.set(set, sql)?;
                 done()
             }
+            // Kura takes no table locks (docs/sql.md): accepted for the tables that
+            // exist, as mysqldump's dumps and their restores send them.
+            Statement::LockTables { tables } => {
+                for t in tables {
+                    let name = ObjectName::from(vec![t.table.clone()]);
+                    show::table(catalog, &self.name_of(&name)?)?;
+                }
+                done()
+            }
+            Statement::UnlockTables => done(),
             Statement::ShowDatabases { show_options, .. } => {
                 Ok(Some(Output::Rows(show::databases(
                     catalog,
@@ -163,6 +173,42 @@ impl Session {
         }
     }
 
+    /// `ALTER TABLE t DISABLE KEYS` and `ENABLE KEYS`, which mysqldump's files send
+    /// around a table's rows (sqlparser parses neither): accepted for a table that
+    /// exists, changing nothing, as Kura keeps every index whole. None for any other
+    /// statement.
+    pub(crate) fn keys_switch(
+        &mut self,
+        sql: &str,
+        catalog: &Catalog,
+    ) -> Option<Result<Output, SqlError>> {
+        let mut sql = sql.trim().trim_end_matches(';').trim_end();
+        // As MySQL runs it inside a versioned comment (`/*!40000 ... */`).
+        if let Some(inner) = sql.strip_prefix("/*!").and_then(|s| s.strip_suffix("*/")) {
+            sql = inner
+                .trim_start_matches(|c: char| c.is_ascii_digit())
+                .trim();
+        }
+        let words: Vec<&str> = sql.split_whitespace().collect();
+        let is = |w: &str, want: &str| w.eq_ignore_ascii_case(want);
+        let [alter, table, name, switch, keys] = words.as_slice() else {
+            return None;
+        };
+        if !(is(alter, "ALTER") && is(table, "TABLE") && is(keys, "KEYS"))
+            || !(is(switch, "DISABLE") || is(switch, "ENABLE"))
+        {
+            return None;
+        }
+        let parts: Vec<sqlparser::ast::Ident> = name
+            .split('.')
+            .map(|p| sqlparser::ast::Ident::new(p.trim_matches('`')))
+            .collect();
+        let checked = self
+            .name_of(&ObjectName::from(parts))
+            .and_then(|n| show::table(catalog, &n).map(|_| ()));
+        Some(checked.map(|()| Output::Done(Done::default())))
+    }
+
     fn set(&mut self, set: &sqlparser::ast::Set, sql: &str) -> Result<(), SqlError> {
         use sqlparser::ast::Set as S;
         match set {
@@ -209,21 +255,48 @@ impl Session {
     }
 
     fn assign(&mut self, name: &str, value: Option<&sqlparser::ast::Expr>) -> Result<(), SqlError> {
+        if let Some(user) = name.strip_prefix('@').filter(|n| !n.starts_with('@')) {
+            let literal = match value {
+                Some(expr) => self.evaluate(expr)?,
+                None => Literal::Null,
+            };
+            self.user_variables
+                .insert(user.to_ascii_lowercase(), literal);
+            return Ok(());
+        }
         let name = name.trim_start_matches("@@").to_ascii_lowercase();
         let name = name
             .strip_prefix("session.")
             .or_else(|| name.strip_prefix("global."))
             .unwrap_or(&name)
             .to_string();
-        if name.starts_with('@') {
-            // User variables are not kept.
-            return Err(SqlError::unsupported("user variables"));
-        }
-        let text = value
-            .map(|v| v.to_string())
-            .unwrap_or_default()
-            .trim_matches('\'')
-            .to_string();
+        // A variable's value may be another's (`SET x = @saved`, as mysqldump's
+        // files restore what they changed); DEFAULT is the value a session starts with.
+        let text = match value {
+            Some(expr @ sqlparser::ast::Expr::Identifier(ident))
+                if ident.value.starts_with('@') =>
+            {
+                match self.evaluate(expr)? {
+                    Literal::Null => String::new(),
+                    Literal::Number(n) | Literal::Text(n) => n,
+                }
+            }
+            Some(sqlparser::ast::Expr::Identifier(ident))
+                if ident.value.eq_ignore_ascii_case("DEFAULT") =>
+            {
+                match crate::show::default_variables().remove(&name) {
+                    Some(Literal::Number(n) | Literal::Text(n)) => n,
+                    Some(Literal::Null) => String::new(),
+                    None if name == "autocommit" => "1".to_string(),
+                    None => return Err(SqlError::unknown_variable(&name)),
+                }
+            }
+            _ => value
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+                .trim_matches('\'')
+                .to_string(),
+        };
         if name == "autocommit" {
             let on = matches!(text.to_ascii_uppercase().as_str(), "1" | "ON" | "TRUE");
             if on && !self.autocommit {
@@ -246,6 +319,12 @@ impl Session {
             self.set_isolation(level);
             return Ok(());
         }
+        if name == "sql_mode" {
+            // The one mode Kura acts on: mysqldump's files set it so that a row
+            // whose AUTO_INCREMENT column is 0 is restored with 0.
+            self.shared.state.lock().no_auto_value_on_zero =
+                text.to_ascii_uppercase().contains("NO_AUTO_VALUE_ON_ZERO");
+        }
         let literal = if text.parse::<f64>().is_ok() {
             Literal::Number(text)
         } else {
@@ -253,6 +332,27 @@ impl Session {
         };
         self.variables.insert(name, literal);
         Ok(())
+    }
+
+    /// The value of `expr` (variables, literals, any expression SQLite can answer
+    /// without a table), as `SELECT expr` gives it.
+    fn evaluate(&mut self, expr: &sqlparser::ast::Expr) -> Result<Literal, SqlError> {
+        let output = self.query(&format!("SELECT {expr}"))?;
+        let cell = match output {
+            Output::Rows(rows) => rows
+                .rows
+                .into_iter()
+                .next()
+                .and_then(|r| r.into_iter().next()),
+            _ => None,
+        };
+        Ok(match cell {
+            None | Some(Cell::Null) => Literal::Null,
+            Some(Cell::Int(n)) => Literal::Number(n.to_string()),
+            Some(Cell::UInt(n)) => Literal::Number(n.to_string()),
+            Some(Cell::Double(f)) => Literal::Number(f.to_string()),
+            Some(Cell::Bytes(b)) => Literal::Text(String::from_utf8_lossy(&b).into_owned()),
+        })
     }
 
     /// The session's isolation level, and the variables that show it.

@@ -87,6 +87,8 @@ pub struct Session {
     /// current then (its tables are declared by their own names).
     declared: Option<(Arc<Catalog>, Option<String>)>,
     pub(crate) variables: BTreeMap<String, Literal>,
+    /// User variables (`@name`, by their names in lower case); an unset one is NULL.
+    pub(crate) user_variables: HashMap<String, Literal>,
     pub(crate) autocommit: bool,
     /// Whether a transaction is open (explicitly, or implicitly with autocommit off).
     pub(crate) in_transaction: bool,
@@ -146,6 +148,7 @@ impl Session {
             state: Mutex::new(state),
         });
         let db = Connection::open_in_memory().map_err(sqlite_error)?;
+        crate::information_schema::attach(&db).map_err(sqlite_error)?;
         db.create_module("kura", &KURA_MODULE, Some(Arc::clone(&shared)))
             .map_err(sqlite_error)?;
         // Text compares as bytes (utf8mb4_bin), in LIKE too: SQLite's with an ESCAPE,
@@ -160,6 +163,7 @@ impl Session {
             catalog_cache: None,
             declared: None,
             variables: default_variables(),
+            user_variables: HashMap::new(),
             autocommit: true,
             in_transaction: false,
             isolation: Isolation::default(),
@@ -339,6 +343,7 @@ impl Session {
                 ))
                 .map_err(sqlite_error)?;
         }
+        crate::information_schema::fill(&self.db, &catalog).map_err(sqlite_error)?;
         self.db.flush_prepared_statement_cache();
         self.shapes.clear();
         self.declared = Some((Arc::clone(&catalog), current));
@@ -360,7 +365,17 @@ impl Session {
         }
     }
 
+    /// A system variable's value by its name in lower case, or a user variable's by
+    /// `@name` (NULL when unset, as in MySQL).
     pub(crate) fn variable(&self, name: &str) -> Option<Literal> {
+        if let Some(user) = name.strip_prefix('@') {
+            return Some(
+                self.user_variables
+                    .get(user)
+                    .cloned()
+                    .unwrap_or(Literal::Null),
+            );
+        }
         if name == "autocommit" {
             return Some(Literal::Number(
                 if self.autocommit { "1" } else { "0" }.into(),
@@ -379,12 +394,16 @@ impl Session {
     /// [`Session::query`], handing a long result's rows to `sink` as they come
     /// ([`crate::stream`]).
     pub fn query_to(&mut self, sql: &str, sink: &mut dyn RowSink) -> Result<Output, SqlError> {
+        let sql = &*crate::translate::without_cache_hints(sql);
         let catalog = self.sync_catalog()?;
         self.hint_ms = crate::interrupt::hint_ms(sql);
         if let Some(shape) = shape(sql) {
             if let Some(t) = self.shaped(&shape, &catalog) {
                 return self.run(&t, &shape.params, sink);
             }
+        }
+        if let Some(done) = self.keys_switch(sql, &catalog) {
+            return done;
         }
         let statement = Self::parse(sql)?;
         match self.local(&statement, sql, &catalog)? {

@@ -39,6 +39,16 @@ pub fn default_variables() -> BTreeMap<String, Literal> {
         ("max_allowed_packet", num("67108864")),
         ("max_execution_time", num("0")),
         ("net_buffer_length", num("16384")),
+        // Accepted and shown; they change nothing (Kura has no foreign keys, checks
+        // unique keys always, keeps no notes, and quotes names in SHOW CREATE).
+        ("foreign_key_checks", num("1")),
+        ("unique_checks", num("1")),
+        ("sql_notes", num("1")),
+        ("sql_quote_show_create", num("1")),
+        ("sql_safe_updates", num("0")),
+        ("sql_log_bin", num("1")),
+        ("optimizer_switch", text("")),
+        ("character_set_filesystem", text("binary")),
         ("net_write_timeout", num("60")),
         ("performance_schema", num("0")),
         ("query_cache_size", num("0")),
@@ -306,12 +316,87 @@ pub fn index(def: &TableDef) -> ResultSet {
 pub fn create_table(def: &TableDef) -> ResultSet {
     // Named alone, as MySQL shows a table of any database.
     let table = kura_tables::database_of(&def.table.name).1;
-    let mut own = def.table.clone();
-    own.name = table.to_string();
     ResultSet::text(
         &["Table", "Create Table"],
-        vec![vec![Cell::text(table), Cell::text(own.to_sql())]],
+        vec![vec![Cell::text(table), Cell::text(mysql_ddl(def))]],
     )
+}
+
+/// A string as a quoted SQL literal.
+fn quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// The table's `CREATE TABLE` as MySQL 8 prints it (lower-case types, `DEFAULT NULL`
+/// for a nullable column without a default, defaults quoted, the engine and
+/// character set after it), so that tools which read it (SQLAlchemy's reflection,
+/// mysqldump's files restored into MySQL or MariaDB) find what they expect. The
+/// engine is said to be InnoDB, which Kura's tables stand in for, so the DDL
+/// restores as it is into MySQL or MariaDB; the index kinds (`USING BTREE`) and a
+/// field separator (`COMMENT='separator=,'`) are Kura's, so it restores into Kura as
+/// the same table.
+pub fn mysql_ddl(def: &TableDef) -> String {
+    let t = &def.table;
+    let name = kura_tables::database_of(&t.name).1;
+    let mut lines = Vec::new();
+    for (i, c) in t.columns.iter().enumerate() {
+        let mut line = format!("  `{}` {}", c.name, type_name(c.ty));
+        let not_null = c.not_null || i == t.primary;
+        if not_null {
+            line.push_str(" NOT NULL");
+        }
+        if c.auto_increment {
+            line.push_str(" AUTO_INCREMENT");
+        }
+        match &c.default {
+            Some(Value::Null) => line.push_str(" DEFAULT NULL"),
+            Some(v) => {
+                let mut out = Vec::new();
+                v.as_ref().write_text(&mut out);
+                line.push_str(&format!(
+                    " DEFAULT {}",
+                    quoted(&String::from_utf8_lossy(&out))
+                ));
+            }
+            None if !not_null && !matches!(c.ty, ColumnType::Text | ColumnType::Blob) => {
+                line.push_str(" DEFAULT NULL");
+            }
+            None => {}
+        }
+        lines.push(line);
+    }
+    let using = |ordered: bool| if ordered { " USING BTREE" } else { "" };
+    lines.push(format!(
+        "  PRIMARY KEY (`{}`){}",
+        t.columns[t.primary].name,
+        using(t.primary_ordered)
+    ));
+    // Unique keys first, as MySQL lists them.
+    let mut indexes: Vec<&kura_tables::Index> = t.indexes.iter().collect();
+    indexes.sort_by_key(|ix| !ix.kind.is_unique());
+    for ix in indexes {
+        let column = &t.columns[ix.column].name;
+        lines.push(match ix.kind {
+            kura_tables::IndexKind::UniqueHash => {
+                format!("  UNIQUE KEY `{}` (`{column}`)", ix.name)
+            }
+            kura_tables::IndexKind::UniqueOrdered => {
+                format!("  UNIQUE KEY `{}` (`{column}`) USING BTREE", ix.name)
+            }
+            kura_tables::IndexKind::Ordered => format!("  KEY `{}` (`{column}`)", ix.name),
+        });
+    }
+    let mut sql = format!(
+        "CREATE TABLE `{name}` (\n{}\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+        lines.join(",\n")
+    );
+    if t.separator != kura_tables::schema::DEFAULT_SEPARATOR {
+        sql.push_str(&format!(
+            " COMMENT={}",
+            quoted(&format!("separator={}", t.separator as char))
+        ));
+    }
+    sql
 }
 
 /// The table `name` (a catalog name) in `catalog`, or MySQL's error.

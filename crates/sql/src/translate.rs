@@ -73,6 +73,36 @@ pub fn share_mode(sql: &str) -> Cow<'_, str> {
     Cow::Owned(format!("{rest}FOR SHARE"))
 }
 
+/// A SELECT's `SQL_NO_CACHE` and `SQL_CACHE` (MySQL 5.7's query cache hints, which
+/// mysqldump sends as `/*!40001 SQL_NO_CACHE */`) blanked out, the text keeping its
+/// length so that offsets into it stay true. Kura has no query cache.
+pub fn without_cache_hints(sql: &str) -> Cow<'_, str> {
+    let starts_select = sql
+        .trim_start()
+        .get(..6)
+        .is_some_and(|w| w.eq_ignore_ascii_case("SELECT"));
+    if !starts_select {
+        return Cow::Borrowed(sql);
+    }
+    let upper = sql.to_ascii_uppercase();
+    let mut out: Option<String> = None;
+    for hint in ["SQL_NO_CACHE", "SQL_CACHE"] {
+        let mut from = 0;
+        while let Some(at) = upper[from..].find(hint).map(|i| i + from) {
+            let end = at + hint.len();
+            let word = |i: Option<u8>| i.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_');
+            let alone = !word(at.checked_sub(1).map(|i| upper.as_bytes()[i]))
+                && !word(upper.as_bytes().get(end).copied());
+            if alone {
+                out.get_or_insert_with(|| sql.to_string())
+                    .replace_range(at..end, &" ".repeat(hint.len()));
+            }
+            from = end;
+        }
+    }
+    out.map_or(Cow::Borrowed(sql), Cow::Owned)
+}
+
 /// Translates `statement`, parsed from `original`, over the tables of `catalog`, in a
 /// session whose current database is `database`. `variable` gives a system
 /// variable's value by its name in lower case.
@@ -90,7 +120,9 @@ pub fn translate(
         if name.0.len() == 2 {
             let db = names::database(&part(&name.0[0])).to_string();
             let table = part(&name.0[1]);
-            if Some(db.as_str()) == database {
+            if db.eq_ignore_ascii_case(crate::information_schema::NAME) {
+                // SQLite's attached schema of that name.
+            } else if Some(db.as_str()) == database {
                 name.0.remove(0);
             } else if catalog.has_database(&db) {
                 let sqlite = names::sqlite_name(&kura_tables::qualified(&db, &table), database);
@@ -247,6 +279,10 @@ fn rewrite(expr: &mut Expr, variable: &dyn Fn(&str) -> Option<Literal>) -> Resul
         Expr::Identifier(ident) if ident.value.starts_with("@@") => {
             Some(ident.value[2..].to_ascii_lowercase())
         }
+        // A user variable: `variable` knows it as `@name`.
+        Expr::Identifier(ident) if ident.value.starts_with('@') && ident.quote_style.is_none() => {
+            Some(ident.value.to_ascii_lowercase())
+        }
         Expr::CompoundIdentifier(parts) if parts.len() == 2 && parts[0].value.starts_with("@@") => {
             let scope = parts[0].value[2..].to_ascii_lowercase();
             if !matches!(scope.as_str(), "session" | "global" | "local") {
@@ -332,7 +368,9 @@ fn name_columns(statement: &mut Statement, original: &str) {
         let SelectItem::UnnamedExpr(expr) = item else {
             continue;
         };
-        if matches!(expr, Expr::Identifier(i) if !i.value.starts_with("@@"))
+        // A column keeps its name; a variable (`@@x`, `@x`) becomes a value, named by
+        // its text as MySQL names it.
+        if matches!(expr, Expr::Identifier(i) if !i.value.starts_with('@'))
             || matches!(expr, Expr::CompoundIdentifier(p) if !p[0].value.starts_with("@@"))
         {
             continue;

@@ -119,6 +119,8 @@ pub struct State {
     /// reports when the statement took none).
     pub auto_first: Option<u64>,
     pub auto_last: Option<u64>,
+    /// `sql_mode` holds NO_AUTO_VALUE_ON_ZERO: an insert of 0 stores 0.
+    pub no_auto_value_on_zero: bool,
     /// Rows the last statement changed (MySQL's ROW_COUNT()).
     pub row_count: i64,
     /// The client's `CLIENT_FOUND_ROWS`: rows found and left unchanged count as
@@ -149,6 +151,7 @@ impl State {
             last_insert_id: 0,
             auto_first: None,
             auto_last: None,
+            no_auto_value_on_zero: false,
             row_count: -1,
             found_rows: false,
             connection_id: 0,
@@ -469,7 +472,13 @@ impl KuraTab {
     fn auto_value(&self, raw: ValueRef<'_>, i: usize, row: u64) -> Result<Value, SqlError> {
         let column = &self.def.table.columns[i];
         let tables = &self.shared.tables;
-        let (value, taken) = if matches!(raw, ValueRef::Null | ValueRef::Integer(0)) {
+        let zero_given = self.shared.state.lock().no_auto_value_on_zero;
+        let generate = match raw {
+            ValueRef::Null => true,
+            ValueRef::Integer(0) => !zero_given,
+            _ => false,
+        };
+        let (value, taken) = if generate {
             match tables.take_auto_value(&self.def, i) {
                 Ok(Some(value)) => (value, true),
                 Ok(None) => {
