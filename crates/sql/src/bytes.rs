@@ -33,6 +33,38 @@ pub fn statement_text(sql: &[u8]) -> Cow<'_, str> {
                 }
                 i = end;
             }
+            // A bit literal, `b'1000001'`: its bytes in hex, as the parser has no
+            // bit literals.
+            b'b' | b'B'
+                if sql.get(i + 1) == Some(&b'\'')
+                    && (i == 0 || !(sql[i - 1].is_ascii_alphanumeric() || sql[i - 1] == b'_')) =>
+            {
+                let digits = &sql[i + 2..];
+                let len = digits
+                    .iter()
+                    .take_while(|b| matches!(b, b'0' | b'1'))
+                    .count();
+                if digits.get(len) != Some(&b'\'') {
+                    i += 1;
+                    continue;
+                }
+                let mut value = vec![0u8; len.div_ceil(8)];
+                for (k, &d) in digits[..len].iter().rev().enumerate() {
+                    if d == b'1' {
+                        let at = value.len() - 1 - k / 8;
+                        value[at] |= 1 << (k % 8);
+                    }
+                }
+                let out = out.get_or_insert_with(Vec::new);
+                out.extend_from_slice(&sql[copied..i]);
+                out.extend_from_slice(b"X'");
+                for b in &value {
+                    out.extend_from_slice(format!("{b:02x}").as_bytes());
+                }
+                out.push(b'\'');
+                i += 2 + len + 1;
+                copied = i;
+            }
             b'`' => {
                 i = sql[i + 1..]
                     .iter()
@@ -127,6 +159,10 @@ mod tests {
         assert_eq!(
             statement_text(b"/*!40000 SELECT '\x80' */ # '\x80'"),
             "/*!40000 SELECT X'80' */ # '\u{fffd}'"
+        );
+        assert_eq!(
+            statement_text(b"SELECT b'1000001', B'1', b'', ab'1'"),
+            "SELECT X'41', X'01', X'', ab'1'"
         );
         assert_eq!(
             statement_text(b"SELECT 'unterminated \x80"),

@@ -16,6 +16,7 @@ pub mod bytes;
 pub mod convert;
 mod ddl;
 pub mod error;
+mod functions;
 mod information_schema;
 pub mod interrupt;
 pub mod isolation;

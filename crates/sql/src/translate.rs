@@ -273,6 +273,97 @@ fn defaults(catalog: &Catalog, name: &str) -> Vec<(String, Literal)> {
 
 use crate::names::part;
 
+/// `name(args...)` as an expression (the arguments already SQLite's).
+fn call(name: &str, args: &[&Expr]) -> Result<Expr, SqlError> {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let text = format!("{name}({})", args.join(", "));
+    sqlparser::parser::Parser::new(&sqlparser::dialect::MySqlDialect {})
+        .try_with_sql(&text)
+        .and_then(|mut p| p.parse_expr())
+        .map_err(|e| SqlError::internal(format!("rewriting {text}: {e}")))
+}
+
+/// The call to one of `functions.rs`'s functions that MySQL's syntax SQLite lacks
+/// means; None for any other expression.
+fn mysql_call(expr: &Expr) -> Result<Option<Expr>, SqlError> {
+    use sqlparser::ast::{TrimWhereField, ValueWithSpan};
+    let text = |s: &str| Expr::Value(ValueWithSpan::from(Value::SingleQuotedString(s.into())));
+    let number = |n: u8| Expr::value(Value::Number(n.to_string(), false));
+    Ok(Some(match expr {
+        Expr::Position { expr, r#in } => call("locate", &[expr, r#in])?,
+        Expr::Substring {
+            expr,
+            substring_from,
+            substring_for,
+            ..
+        } => {
+            let one = number(1);
+            let from = substring_from.as_deref().unwrap_or(&one);
+            match substring_for {
+                Some(n) => call("substring", &[expr, from, n])?,
+                None => call("substring", &[expr, from])?,
+            }
+        }
+        Expr::Trim {
+            expr,
+            trim_where: Some(place),
+            trim_what,
+            ..
+        } => {
+            let space = text(" ");
+            let what = trim_what.as_deref().unwrap_or(&space);
+            let mode = number(match place {
+                TrimWhereField::Leading => 1,
+                TrimWhereField::Trailing => 2,
+                TrimWhereField::Both => 3,
+            });
+            call("mysql_trim", &[expr, what, &mode])?
+        }
+        Expr::Cast {
+            expr,
+            data_type:
+                DataType::Signed
+                | DataType::SignedInteger
+                | DataType::Unsigned
+                | DataType::UnsignedInteger,
+            ..
+        } => call("mysql_signed", &[expr])?,
+        Expr::RLike {
+            negated,
+            expr,
+            pattern,
+            ..
+        } => {
+            let matched = call("regexp", &[pattern, expr])?;
+            if *negated {
+                Expr::UnaryOp {
+                    op: sqlparser::ast::UnaryOperator::Not,
+                    expr: Box::new(Expr::Nested(Box::new(matched))),
+                }
+            } else {
+                matched
+            }
+        }
+        Expr::Function(f) => {
+            let name = f.name.to_string().to_ascii_lowercase();
+            // SQLite's keywords, which it does not take as calls.
+            let to = match name.as_str() {
+                "isnull" => "mysql_isnull",
+                "insert" => "mysql_insert",
+                "now" | "current_timestamp" | "sysdate" | "localtime" | "localtimestamp"
+                | "utc_timestamp" => "mysql_now",
+                "curdate" | "current_date" | "utc_date" => "mysql_curdate",
+                "curtime" | "current_time" | "utc_time" => "mysql_curtime",
+                _ => return Ok(None),
+            };
+            let mut f = f.clone();
+            f.name = ObjectName::from(vec![Ident::new(to)]);
+            Expr::Function(f)
+        }
+        _ => return Ok(None),
+    }))
+}
+
 /// Rewrites one expression (its children already are).
 fn rewrite(expr: &mut Expr, variable: &dyn Fn(&str) -> Option<Literal>) -> Result<(), SqlError> {
     let name = match expr {
@@ -299,6 +390,10 @@ fn rewrite(expr: &mut Expr, variable: &dyn Fn(&str) -> Option<Literal>) -> Resul
             Literal::Number(n) => Value::Number(n, false),
             Literal::Text(t) => Value::SingleQuotedString(t),
         });
+        return Ok(());
+    }
+    if let Some(call) = mysql_call(expr)? {
+        *expr = call;
         return Ok(());
     }
     match expr {
@@ -387,11 +482,33 @@ fn name_columns(statement: &mut Statement, original: &str) {
         // sqlparser's spans of some expressions (a function's) end early: the text
         // runs from the span's start to the end of the select item.
         let Some(mut start) = offset(original, expr.span().start) else {
+            // No span (REGEXP's): the expression as sqlparser writes it back, which
+            // is how it was written.
+            let alias = Ident::with_quote('`', expr.to_string());
+            let expr = std::mem::replace(expr, Expr::value(Value::Null));
+            *item = SelectItem::ExprWithAlias { expr, alias };
             continue;
         };
-        // A unary operator's span starts at its operand: the text starts before it.
-        if matches!(expr, Expr::UnaryOp { .. }) {
+        // A unary operator's span starts at its operand: the text starts before it
+        // (a binary operation's leftmost operand's too).
+        if starts_unary(expr) {
             start = before_unary(original, start);
+        }
+        // The spans of CAST, TRIM, SUBSTRING, POSITION, FLOOR, CEIL and the like start
+        // inside their parentheses: the text starts at their keyword.
+        if matches!(
+            expr,
+            Expr::Cast { .. }
+                | Expr::Trim { .. }
+                | Expr::Substring { .. }
+                | Expr::Position { .. }
+                | Expr::Floor { .. }
+                | Expr::Ceil { .. }
+                | Expr::Extract { .. }
+                | Expr::Convert { .. }
+                | Expr::Overlay { .. }
+        ) {
+            start = before_call(original, start);
         }
         let text = item_text(&original[start..]);
         if text.is_empty() {
@@ -448,6 +565,44 @@ fn item_text(rest: &str) -> &str {
         i += 1;
     }
     rest[..i.min(rest.len())].trim()
+}
+
+/// Whether `expr`'s text starts with a unary operator: it is one, or its leftmost
+/// operand is.
+fn starts_unary(expr: &Expr) -> bool {
+    match expr {
+        Expr::UnaryOp { .. } => true,
+        Expr::BinaryOp { left, .. } => starts_unary(left),
+        _ => false,
+    }
+}
+
+/// Where the call whose parenthesis opens just before `start` (`CAST(` ...) begins
+/// (`TRIM(LEADING` ...: past a trim's place word too).
+fn before_call(text: &str, start: usize) -> usize {
+    let mut head = text[..start].trim_end();
+    for place in ["LEADING", "TRAILING", "BOTH"] {
+        let n = head.len();
+        if n >= place.len()
+            && head.is_char_boundary(n - place.len())
+            && head[n - place.len()..].eq_ignore_ascii_case(place)
+        {
+            head = head[..n - place.len()].trim_end();
+            break;
+        }
+    }
+    let Some(head) = head.strip_suffix('(') else {
+        return start;
+    };
+    let head = head.trim_end();
+    let word = head
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(0, |i| i + 1);
+    if word == head.len() {
+        start
+    } else {
+        word
+    }
 }
 
 /// Where the unary operators (`-`, `+`, `~`, `!`, `NOT`) before `start` begin.

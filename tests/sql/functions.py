@@ -1,0 +1,85 @@
+"""MySQL's functions, casts and result column names, against MariaDB's.
+
+Usage: functions.py KURA_SQL_PORT MARIADB_PORT [--show]
+
+The same table (ids, names with spaces and case, ratios, NULLs) in both servers,
+then SELECTs of the functions ported schemas and ORMs use, on constants and on
+columns: each statement's column names (what dict cursors and ORMs key rows by),
+rows and error code must be the same. With --show, every difference is printed and
+the script still fails at the end.
+
+Exits non-zero with the failing check.
+"""
+import sys
+
+import pymysql
+
+SETUP = [
+    "DROP TABLE IF EXISTS fx",
+    "CREATE TABLE fx (id INT PRIMARY KEY, name VARCHAR(32), ratio DOUBLE, n BIGINT, t TEXT)",
+    "INSERT INTO fx VALUES (1, '  Ann  ', 2.18, 7, 'hello world'),"
+    " (2, 'bob', -1.5, -3, 'Hello'), (3, NULL, NULL, NULL, NULL), (4, 'Caf\u00e9', 0.5, 0, '')",
+]
+
+QUERIES = [
+    "SELECT CHAR_LENGTH(name), LENGTH(name), CHARACTER_LENGTH(t) FROM fx ORDER BY id",
+    "SELECT GREATEST(id, n), LEAST(id, n), GREATEST(1, 3, 0), LEAST('b', 'a', 'c'), GREATEST(ratio, 1e0) FROM fx ORDER BY id",
+    "SELECT LEFT(t, 3), RIGHT(t, 2), REVERSE(t) FROM fx ORDER BY id",
+    "SELECT LPAD(id, 4, '0'), RPAD(name, 8, '.'), LPAD('abc', 2, 'x') FROM fx ORDER BY id",
+    "SELECT LOCATE('l', t), LOCATE('l', t, 4), POSITION('o' IN t), INSTR(t, 'lo') FROM fx ORDER BY id",
+    "SELECT MOD(n, 4), n % 4, FLOOR(ratio), CEIL(ratio), CEILING(ratio) FROM fx ORDER BY id",
+    "SELECT ROUND(ratio), ROUND(ratio, 1), TRUNCATE(ratio, 1), ABS(n), SIGN(n) FROM fx ORDER BY id",
+    "SELECT t REGEXP '^h', t RLIKE 'o$', t NOT REGEXP 'l+' FROM fx ORDER BY id",
+    "SELECT ISNULL(name), IFNULL(name, 'none'), COALESCE(name, t, 'x'), NULLIF(n, 0) FROM fx ORDER BY id",
+    "SELECT SUBSTRING(t, 2, 3), SUBSTRING(t FROM 2 FOR 3), SUBSTRING(t, -3), SUBSTR(t, 2) FROM fx ORDER BY id",
+    "SELECT TRIM(name), TRIM(LEADING 'h' FROM t), TRIM(TRAILING 'o' FROM t), LTRIM(name), RTRIM(name) FROM fx ORDER BY id",
+    "SELECT CAST(ratio AS SIGNED), CAST(id AS UNSIGNED), CAST(id AS CHAR), CAST('12abc' AS SIGNED) FROM fx ORDER BY id",
+    "SELECT HEX(1), HEX(255), HEX('abc'), HEX(n), UNHEX('616263') FROM fx ORDER BY id",
+    "SELECT UPPER(name), LOWER(name), UCASE(t), LCASE(t) FROM fx ORDER BY id",
+    "SELECT CONCAT(name, '-', id), CONCAT_WS(',', name, t, id), REPEAT('ab', 3), SPACE(2) FROM fx ORDER BY id",
+    "SELECT REPLACE(t, 'l', 'L'), INSERT(t, 1, 2, 'XY'), FIELD('b', 'a', 'b'), ELT(2, 'a', 'b') FROM fx ORDER BY id",
+    "SELECT IF(n > 0, 'pos', 'neg'), CASE WHEN n > 0 THEN 1 ELSE 0 END FROM fx ORDER BY id",
+    "SELECT POW(2, 10), POWER(2, 0.5), SQRT(16), EXP(0), LN(1), LOG10(100), LOG2(8), LOG(2, 8), SQRT(-1) FROM fx WHERE id = 1",
+    "SELECT 7 DIV 2, -7 DIV 2, 7.0e0 / 2, 1 / 0, 5 % 0 FROM fx WHERE id = 1",
+    "SELECT CONV(255, 10, 16), BIN(5), OCT(8), ASCII('a'), CHAR(65), ORD('a') FROM fx WHERE id = 1",
+    "SELECT STRCMP('a', 'b'), STRCMP('b', 'a'), STRCMP('a', 'a') FROM fx WHERE id = 1",
+    "SELECT LENGTH(UUID()), UUID() = UUID(), LENGTH(NOW()), LENGTH(CURDATE()), LENGTH(CURRENT_TIMESTAMP()) FROM fx WHERE id = 1",
+    "SELECT b'1000001' AS b, 0x41, X'41' FROM fx WHERE id = 1",
+    "SELECT id, name AS who, name who2, fx.t, COUNT(*) FROM fx GROUP BY id, name, t ORDER BY id",
+    "SELECT nosuchcol FROM fx",
+    "SELECT MAX(name), MIN(ratio), COUNT(DISTINCT n), GROUP_CONCAT(id ORDER BY id) FROM fx",
+]
+
+
+def run(conn, statement):
+    cur = conn.cursor()
+    try:
+        cur.execute(statement)
+        names = [d[0] for d in cur.description] if cur.description else []
+        return ("ok", names, [tuple(r) for r in cur.fetchall()])
+    except pymysql.MySQLError as e:
+        return ("error", e.args[0])
+
+
+def main(kura_port, mariadb_port, show):
+    kura = pymysql.connect(host="127.0.0.1", port=kura_port, user="root", database="kura", autocommit=True)
+    mariadb = pymysql.connect(host="127.0.0.1", port=mariadb_port, user="root", autocommit=True)
+    mariadb.cursor().execute("CREATE DATABASE IF NOT EXISTS fx CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+    mariadb.select_db("fx")
+    for s in SETUP:
+        kura.cursor().execute(s)
+        mariadb.cursor().execute(s)
+    failed = 0
+    for q in QUERIES:
+        k, m = run(kura, q), run(mariadb, q)
+        if k != m:
+            failed += 1
+            print(f"{q}\n  kura:    {k}\n  mariadb: {m}")
+            if not show:
+                break
+    if failed:
+        sys.exit(f"{failed} of {len(QUERIES)} statements answered differently")
+    print(f"{len(QUERIES)} statements answered alike")
+
+
+main(int(sys.argv[1]), int(sys.argv[2]), "--show" in sys.argv)
