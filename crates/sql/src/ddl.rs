@@ -38,6 +38,34 @@ impl Session {
                 names,
                 ..
             } => return Some(self.drop_database(names, *if_exists)),
+            Statement::Truncate(truncate) => {
+                let run = |s: &mut Session| -> Result<(), SqlError> {
+                    s.implicit_commit()?;
+                    for target in &truncate.table_names {
+                        let name = s.name_of(&target.name)?;
+                        s.shared
+                            .tables
+                            .truncate_table(&name)
+                            .map_err(|e| ddl_error(&name, e))?;
+                    }
+                    Ok(())
+                };
+                run(self)
+            }
+            Statement::RenameTable(renames) => {
+                let run = |s: &mut Session| -> Result<(), SqlError> {
+                    s.implicit_commit()?;
+                    let pairs = renames
+                        .iter()
+                        .map(|r| Ok((s.name_of(&r.old_name)?, s.name_of(&r.new_name)?)))
+                        .collect::<Result<Vec<(String, String)>, SqlError>>()?;
+                    s.shared
+                        .tables
+                        .rename_tables(&pairs)
+                        .map_err(|e| ddl_error("", e))
+                };
+                run(self)
+            }
             Statement::CreateTable(create) => match self.name_of(&create.name) {
                 Ok(name) => self.create_table(sql, &name, create.if_not_exists),
                 Err(e) => Err(e),
@@ -281,6 +309,10 @@ fn ddl_error(table: &str, e: DdlError) -> SqlError {
             SqlError::new(1061, b"42000", format!("Duplicate key name '{name}'"))
         }
         DdlError::Duplicate { index, value } => SqlError::duplicate(&value, table, &index),
+        DdlError::TableExists(name) => SqlError::table_exists(kura_tables::database_of(&name).1),
+        DdlError::Refused(why) if why.starts_with("Unknown database '") => {
+            SqlError::new(1049, b"42000", why)
+        }
         DdlError::Refused(why) => SqlError::unsupported(why),
         DdlError::Failed(kura_tables::Error::Engine(kura_engine::Error::ReadOnly { primary })) => {
             SqlError::read_only(&primary)

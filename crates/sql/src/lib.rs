@@ -15,6 +15,7 @@
 pub mod bytes;
 pub mod convert;
 mod ddl;
+mod dml;
 pub mod error;
 mod functions;
 mod information_schema;
@@ -28,6 +29,7 @@ pub mod result;
 pub mod session;
 pub mod shape;
 pub mod show;
+mod show_server;
 pub mod stream;
 mod sum;
 mod transaction;

@@ -89,6 +89,8 @@ pub struct Session {
     pub(crate) variables: BTreeMap<String, Literal>,
     /// User variables (`@name`, by their names in lower case); an unset one is NULL.
     pub(crate) user_variables: HashMap<String, Literal>,
+    /// The last statement's error, for SHOW WARNINGS and SHOW ERRORS.
+    pub(crate) last_error: Option<(u16, String)>,
     pub(crate) autocommit: bool,
     /// Whether a transaction is open (explicitly, or implicitly with autocommit off).
     pub(crate) in_transaction: bool,
@@ -164,6 +166,7 @@ impl Session {
             declared: None,
             variables: default_variables(),
             user_variables: HashMap::new(),
+            last_error: None,
             autocommit: true,
             in_transaction: false,
             isolation: Isolation::default(),
@@ -395,8 +398,28 @@ impl Session {
     /// [`Session::query`], handing a long result's rows to `sink` as they come
     /// ([`crate::stream`]).
     pub fn query_to(&mut self, sql: &str, sink: &mut dyn RowSink) -> Result<Output, SqlError> {
+        let result = self.statement_to(sql, sink);
+        // What SHOW WARNINGS shows: the last statement's error (SHOW WARNINGS and
+        // SHOW ERRORS leave it).
+        let upper = sql
+            .trim_start()
+            .get(..40)
+            .unwrap_or(sql)
+            .to_ascii_uppercase();
+        let diagnostics =
+            upper.starts_with("SHOW") && (upper.contains("WARNINGS") || upper.contains("ERRORS"));
+        if !diagnostics {
+            self.last_error = result.as_ref().err().map(|e| (e.code, e.message.clone()));
+        }
+        result
+    }
+
+    fn statement_to(&mut self, sql: &str, sink: &mut dyn RowSink) -> Result<Output, SqlError> {
         let sql = &*crate::translate::without_cache_hints(sql);
         let catalog = self.sync_catalog()?;
+        if let Some(answer) = self.show_server(sql, &catalog) {
+            return answer;
+        }
         self.hint_ms = crate::interrupt::hint_ms(sql);
         if let Some(shape) = shape(sql) {
             if let Some(t) = self.shaped(&shape, &catalog) {

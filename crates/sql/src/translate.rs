@@ -169,7 +169,12 @@ pub fn translate(
             fill_defaults(insert, catalog, database);
             true
         }
-        Statement::Update(_) | Statement::Delete(_) => true,
+        Statement::Update(_) | Statement::Delete(_) => {
+            if let Some(plain) = crate::dml::as_sqlite(&statement, catalog, database)? {
+                statement = plain;
+            }
+            true
+        }
         Statement::Query(query) => {
             let skip = |l: &sqlparser::ast::LockClause| {
                 l.nonblock == Some(sqlparser::ast::NonBlock::SkipLocked)

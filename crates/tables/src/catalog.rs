@@ -118,6 +118,15 @@ impl Catalog {
         self.tables.iter().position(|t| t.table.name == name)
     }
 
+    /// A new table number, never used before.
+    pub(crate) fn take_table_number(&mut self) -> Result<u32, Error> {
+        let number = self.next_table_number;
+        self.next_table_number = number
+            .checked_add(1)
+            .ok_or_else(|| schema_error!("out of table numbers"))?;
+        Ok(number)
+    }
+
     /// Whether database `name` exists: the default one, or one `CREATE DATABASE` made.
     pub fn has_database(&self, name: &str) -> bool {
         name == DEFAULT_DATABASE || self.databases.iter().any(|d| d == name)
@@ -225,7 +234,7 @@ impl Catalog {
 
     /// Every container name leads to one place: a table `a_by_b` beside a table `a`
     /// with an index `b` would make `@@a_by_b` mean two things.
-    fn check_containers(&self) -> Result<(), Error> {
+    pub(crate) fn check_containers(&self) -> Result<(), Error> {
         let mut names: Vec<String> = self
             .containers()
             .into_iter()

@@ -59,6 +59,8 @@ pub enum DdlError {
     },
     /// A change Kura does not make, in words.
     Refused(String),
+    /// A table of that name exists (MySQL's 1050).
+    TableExists(String),
     Failed(Error),
 }
 
@@ -149,6 +151,50 @@ impl Tables {
             self.install_catalog(next);
             return Ok(true);
         }
+    }
+
+    /// TRUNCATE TABLE `name`: the table as it was declared, empty. It takes a new
+    /// number in one change of the catalog (so its AUTO_INCREMENT starts again),
+    /// and its rows and entries, keyed by the old one, go as a dropped table's do.
+    pub fn truncate_table(&self, name: &str) -> Result<(), DdlError> {
+        let old = {
+            let _gate = self.gate.write();
+            let (mut next, t) = self.to_change(name)?;
+            let number = next.take_table_number()?;
+            let old = std::mem::replace(&mut next.tables[t].number, number);
+            next.dropped.push(old);
+            self.store_catalog(&next)?;
+            self.install_catalog(next);
+            old
+        };
+        self.purge_dropped(old)?;
+        Ok(())
+    }
+
+    /// RENAME TABLE: each `(from, to)` pair (catalog names) in order, in one change
+    /// of the catalog. A table's rows are keyed by its number, so none is rewritten;
+    /// its containers take the new name.
+    pub fn rename_tables(&self, pairs: &[(String, String)]) -> Result<(), DdlError> {
+        let _gate = self.gate.write();
+        let mut next = (*self.catalog()).clone();
+        for (from, to) in pairs {
+            let t = next
+                .table(from)
+                .ok_or_else(|| DdlError::NoTable(from.clone()))?;
+            if next.table(to).is_some() {
+                return Err(DdlError::TableExists(to.clone()));
+            }
+            let (database, table) = crate::catalog::database_of(to);
+            if !next.has_database(database) {
+                return Err(DdlError::Refused(format!("Unknown database '{database}'")));
+            }
+            crate::schema::check_name("table", table)?;
+            next.tables[t].table.name = to.clone();
+        }
+        next.check_containers()?;
+        self.store_catalog(&next)?;
+        self.install_catalog(next);
+        Ok(())
     }
 
     /// DROP TABLE `name`: its rows and entries go with it.

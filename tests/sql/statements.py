@@ -1,0 +1,116 @@
+"""MySQL statements beyond SELECT/INSERT that tools and ORMs send, against MariaDB's.
+
+Usage: statements.py KURA_SQL_PORT MARIADB_PORT
+
+One transcript to both (Kura's database `kura`, MariaDB's `st`): UPDATE and DELETE
+with ORDER BY and LIMIT, UPDATE of a join, DELETE of one table of a join, RENAME
+TABLE (and a name taken, 1050), TRUNCATE TABLE (and AUTO_INCREMENT starting again),
+SHOW WARNINGS and SHOW COUNT(*) WARNINGS after an error (its level and code),
+SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW CREATE DATABASE (their
+first columns; the rest are each server's own). Rows affected, rows and error codes
+must be the same.
+
+Exits non-zero with the failing check.
+"""
+import sys
+
+import pymysql
+
+TRANSCRIPT = [
+    "DROP TABLE IF EXISTS s1",
+    "DROP TABLE IF EXISTS s2",
+    "DROP TABLE IF EXISTS s3",
+    "CREATE TABLE s1 (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, v INT, w VARCHAR(10), KEY v (v))",
+    "INSERT INTO s1 (v, w) VALUES (10, 'a'), (20, 'b'), (30, 'c'), (40, 'd'), (50, 'e')",
+    "CREATE TABLE s2 (id INT PRIMARY KEY, x INT)",
+    "INSERT INTO s2 VALUES (1, 100), (3, 300), (5, 500)",
+    "UPDATE s1 SET v = v + 1 ORDER BY id DESC LIMIT 2",
+    "UPDATE s1 SET w = 'z' WHERE v < 40 ORDER BY v LIMIT 1",
+    "SELECT * FROM s1 ORDER BY id",
+    "DELETE FROM s1 ORDER BY v DESC LIMIT 1",
+    "DELETE FROM s1 WHERE w <> 'z' ORDER BY id LIMIT 1",
+    "SELECT * FROM s1 ORDER BY id",
+    "UPDATE s1 JOIN s2 ON s1.id = s2.id SET s1.v = s2.x WHERE s2.x < 400",
+    "UPDATE s1 AS a INNER JOIN s2 AS b ON a.id = b.id SET a.w = 'j'",
+    "SELECT * FROM s1 ORDER BY id",
+    "DELETE s1 FROM s1 JOIN s2 ON s1.id = s2.id WHERE s2.x > 200",
+    "DELETE FROM a USING s1 AS a JOIN s2 AS b ON a.id = b.id",
+    "SELECT * FROM s1 ORDER BY id",
+    "INSERT INTO s1 (v, w) VALUES ('x', 'y')",
+    "SHOW COUNT(*) WARNINGS",
+    "RENAME TABLE s2 TO s3",
+    "SELECT * FROM s3 ORDER BY id",
+    "SELECT * FROM s2",
+    "CREATE TABLE s2 (id INT PRIMARY KEY)",
+    "RENAME TABLE s2 TO s3",
+    "RENAME TABLE nosuch TO s4",
+    "TRUNCATE TABLE s1",
+    "SELECT count(*) FROM s1",
+    "INSERT INTO s1 (v, w) VALUES (1, 'again')",
+    "SELECT * FROM s1",
+    "TRUNCATE s3",
+    "SELECT count(*) FROM s3",
+    "DROP TABLE s1, s2, s3",
+]
+
+# Statements whose rows are compared by their first column alone.
+FIRST_COLUMN = [
+    "SHOW CHARACTER SET LIKE 'utf8mb4'",
+    "SHOW COLLATION LIKE 'utf8mb4_bin'",
+    "SHOW CREATE DATABASE {db}",
+]
+
+
+def run(conn, statement, first_only=False):
+    cur = conn.cursor()
+    try:
+        n = cur.execute(statement)
+        rows = [tuple(r) for r in cur.fetchall()]
+        if first_only:
+            rows = [r[:1] for r in rows]
+        return ("ok", n, rows)
+    except pymysql.MySQLError as e:
+        return ("error", e.args[0])
+
+
+def main(kura_port, mariadb_port):
+    kura = pymysql.connect(host="127.0.0.1", port=kura_port, user="root", database="kura", autocommit=True)
+    mariadb = pymysql.connect(host="127.0.0.1", port=mariadb_port, user="root", autocommit=True)
+    mariadb.cursor().execute("CREATE DATABASE IF NOT EXISTS st CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+    mariadb.select_db("st")
+    failed = 0
+    for statement in TRANSCRIPT:
+        k, m = run(kura, statement), run(mariadb, statement)
+        if k != m:
+            failed += 1
+            print(f"{statement}\n  kura:    {k}\n  mariadb: {m}")
+    # After an error: its level and code (the texts are each server's).
+    for conn in (kura, mariadb):
+        run(conn, "SELECT nosuchcol FROM nosuchtable")
+    k = [r[:2] for r in run(kura, "SHOW WARNINGS")[2]]
+    m = [r[:2] for r in run(mariadb, "SHOW WARNINGS")[2]]
+    if k != m:
+        failed += 1
+        print(f"SHOW WARNINGS\n  kura:    {k}\n  mariadb: {m}")
+    for statement in FIRST_COLUMN:
+        k = run(kura, statement.format(db="kura"), True)
+        m = run(mariadb, statement.format(db="st"), True)
+        if statement.startswith("SHOW CREATE DATABASE"):
+            k, m = k[:2], m[:2]
+        if k != m:
+            failed += 1
+            print(f"{statement}\n  kura:    {k}\n  mariadb: {m}")
+    run(kura, "CREATE TABLE s5 (id INT PRIMARY KEY)")
+    run(mariadb, "CREATE TABLE s5 (id INT PRIMARY KEY)")
+    k = run(kura, "SHOW TABLE STATUS LIKE 's5'")
+    m = run(mariadb, "SHOW TABLE STATUS LIKE 's5'")
+    k, m = (k[0], [r[:2] for r in k[2]]), (m[0], [r[:2] for r in m[2]])
+    if k != m:
+        failed += 1
+        print(f"SHOW TABLE STATUS\n  kura:    {k}\n  mariadb: {m}")
+    if failed:
+        sys.exit(f"{failed} statements answered differently")
+    print(f"{len(TRANSCRIPT) + len(FIRST_COLUMN) + 2} statements answered alike")
+
+
+main(int(sys.argv[1]), int(sys.argv[2]))
