@@ -36,7 +36,7 @@ python_clients() {
     local venv
     venv="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target/pyenv"
     if [[ -x "$venv/bin/python" ]] &&
-        "$venv/bin/python" -c 'import pymysql, mysql.connector, sqlalchemy, pymemcache, memcache, pylibmc, bmemcached, prometheus_client' 2>/dev/null; then
+        "$venv/bin/python" -c 'import pymysql, mysql.connector, sqlalchemy, alembic, pymemcache, memcache, pylibmc, bmemcached, prometheus_client' 2>/dev/null; then
         echo "install-test-deps: present: python clients in $venv"
         return
     fi
@@ -44,7 +44,7 @@ python_clients() {
     rm -rf "$venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q --disable-pip-version-check \
-        PyMySQL==1.2.4 mysql-connector-python==26.10.0 SQLAlchemy==2.0.44 \
+        PyMySQL==1.2.4 mysql-connector-python==26.10.0 SQLAlchemy==2.0.44 alembic==1.14.0 \
         pymemcache==4.0.0 python-memcached==1.62 \
         pylibmc==1.6.3 python-binary-memcached==0.33.0 prometheus-client==0.21.1
 }

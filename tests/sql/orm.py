@@ -1,0 +1,99 @@
+"""SQLAlchemy and Alembic against Kura, as an application's ORM and its migrations
+use them.
+
+Usage: orm.py KURA_SQL_PORT
+
+- `MetaData.reflect()` and the inspector read a table made by SQL: its columns'
+  types, nullability and AUTO_INCREMENT, its primary key, its unique and plain
+  indexes.
+- An ORM session inserts rows (AUTO_INCREMENT ids), reads one `with_for_update()` in
+  a transaction and changes it.
+- Alembic's operations, as a migration runs them: `op.add_column` and
+  `op.create_index`, read back by reflection.
+
+Exits non-zero with the failing check.
+"""
+import sys
+
+import sqlalchemy as sa
+from alembic.migration import MigrationContext
+from alembic.operations import Operations
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+
+def check(what, got, want):
+    if got != want:
+        sys.exit(f"{what}:\n  got  {got!r}\n  want {want!r}")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Player(Base):
+    __tablename__ = "players"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(32))
+    email: Mapped[str | None] = mapped_column(sa.String(64))
+    level: Mapped[int] = mapped_column(default=1)
+
+
+def main(port):
+    engine = sa.create_engine(f"mysql+pymysql://root@127.0.0.1:{port}/kura")
+    with engine.begin() as c:
+        c.exec_driver_sql(
+            "CREATE TABLE players (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
+            " name VARCHAR(32) NOT NULL, email VARCHAR(64), level INT NOT NULL DEFAULT 1,"
+            " UNIQUE KEY email (email), KEY level (level))"
+        )
+    md = sa.MetaData()
+    md.reflect(engine)
+    t = md.tables["players"]
+    check(
+        "reflected columns",
+        [(c.name, str(c.type), c.nullable, c.primary_key) for c in t.columns],
+        [
+            ("id", "BIGINT", False, True),
+            ("name", "VARCHAR(32)", False, False),
+            ("email", "VARCHAR(64)", True, False),
+            ("level", "INTEGER", False, False),
+        ],
+    )
+    check("id is AUTO_INCREMENT", t.c.id.autoincrement, True)
+    check(
+        "reflected indexes",
+        sorted((i.name, bool(i.unique), [c.name for c in i.columns]) for i in t.indexes),
+        [("email", True, ["email"]), ("level", False, ["level"])],
+    )
+    insp = sa.inspect(engine)
+    check("primary key", insp.get_pk_constraint("players")["constrained_columns"], ["id"])
+    check("tables", insp.get_table_names(), ["players"])
+
+    with Session(engine) as s:
+        s.add_all([Player(name="ann", email="a@x.com"), Player(name="bob")])
+        s.commit()
+        p = s.execute(
+            sa.select(Player).where(Player.name == "ann").with_for_update()
+        ).scalar_one()
+        p.level += 5
+        s.commit()
+        rows = [(p.id, p.name, p.email, p.level) for p in s.scalars(sa.select(Player).order_by(Player.id))]
+        check("ORM rows", rows, [(1, "ann", "a@x.com", 6), (2, "bob", None, 1)])
+
+    with engine.begin() as c:
+        op = Operations(MigrationContext.configure(c))
+        op.add_column("players", sa.Column("score", sa.BigInteger(), nullable=True))
+        op.create_index("ix_players_score", "players", ["score"])
+    md = sa.MetaData()
+    md.reflect(engine)
+    t = md.tables["players"]
+    check("columns after the migration", [c.name for c in t.columns], ["id", "name", "email", "level", "score"])
+    check(
+        "indexes after the migration",
+        sorted(i.name for i in t.indexes),
+        ["email", "ix_players_score", "level"],
+    )
+    print("SQLAlchemy reflects, its ORM writes and locks, Alembic migrates")
+
+
+main(int(sys.argv[1]))
