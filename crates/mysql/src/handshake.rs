@@ -53,10 +53,12 @@ pub const DEFAULT_COLLATION: u8 = 45;
 /// The length of a `mysql_native_password` nonce and scramble.
 pub const NONCE_BYTES: usize = 20;
 
-/// What the server offers. Deliberately absent: `CLIENT_SSL` (added by
+/// What the server offers, `CLIENT_LOCAL_FILES` among it: the server asks for a
+/// client's file only to answer that client's own `LOAD DATA LOCAL INFILE`, and
+/// the client decides whether to send it (the `mariadb` client's `--local-infile`,
+/// PyMySQL's `local_infile`). Deliberately absent: `CLIENT_SSL` (added by
 /// [`greeting`] when the server has TLS),
-/// `CLIENT_COMPRESS`, `CLIENT_LOCAL_FILES` (`LOAD DATA LOCAL` would let the
-/// server read client files), `CLIENT_QUERY_ATTRIBUTES` (clients would prefix
+/// `CLIENT_COMPRESS`, `CLIENT_QUERY_ATTRIBUTES` (clients would prefix
 /// queries and executes with attributes), `CLIENT_SESSION_TRACK`,
 /// `CLIENT_OPTIONAL_RESULTSET_METADATA`, `CLIENT_MULTI_STATEMENTS` (clients
 /// that ask for it could send `a; b` in one COM_QUERY; without it MySQL, and
@@ -76,6 +78,7 @@ pub fn server_capabilities() -> CapabilityFlags {
         | CapabilityFlags::CLIENT_CONNECT_ATTRS
         | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
         | CapabilityFlags::CLIENT_DEPRECATE_EOF
+        | CapabilityFlags::CLIENT_LOCAL_FILES
 }
 
 /// Turns 20 random bytes into a nonce the way MySQL's `generate_user_salt`
@@ -645,7 +648,8 @@ mod tests {
             "mysql-connector-python",
             0x003b_a20d,
         );
-        // And LOCAL_FILES, PS_MULTI_RESULTS, SESSION_TRACK (all masked off);
+        // And LOCAL_FILES (kept: Kura answers LOAD DATA LOCAL), PS_MULTI_RESULTS
+        // and SESSION_TRACK (masked off);
         // collation utf8mb3_general_ci.
         check_transcript(MARIADB_CLI, Some("shop"), 33, "libmariadb", 0x00bf_a28d);
     }

@@ -646,6 +646,10 @@ impl<'a> Connection<'a> {
                 // A string of bytes that are not text (a BLOB's, as mysqldump
                 // writes them) goes on as hex.
                 let sql = kura_sql::bytes::statement_text(sql);
+                if let Some(load) = kura_sql::load_data::parse(&sql) {
+                    self.load_data(load)?;
+                    return Ok(true);
+                }
                 let status = self.status();
                 let mut writer = RowWriter::new(&mut self.wire, self.shared, false, status);
                 let result = self.session.query_to(&sql, &mut writer);
@@ -792,6 +796,81 @@ impl<'a> Connection<'a> {
             }
         }
         Ok(true)
+    }
+
+    /// `LOAD DATA LOCAL INFILE`: asks the client for its file and inserts its rows
+    /// a batch at a time as the packets come (`kura_sql::load_data`). An error stops
+    /// the inserts but the rest of the file is still read, so the client, done
+    /// sending, reads it.
+    fn load_data(
+        &mut self,
+        load: Result<kura_sql::load_data::LoadData, SqlError>,
+    ) -> io::Result<()> {
+        use kura_sql::load_data::{RowReader, BATCH};
+        let spec = match load {
+            Ok(spec) if !spec.local => {
+                return self.error(&SqlError::new(
+                    1235,
+                    b"42000",
+                    "This version of Kura doesn't yet support 'LOAD DATA INFILE' of the server's own files: use LOAD DATA LOCAL INFILE",
+                ));
+            }
+            Ok(spec) => spec,
+            Err(e) => return self.error(&e),
+        };
+        if !self.wire.caps.contains(CapabilityFlags::CLIENT_LOCAL_FILES) {
+            return self.error(&SqlError::new(
+                3948,
+                b"42000",
+                "Loading local data is disabled; this must be enabled on both the client and server sides",
+            ));
+        }
+        let mut request = vec![0xfb];
+        request.extend_from_slice(spec.file.as_bytes());
+        self.send(&request)?;
+        self.wire.flush()?;
+        let mut reader = RowReader::new(&spec);
+        let mut pending = Vec::new();
+        let (mut records, mut written) = (0u64, 0u64);
+        let mut failed: Option<SqlError> = None;
+        loop {
+            let Some((seq, bytes)) = self.wire.packet()? else {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the client left during LOAD DATA",
+                ));
+            };
+            self.wire.seq = seq.wrapping_add(1);
+            let end = bytes.is_empty();
+            reader.feed(&bytes);
+            pending.extend(reader.rows(end));
+            while failed.is_none() && (pending.len() >= BATCH || (end && !pending.is_empty())) {
+                let batch: Vec<_> = pending.drain(..pending.len().min(BATCH)).collect();
+                records += batch.len() as u64;
+                match self.session.load_rows(&spec, &batch) {
+                    Ok(n) => written += n,
+                    Err(e) => failed = Some(e),
+                }
+            }
+            if failed.is_some() {
+                pending.clear();
+            }
+            if end {
+                break;
+            }
+        }
+        let result = match failed {
+            Some(e) => Err(e),
+            None => Ok(Output::Done(kura_sql::Done {
+                affected: written,
+                last_insert_id: 0,
+                info: format!(
+                    "Records: {records}  Deleted: 0  Skipped: {}  Warnings: 0",
+                    records.saturating_sub(written)
+                ),
+            })),
+        };
+        self.reply(result, false)
     }
 
     /// Ends a statement whose rows may have streamed: a lost client ends the

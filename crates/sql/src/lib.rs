@@ -22,6 +22,7 @@ mod information_schema;
 pub mod interrupt;
 pub mod isolation;
 mod like;
+pub mod load_data;
 mod local;
 pub mod names;
 pub mod processlist;
