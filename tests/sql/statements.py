@@ -6,7 +6,8 @@ One transcript to both (Kura's database `kura`, MariaDB's `st`): UPDATE and DELE
 with ORDER BY and LIMIT, UPDATE of a join, DELETE of one table of a join, RENAME
 TABLE (and a name taken, 1050), TRUNCATE TABLE (and AUTO_INCREMENT starting again),
 SHOW WARNINGS and SHOW COUNT(*) WARNINGS after an error (its level and code),
-SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW CREATE DATABASE (their
+SHOW TABLE STATUS, TINYINT, SMALLINT, MEDIUMINT (signed and unsigned) and BOOL at their ends and past
+them (1264); SHOW CHARACTER SET, SHOW COLLATION, SHOW CREATE DATABASE (their
 first columns; the rest are each server's own). Rows affected, rows and error codes
 must be the same.
 
@@ -51,6 +52,21 @@ TRANSCRIPT = [
     "TRUNCATE s3",
     "SELECT count(*) FROM s3",
     "DROP TABLE s1, s2, s3",
+    # Integer types a ported schema uses.
+    "CREATE TABLE ints (id TINYINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, t TINYINT,"
+    " s SMALLINT, su SMALLINT UNSIGNED, m MEDIUMINT, mu MEDIUMINT UNSIGNED, b BOOL,"
+    " bb BOOLEAN NOT NULL DEFAULT 0, KEY s (s))",
+    "INSERT INTO ints (t, s, su, m, mu, b) VALUES (-128, -32768, 65535, -8388608, 16777215, TRUE)",
+    "INSERT INTO ints (t, s, su, m, mu, b) VALUES (127, 32767, 0, 8388607, 0, FALSE)",
+    "INSERT INTO ints (t) VALUES (128)",
+    "INSERT INTO ints (su) VALUES (-1)",
+    "INSERT INTO ints (m) VALUES (8388608)",
+    "INSERT INTO ints (s) VALUES (40000)",
+    "SELECT * FROM ints ORDER BY id",
+    "SELECT id FROM ints WHERE s BETWEEN -40000 AND 0",
+    "SELECT COLUMN_NAME, DATA_TYPE, NUMERIC_PRECISION FROM information_schema.COLUMNS"
+    " WHERE TABLE_NAME = 'ints' AND TABLE_SCHEMA = DATABASE() ORDER BY ORDINAL_POSITION",
+    "DROP TABLE ints",
 ]
 
 # Statements whose rows are compared by their first column alone.

@@ -81,12 +81,14 @@ fn integer(n: i128, column: &Column, row: u64) -> Result<Value, SqlError> {
         }
     };
     match column.ty {
-        ColumnType::Int => range(i32::MIN.into(), i32::MAX.into()).map(|()| Value::Int(n as i64)),
-        ColumnType::BigInt => {
-            range(i64::MIN.into(), i64::MAX.into()).map(|()| Value::Int(n as i64))
+        ty if ty.is_signed_integer() => {
+            let (lo, hi) = ty.integer_range().unwrap_or((0, 0));
+            range(lo, hi).map(|()| Value::Int(n as i64))
         }
-        ColumnType::IntUnsigned => range(0, u32::MAX.into()).map(|()| Value::UInt(n as u64)),
-        ColumnType::BigIntUnsigned => range(0, u64::MAX.into()).map(|()| Value::UInt(n as u64)),
+        ty if ty.is_unsigned_integer() => {
+            let (lo, hi) = ty.integer_range().unwrap_or((0, 0));
+            range(lo, hi).map(|()| Value::UInt(n as u64))
+        }
         ColumnType::Double => Ok(double(n as f64)),
         _ => text(n.to_string().into_bytes(), column, row),
     }
@@ -121,8 +123,8 @@ pub fn shortest(f: f64) -> String {
 pub fn to_key(v: ValueRef<'_>, column: &Column) -> Option<Value> {
     match (v, column.ty) {
         (ValueRef::Null, _) => None,
-        (ValueRef::Integer(n), ColumnType::Int | ColumnType::BigInt) => Some(Value::Int(n)),
-        (ValueRef::Integer(n), ColumnType::IntUnsigned | ColumnType::BigIntUnsigned) => {
+        (ValueRef::Integer(n), ty) if ty.is_signed_integer() => Some(Value::Int(n)),
+        (ValueRef::Integer(n), ty) if ty.is_unsigned_integer() => {
             u64::try_from(n).ok().map(Value::UInt)
         }
         (ValueRef::Integer(n), ColumnType::Double) => Some(double(n as f64)),
@@ -157,7 +159,7 @@ pub fn to_bound(v: ValueRef<'_>, column: &Column, lower: bool) -> Option<Value> 
             let n = if lower { f.floor() } else { f.ceil() };
             to_key(ValueRef::Integer(n as i64), column)
         }
-        (ValueRef::Integer(n), ColumnType::IntUnsigned | ColumnType::BigIntUnsigned) if n < 0 => {
+        (ValueRef::Integer(n), ty) if ty.is_unsigned_integer() && n < 0 => {
             if lower {
                 Some(Value::UInt(0))
             } else {

@@ -386,6 +386,12 @@ fn describe(def: &TableDef, rows: &mut Vec<(&'static str, Vec<Cell>)>) {
         };
         let nullable = !c.not_null && i != t.primary;
         let (length, precision, scale, charset) = match c.ty {
+            ColumnType::TinyInt | ColumnType::TinyIntUnsigned | ColumnType::Bool => {
+                (NULL, int(3), int(0), false)
+            }
+            ColumnType::SmallInt | ColumnType::SmallIntUnsigned => (NULL, int(5), int(0), false),
+            ColumnType::MediumInt => (NULL, int(7), int(0), false),
+            ColumnType::MediumIntUnsigned => (NULL, int(8), int(0), false),
             ColumnType::Int => (NULL, int(10), int(0), false),
             ColumnType::IntUnsigned => (NULL, int(10), int(0), false),
             ColumnType::BigInt => (NULL, int(19), int(0), false),

@@ -22,7 +22,15 @@ pub enum Kind {
 impl Kind {
     pub fn of(ty: ColumnType) -> Kind {
         match ty {
-            ColumnType::Int => Kind::Int,
+            // On the wire as INT: their values are.
+            ColumnType::TinyInt
+            | ColumnType::Bool
+            | ColumnType::SmallInt
+            | ColumnType::MediumInt
+            | ColumnType::Int => Kind::Int,
+            ColumnType::TinyIntUnsigned
+            | ColumnType::SmallIntUnsigned
+            | ColumnType::MediumIntUnsigned => Kind::IntUnsigned,
             ColumnType::BigInt => Kind::BigInt,
             ColumnType::IntUnsigned => Kind::IntUnsigned,
             ColumnType::BigIntUnsigned => Kind::BigIntUnsigned,
@@ -43,7 +51,8 @@ impl Kind {
                 .unwrap_or(255)
         };
         Some(match d.as_str() {
-            "INT" => Kind::Int,
+            "INT" | "TINYINT" | "TINYINT(1)" | "SMALLINT" | "MEDIUMINT" => Kind::Int,
+            "TINYINT UNSIGNED" | "SMALLINT UNSIGNED" | "MEDIUMINT UNSIGNED" => Kind::IntUnsigned,
             "BIGINT" | "INTEGER" => Kind::BigInt,
             "INT UNSIGNED" => Kind::IntUnsigned,
             "BIGINT UNSIGNED" => Kind::BigIntUnsigned,

@@ -32,12 +32,8 @@ pub struct AutoCounters(Mutex<HashMap<u32, u64>>);
 
 /// The largest value an auto column of `ty` holds.
 fn column_max(ty: ColumnType) -> u64 {
-    match ty {
-        ColumnType::Int => i32::MAX as u64,
-        ColumnType::IntUnsigned => u64::from(u32::MAX),
-        ColumnType::BigInt => i64::MAX as u64,
-        _ => u64::MAX,
-    }
+    ty.integer_range()
+        .map_or(0, |(_, hi)| u64::try_from(hi).unwrap_or(u64::MAX))
 }
 
 /// A positive value of an integer column as u64; None for NULL, zero and negatives.
@@ -67,9 +63,10 @@ impl Tables {
             return Ok(None);
         }
         counters.insert(def.number, next + 1);
-        Ok(Some(match ty {
-            ColumnType::Int | ColumnType::BigInt => Value::Int(next as i64),
-            _ => Value::UInt(next),
+        Ok(Some(if ty.is_signed_integer() {
+            Value::Int(next as i64)
+        } else {
+            Value::UInt(next)
         }))
     }
 

@@ -71,8 +71,8 @@ pub fn decode(r: &mut Reader<'_>, ty: ColumnType, position: Position) -> Result<
         Ok(u64::from_be_bytes(b))
     };
     Ok(match ty {
-        ColumnType::Int | ColumnType::BigInt => Value::Int((fixed(r)? ^ (1 << 63)) as i64),
-        ColumnType::IntUnsigned | ColumnType::BigIntUnsigned => Value::UInt(fixed(r)?),
+        ty if ty.is_signed_integer() => Value::Int((fixed(r)? ^ (1 << 63)) as i64),
+        ty if ty.is_unsigned_integer() => Value::UInt(fixed(r)?),
         ColumnType::Double => {
             let ordered = fixed(r)?;
             let bits = if ordered >> 63 == 1 {
@@ -82,25 +82,23 @@ pub fn decode(r: &mut Reader<'_>, ty: ColumnType, position: Position) -> Result<
             };
             Value::Double(f64::from_bits(bits))
         }
-        ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::Text | ColumnType::Blob => {
-            match position {
-                Position::Last => Value::Bytes(r.take(r.buf.len())?.to_vec()),
-                Position::Inner => {
-                    let mut out = Vec::new();
-                    loop {
-                        match r.u8()? {
-                            0 => match r.u8()? {
-                                0xff => out.push(0),
-                                1 => break,
-                                _ => return Err(Error::Format("bad key escape".into())),
-                            },
-                            b => out.push(b),
-                        }
+        _ => match position {
+            Position::Last => Value::Bytes(r.take(r.buf.len())?.to_vec()),
+            Position::Inner => {
+                let mut out = Vec::new();
+                loop {
+                    match r.u8()? {
+                        0 => match r.u8()? {
+                            0xff => out.push(0),
+                            1 => break,
+                            _ => return Err(Error::Format("bad key escape".into())),
+                        },
+                        b => out.push(b),
                     }
-                    Value::Bytes(out)
                 }
+                Value::Bytes(out)
             }
-        }
+        },
     })
 }
 

@@ -1,8 +1,8 @@
 //! Table definitions, read from MySQL's `CREATE TABLE` syntax (parsed by `sqlparser`
 //! with its MySQL dialect, never by hand), and written back as canonical DDL.
 //!
-//! What a table may declare: columns of type `INT BIGINT [UNSIGNED] DOUBLE VARCHAR(n)
-//! CHAR(n) TEXT BLOB` with `NOT NULL`, `NULL`, `DEFAULT`, `AUTO_INCREMENT`, `COMMENT`
+//! What a table may declare: columns of type `TINYINT SMALLINT MEDIUMINT INT BIGINT
+//! [UNSIGNED] BOOL DOUBLE VARCHAR(n) CHAR(n) TEXT BLOB` with `NOT NULL`, `NULL`, `DEFAULT`, `AUTO_INCREMENT`, `COMMENT`
 //! and a character set or collation (accepted, and the text is kept as UTF-8 bytes
 //! compared byte by byte); exactly one primary-key column; `UNIQUE [KEY|INDEX] name
 //! (col)` and `KEY|INDEX name (col)` on one column each; the table options `ENGINE`,
@@ -166,6 +166,13 @@ fn column_type(ty: &DataType, column: &str) -> Result<ColumnType, Error> {
         Ok(n as u32)
     };
     Ok(match ty {
+        DataType::TinyInt(Some(1)) | DataType::Bool | DataType::Boolean => ColumnType::Bool,
+        DataType::TinyInt(_) => ColumnType::TinyInt,
+        DataType::TinyIntUnsigned(_) => ColumnType::TinyIntUnsigned,
+        DataType::SmallInt(_) => ColumnType::SmallInt,
+        DataType::SmallIntUnsigned(_) => ColumnType::SmallIntUnsigned,
+        DataType::MediumInt(_) => ColumnType::MediumInt,
+        DataType::MediumIntUnsigned(_) => ColumnType::MediumIntUnsigned,
         DataType::Int(_) | DataType::Integer(_) => ColumnType::Int,
         DataType::IntUnsigned(_) | DataType::IntegerUnsigned(_) => ColumnType::IntUnsigned,
         DataType::BigInt(_) => ColumnType::BigInt,
@@ -364,15 +371,7 @@ impl Table {
             if let Some(expr) = default_expr {
                 column.default = Some(default_value(&expr, &column)?);
             }
-            if column.auto_increment
-                && !matches!(
-                    column.ty,
-                    ColumnType::Int
-                        | ColumnType::IntUnsigned
-                        | ColumnType::BigInt
-                        | ColumnType::BigIntUnsigned
-                )
-            {
+            if column.auto_increment && column.ty.integer_range().is_none() {
                 return Err(schema_error!(
                     "column {}: AUTO_INCREMENT needs an integer column",
                     column.name
@@ -743,6 +742,9 @@ mod tests {
             PLAYERS,
             "CREATE TABLE t (k VARCHAR(10) PRIMARY KEY, v BLOB, d DOUBLE DEFAULT -1.5, c CHAR(3) NOT NULL DEFAULT 'x''y', UNIQUE KEY u (d) USING BTREE) COMMENT='separator=,'",
             "CREATE TABLE `q` (id INT, PRIMARY KEY (id) USING BTREE)",
+            "CREATE TABLE `d`.`i` (id TINYINT UNSIGNED AUTO_INCREMENT PRIMARY KEY, a TINYINT, \
+             b SMALLINT UNSIGNED DEFAULT 7, c MEDIUMINT, d MEDIUMINT UNSIGNED, e BOOL, f BOOLEAN, \
+             g TINYINT(1) NOT NULL DEFAULT 1, h SMALLINT)",
         ] {
             let table = parse_schema(sql).unwrap().remove(0);
             let again = parse_schema(&table.to_sql()).unwrap().remove(0);

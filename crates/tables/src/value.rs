@@ -19,6 +19,14 @@ pub const LONG_VALUE_MAX_BYTES: usize = 65_535;
 /// A column's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnType {
+    TinyInt,
+    TinyIntUnsigned,
+    /// `BOOL`, `BOOLEAN`, `TINYINT(1)`: a TINYINT, shown as `tinyint(1)`.
+    Bool,
+    SmallInt,
+    SmallIntUnsigned,
+    MediumInt,
+    MediumIntUnsigned,
     Int,
     IntUnsigned,
     BigInt,
@@ -35,6 +43,13 @@ pub enum ColumnType {
 impl fmt::Display for ColumnType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            ColumnType::TinyInt => f.write_str("TINYINT"),
+            ColumnType::TinyIntUnsigned => f.write_str("TINYINT UNSIGNED"),
+            ColumnType::Bool => f.write_str("TINYINT(1)"),
+            ColumnType::SmallInt => f.write_str("SMALLINT"),
+            ColumnType::SmallIntUnsigned => f.write_str("SMALLINT UNSIGNED"),
+            ColumnType::MediumInt => f.write_str("MEDIUMINT"),
+            ColumnType::MediumIntUnsigned => f.write_str("MEDIUMINT UNSIGNED"),
             ColumnType::Int => f.write_str("INT"),
             ColumnType::IntUnsigned => f.write_str("INT UNSIGNED"),
             ColumnType::BigInt => f.write_str("BIGINT"),
@@ -51,14 +66,40 @@ impl fmt::Display for ColumnType {
 impl ColumnType {
     /// Whether values of this type are numbers (compared and encoded as numbers).
     pub fn is_numeric(self) -> bool {
-        matches!(
-            self,
-            ColumnType::Int
-                | ColumnType::IntUnsigned
-                | ColumnType::BigInt
-                | ColumnType::BigIntUnsigned
-                | ColumnType::Double
-        )
+        self.integer_range().is_some() || self == ColumnType::Double
+    }
+
+    /// An integer type's range, lowest and highest; None for the others.
+    pub fn integer_range(self) -> Option<(i128, i128)> {
+        Some(match self {
+            ColumnType::TinyInt | ColumnType::Bool => (i8::MIN.into(), i8::MAX.into()),
+            ColumnType::TinyIntUnsigned => (0, u8::MAX.into()),
+            ColumnType::SmallInt => (i16::MIN.into(), i16::MAX.into()),
+            ColumnType::SmallIntUnsigned => (0, u16::MAX.into()),
+            ColumnType::MediumInt => (-(1 << 23), (1 << 23) - 1),
+            ColumnType::MediumIntUnsigned => (0, (1 << 24) - 1),
+            ColumnType::Int => (i32::MIN.into(), i32::MAX.into()),
+            ColumnType::IntUnsigned => (0, u32::MAX.into()),
+            ColumnType::BigInt => (i64::MIN.into(), i64::MAX.into()),
+            ColumnType::BigIntUnsigned => (0, u64::MAX.into()),
+            _ => return None,
+        })
+    }
+
+    /// Whether this is a signed integer type (its values are [`Value::Int`]).
+    pub fn is_signed_integer(self) -> bool {
+        self.integer_range().is_some_and(|(lo, _)| lo < 0)
+    }
+
+    /// Whether this is an unsigned integer type (its values are [`Value::UInt`]).
+    pub fn is_unsigned_integer(self) -> bool {
+        self.integer_range().is_some_and(|(lo, _)| lo == 0)
+    }
+
+    /// Whether `v` is within this integer type's range.
+    pub fn holds_integer(self, v: i128) -> bool {
+        self.integer_range()
+            .is_some_and(|(lo, hi)| lo <= v && v <= hi)
     }
 }
 
@@ -97,10 +138,8 @@ impl ValueRef<'_> {
     pub fn is_kind_of(&self, ty: ColumnType) -> bool {
         match (*self, ty) {
             (ValueRef::Null, _) => true,
-            (ValueRef::Int(v), ColumnType::Int) => i32::try_from(v).is_ok(),
-            (ValueRef::Int(_), ColumnType::BigInt) => true,
-            (ValueRef::UInt(v), ColumnType::IntUnsigned) => u32::try_from(v).is_ok(),
-            (ValueRef::UInt(_), ColumnType::BigIntUnsigned) => true,
+            (ValueRef::Int(v), ty) if ty.is_signed_integer() => ty.holds_integer(v.into()),
+            (ValueRef::UInt(v), ty) if ty.is_unsigned_integer() => ty.holds_integer(v.into()),
             (ValueRef::Double(v), ColumnType::Double) => v.is_finite(),
             (ValueRef::Bytes(_), ty) => !ty.is_numeric(),
             _ => false,
@@ -182,20 +221,20 @@ pub fn parse_owned(mut text: Vec<u8>, ty: ColumnType, column: &str) -> Result<Va
 /// `column` names the column in the error.
 pub fn parse_text(text: &[u8], ty: ColumnType, column: &str) -> Result<Value, Error> {
     match ty {
-        ColumnType::Int | ColumnType::BigInt => {
+        ty if ty.is_signed_integer() => {
             let v = parse_signed(text)
                 .ok_or_else(|| value_error!("column {column} wants an integer"))?;
-            if ty == ColumnType::Int && i32::try_from(v).is_err() {
+            if !ty.holds_integer(v.into()) {
                 return Err(value_error!(
                     "value out of range for column {column} ({ty})"
                 ));
             }
             Ok(Value::Int(v))
         }
-        ColumnType::IntUnsigned | ColumnType::BigIntUnsigned => {
+        ty if ty.is_unsigned_integer() => {
             let v = parse_unsigned(text)
                 .ok_or_else(|| value_error!("column {column} wants an unsigned integer"))?;
-            if ty == ColumnType::IntUnsigned && u32::try_from(v).is_err() {
+            if !ty.holds_integer(v.into()) {
                 return Err(value_error!(
                     "value out of range for column {column} ({ty})"
                 ));
@@ -207,7 +246,7 @@ pub fn parse_text(text: &[u8], ty: ColumnType, column: &str) -> Result<Value, Er
                 parse_double(text).ok_or_else(|| value_error!("column {column} wants a number"))?;
             Ok(Value::Double(v))
         }
-        ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::Text | ColumnType::Blob => {
+        _ => {
             let text = match ty {
                 ColumnType::Char(_) => trim_trailing_spaces(text),
                 _ => text,
