@@ -23,13 +23,8 @@ import sys
 import threading
 
 import pymemcache.client.base
-import pymysql
 
-
-def connect(port, database):
-    return pymysql.connect(
-        host="127.0.0.1", port=port, user="root", database=database, autocommit=True
-    )
+from peer import check, compare, connect, run, verdict
 
 
 TRANSCRIPT = [
@@ -87,32 +82,11 @@ TRANSCRIPT = [
 ]
 
 
-def run(conn, statement):
-    cur = conn.cursor()
-    try:
-        n = cur.execute(statement)
-        return ("ok", n, cur.lastrowid, [tuple(r) for r in cur.fetchall()])
-    except pymysql.MySQLError as e:
-        return ("error", e.args[0])
-
-
 def agrees(kura_port, mariadb_port):
     kura = connect(kura_port, "kura")
     mariadb = connect(mariadb_port, "mysql")
-    failed = 0
-    for statement in TRANSCRIPT:
-        k, m = run(kura, statement), run(mariadb, statement)
-        if k != m:
-            print(f"{statement}\n  kura:    {k}\n  mariadb: {m}")
-            failed += 1
-    if failed:
-        sys.exit(f"{failed} statements answered differently")
-    print(f"{len(TRANSCRIPT)} statements answered alike")
-
-
-def check(what, got, want):
-    if got != want:
-        sys.exit(f"{what}: got {got!r}, want {want!r}")
+    outcome = lambda conn, s: run(conn, s, lastrowid=True)
+    verdict(compare(kura, mariadb, TRANSCRIPT, outcome), len(TRANSCRIPT))
 
 
 def concurrent(kura_port, memcached_port):

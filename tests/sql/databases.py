@@ -23,13 +23,8 @@ Exits non-zero with the failing check.
 import sys
 
 import pymemcache.client.base
-import pymysql
 
-
-def connect(port, database):
-    return pymysql.connect(
-        host="127.0.0.1", port=port, user="root", database=database, autocommit=True
-    )
+from peer import check, compare, connect, run, verdict
 
 
 TRANSCRIPT = [
@@ -116,37 +111,19 @@ TRANSCRIPT = [
 ]
 
 
-def run(conn, statement):
-    cur = conn.cursor()
-    try:
-        n = cur.execute(statement)
-        rows = [tuple(r) for r in cur.fetchall()]
-        # Column types are spelled as MySQL 8 does (`int`), MariaDB's `int(11)`:
-        # the columns' names say which table was found.
-        if statement.startswith(("DESCRIBE", "SHOW COLUMNS")):
-            rows = [r[0] for r in rows]
-        return ("ok", n, rows)
-    except pymysql.MySQLError as e:
-        return ("error", e.args[0])
-
-
-def check(what, got, want):
-    if got != want:
-        sys.exit(f"{what}: got {got!r}, want {want!r}")
+def outcome(conn, statement):
+    answer = run(conn, statement)
+    # Column types are spelled as MySQL 8 does (`int`), MariaDB's `int(11)`: the
+    # columns' names say which table was found.
+    if answer[0] == "ok" and statement.startswith(("DESCRIBE", "SHOW COLUMNS")):
+        return answer[:2] + ([r[0] for r in answer[2]],)
+    return answer
 
 
 def agrees(kura_port, mariadb_port):
     kura = connect(kura_port, "kura")
     mariadb = connect(mariadb_port, "mysql")
-    failed = 0
-    for statement in TRANSCRIPT:
-        k, m = run(kura, statement), run(mariadb, statement)
-        if k != m:
-            print(f"{statement}\n  kura:    {k}\n  mariadb: {m}")
-            failed += 1
-    if failed:
-        sys.exit(f"{failed} statements answered differently")
-    print(f"{len(TRANSCRIPT)} statements answered alike")
+    verdict(compare(kura, mariadb, TRANSCRIPT, outcome), len(TRANSCRIPT))
 
 
 def memcached(kura_port, memcached_port):

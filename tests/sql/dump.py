@@ -19,18 +19,7 @@ Exits non-zero with the failing check.
 import subprocess
 import sys
 
-import pymysql
-
-
-def connect(port, database=None):
-    return pymysql.connect(
-        host="127.0.0.1", port=port, user="root", database=database, autocommit=True
-    )
-
-
-def check(what, got, want):
-    if got != want:
-        sys.exit(f"{what}:\n  got  {got!r}\n  want {want!r}")
+from peer import check, connect
 
 
 def run(port, statements):

@@ -1,18 +1,17 @@
 """MySQL's functions, casts and result column names, against MariaDB's.
 
-Usage: functions.py KURA_SQL_PORT MARIADB_PORT [--show]
+Usage: functions.py KURA_SQL_PORT MARIADB_PORT
 
 The same table (ids, names with spaces and case, ratios, NULLs) in both servers,
 then SELECTs of the functions ported schemas and ORMs use, on constants and on
 columns: each statement's column names (what dict cursors and ORMs key rows by),
-rows and error code must be the same. With --show, every difference is printed and
-the script still fails at the end.
+rows and error code must be the same; every difference is printed.
 
 Exits non-zero with the failing check.
 """
 import sys
 
-import pymysql
+from peer import compare, connect, mariadb_database, run, verdict
 
 SETUP = [
     "DROP TABLE IF EXISTS fx",
@@ -51,35 +50,14 @@ QUERIES = [
 ]
 
 
-def run(conn, statement):
-    cur = conn.cursor()
-    try:
-        cur.execute(statement)
-        names = [d[0] for d in cur.description] if cur.description else []
-        return ("ok", names, [tuple(r) for r in cur.fetchall()])
-    except pymysql.MySQLError as e:
-        return ("error", e.args[0])
-
-
-def main(kura_port, mariadb_port, show):
-    kura = pymysql.connect(host="127.0.0.1", port=kura_port, user="root", database="kura", autocommit=True)
-    mariadb = pymysql.connect(host="127.0.0.1", port=mariadb_port, user="root", autocommit=True)
-    mariadb.cursor().execute("CREATE DATABASE IF NOT EXISTS fx CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-    mariadb.select_db("fx")
+def main(kura_port, mariadb_port):
+    kura = connect(kura_port, "kura")
+    mariadb = mariadb_database(mariadb_port, "fx")
     for s in SETUP:
         kura.cursor().execute(s)
         mariadb.cursor().execute(s)
-    failed = 0
-    for q in QUERIES:
-        k, m = run(kura, q), run(mariadb, q)
-        if k != m:
-            failed += 1
-            print(f"{q}\n  kura:    {k}\n  mariadb: {m}")
-            if not show:
-                break
-    if failed:
-        sys.exit(f"{failed} of {len(QUERIES)} statements answered differently")
-    print(f"{len(QUERIES)} statements answered alike")
+    outcome = lambda conn, q: run(conn, q, names=True)
+    verdict(compare(kura, mariadb, QUERIES, outcome), len(QUERIES))
 
 
-main(int(sys.argv[1]), int(sys.argv[2]), "--show" in sys.argv)
+main(int(sys.argv[1]), int(sys.argv[2]))

@@ -16,21 +16,7 @@ Exits non-zero with the failing check.
 import os
 import sys
 
-import pymysql
-
-
-def connect(port, database, local=True):
-    return pymysql.connect(host="127.0.0.1", port=port, user="root", database=database,
-                           autocommit=True, local_infile=local)
-
-
-def run(conn, statement):
-    cur = conn.cursor()
-    try:
-        n = cur.execute(statement)
-        return ("ok", n, [tuple(r) for r in cur.fetchall()])
-    except pymysql.MySQLError as e:
-        return ("error", e.args[0])
+from peer import connect, mariadb_database, run, verdict
 
 
 def main(kura_port, mariadb_port, folder):
@@ -62,10 +48,8 @@ def main(kura_port, mariadb_port, folder):
         "SELECT count(*), sum(score), min(id), max(id) FROM ld",
         "DROP TABLE ld",
     ]
-    kura = connect(kura_port, "kura")
-    mariadb = connect(mariadb_port, None)
-    mariadb.cursor().execute("CREATE DATABASE IF NOT EXISTS ld CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-    mariadb.select_db("ld")
+    kura = connect(kura_port, "kura", local_infile=True)
+    mariadb = mariadb_database(mariadb_port, "ld", local_infile=True)
     failed = 0
     for s in statements:
         status_only = s.startswith("*")
@@ -77,14 +61,12 @@ def main(kura_port, mariadb_port, folder):
             failed += 1
             print(f"{s}\n  kura:    {k}\n  mariadb: {m}")
     run(kura, "CREATE TABLE ld2 (id INT PRIMARY KEY)")
-    refused = run(connect(kura_port, "kura", local=False),
+    refused = run(connect(kura_port, "kura"),
                   f"LOAD DATA LOCAL INFILE '{path('short.csv')}' INTO TABLE ld2")
     if refused != ("error", 3948) or run(kura, "SELECT count(*) FROM ld2") != ("ok", 1, [(0,)]):
         failed += 1
         print(f"without local files: {refused}")
-    if failed:
-        sys.exit(f"{failed} statements answered differently")
-    print(f"{len(statements)} statements answered alike")
+    verdict(failed, len(statements) + 1)
 
 
 main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])

@@ -15,7 +15,7 @@ Exits non-zero with the failing check.
 """
 import sys
 
-import pymysql
+from peer import compare, connect, mariadb_database, run, verdict
 
 TRANSCRIPT = [
     "DROP TABLE IF EXISTS s1",
@@ -77,56 +77,29 @@ FIRST_COLUMN = [
 ]
 
 
-def run(conn, statement, first_only=False):
-    cur = conn.cursor()
-    try:
-        n = cur.execute(statement)
-        rows = [tuple(r) for r in cur.fetchall()]
-        if first_only:
-            rows = [r[:1] for r in rows]
-        return ("ok", n, rows)
-    except pymysql.MySQLError as e:
-        return ("error", e.args[0])
-
-
 def main(kura_port, mariadb_port):
-    kura = pymysql.connect(host="127.0.0.1", port=kura_port, user="root", database="kura", autocommit=True)
-    mariadb = pymysql.connect(host="127.0.0.1", port=mariadb_port, user="root", autocommit=True)
-    mariadb.cursor().execute("CREATE DATABASE IF NOT EXISTS st CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-    mariadb.select_db("st")
-    failed = 0
-    for statement in TRANSCRIPT:
-        k, m = run(kura, statement), run(mariadb, statement)
-        if k != m:
-            failed += 1
-            print(f"{statement}\n  kura:    {k}\n  mariadb: {m}")
+    kura = connect(kura_port, "kura")
+    mariadb = mariadb_database(mariadb_port, "st")
+    failed = compare(kura, mariadb, TRANSCRIPT)
     # After an error: its level and code (the texts are each server's).
     for conn in (kura, mariadb):
         run(conn, "SELECT nosuchcol FROM nosuchtable")
-    k = [r[:2] for r in run(kura, "SHOW WARNINGS")[2]]
-    m = [r[:2] for r in run(mariadb, "SHOW WARNINGS")[2]]
-    if k != m:
-        failed += 1
-        print(f"SHOW WARNINGS\n  kura:    {k}\n  mariadb: {m}")
+    first_two = lambda conn, s: [r[:2] for r in run(conn, s)[2]]
+    failed += compare(kura, mariadb, ["SHOW WARNINGS"], first_two)
     for statement in FIRST_COLUMN:
-        k = run(kura, statement.format(db="kura"), True)
-        m = run(mariadb, statement.format(db="st"), True)
-        if statement.startswith("SHOW CREATE DATABASE"):
-            k, m = k[:2], m[:2]
+        k = run(kura, statement.format(db="kura"))
+        m = run(mariadb, statement.format(db="st"))
+        k, m = (k[0], [r[:1] for r in k[2]]), (m[0], [r[:1] for r in m[2]])
+        if "{db}" in statement:
+            # Each names its own database.
+            k, m = (k[0], len(k[1])), (m[0], len(m[1]))
         if k != m:
             failed += 1
             print(f"{statement}\n  kura:    {k}\n  mariadb: {m}")
-    run(kura, "CREATE TABLE s5 (id INT PRIMARY KEY)")
-    run(mariadb, "CREATE TABLE s5 (id INT PRIMARY KEY)")
-    k = run(kura, "SHOW TABLE STATUS LIKE 's5'")
-    m = run(mariadb, "SHOW TABLE STATUS LIKE 's5'")
-    k, m = (k[0], [r[:2] for r in k[2]]), (m[0], [r[:2] for r in m[2]])
-    if k != m:
-        failed += 1
-        print(f"SHOW TABLE STATUS\n  kura:    {k}\n  mariadb: {m}")
-    if failed:
-        sys.exit(f"{failed} statements answered differently")
-    print(f"{len(TRANSCRIPT) + len(FIRST_COLUMN) + 2} statements answered alike")
+    for conn in (kura, mariadb):
+        run(conn, "CREATE TABLE s5 (id INT PRIMARY KEY)")
+    failed += compare(kura, mariadb, ["SHOW TABLE STATUS LIKE 's5'"], first_two)
+    verdict(failed, len(TRANSCRIPT) + len(FIRST_COLUMN) + 2)
 
 
 main(int(sys.argv[1]), int(sys.argv[2]))

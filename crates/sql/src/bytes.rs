@@ -24,11 +24,7 @@ pub fn statement_text(sql: &[u8]) -> Cow<'_, str> {
                 if value.contains(&0) || std::str::from_utf8(&value).is_err() {
                     let out = out.get_or_insert_with(Vec::new);
                     out.extend_from_slice(&sql[copied..i]);
-                    out.extend_from_slice(b"X'");
-                    for b in &value {
-                        out.extend_from_slice(format!("{b:02x}").as_bytes());
-                    }
-                    out.push(b'\'');
+                    hex_literal(out, &value);
                     copied = end;
                 }
                 i = end;
@@ -57,11 +53,7 @@ pub fn statement_text(sql: &[u8]) -> Cow<'_, str> {
                 }
                 let out = out.get_or_insert_with(Vec::new);
                 out.extend_from_slice(&sql[copied..i]);
-                out.extend_from_slice(b"X'");
-                for b in &value {
-                    out.extend_from_slice(format!("{b:02x}").as_bytes());
-                }
-                out.push(b'\'');
+                hex_literal(out, &value);
                 i += 2 + len + 1;
                 copied = i;
             }
@@ -90,6 +82,15 @@ pub fn statement_text(sql: &[u8]) -> Cow<'_, str> {
             Cow::Owned(String::from_utf8_lossy(&out).into_owned())
         }
     }
+}
+
+/// `X'...'`: `bytes` as a hex literal.
+fn hex_literal(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(b"X'");
+    for b in bytes {
+        out.extend_from_slice(format!("{b:02x}").as_bytes());
+    }
+    out.push(b'\'');
 }
 
 fn line_end(sql: &[u8], from: usize) -> usize {
