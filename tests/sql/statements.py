@@ -5,15 +5,20 @@ Usage: statements.py KURA_SQL_PORT MARIADB_PORT
 One transcript to both (Kura's database `kura`, MariaDB's `st`): UPDATE and DELETE
 with ORDER BY and LIMIT, UPDATE of a join, DELETE of one table of a join, RENAME
 TABLE (and a name taken, 1050), TRUNCATE TABLE (and AUTO_INCREMENT starting again),
-SHOW WARNINGS and SHOW COUNT(*) WARNINGS after an error (its level and code),
-SHOW TABLE STATUS, TINYINT, SMALLINT, MEDIUMINT (signed and unsigned) and BOOL at their ends and past
-them (1264); SHOW CHARACTER SET, SHOW COLLATION, SHOW CREATE DATABASE (their
-first columns; the rest are each server's own). Rows affected, rows and error codes
+TINYINT, SMALLINT, MEDIUMINT (signed and unsigned) and BOOL at their ends and
+past them (1264); SHOW WARNINGS and SHOW COUNT(*) WARNINGS after an error (its
+level and code); SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW
+CREATE DATABASE (their
+first columns; the rest are each server's own); several statements in one query
+(CLIENT_MULTI_STATEMENTS), to the first error. Rows affected, rows and error codes
 must be the same.
 
 Exits non-zero with the failing check.
 """
 import sys
+
+import pymysql
+from pymysql.constants import CLIENT
 
 from peer import compare, connect, mariadb_database, run, verdict
 
@@ -99,7 +104,32 @@ def main(kura_port, mariadb_port):
     for conn in (kura, mariadb):
         run(conn, "CREATE TABLE s5 (id INT PRIMARY KEY)")
     failed += compare(kura, mariadb, ["SHOW TABLE STATUS LIKE 's5'"], first_two)
-    verdict(failed, len(TRANSCRIPT) + len(FIRST_COLUMN) + 2)
+    # Several statements in one query, from a client that asks for them.
+    multi = [
+        "INSERT INTO s5 VALUES (1), (2); SELECT * FROM s5 ORDER BY id; UPDATE s5 SET id = id + 10;"
+        " SELECT id, 'a;b' FROM s5 ORDER BY id",
+        "SELECT 1; SELECT nosuchcol FROM s5; SELECT 3",
+        "DELETE FROM s5; SELECT count(*) FROM s5 -- ; SELECT 4",
+    ]
+    k_conn = connect(kura_port, "kura", client_flag=CLIENT.MULTI_STATEMENTS)
+    m_conn = connect(mariadb_port, "st", client_flag=CLIENT.MULTI_STATEMENTS)
+    failed += compare(k_conn, m_conn, multi, results)
+    verdict(failed, len(TRANSCRIPT) + len(FIRST_COLUMN) + 2 + len(multi))
+
+
+def results(conn, query):
+    """Every result of a multi-statement query, to its first error."""
+    cur = conn.cursor()
+    out = []
+    try:
+        cur.execute(query)
+        while True:
+            out.append((cur.rowcount, [tuple(r) for r in cur.fetchall()]))
+            if not cur.nextset():
+                break
+    except pymysql.MySQLError as e:
+        out.append(("error", e.args[0]))
+    return out
 
 
 main(int(sys.argv[1]), int(sys.argv[2]))

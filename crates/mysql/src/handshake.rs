@@ -56,13 +56,12 @@ pub const NONCE_BYTES: usize = 20;
 /// What the server offers, `CLIENT_LOCAL_FILES` among it: the server asks for a
 /// client's file only to answer that client's own `LOAD DATA LOCAL INFILE`, and
 /// the client decides whether to send it (the `mariadb` client's `--local-infile`,
-/// PyMySQL's `local_infile`). Deliberately absent: `CLIENT_SSL` (added by
+/// PyMySQL's `local_infile`); and `CLIENT_MULTI_STATEMENTS`: a client that asks for
+/// it may send `a; b` in one COM_QUERY. Deliberately absent: `CLIENT_SSL` (added by
 /// [`greeting`] when the server has TLS),
 /// `CLIENT_COMPRESS`, `CLIENT_QUERY_ATTRIBUTES` (clients would prefix
 /// queries and executes with attributes), `CLIENT_SESSION_TRACK`,
-/// `CLIENT_OPTIONAL_RESULTSET_METADATA`, `CLIENT_MULTI_STATEMENTS` (clients
-/// that ask for it could send `a; b` in one COM_QUERY; without it MySQL, and
-/// so Kura, may treat `;` inside a query as a syntax error) and
+/// `CLIENT_OPTIONAL_RESULTSET_METADATA` and
 /// `CLIENT_IGNORE_SPACE` (an SQL-mode promise the engine does not make).
 pub fn server_capabilities() -> CapabilityFlags {
     CapabilityFlags::CLIENT_LONG_PASSWORD
@@ -79,6 +78,7 @@ pub fn server_capabilities() -> CapabilityFlags {
         | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
         | CapabilityFlags::CLIENT_DEPRECATE_EOF
         | CapabilityFlags::CLIENT_LOCAL_FILES
+        | CapabilityFlags::CLIENT_MULTI_STATEMENTS
 }
 
 /// Turns 20 random bytes into a nonce the way MySQL's `generate_user_salt`

@@ -498,6 +498,8 @@ struct Connection<'a> {
     registered: Registered,
     processes: Arc<ProcessList>,
     interrupt: Arc<Interrupt>,
+    /// A multi-statement query's results before its last say more follow.
+    more_results: bool,
 }
 
 impl<'a> Connection<'a> {
@@ -560,6 +562,7 @@ impl<'a> Connection<'a> {
             session,
             shared,
             statements: HashMap::new(),
+            more_results: false,
             id,
             user,
             registered,
@@ -613,7 +616,11 @@ impl<'a> Connection<'a> {
     }
 
     fn status(&self) -> StatusFlags {
-        status(&self.session)
+        let mut status = status(&self.session);
+        if self.more_results {
+            status |= StatusFlags::SERVER_MORE_RESULTS_EXISTS;
+        }
+        status
     }
 
     /// Answers one command. Returns false when the connection ends.
@@ -646,15 +653,27 @@ impl<'a> Connection<'a> {
                 // A string of bytes that are not text (a BLOB's, as mysqldump
                 // writes them) goes on as hex.
                 let sql = kura_sql::bytes::statement_text(sql);
-                if let Some(load) = kura_sql::load_data::parse(&sql) {
-                    self.load_data(load)?;
-                    return Ok(true);
+                // `a; b` from a client that asked for CLIENT_MULTI_STATEMENTS: each
+                // statement's result in turn, all but the last saying more follow;
+                // the first error ends them.
+                let parts = if self
+                    .wire
+                    .caps
+                    .contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS)
+                {
+                    kura_sql::bytes::statements(&sql)
+                } else {
+                    vec![&*sql]
+                };
+                let last = parts.len().saturating_sub(1);
+                for (i, part) in parts.iter().enumerate() {
+                    self.more_results = i < last;
+                    let ok = self.query(part)?;
+                    if !ok {
+                        break;
+                    }
                 }
-                let status = self.status();
-                let mut writer = RowWriter::new(&mut self.wire, self.shared, false, status);
-                let result = self.session.query_to(&sql, &mut writer);
-                let (ended, failed) = (writer.ended, writer.failed);
-                self.finish(result, false, ended, failed)?;
+                self.more_results = false;
             }
             Command::StmtPrepare(sql) => {
                 let sql = kura_sql::bytes::statement_text(sql).into_owned();
@@ -798,6 +817,20 @@ impl<'a> Connection<'a> {
         Ok(true)
     }
 
+    /// One statement of a COM_QUERY, its result sent; whether it succeeded.
+    fn query(&mut self, sql: &str) -> io::Result<bool> {
+        if let Some(load) = kura_sql::load_data::parse(sql) {
+            return self.load_data(load);
+        }
+        let status = self.status();
+        let mut writer = RowWriter::new(&mut self.wire, self.shared, false, status);
+        let result = self.session.query_to(sql, &mut writer);
+        let (ended, failed) = (writer.ended, writer.failed);
+        let ok = result.is_ok() && !ended;
+        self.finish(result, false, ended, failed)?;
+        Ok(ok)
+    }
+
     /// `LOAD DATA LOCAL INFILE`: asks the client for its file and inserts its rows
     /// a batch at a time as the packets come (`kura_sql::load_data`). An error stops
     /// the inserts but the rest of the file is still read, so the client, done
@@ -805,25 +838,30 @@ impl<'a> Connection<'a> {
     fn load_data(
         &mut self,
         load: Result<kura_sql::load_data::LoadData, SqlError>,
-    ) -> io::Result<()> {
+    ) -> io::Result<bool> {
         use kura_sql::load_data::{RowReader, BATCH};
         let spec = match load {
             Ok(spec) if !spec.local => {
-                return self.error(&SqlError::new(
+                self.error(&SqlError::new(
                     1235,
                     b"42000",
                     "This version of Kura doesn't yet support 'LOAD DATA INFILE' of the server's own files: use LOAD DATA LOCAL INFILE",
-                ));
+                ))?;
+                return Ok(false);
             }
             Ok(spec) => spec,
-            Err(e) => return self.error(&e),
+            Err(e) => {
+                self.error(&e)?;
+                return Ok(false);
+            }
         };
         if !self.wire.caps.contains(CapabilityFlags::CLIENT_LOCAL_FILES) {
-            return self.error(&SqlError::new(
+            self.error(&SqlError::new(
                 3948,
                 b"42000",
                 "Loading local data is disabled; this must be enabled on both the client and server sides",
-            ));
+            ))?;
+            return Ok(false);
         }
         let mut request = vec![0xfb];
         request.extend_from_slice(spec.file.as_bytes());
@@ -870,7 +908,9 @@ impl<'a> Connection<'a> {
                 ),
             })),
         };
-        self.reply(result, false)
+        let ok = result.is_ok();
+        self.reply(result, false)?;
+        Ok(ok)
     }
 
     /// Ends a statement whose rows may have streamed: a lost client ends the

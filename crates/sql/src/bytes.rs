@@ -84,6 +84,43 @@ pub fn statement_text(sql: &[u8]) -> Cow<'_, str> {
     }
 }
 
+/// The statements of a multi-statement COM_QUERY (`a; b`), split at the `;`s outside
+/// strings, names and comments; empty ones left out.
+pub fn statements(sql: &str) -> Vec<&str> {
+    let b = sql.as_bytes();
+    let mut out = Vec::new();
+    let (mut start, mut i) = (0, 0);
+    while i < b.len() {
+        match b[i] {
+            quote @ (b'\'' | b'"') => i = string(b, i, quote).0,
+            b'`' => {
+                i = b[i + 1..]
+                    .iter()
+                    .position(|&c| c == b'`')
+                    .map_or(b.len(), |p| i + 1 + p + 1);
+            }
+            b'#' => i = line_end(b, i),
+            b'-' if b.get(i + 1) == Some(&b'-')
+                && b.get(i + 2).is_none_or(|c| c.is_ascii_whitespace()) =>
+            {
+                i = line_end(b, i);
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') && b.get(i + 2) != Some(&b'!') => {
+                i = find(b, i + 2, b"*/").map_or(b.len(), |p| p + 2);
+            }
+            b';' => {
+                out.push(&sql[start..i]);
+                i += 1;
+                start = i;
+            }
+            _ => i += 1,
+        }
+    }
+    out.push(&sql[start..]);
+    out.retain(|s| !s.trim().is_empty());
+    out
+}
+
 /// `X'...'`: `bytes` as a hex literal.
 fn hex_literal(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(b"X'");
@@ -148,6 +185,20 @@ fn string(sql: &[u8], start: usize, quote: u8) -> (usize, Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_query_splits_at_its_own_semicolons() {
+        assert_eq!(
+            statements("SELECT 'a;b'; SELECT `c;d` -- e;f\n; /* g;h */ SELECT 1;;"),
+            vec![
+                "SELECT 'a;b'",
+                " SELECT `c;d` -- e;f\n",
+                " /* g;h */ SELECT 1"
+            ]
+        );
+        assert_eq!(statements("SELECT 1"), vec!["SELECT 1"]);
+        assert_eq!(statements("  ;  "), Vec::<&str>::new());
+    }
 
     #[test]
     fn only_strings_that_are_not_text_change() {
