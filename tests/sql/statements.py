@@ -6,7 +6,8 @@ One transcript to both (Kura's database `kura`, MariaDB's `st`): UPDATE and DELE
 with ORDER BY and LIMIT, UPDATE of a join, DELETE of one table of a join, RENAME
 TABLE (and a name taken, 1050), TRUNCATE TABLE (and AUTO_INCREMENT starting again),
 TINYINT, SMALLINT, MEDIUMINT (signed and unsigned) and BOOL at their ends and
-past them (1264); SHOW WARNINGS and SHOW COUNT(*) WARNINGS after an error (its
+past them (1264); DROP INDEX and ALTER TABLE DROP KEY (the unique value free
+after, 1091 for none); SHOW WARNINGS and SHOW COUNT(*) WARNINGS after an error (its
 level and code); SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW
 CREATE DATABASE (their
 first columns; the rest are each server's own); several statements in one query
@@ -72,6 +73,22 @@ TRANSCRIPT = [
     "SELECT COLUMN_NAME, DATA_TYPE, NUMERIC_PRECISION FROM information_schema.COLUMNS"
     " WHERE TABLE_NAME = 'ints' AND TABLE_SCHEMA = DATABASE() ORDER BY ORDINAL_POSITION",
     "DROP TABLE ints",
+    # Dropping indexes, as migrations do.
+    "CREATE TABLE di (id INT PRIMARY KEY, email VARCHAR(20), lvl INT, UNIQUE KEY email (email),"
+    " KEY lvl (lvl))",
+    "INSERT INTO di VALUES (1, 'a@x', 5), (2, 'b@x', 7), (3, 'c@x', 5)",
+    "INSERT INTO di VALUES (4, 'a@x', 1)",
+    "DROP INDEX email ON di",
+    "INSERT INTO di VALUES (4, 'a@x', 1)",
+    "SELECT id FROM di WHERE email = 'a@x' ORDER BY id",
+    "ALTER TABLE di DROP KEY lvl",
+    "SELECT id FROM di WHERE lvl BETWEEN 4 AND 6 ORDER BY id",
+    "DROP INDEX lvl ON di",
+    "ALTER TABLE di DROP INDEX nosuch",
+    "CREATE UNIQUE INDEX email ON di (email)",
+    "CREATE INDEX lvl ON di (lvl)",
+    "SELECT id FROM di WHERE lvl = 5 ORDER BY id",
+    "DROP TABLE di",
 ]
 
 # Statements whose rows are compared by their first column alone.

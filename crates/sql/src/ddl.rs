@@ -76,6 +76,23 @@ impl Session {
                 names,
                 ..
             } => self.drop_tables(names, *if_exists),
+            Statement::Drop {
+                object_type: ObjectType::Index,
+                names,
+                table,
+                ..
+            } => match table {
+                Some(table) => self
+                    .implicit_commit()
+                    .and_then(|()| self.name_of(table))
+                    .and_then(|table| {
+                        names.iter().try_for_each(|index| {
+                            let index = index.0.last().map(names::part).unwrap_or_default();
+                            self.drop_index(&table, &index)
+                        })
+                    }),
+                None => Err(SqlError::syntax("DROP INDEX name ON table")),
+            },
             Statement::CreateIndex(create) => {
                 let Some(name) = create
                     .name
@@ -259,6 +276,13 @@ impl Session {
             .map_err(|e| ddl_error(table, e))
     }
 
+    fn drop_index(&mut self, table: &str, index: &str) -> Result<(), SqlError> {
+        self.shared
+            .tables
+            .drop_index(table, index)
+            .map_err(|e| ddl_error(table, e))
+    }
+
     fn alter(&mut self, table: &str, op: &AlterTableOperation) -> Result<(), SqlError> {
         match op {
             AlterTableOperation::AddColumn {
@@ -293,6 +317,7 @@ impl Session {
             AlterTableOperation::AddConstraint { constraint, .. } => {
                 self.create_index(table, &constraint.to_string())
             }
+            AlterTableOperation::DropIndex { name } => self.drop_index(table, &name.value),
             other => Err(SqlError::unsupported(format!("ALTER TABLE ... {other}"))),
         }
     }
@@ -309,6 +334,11 @@ fn ddl_error(table: &str, e: DdlError) -> SqlError {
             SqlError::new(1061, b"42000", format!("Duplicate key name '{name}'"))
         }
         DdlError::Duplicate { index, value } => SqlError::duplicate(&value, table, &index),
+        DdlError::NoIndex(name) => SqlError::new(
+            1091,
+            b"42000",
+            format!("Can't DROP '{name}'; check that column/key exists"),
+        ),
         DdlError::TableExists(name) => SqlError::table_exists(kura_tables::database_of(&name).1),
         DdlError::Refused(why) if why.starts_with("Unknown database '") => {
             SqlError::new(1049, b"42000", why)

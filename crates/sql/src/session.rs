@@ -415,7 +415,8 @@ impl Session {
     }
 
     fn statement_to(&mut self, sql: &str, sink: &mut dyn RowSink) -> Result<Output, SqlError> {
-        let sql = &*crate::translate::without_cache_hints(sql);
+        let sql = crate::translate::without_cache_hints(sql);
+        let sql = &*crate::translate::drop_key_as_index(&sql);
         let catalog = self.sync_catalog()?;
         if let Some(answer) = self.show_server(sql, &catalog) {
             return answer;

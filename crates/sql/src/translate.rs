@@ -103,6 +103,36 @@ pub fn without_cache_hints(sql: &str) -> Cow<'_, str> {
     out.map_or(Cow::Borrowed(sql), Cow::Owned)
 }
 
+/// `ALTER TABLE t DROP KEY k`, which sqlparser does not parse, as the `DROP INDEX k`
+/// it means (outside quotes; only in an ALTER statement).
+pub fn drop_key_as_index(sql: &str) -> Cow<'_, str> {
+    let starts_alter = sql
+        .trim_start()
+        .get(..5)
+        .is_some_and(|w| w.eq_ignore_ascii_case("ALTER"));
+    if !starts_alter {
+        return Cow::Borrowed(sql);
+    }
+    let words: Vec<&str> = sql.split_whitespace().collect();
+    let found = words
+        .windows(2)
+        .any(|w| w[0].eq_ignore_ascii_case("DROP") && w[1].eq_ignore_ascii_case("KEY"));
+    if !found || sql.contains(['\'', '"']) {
+        return Cow::Borrowed(sql);
+    }
+    let mut out = Vec::with_capacity(words.len());
+    let mut previous_drop = false;
+    for w in words {
+        if previous_drop && w.eq_ignore_ascii_case("KEY") {
+            out.push("INDEX");
+        } else {
+            out.push(w);
+        }
+        previous_drop = w.eq_ignore_ascii_case("DROP");
+    }
+    Cow::Owned(out.join(" "))
+}
+
 /// Translates `statement`, parsed from `original`, over the tables of `catalog`, in a
 /// session whose current database is `database`. `variable` gives a system
 /// variable's value by its name in lower case.

@@ -12,6 +12,7 @@
 //! | varint | tables n, then n × table |
 //! | varint | dropped tables d, then d × varint number (format 2) |
 //! | varint | databases b, then b × (varint name length, name) (format 4) |
+//! | varint | dropped indexes i, then i × (varint table number, varint index number) (format 4) |
 //!
 //! A table: varint number, varint indexes m, m × (varint index number, varint name
 //! length, name), varint DDL length, the DDL; in format 2 then varint next index
@@ -93,6 +94,9 @@ pub struct Catalog {
     next_table_number: u32,
     /// Tables dropped whose rows and entries are not all purged yet.
     pub dropped: Vec<u32>,
+    /// Indexes dropped whose entries are not all purged yet: (table number, index
+    /// number).
+    pub dropped_indexes: Vec<(u32, u16)>,
     /// The databases made by `CREATE DATABASE`, in order; [`DEFAULT_DATABASE`] is not
     /// among them (it always exists).
     pub databases: Vec<String>,
@@ -108,6 +112,7 @@ impl Catalog {
             tables: Vec::new(),
             next_table_number: FIRST_TABLE_NUMBER,
             dropped: Vec::new(),
+            dropped_indexes: Vec::new(),
             databases: Vec::new(),
             index_entries_missing: false,
         }
@@ -253,7 +258,7 @@ impl Catalog {
     pub fn encode(&self) -> Vec<u8> {
         // Format 3 while no database was made, so that a node of the version before
         // reads it (a rolling upgrade's replicas).
-        let format = if self.databases.is_empty() {
+        let format = if self.databases.is_empty() && self.dropped_indexes.is_empty() {
             3
         } else {
             CATALOG_FORMAT
@@ -284,6 +289,11 @@ impl Catalog {
             for name in &self.databases {
                 put_varint(&mut out, name.len() as u64);
                 out.extend_from_slice(name.as_bytes());
+            }
+            put_varint(&mut out, self.dropped_indexes.len() as u64);
+            for (table, index) in &self.dropped_indexes {
+                put_varint(&mut out, u64::from(*table));
+                put_varint(&mut out, u64::from(*index));
             }
         }
         out
@@ -361,10 +371,16 @@ impl Catalog {
             }
         }
         let mut databases = Vec::new();
+        let mut dropped_indexes = Vec::new();
         if version >= 4 {
             for _ in 0..r.varint()? {
                 let name = std::str::from_utf8(r.bytes()?).map_err(|_| bad("database".into()))?;
                 databases.push(name.to_string());
+            }
+            for _ in 0..r.varint()? {
+                let table = number(r.varint()?)?;
+                let index = u16::try_from(r.varint()?).map_err(|_| bad("index number".into()))?;
+                dropped_indexes.push((table, index));
             }
         }
         if !r.buf.is_empty() {
@@ -374,6 +390,7 @@ impl Catalog {
             tables,
             next_table_number,
             dropped,
+            dropped_indexes,
             databases,
             index_entries_missing: version < 3,
         };

@@ -17,6 +17,9 @@
 //!   the catalog in use gets it whole. A value two rows share refuses a unique index: the entries written so
 //!   far are deleted and the catalog is as it was. A start that finds an index being
 //!   built fills it again (the rows are those it was being filled from: writes waited).
+//! - DROP INDEX: the stored catalog loses the index and lists its number as dropped;
+//!   its entries are deleted, then the catalog forgets the number (a start that finds
+//!   it purges it first).
 //! - ADD COLUMN: only the catalog changes. A row stored before it decodes with the
 //!   new column's default ([`crate::row::decode`]), so no row is rewritten.
 
@@ -61,6 +64,8 @@ pub enum DdlError {
     Refused(String),
     /// A table of that name exists (MySQL's 1050).
     TableExists(String),
+    /// No index of that name (MySQL's 1091).
+    NoIndex(String),
     Failed(Error),
 }
 
@@ -192,6 +197,50 @@ impl Tables {
             next.tables[t].table.name = to.clone();
         }
         next.check_containers()?;
+        self.store_catalog(&next)?;
+        self.install_catalog(next);
+        Ok(())
+    }
+
+    /// DROP INDEX `index` ON `table`: the catalog loses it (and lists its number as
+    /// dropped, so a crash before its entries are gone purges them at the next
+    /// start), then its entries are deleted.
+    pub fn drop_index(&self, table: &str, index: &str) -> Result<(), DdlError> {
+        let dropped = {
+            let _gate = self.gate.write();
+            let (mut next, t) = self.to_change(table)?;
+            let def = &mut next.tables[t];
+            let position = def
+                .table
+                .index_named(index)
+                .ok_or_else(|| DdlError::NoIndex(index.to_string()))?;
+            if def.building.is_some() {
+                return Err(DdlError::Refused(
+                    "an index of the table is being built".into(),
+                ));
+            }
+            def.table.indexes.remove(position);
+            let number = def.index_numbers.remove(position);
+            let dropped = (def.number, number);
+            next.dropped_indexes.push(dropped);
+            self.store_catalog(&next)?;
+            self.install_catalog(next);
+            dropped
+        };
+        self.purge_dropped_index(dropped)?;
+        Ok(())
+    }
+
+    /// Deletes the entries of dropped index `(table, index)`, then forgets it.
+    fn purge_dropped_index(&self, (table, index): (u32, u16)) -> Result<(), Error> {
+        let mut prefix = table.to_be_bytes().to_vec();
+        prefix.extend_from_slice(&index.to_be_bytes());
+        for space in [UNIQUE_SPACE, INDEX_SPACE] {
+            self.delete_keys(space, &prefix)?;
+        }
+        let _gate = self.gate.write();
+        let mut next = (*self.catalog()).clone();
+        next.dropped_indexes.retain(|&d| d != (table, index));
         self.store_catalog(&next)?;
         self.install_catalog(next);
         Ok(())
@@ -448,7 +497,10 @@ impl Tables {
             self.store_catalog(&next)?;
             self.install_catalog(next.clone());
         }
-        if next.dropped.is_empty() && next.tables.iter().all(|d| d.building.is_none()) {
+        if next.dropped.is_empty()
+            && next.dropped_indexes.is_empty()
+            && next.tables.iter().all(|d| d.building.is_none())
+        {
             return Ok(());
         }
         for t in 0..next.tables.len() {
@@ -461,6 +513,9 @@ impl Tables {
         self.install_catalog(next.clone());
         for number in next.dropped.clone() {
             self.purge_dropped(number)?;
+        }
+        for dropped in next.dropped_indexes.clone() {
+            self.purge_dropped_index(dropped)?;
         }
         Ok(())
     }
@@ -708,5 +763,43 @@ mod tests {
         assert_eq!(row.values[0], Value::Int(39));
         let stored = tables.catalog();
         assert!(stored.dropped.is_empty() && stored.table("q").is_none());
+    }
+
+    #[test]
+    fn a_dropped_index_loses_its_entries_now_or_at_the_next_start() {
+        let disk = SimDisk::new();
+        let tables = open(&disk);
+        load(&tables);
+        tables
+            .create_index("p", "UNIQUE KEY name (name)")
+            .expect("index");
+        tables.create_index("p", "KEY lvl (lvl)").expect("index");
+        let p = def(&tables, "p");
+        let prefix = |i: usize| {
+            let mut k = p.number.to_be_bytes().to_vec();
+            k.extend_from_slice(&p.index_numbers[i].to_be_bytes());
+            k
+        };
+        let (name, lvl) = (prefix(0), prefix(1));
+        assert_eq!(entries(&tables, UNIQUE_SPACE, &name), 40);
+        assert_eq!(entries(&tables, INDEX_SPACE, &lvl), 40);
+        assert!(matches!(
+            tables.drop_index("p", "nosuch"),
+            Err(DdlError::NoIndex(_))
+        ));
+        tables.drop_index("p", "name").expect("drop");
+        assert_eq!(entries(&tables, UNIQUE_SPACE, &name), 0);
+        assert!(def(&tables, "p").table.index_named("name").is_none());
+        // As a crash leaves it: the catalog without the index, its entries there.
+        let mut next = (*tables.catalog()).clone();
+        let t = next.table("p").expect("p");
+        let number = next.tables[t].index_numbers.remove(0);
+        next.tables[t].table.indexes.remove(0);
+        next.dropped_indexes.push((p.number, number));
+        tables.store_catalog(&next).expect("catalog");
+        let tables = crash(&disk, tables);
+        assert_eq!(entries(&tables, INDEX_SPACE, &lvl), 0);
+        assert!(tables.catalog().dropped_indexes.is_empty());
+        assert!(def(&tables, "p").table.indexes.is_empty());
     }
 }
