@@ -7,7 +7,9 @@ with ORDER BY and LIMIT, UPDATE of a join, DELETE of one table of a join, RENAME
 TABLE (and a name taken, 1050), TRUNCATE TABLE (and AUTO_INCREMENT starting again),
 TINYINT, SMALLINT, MEDIUMINT (signed and unsigned) and BOOL at their ends and
 past them (1264); DROP INDEX and ALTER TABLE DROP KEY (the unique value free
-after, 1091 for none); SHOW WARNINGS and SHOW COUNT(*) WARNINGS after an error (its
+after, 1091 for none); DATE, DATETIME(p) and TIMESTAMP read in MySQL's forms,
+refused when no calendar has them (1292), compared as times and kept in order;
+SHOW WARNINGS and SHOW COUNT(*) WARNINGS after an error (its
 level and code); SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW
 CREATE DATABASE (their
 first columns; the rest are each server's own); several statements in one query
@@ -73,6 +75,25 @@ TRANSCRIPT = [
     "SELECT COLUMN_NAME, DATA_TYPE, NUMERIC_PRECISION FROM information_schema.COLUMNS"
     " WHERE TABLE_NAME = 'ints' AND TABLE_SCHEMA = DATABASE() ORDER BY ORDINAL_POSITION",
     "DROP TABLE ints",
+    # Dates and times.
+    "CREATE TABLE ev (id INT PRIMARY KEY, d DATE, at DATETIME NOT NULL, ms DATETIME(3),"
+    " ts TIMESTAMP NULL, KEY at (at))",
+    "INSERT INTO ev VALUES (1, '2024-02-29', '2024-02-29 23:59:59', '2024-02-29 23:59:59.123456',"
+    " '2024-03-01 00:00:00')",
+    "INSERT INTO ev VALUES (2, '2024-1-5', '2024-01-05T10:20', '2024-01-05 10:20:30', NULL)",
+    "INSERT INTO ev VALUES (3, 20231231, 20231231235959, '2023-12-31', '1999-12-31 12:00:00')",
+    "INSERT INTO ev VALUES (4, '2023-02-29', '2024-01-01 00:00:00', NULL, NULL)",
+    "INSERT INTO ev VALUES (5, '2024-01-01', '2024-13-01 00:00:00', NULL, NULL)",
+    "INSERT INTO ev VALUES (6, '2024-01-01', 'soon', NULL, NULL)",
+    "INSERT INTO ev VALUES (7, '2024-01-01', '2024-01-01', NULL, '1969-01-01 00:00:00')",
+    "SELECT * FROM ev ORDER BY at",
+    "SELECT id FROM ev WHERE at BETWEEN '2024-01-01' AND '2024-02-29 23:59:59' ORDER BY id",
+    "SELECT id FROM ev WHERE at >= '2024-01-05 10:20:00' ORDER BY at DESC",
+    "SELECT id FROM ev WHERE d = '2024-01-05'",
+    "SELECT id FROM ev WHERE at = '2024-01-05 10:20'",
+    "SELECT id, d < '2024-01-01' FROM ev ORDER BY id",
+    "SELECT CAST(MIN(at) AS CHAR), CAST(MAX(d) AS CHAR) FROM ev",
+    "DROP TABLE ev",
     # Dropping indexes, as migrations do.
     "CREATE TABLE di (id INT PRIMARY KEY, email VARCHAR(20), lvl INT, UNIQUE KEY email (email),"
     " KEY lvl (lvl))",

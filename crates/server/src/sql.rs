@@ -1018,6 +1018,9 @@ fn wire_type(kind: Kind) -> ColumnType {
         Kind::Varchar(_) => ColumnType::MYSQL_TYPE_VAR_STRING,
         Kind::Char(_) => ColumnType::MYSQL_TYPE_STRING,
         Kind::Text | Kind::Blob => ColumnType::MYSQL_TYPE_BLOB,
+        Kind::Date => ColumnType::MYSQL_TYPE_DATE,
+        Kind::DateTime(_) => ColumnType::MYSQL_TYPE_DATETIME,
+        Kind::Timestamp(_) => ColumnType::MYSQL_TYPE_TIMESTAMP,
         Kind::Null => ColumnType::MYSQL_TYPE_NULL,
     }
 }
@@ -1033,6 +1036,8 @@ fn column_def(c: &ColumnInfo) -> Vec<u8> {
         Kind::Varchar(n) | Kind::Char(n) => (UTF8MB4_BIN, n.saturating_mul(4), 0),
         Kind::Text => (UTF8MB4_BIN, 262_140, 0),
         Kind::Blob => (BINARY, 65_535, 0),
+        Kind::Date => (BINARY, 10, 0),
+        Kind::DateTime(p) | Kind::Timestamp(p) => (BINARY, 19 + u32::from(p) + u32::from(p > 0), p),
         Kind::Null => (BINARY, 0, 0),
     };
     let mut flags = ColumnFlags::empty();

@@ -96,6 +96,20 @@ fn integer(n: i128, column: &Column, row: u64) -> Result<Value, SqlError> {
 
 fn text(bytes: Vec<u8>, column: &Column, row: u64) -> Result<Value, SqlError> {
     let name = &column.name;
+    if column.ty.is_temporal() {
+        let text = String::from_utf8_lossy(&bytes);
+        return match kura_tables::temporal::canonical(&text, column.ty) {
+            Some(t) => Ok(Value::Bytes(t.into_bytes())),
+            None => Err(SqlError::new(
+                1292,
+                b"22007",
+                format!(
+                    "Incorrect {} value: '{text}' for column '{name}' at row {row}",
+                    kura_tables::temporal::kind_name(column.ty)
+                ),
+            )),
+        };
+    }
     match kura_tables::value::parse_owned(bytes, column.ty, name) {
         Ok(v) => Ok(v),
         Err(e) => {
@@ -123,6 +137,15 @@ pub fn shortest(f: f64) -> String {
 pub fn to_key(v: ValueRef<'_>, column: &Column) -> Option<Value> {
     match (v, column.ty) {
         (ValueRef::Null, _) => None,
+        // A time compares as the time it names, in the column's canonical form.
+        (ValueRef::Text(t) | ValueRef::Blob(t), ty) if ty.is_temporal() => {
+            let text = std::str::from_utf8(t).ok()?;
+            kura_tables::temporal::canonical(text, ty).map(|c| Value::Bytes(c.into_bytes()))
+        }
+        (ValueRef::Integer(n), ty) if ty.is_temporal() => {
+            kura_tables::temporal::canonical(&n.to_string(), ty)
+                .map(|c| Value::Bytes(c.into_bytes()))
+        }
         (ValueRef::Integer(n), ty) if ty.is_signed_integer() => Some(Value::Int(n)),
         (ValueRef::Integer(n), ty) if ty.is_unsigned_integer() => {
             u64::try_from(n).ok().map(Value::UInt)

@@ -390,6 +390,17 @@ pub fn register(db: &Connection) -> Result<()> {
             &hex[20..32]
         ))
     })?;
+    // A DATE, DATETIME or TIMESTAMP column compares as times (`d = '2024-01-05'`
+    // finds a DATETIME at midnight), as MySQL converts the other side to a time; text
+    // that names no time compares as bytes.
+    db.create_collation("mysql_datetime", |a, b| {
+        let as_time =
+            |s: &str| kura_tables::temporal::canonical(s, kura_tables::ColumnType::DateTime(6));
+        match (as_time(a), as_time(b)) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            _ => a.cmp(b),
+        }
+    })?;
     let now = |format: &'static str| {
         move |_: &mut Context<'_>| -> Result<String> { Ok(civil_now(format)) }
     };

@@ -400,6 +400,13 @@ fn describe(def: &TableDef, rows: &mut Vec<(&'static str, Vec<Cell>)>) {
             ColumnType::Varchar(n) | ColumnType::Char(n) => (int(i64::from(n)), NULL, NULL, true),
             ColumnType::Text => (int(65535), NULL, NULL, true),
             ColumnType::Blob => (int(65535), NULL, NULL, false),
+            ColumnType::Date | ColumnType::DateTime(_) | ColumnType::Timestamp(_) => {
+                (NULL, NULL, NULL, false)
+            }
+        };
+        let datetime_precision = match c.ty {
+            ColumnType::DateTime(p) | ColumnType::Timestamp(p) => int(i64::from(p)),
+            _ => NULL,
         };
         let octets = match (&length, charset) {
             (Cell::Integer(n), true) => int(n * 4),
@@ -434,7 +441,7 @@ fn describe(def: &TableDef, rows: &mut Vec<(&'static str, Vec<Cell>)>) {
                 octets,
                 precision,
                 scale,
-                NULL,
+                datetime_precision,
                 if charset { text("utf8mb4") } else { NULL },
                 if charset { text("utf8mb4_bin") } else { NULL },
                 text(column_type),

@@ -15,6 +15,10 @@ pub enum Kind {
     Char(u32),
     Text,
     Blob,
+    Date,
+    /// With this many fraction digits.
+    DateTime(u8),
+    Timestamp(u8),
     /// A column of NULLs only (`SELECT NULL`).
     Null,
 }
@@ -39,6 +43,9 @@ impl Kind {
             ColumnType::Char(n) => Kind::Char(n),
             ColumnType::Text => Kind::Text,
             ColumnType::Blob => Kind::Blob,
+            ColumnType::Date => Kind::Date,
+            ColumnType::DateTime(p) => Kind::DateTime(p),
+            ColumnType::Timestamp(p) => Kind::Timestamp(p),
         }
     }
 
@@ -59,6 +66,13 @@ impl Kind {
             "DOUBLE" => Kind::Double,
             "TEXT" => Kind::Text,
             "BLOB" => Kind::Blob,
+            "DATE" => Kind::Date,
+            _ if d.starts_with("DATETIME") => {
+                Kind::DateTime(size().min(6) as u8 * u8::from(d.contains('(')))
+            }
+            _ if d.starts_with("TIMESTAMP") => {
+                Kind::Timestamp(size().min(6) as u8 * u8::from(d.contains('(')))
+            }
             _ if d.starts_with("VARCHAR") => Kind::Varchar(size()),
             _ if d.starts_with("CHAR") => Kind::Char(size()),
             _ => return None,

@@ -183,6 +183,9 @@ pub fn declaration(def: &TableDef) -> String {
         // column's declared type tells the client the column's MySQL type.
         let ty = column.ty;
         sql.push_str(&format!("\"{}\" {ty}", column.name.replace('"', "\"\"")));
+        if ty.is_temporal() {
+            sql.push_str(" COLLATE mysql_datetime");
+        }
         if let Some(default) = &column.default {
             sql.push_str(" DEFAULT ");
             sql.push_str(&literal(default));

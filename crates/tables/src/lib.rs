@@ -22,6 +22,7 @@ pub mod reads;
 pub mod row;
 pub mod rows;
 pub mod schema;
+pub mod temporal;
 pub mod text;
 pub mod value;
 

@@ -2,7 +2,7 @@
 //! with its MySQL dialect, never by hand), and written back as canonical DDL.
 //!
 //! What a table may declare: columns of type `TINYINT SMALLINT MEDIUMINT INT BIGINT
-//! [UNSIGNED] BOOL DOUBLE VARCHAR(n) CHAR(n) TEXT BLOB` with `NOT NULL`, `NULL`, `DEFAULT`, `AUTO_INCREMENT`, `COMMENT`
+//! [UNSIGNED] BOOL DOUBLE VARCHAR(n) CHAR(n) TEXT BLOB DATE DATETIME(p) TIMESTAMP(p)` with `NOT NULL`, `NULL`, `DEFAULT`, `AUTO_INCREMENT`, `COMMENT`
 //! and a character set or collation (accepted, and the text is kept as UTF-8 bytes
 //! compared byte by byte); exactly one primary-key column; `UNIQUE [KEY|INDEX] name
 //! (col)` and `KEY|INDEX name (col)` on one column each; the table options `ENGINE`,
@@ -178,6 +178,18 @@ fn column_type(ty: &DataType, column: &str) -> Result<ColumnType, Error> {
         DataType::BigInt(_) => ColumnType::BigInt,
         DataType::BigIntUnsigned(_) => ColumnType::BigIntUnsigned,
         DataType::Double(_) | DataType::DoublePrecision => ColumnType::Double,
+        DataType::Date => ColumnType::Date,
+        DataType::Datetime(p) | DataType::Timestamp(p, _) => {
+            let precision = u8::try_from(p.unwrap_or(0))
+                .ok()
+                .filter(|p| *p <= 6)
+                .ok_or_else(|| schema_error!("column {column}: a precision of 0 to 6"))?;
+            if matches!(ty, DataType::Datetime(_)) {
+                ColumnType::DateTime(precision)
+            } else {
+                ColumnType::Timestamp(precision)
+            }
+        }
         DataType::Varchar(len) | DataType::CharacterVarying(len) | DataType::CharVarying(len) => {
             ColumnType::Varchar(length(len, None)?)
         }
@@ -745,6 +757,8 @@ mod tests {
             "CREATE TABLE `d`.`i` (id TINYINT UNSIGNED AUTO_INCREMENT PRIMARY KEY, a TINYINT, \
              b SMALLINT UNSIGNED DEFAULT 7, c MEDIUMINT, d MEDIUMINT UNSIGNED, e BOOL, f BOOLEAN, \
              g TINYINT(1) NOT NULL DEFAULT 1, h SMALLINT)",
+            "CREATE TABLE e (id INT PRIMARY KEY, d DATE DEFAULT '2024-01-05', \
+             at DATETIME(3) NOT NULL, ts TIMESTAMP, KEY at (at))",
         ] {
             let table = parse_schema(sql).unwrap().remove(0);
             let again = parse_schema(&table.to_sql()).unwrap().remove(0);
@@ -771,7 +785,8 @@ mod tests {
             "CREATE TABLE t (a INT PRIMARY KEY, b INT PRIMARY KEY)",
             "one primary-key",
         );
-        refused("CREATE TABLE t (a DATE PRIMARY KEY)", "not supported");
+        refused("CREATE TABLE t (a TIME PRIMARY KEY)", "not supported");
+        refused("CREATE TABLE t (a DATETIME(7) PRIMARY KEY)", "precision of 0 to 6");
         refused(
             "CREATE TABLE t (a INT PRIMARY KEY, a INT)",
             "declared twice",

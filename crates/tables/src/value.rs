@@ -32,6 +32,12 @@ pub enum ColumnType {
     BigInt,
     BigIntUnsigned,
     Double,
+    /// `YYYY-MM-DD` ([`crate::temporal`]).
+    Date,
+    /// `YYYY-MM-DD HH:MM:SS` and this many fraction digits (0 to 6).
+    DateTime(u8),
+    /// A DATETIME within TIMESTAMP's range.
+    Timestamp(u8),
     /// At most this many characters.
     Varchar(u32),
     /// At most this many characters; trailing spaces are not kept.
@@ -55,6 +61,11 @@ impl fmt::Display for ColumnType {
             ColumnType::BigInt => f.write_str("BIGINT"),
             ColumnType::BigIntUnsigned => f.write_str("BIGINT UNSIGNED"),
             ColumnType::Double => f.write_str("DOUBLE"),
+            ColumnType::Date => f.write_str("DATE"),
+            ColumnType::DateTime(0) => f.write_str("DATETIME"),
+            ColumnType::DateTime(p) => write!(f, "DATETIME({p})"),
+            ColumnType::Timestamp(0) => f.write_str("TIMESTAMP"),
+            ColumnType::Timestamp(p) => write!(f, "TIMESTAMP({p})"),
             ColumnType::Varchar(n) => write!(f, "VARCHAR({n})"),
             ColumnType::Char(n) => write!(f, "CHAR({n})"),
             ColumnType::Text => f.write_str("TEXT"),
@@ -84,6 +95,14 @@ impl ColumnType {
             ColumnType::BigIntUnsigned => (0, u64::MAX.into()),
             _ => return None,
         })
+    }
+
+    /// Whether this is DATE, DATETIME or TIMESTAMP (values kept as canonical text).
+    pub fn is_temporal(self) -> bool {
+        matches!(
+            self,
+            ColumnType::Date | ColumnType::DateTime(_) | ColumnType::Timestamp(_)
+        )
     }
 
     /// Whether this is a signed integer type (its values are [`Value::Int`]).
@@ -246,6 +265,17 @@ pub fn parse_text(text: &[u8], ty: ColumnType, column: &str) -> Result<Value, Er
                 parse_double(text).ok_or_else(|| value_error!("column {column} wants a number"))?;
             Ok(Value::Double(v))
         }
+        ty if ty.is_temporal() => std::str::from_utf8(text)
+            .ok()
+            .and_then(|t| crate::temporal::canonical(t, ty))
+            .map(|t| Value::Bytes(t.into_bytes()))
+            .ok_or_else(|| {
+                value_error!(
+                    "Incorrect {} value: '{}' for column {column}",
+                    crate::temporal::kind_name(ty),
+                    String::from_utf8_lossy(text)
+                )
+            }),
         _ => {
             let text = match ty {
                 ColumnType::Char(_) => trim_trailing_spaces(text),
