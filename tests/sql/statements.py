@@ -8,7 +8,8 @@ TABLE (and a name taken, 1050), TRUNCATE TABLE (and AUTO_INCREMENT starting agai
 TINYINT, SMALLINT, MEDIUMINT (signed and unsigned) and BOOL at their ends and
 past them (1264); DROP INDEX and ALTER TABLE DROP KEY (the unique value free
 after, 1091 for none); DATE, DATETIME(p) and TIMESTAMP read in MySQL's forms,
-refused when no calendar has them (1292), compared as times and kept in order;
+refused when no calendar has them (1292), compared as times and kept in order,
+DEFAULT and ON UPDATE CURRENT_TIMESTAMP;
 SHOW WARNINGS and SHOW COUNT(*) WARNINGS after an error (its
 level and code); SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW
 CREATE DATABASE (their
@@ -94,6 +95,18 @@ TRANSCRIPT = [
     "SELECT id, d < '2024-01-01' FROM ev ORDER BY id",
     "SELECT CAST(MIN(at) AS CHAR), CAST(MAX(d) AS CHAR) FROM ev",
     "DROP TABLE ev",
+    "CREATE TABLE tsd (id INT PRIMARY KEY, v INT, created DATETIME NOT NULL DEFAULT"
+    " CURRENT_TIMESTAMP, updated TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE"
+    " CURRENT_TIMESTAMP)",
+    "INSERT INTO tsd (id, v) VALUES (1, 1), (2, 2)",
+    "SELECT id, created > '2020-01-01', updated > '2020-01-01', created <= NOW() FROM tsd ORDER BY id",
+    "UPDATE tsd SET updated = '2001-01-01 00:00:00'",
+    "UPDATE tsd SET v = v WHERE id = 1",
+    "UPDATE tsd SET v = 5 WHERE id = 2",
+    "SELECT id, v, updated > '2020-01-01' FROM tsd ORDER BY id",
+    "ALTER TABLE tsd ADD COLUMN seen DATETIME DEFAULT '2024-01-01 00:00:00'",
+    "SELECT DISTINCT seen FROM tsd",
+    "DROP TABLE tsd",
     # Dropping indexes, as migrations do.
     "CREATE TABLE di (id INT PRIMARY KEY, email VARCHAR(20), lvl INT, UNIQUE KEY email (email),"
     " KEY lvl (lvl))",

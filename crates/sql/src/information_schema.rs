@@ -419,6 +419,7 @@ fn describe(def: &TableDef, rows: &mut Vec<(&'static str, Vec<Cell>)>) {
             .unwrap_or_default()
             .to_string();
         let default = match &c.default {
+            _ if c.default_now => text(c.now_sql()),
             None | Some(Value::Null) => NULL,
             Some(v) => {
                 let mut out = Vec::new();
@@ -446,10 +447,12 @@ fn describe(def: &TableDef, rows: &mut Vec<(&'static str, Vec<Cell>)>) {
                 if charset { text("utf8mb4_bin") } else { NULL },
                 text(column_type),
                 text(key),
-                text(if c.auto_increment {
-                    "auto_increment"
-                } else {
-                    ""
+                text(match (c.auto_increment, c.default_now, c.on_update_now) {
+                    (true, ..) => "auto_increment".to_string(),
+                    (_, true, true) => format!("DEFAULT_GENERATED on update {}", c.now_sql()),
+                    (_, true, false) => "DEFAULT_GENERATED".to_string(),
+                    (_, false, true) => format!("on update {}", c.now_sql()),
+                    _ => String::new(),
                 }),
                 text("select,insert,update,references"),
                 text(""),

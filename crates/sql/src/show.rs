@@ -349,6 +349,7 @@ pub fn mysql_ddl(def: &TableDef) -> String {
             line.push_str(" AUTO_INCREMENT");
         }
         match &c.default {
+            _ if c.default_now => line.push_str(&format!(" DEFAULT {}", c.now_sql())),
             Some(Value::Null) => line.push_str(" DEFAULT NULL"),
             Some(v) => {
                 let mut out = Vec::new();
@@ -362,6 +363,9 @@ pub fn mysql_ddl(def: &TableDef) -> String {
                 line.push_str(" DEFAULT NULL");
             }
             None => {}
+        }
+        if c.on_update_now {
+            line.push_str(&format!(" ON UPDATE {}", c.now_sql()));
         }
         lines.push(line);
     }

@@ -200,6 +200,9 @@ pub fn translate(
             true
         }
         Statement::Update(_) | Statement::Delete(_) => {
+            if let Statement::Update(update) = &mut statement {
+                on_update_now(update, catalog, database)?;
+            }
             if let Some(plain) = crate::dml::as_sqlite(&statement, catalog, database)? {
                 statement = plain;
             }
@@ -244,7 +247,7 @@ fn fill_defaults(insert: &mut sqlparser::ast::Insert, catalog: &Catalog, databas
     let SetExpr::Values(values) = source.body.as_mut() else {
         return;
     };
-    for (column, literal) in defaults(catalog, &table) {
+    for (column, value) in defaults(catalog, &table) {
         let named = insert.columns.iter().any(|c| {
             c.0.last()
                 .is_some_and(|p| part(p).eq_ignore_ascii_case(&column))
@@ -257,13 +260,8 @@ fn fill_defaults(insert: &mut sqlparser::ast::Insert, catalog: &Catalog, databas
             .push(ObjectName(vec![ObjectNamePart::Identifier(
                 Ident::with_quote('`', column),
             )]));
-        let value = match literal {
-            Literal::Null => Value::Null,
-            Literal::Number(n) => Value::Number(n, false),
-            Literal::Text(t) => Value::SingleQuotedString(t),
-        };
         for row in values.rows.iter_mut() {
-            row.push(Expr::value(value.clone()));
+            row.push(value.clone());
         }
     }
 }
@@ -282,8 +280,9 @@ fn insert_table(
     }
 }
 
-/// The columns of table `name` that have a DEFAULT, with it.
-fn defaults(catalog: &Catalog, name: &str) -> Vec<(String, Literal)> {
+/// The columns of table `name` that have a DEFAULT, with it as an expression (the
+/// time of the statement, `mysql_now()`, for `DEFAULT CURRENT_TIMESTAMP`).
+fn defaults(catalog: &Catalog, name: &str) -> Vec<(String, Expr)> {
     let Some(t) = catalog.table(name) else {
         return Vec::new();
     };
@@ -292,18 +291,83 @@ fn defaults(catalog: &Catalog, name: &str) -> Vec<(String, Literal)> {
         .columns
         .iter()
         .filter_map(|c| {
-            let literal = match c.default.as_ref()? {
-                kura_tables::Value::Null => Literal::Null,
-                kura_tables::Value::Int(n) => Literal::Number(n.to_string()),
-                kura_tables::Value::UInt(n) => Literal::Number(n.to_string()),
-                kura_tables::Value::Double(f) => Literal::Number(format!("{f:e}")),
+            if c.default_now {
+                return Some((c.name.clone(), call("mysql_now", &[]).ok()?));
+            }
+            let value = match c.default.as_ref()? {
+                kura_tables::Value::Null => Value::Null,
+                kura_tables::Value::Int(n) => Value::Number(n.to_string(), false),
+                kura_tables::Value::UInt(n) => Value::Number(n.to_string(), false),
+                kura_tables::Value::Double(f) => Value::Number(format!("{f:e}"), false),
                 kura_tables::Value::Bytes(b) => {
-                    Literal::Text(String::from_utf8_lossy(b).into_owned())
+                    Value::SingleQuotedString(String::from_utf8_lossy(b).into_owned())
                 }
             };
-            Some((c.name.clone(), literal))
+            Some((c.name.clone(), Expr::value(value)))
         })
         .collect()
+}
+
+/// An UPDATE of one table with `ON UPDATE CURRENT_TIMESTAMP` columns it does not set:
+/// each set to the time of the statement in the rows where a column the statement
+/// sets changes (`c IS DISTINCT FROM (new)`), as MySQL sets it only on a row that
+/// changed.
+fn on_update_now(
+    update: &mut sqlparser::ast::Update,
+    catalog: &Catalog,
+    database: Option<&str>,
+) -> Result<(), SqlError> {
+    use sqlparser::ast::{Assignment, AssignmentTarget, TableFactor};
+    if !update.table.joins.is_empty() {
+        return Ok(());
+    }
+    let TableFactor::Table { name, .. } = &update.table.relation else {
+        return Ok(());
+    };
+    let Some(last) = name.0.last() else {
+        return Ok(());
+    };
+    let Some(t) = names::from_sqlite(&part(last), database)
+        .ok()
+        .and_then(|n| catalog.table(&n))
+    else {
+        return Ok(());
+    };
+    let set: Vec<String> = update
+        .assignments
+        .iter()
+        .filter_map(|a| match &a.target {
+            AssignmentTarget::ColumnName(c) => c.0.last().map(part),
+            _ => None,
+        })
+        .collect();
+    let changed: Vec<String> = update
+        .assignments
+        .iter()
+        .map(|a| format!("({} IS DISTINCT FROM ({}))", a.target, a.value))
+        .collect();
+    if changed.is_empty() {
+        return Ok(());
+    }
+    for c in &catalog.tables[t].table.columns {
+        if !c.on_update_now || set.iter().any(|s| s.eq_ignore_ascii_case(&c.name)) {
+            continue;
+        }
+        let column = format!("`{}`", c.name.replace('`', "``"));
+        let text = format!(
+            "CASE WHEN {} THEN mysql_now() ELSE {column} END",
+            changed.join(" OR ")
+        );
+        let value = expression(&text)?;
+        update.assignments.push(Assignment {
+            target: AssignmentTarget::ColumnName(ObjectName::from(vec![Ident::with_quote(
+                '`',
+                c.name.clone(),
+            )])),
+            value,
+        });
+    }
+    Ok(())
 }
 
 use crate::names::part;
@@ -311,11 +375,28 @@ use crate::names::part;
 /// `name(args...)` as an expression (the arguments already SQLite's).
 fn call(name: &str, args: &[&Expr]) -> Result<Expr, SqlError> {
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    let text = format!("{name}({})", args.join(", "));
-    sqlparser::parser::Parser::new(&sqlparser::dialect::MySqlDialect {})
-        .try_with_sql(&text)
-        .and_then(|mut p| p.parse_expr())
-        .map_err(|e| SqlError::internal(format!("rewriting {text}: {e}")))
+    expression(&format!("{name}({})", args.join(", ")))
+}
+
+/// The expression `text` writes, as a statement's select item reads it (sqlparser's
+/// `parse_expr` alone reads a `CASE` as a name).
+fn expression(text: &str) -> Result<Expr, SqlError> {
+    let failed = || SqlError::internal(format!("rewriting {text}"));
+    let mut statements = sqlparser::parser::Parser::parse_sql(
+        &sqlparser::dialect::MySqlDialect {},
+        &format!("SELECT {text}"),
+    )
+    .map_err(|e| SqlError::internal(format!("rewriting {text}: {e}")))?;
+    let Some(Statement::Query(query)) = statements.pop() else {
+        return Err(failed());
+    };
+    let SetExpr::Select(select) = *query.body else {
+        return Err(failed());
+    };
+    match select.projection.into_iter().next() {
+        Some(SelectItem::UnnamedExpr(expr)) => Ok(expr),
+        _ => Err(failed()),
+    }
 }
 
 /// The call to one of `functions.rs`'s functions that MySQL's syntax SQLite lacks

@@ -318,6 +318,12 @@ impl Tables {
         if def.table.column_index(&added.name).is_some() {
             return Err(DdlError::ColumnExists(added.name));
         }
+        if added.default_now {
+            // The rows there would need the time of this ALTER, which no row holds.
+            return Err(DdlError::Refused(
+                "ADD COLUMN ... DEFAULT CURRENT_TIMESTAMP: give it a constant default".into(),
+            ));
+        }
         if changed.indexes.len() != def.table.indexes.len()
             || changed.primary != def.table.primary
             || keep_positions(&def.table, &mut changed).is_err()

@@ -51,6 +51,37 @@ pub struct Column {
     /// None: no DEFAULT clause.
     pub default: Option<Value>,
     pub auto_increment: bool,
+    /// `DEFAULT CURRENT_TIMESTAMP` (a DATETIME or TIMESTAMP): an insert that leaves
+    /// the column out takes the time of the insert.
+    pub default_now: bool,
+    /// `ON UPDATE CURRENT_TIMESTAMP`: an update that changes another column of the
+    /// row and not this one sets it to the time of the update.
+    pub on_update_now: bool,
+}
+
+impl Column {
+    /// `CURRENT_TIMESTAMP`, with the column's precision.
+    pub fn now_sql(&self) -> String {
+        match self.ty {
+            ColumnType::DateTime(p) | ColumnType::Timestamp(p) if p > 0 => {
+                format!("CURRENT_TIMESTAMP({p})")
+            }
+            _ => "CURRENT_TIMESTAMP".to_string(),
+        }
+    }
+}
+
+/// Whether `expr` is the time now: `CURRENT_TIMESTAMP[(p)]`, `NOW([p])`,
+/// `LOCALTIMESTAMP`, `LOCALTIME`.
+fn is_now(expr: &Expr) -> bool {
+    let name = match expr {
+        Expr::Function(f) => f.name.to_string(),
+        Expr::Identifier(i) => i.value.clone(),
+        _ => return false,
+    };
+    ["CURRENT_TIMESTAMP", "NOW", "LOCALTIMESTAMP", "LOCALTIME"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
 }
 
 /// What an index was declared as. Every index's entries are engine keys that the
@@ -353,6 +384,8 @@ impl Table {
                 not_null: false,
                 default: None,
                 auto_increment: false,
+                default_now: false,
+                on_update_now: false,
             };
             let position = table.columns.len();
             let mut default_expr = None;
@@ -360,7 +393,9 @@ impl Table {
                 match &option.option {
                     ColumnOption::Null => column.not_null = false,
                     ColumnOption::NotNull => column.not_null = true,
+                    ColumnOption::Default(expr) if is_now(expr) => column.default_now = true,
                     ColumnOption::Default(expr) => default_expr = Some(expr.clone()),
+                    ColumnOption::OnUpdate(expr) if is_now(expr) => column.on_update_now = true,
                     ColumnOption::PrimaryKey(_) => primaries.push((position, false)),
                     ColumnOption::Unique(_) => uniques.push((None, position, false)),
                     ColumnOption::Comment(_)
@@ -382,6 +417,17 @@ impl Table {
             }
             if let Some(expr) = default_expr {
                 column.default = Some(default_value(&expr, &column)?);
+            }
+            if (column.default_now || column.on_update_now)
+                && !matches!(
+                    column.ty,
+                    ColumnType::DateTime(_) | ColumnType::Timestamp(_)
+                )
+            {
+                return Err(schema_error!(
+                    "column {}: CURRENT_TIMESTAMP is a DATETIME's or TIMESTAMP's default",
+                    column.name
+                ));
             }
             if column.auto_increment && column.ty.integer_range().is_none() {
                 return Err(schema_error!(
@@ -573,6 +619,12 @@ impl Table {
                 sql.push_str(" DEFAULT ");
                 sql.push_str(&sql_literal(default));
             }
+            if c.default_now {
+                let _ = write!(sql, " DEFAULT {}", c.now_sql());
+            }
+            if c.on_update_now {
+                let _ = write!(sql, " ON UPDATE {}", c.now_sql());
+            }
             let _ = i;
             sql.push_str(",\n");
         }
@@ -671,6 +723,12 @@ fn column_sql(c: &Column) -> String {
         s.push_str(" DEFAULT ");
         s.push_str(&sql_literal(d));
     }
+    if c.default_now {
+        s.push_str(&format!(" DEFAULT {}", c.now_sql()));
+    }
+    if c.on_update_now {
+        s.push_str(&format!(" ON UPDATE {}", c.now_sql()));
+    }
     s
 }
 
@@ -758,7 +816,8 @@ mod tests {
              b SMALLINT UNSIGNED DEFAULT 7, c MEDIUMINT, d MEDIUMINT UNSIGNED, e BOOL, f BOOLEAN, \
              g TINYINT(1) NOT NULL DEFAULT 1, h SMALLINT)",
             "CREATE TABLE e (id INT PRIMARY KEY, d DATE DEFAULT '2024-01-05', \
-             at DATETIME(3) NOT NULL, ts TIMESTAMP, KEY at (at))",
+             at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3), \
+             ts TIMESTAMP DEFAULT NOW() ON UPDATE CURRENT_TIMESTAMP, KEY at (at))",
         ] {
             let table = parse_schema(sql).unwrap().remove(0);
             let again = parse_schema(&table.to_sql()).unwrap().remove(0);
@@ -786,7 +845,10 @@ mod tests {
             "one primary-key",
         );
         refused("CREATE TABLE t (a TIME PRIMARY KEY)", "not supported");
-        refused("CREATE TABLE t (a DATETIME(7) PRIMARY KEY)", "precision of 0 to 6");
+        refused(
+            "CREATE TABLE t (a DATETIME(7) PRIMARY KEY)",
+            "precision of 0 to 6",
+        );
         refused(
             "CREATE TABLE t (a INT PRIMARY KEY, a INT)",
             "declared twice",
