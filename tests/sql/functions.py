@@ -1,4 +1,5 @@
-"""MySQL's functions, casts and result column names, against MariaDB's.
+"""MySQL's functions (strings, numbers, dates and times), casts and result column
+names, against MariaDB's.
 
 Usage: functions.py KURA_SQL_PORT MARIADB_PORT
 
@@ -14,6 +15,11 @@ import sys
 from peer import compare, connect, mariadb_database, run, verdict
 
 SETUP = [
+    "SET time_zone = '+00:00'",
+    "DROP TABLE IF EXISTS fd",
+    "CREATE TABLE fd (id INT PRIMARY KEY, at DATETIME, d DATE)",
+    "INSERT INTO fd VALUES (1, '2024-01-31 13:04:09', '2024-02-29'), (2, '1999-12-31 23:59:59',"
+    " '2000-01-01'), (3, NULL, NULL), (4, '2024-03-01 00:00:00', '2023-01-01')",
     "DROP TABLE IF EXISTS fx",
     "CREATE TABLE fx (id INT PRIMARY KEY, name VARCHAR(32), ratio DOUBLE, n BIGINT, t TEXT)",
     "INSERT INTO fx VALUES (1, '  Ann  ', 2.18, 7, 'hello world'),"
@@ -46,6 +52,19 @@ QUERIES = [
     "SELECT b'1000001' AS b, 0x41, X'41' FROM fx WHERE id = 1",
     "SELECT id, name AS who, name who2, fx.t, COUNT(*) FROM fx GROUP BY id, name, t ORDER BY id",
     "SELECT nosuchcol FROM fx",
+    "SELECT CAST(DATE(at) AS CHAR), YEAR(at), MONTH(at), DAY(at), HOUR(at), MINUTE(at),"
+    " SECOND(at), DAYOFMONTH(d) FROM fd ORDER BY id",
+    "SELECT DAYOFWEEK(at), WEEKDAY(at), DAYOFYEAR(d), QUARTER(at), DAYNAME(at), MONTHNAME(d),"
+    " CAST(LAST_DAY(at) AS CHAR), DATEDIFF(at, d), UNIX_TIMESTAMP(at) FROM fd ORDER BY id",
+    "SELECT CAST(FROM_UNIXTIME(1700000000) AS CHAR), DATE_FORMAT(at, '%Y-%m-%d %H:%i:%s %W %M %e %p %j %y %b %a'),"
+    " DATE_FORMAT(d, '%d/%m/%Y') FROM fd ORDER BY id",
+    "SELECT CAST(at + INTERVAL 1 DAY AS CHAR), CAST(DATE_ADD(at, INTERVAL 1 MONTH) AS CHAR),"
+    " CAST(DATE_SUB(d, INTERVAL 2 WEEK) AS CHAR), CAST(d - INTERVAL 1 DAY AS CHAR),"
+    " CAST(d + INTERVAL 3 HOUR AS CHAR), CAST(at - INTERVAL 90 MINUTE AS CHAR) FROM fd ORDER BY id",
+    "SELECT TIMESTAMPDIFF(DAY, d, at), TIMESTAMPDIFF(MONTH, '2024-01-31', '2024-02-29'),"
+    " TIMESTAMPDIFF(HOUR, at, '2024-12-31 00:00:00'), TIMESTAMPDIFF(YEAR, d, at) FROM fd ORDER BY id",
+    "SELECT count(*) FROM fd WHERE at > NOW() - INTERVAL 100 YEAR",
+    "SELECT id FROM fd WHERE at < DATE_SUB('2024-03-01', INTERVAL 1 SECOND) ORDER BY id",
     "SELECT MAX(name), MIN(ratio), COUNT(DISTINCT n), GROUP_CONCAT(id ORDER BY id) FROM fx",
 ]
 

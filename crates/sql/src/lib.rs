@@ -14,6 +14,7 @@
 
 pub mod bytes;
 pub mod convert;
+mod dates;
 mod ddl;
 mod dml;
 pub mod error;

@@ -210,6 +210,7 @@ impl Session {
             .map_err(sqlite_error)?;
         crate::sum::register(&self.db).map_err(sqlite_error)?;
         crate::functions::register(&self.db).map_err(sqlite_error)?;
+        crate::dates::register(&self.db).map_err(sqlite_error)?;
         for name in ["user", "current_user", "session_user", "system_user"] {
             let shared = Arc::clone(&self.shared);
             self.db

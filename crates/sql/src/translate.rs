@@ -372,6 +372,22 @@ fn on_update_now(
 
 use crate::names::part;
 
+/// A call's plain arguments.
+fn function_args(f: &sqlparser::ast::Function) -> Vec<&Expr> {
+    use sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
+    match &f.args {
+        FunctionArguments::List(list) => list
+            .args
+            .iter()
+            .filter_map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// `name(args...)` as an expression (the arguments already SQLite's).
 fn call(name: &str, args: &[&Expr]) -> Result<Expr, SqlError> {
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
@@ -405,7 +421,73 @@ fn mysql_call(expr: &Expr) -> Result<Option<Expr>, SqlError> {
     use sqlparser::ast::{TrimWhereField, ValueWithSpan};
     let text = |s: &str| Expr::Value(ValueWithSpan::from(Value::SingleQuotedString(s.into())));
     let number = |n: u8| Expr::value(Value::Number(n.to_string(), false));
+    // `t + INTERVAL n unit`, `t - INTERVAL ...`, DATE_ADD(t, INTERVAL ...) and its kin.
+    let interval = |t: &Expr, i: &sqlparser::ast::Interval, negate: bool| {
+        let Some(unit) = i.leading_field.as_ref() else {
+            return Err(SqlError::unsupported("an INTERVAL without a unit"));
+        };
+        let unit = text(&unit.to_string().to_ascii_uppercase());
+        let n = if negate {
+            Expr::UnaryOp {
+                op: sqlparser::ast::UnaryOperator::Minus,
+                expr: Box::new(Expr::Nested(i.value.clone())),
+            }
+        } else {
+            (*i.value).clone()
+        };
+        call("mysql_date_add", &[t, &n, &unit])
+    };
     Ok(Some(match expr {
+        Expr::BinaryOp {
+            left,
+            op: op @ (BinaryOperator::Plus | BinaryOperator::Minus),
+            right,
+        } if matches!(**right, Expr::Interval(_)) => {
+            let Expr::Interval(i) = &**right else {
+                return Ok(None);
+            };
+            interval(left, i, *op == BinaryOperator::Minus)?
+        }
+        Expr::Function(f)
+            if ["date_add", "adddate", "date_sub", "subdate"]
+                .contains(&f.name.to_string().to_ascii_lowercase().as_str()) =>
+        {
+            let name = f.name.to_string().to_ascii_lowercase();
+            let args = function_args(f);
+            match args.as_slice() {
+                [t, Expr::Interval(i)] => {
+                    interval(t, i, name.ends_with("sub") || name == "subdate")?
+                }
+                // ADDDATE(t, n): n days.
+                [t, n] => {
+                    let day = text("DAY");
+                    if name.contains("sub") {
+                        let neg = Expr::UnaryOp {
+                            op: sqlparser::ast::UnaryOperator::Minus,
+                            expr: Box::new(Expr::Nested(Box::new((*n).clone()))),
+                        };
+                        call("mysql_date_add", &[t, &neg, &day])?
+                    } else {
+                        call("mysql_date_add", &[t, n, &day])?
+                    }
+                }
+                _ => {
+                    return Err(SqlError::syntax(format!(
+                        "{name} takes a time and an INTERVAL"
+                    )))
+                }
+            }
+        }
+        // TIMESTAMPDIFF(MINUTE, a, b): the unit is a word, not a column.
+        Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("timestampdiff") => {
+            let args = function_args(f);
+            match args.as_slice() {
+                [Expr::Identifier(unit), a, b] => {
+                    call("timestampdiff", &[&text(&unit.value), a, b])?
+                }
+                _ => return Ok(None),
+            }
+        }
         Expr::Position { expr, r#in } => call("locate", &[expr, r#in])?,
         Expr::Substring {
             expr,
