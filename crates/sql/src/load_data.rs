@@ -116,12 +116,10 @@ fn tokens(sql: &str) -> Result<Vec<Token>, SqlError> {
 
 /// The statement, if it is a `LOAD DATA`; None for any other.
 pub fn parse(sql: &str) -> Option<Result<LoadData, SqlError>> {
-    let head: Vec<String> = sql
-        .split_whitespace()
-        .take(2)
-        .map(str::to_ascii_uppercase)
-        .collect();
-    if head != ["LOAD", "DATA"] {
+    // Every COM_QUERY passes here: only a LOAD DATA is read further.
+    let mut head = sql.split_whitespace();
+    let is = |w: Option<&str>, want: &str| w.is_some_and(|w| w.eq_ignore_ascii_case(want));
+    if !is(head.next(), "LOAD") || !is(head.next(), "DATA") {
         return None;
     }
     Some(tokens(sql).and_then(|t| statement(&t)))

@@ -182,6 +182,11 @@ impl Session {
         sql: &str,
         catalog: &Catalog,
     ) -> Option<Result<Output, SqlError>> {
+        // Every statement passes here: only an ALTER is read further.
+        let head = sql.trim_start();
+        if !(crate::show_server::starts_with_word(head, "ALTER") || head.starts_with("/*!")) {
+            return None;
+        }
         let mut sql = sql.trim().trim_end_matches(';').trim_end();
         // As MySQL runs it inside a versioned comment (`/*!40000 ... */`).
         if let Some(inner) = sql.strip_prefix("/*!").and_then(|s| s.strip_suffix("*/")) {

@@ -402,13 +402,14 @@ impl Session {
         let result = self.statement_to(sql, sink);
         // What SHOW WARNINGS shows: the last statement's error (SHOW WARNINGS and
         // SHOW ERRORS leave it).
-        let upper = sql
-            .trim_start()
-            .get(..40)
-            .unwrap_or(sql)
-            .to_ascii_uppercase();
-        let diagnostics =
-            upper.starts_with("SHOW") && (upper.contains("WARNINGS") || upper.contains("ERRORS"));
+        let diagnostics = crate::show_server::starts_with_word(sql, "SHOW") && {
+            let upper = sql
+                .trim_start()
+                .get(..40)
+                .unwrap_or(sql)
+                .to_ascii_uppercase();
+            upper.contains("WARNINGS") || upper.contains("ERRORS")
+        };
         if !diagnostics {
             self.last_error = result.as_ref().err().map(|e| (e.code, e.message.clone()));
         }

@@ -33,6 +33,17 @@ fn words(sql: &str) -> (Vec<String>, Option<String>) {
     )
 }
 
+/// Whether `sql` starts with the word `word` (any case).
+pub(crate) fn starts_with_word(sql: &str, word: &str) -> bool {
+    let sql = sql.trim_start();
+    sql.get(..word.len())
+        .is_some_and(|w| w.eq_ignore_ascii_case(word))
+        && sql[word.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !c.is_ascii_alphanumeric() && c != '_')
+}
+
 /// A result of `rows` whose integer columns (those holding integers) say so.
 fn typed(names: &[&str], rows: Vec<Vec<Cell>>) -> ResultSet {
     let mut result = ResultSet::text(names, Vec::new());
@@ -62,6 +73,10 @@ impl Session {
         sql: &str,
         catalog: &Catalog,
     ) -> Option<Result<Output, SqlError>> {
+        // Every statement passes here: only a SHOW is read further.
+        if !starts_with_word(sql, "SHOW") {
+            return None;
+        }
         let (words, pattern) = words(sql);
         let w: Vec<&str> = words.iter().map(String::as_str).collect();
         let pattern = pattern.as_deref();

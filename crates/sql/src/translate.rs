@@ -81,7 +81,13 @@ pub fn without_cache_hints(sql: &str) -> Cow<'_, str> {
         .trim_start()
         .get(..6)
         .is_some_and(|w| w.eq_ignore_ascii_case("SELECT"));
-    if !starts_select {
+    // Every SELECT passes here: only one that names a hint is copied.
+    if !starts_select
+        || !sql
+            .as_bytes()
+            .windows(4)
+            .any(|w| w.eq_ignore_ascii_case(b"SQL_"))
+    {
         return Cow::Borrowed(sql);
     }
     let upper = sql.to_ascii_uppercase();
