@@ -57,22 +57,7 @@ pub fn statement_text(sql: &[u8]) -> Cow<'_, str> {
                 i += 2 + len + 1;
                 copied = i;
             }
-            b'`' => {
-                i = sql[i + 1..]
-                    .iter()
-                    .position(|&b| b == b'`')
-                    .map_or(sql.len(), |p| i + 1 + p + 1);
-            }
-            b'#' => i = line_end(sql, i),
-            b'-' if sql.get(i + 1) == Some(&b'-')
-                && sql.get(i + 2).is_none_or(|b| b.is_ascii_whitespace()) =>
-            {
-                i = line_end(sql, i);
-            }
-            b'/' if sql.get(i + 1) == Some(&b'*') && sql.get(i + 2) != Some(&b'!') => {
-                i = find(sql, i + 2, b"*/").map_or(sql.len(), |p| p + 2);
-            }
-            _ => i += 1,
+            _ => i = past_name_or_comment(sql, i).unwrap_or(i + 1),
         }
     }
     match out {
@@ -93,27 +78,12 @@ pub fn statements(sql: &str) -> Vec<&str> {
     while i < b.len() {
         match b[i] {
             quote @ (b'\'' | b'"') => i = string(b, i, quote).0,
-            b'`' => {
-                i = b[i + 1..]
-                    .iter()
-                    .position(|&c| c == b'`')
-                    .map_or(b.len(), |p| i + 1 + p + 1);
-            }
-            b'#' => i = line_end(b, i),
-            b'-' if b.get(i + 1) == Some(&b'-')
-                && b.get(i + 2).is_none_or(|c| c.is_ascii_whitespace()) =>
-            {
-                i = line_end(b, i);
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') && b.get(i + 2) != Some(&b'!') => {
-                i = find(b, i + 2, b"*/").map_or(b.len(), |p| p + 2);
-            }
             b';' => {
                 out.push(&sql[start..i]);
                 i += 1;
                 start = i;
             }
-            _ => i += 1,
+            _ => i = past_name_or_comment(b, i).unwrap_or(i + 1),
         }
     }
     out.push(&sql[start..]);
@@ -128,6 +98,27 @@ fn hex_literal(out: &mut Vec<u8>, bytes: &[u8]) {
         out.extend_from_slice(format!("{b:02x}").as_bytes());
     }
     out.push(b'\'');
+}
+
+/// Where the name in backticks or the comment (`#`, `-- `, `/* */`, not the
+/// versioned `/*!`, which is code) starting at `i` ends; None if none starts there.
+fn past_name_or_comment(sql: &[u8], i: usize) -> Option<usize> {
+    Some(match sql[i] {
+        b'`' => sql[i + 1..]
+            .iter()
+            .position(|&b| b == b'`')
+            .map_or(sql.len(), |p| i + 1 + p + 1),
+        b'#' => line_end(sql, i),
+        b'-' if sql.get(i + 1) == Some(&b'-')
+            && sql.get(i + 2).is_none_or(|b| b.is_ascii_whitespace()) =>
+        {
+            line_end(sql, i)
+        }
+        b'/' if sql.get(i + 1) == Some(&b'*') && sql.get(i + 2) != Some(&b'!') => {
+            find(sql, i + 2, b"*/").map_or(sql.len(), |p| p + 2)
+        }
+        _ => return None,
+    })
 }
 
 fn line_end(sql: &[u8], from: usize) -> usize {

@@ -62,8 +62,8 @@ fn days(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// The date `days` after 1970-01-01.
-fn from_days(days: i64) -> (i64, i64, i64) {
+/// The date `days` after 1970-01-01 (Howard Hinnant's civil-from-days).
+pub(crate) fn from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;

@@ -330,6 +330,11 @@ impl Session {
             return Ok(catalog);
         }
         let quoted = |name: String| name.replace('"', "\"\"");
+        // information_schema depends on the catalog alone, not on the database in use.
+        let catalog_changed = self
+            .declared
+            .as_ref()
+            .is_none_or(|(d, _)| !Arc::ptr_eq(d, &catalog));
         if let Some((old, db)) = self.declared.take() {
             for def in &old.tables {
                 let name = crate::names::sqlite_name(&def.table.name, db.as_deref());
@@ -348,7 +353,9 @@ impl Session {
                 ))
                 .map_err(sqlite_error)?;
         }
-        crate::information_schema::fill(&self.db, &catalog).map_err(sqlite_error)?;
+        if catalog_changed {
+            crate::information_schema::fill(&self.db, &catalog).map_err(sqlite_error)?;
+        }
         self.db.flush_prepared_statement_cache();
         self.shapes.clear();
         self.declared = Some((Arc::clone(&catalog), current));
