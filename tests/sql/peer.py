@@ -17,10 +17,10 @@ def connect(port, database=None, **options):
 
 def mariadb_database(port, name, **options):
     """A connection to MariaDB in database `name`, made if missing, with the collation
-    Kura's text has (bytes compared as bytes)."""
+    Kura's text has by default (`utf8mb4_general_ci`: case-insensitive)."""
     conn = connect(port, **options)
     conn.cursor().execute(
-        f"CREATE DATABASE IF NOT EXISTS {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+        f"CREATE DATABASE IF NOT EXISTS {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci"
     )
     conn.select_db(name)
     return conn

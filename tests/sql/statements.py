@@ -9,7 +9,7 @@ TINYINT, SMALLINT, MEDIUMINT (signed and unsigned) and BOOL at their ends and
 past them (1264); DROP INDEX and ALTER TABLE DROP KEY (the unique value free
 after, 1091 for none); DATE, DATETIME(p) and TIMESTAMP read in MySQL's forms,
 refused when no calendar has them (1292), compared as times and kept in order,
-DEFAULT and ON UPDATE CURRENT_TIMESTAMP;
+DEFAULT and ON UPDATE CURRENT_TIMESTAMP; SQL_CALC_FOUND_ROWS and FOUND_ROWS();
 SHOW WARNINGS and SHOW COUNT(*) WARNINGS after an error (its
 level and code); SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW
 CREATE DATABASE (their
@@ -122,6 +122,14 @@ TRANSCRIPT = [
     "CREATE UNIQUE INDEX email ON di (email)",
     "CREATE INDEX lvl ON di (lvl)",
     "SELECT id FROM di WHERE lvl = 5 ORDER BY id",
+    # FOUND_ROWS(): what the last SELECT returned, or would have without its LIMIT.
+    "SELECT SQL_CALC_FOUND_ROWS id FROM di WHERE lvl > 1 ORDER BY id LIMIT 2",
+    "SELECT FOUND_ROWS()",
+    "SELECT FOUND_ROWS()",
+    "SELECT SQL_CALC_FOUND_ROWS id FROM di ORDER BY id DESC LIMIT 1 OFFSET 1",
+    "SELECT FOUND_ROWS()",
+    "SELECT id FROM di WHERE id < 3",
+    "SELECT FOUND_ROWS()",
     "DROP TABLE di",
 ]
 

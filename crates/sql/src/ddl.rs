@@ -4,7 +4,7 @@
 //! ([`kura_tables::ddl`]); this module turns MySQL's statements into its calls and its
 //! refusals into MySQL's errors.
 
-use kura_tables::DdlError;
+use kura_tables::{Collation, DdlError};
 use sqlparser::ast::{
     AlterTableOperation, IndexType, ObjectName, ObjectType, SchemaName, Statement,
 };
@@ -25,13 +25,18 @@ impl Session {
             Statement::CreateDatabase {
                 db_name,
                 if_not_exists,
+                default_charset,
+                default_collation,
                 ..
-            } => return Some(self.create_database(db_name, *if_not_exists)),
+            } => {
+                let chosen = (default_charset.as_deref(), default_collation.as_deref());
+                return Some(self.create_database(db_name, *if_not_exists, chosen));
+            }
             Statement::CreateSchema {
                 schema_name: SchemaName::Simple(name),
                 if_not_exists,
                 ..
-            } => return Some(self.create_database(name, *if_not_exists)),
+            } => return Some(self.create_database(name, *if_not_exists, (None, None))),
             Statement::Drop {
                 object_type: ObjectType::Database | ObjectType::Schema,
                 if_exists,
@@ -140,20 +145,25 @@ impl Session {
         names::of_statement(name, self.database().as_deref())
     }
 
-    /// CREATE DATABASE (and CREATE SCHEMA): 1007 if it exists.
+    /// CREATE DATABASE (and CREATE SCHEMA), with the character set and collation its
+    /// tables' text takes by default: 1007 if it exists.
     fn create_database(
         &mut self,
         name: &ObjectName,
         if_not_exists: bool,
+        (charset, collate): (Option<&str>, Option<&str>),
     ) -> Result<Output, SqlError> {
         self.implicit_commit()?;
+        let collation = kura_tables::collation::chosen(charset, collate)
+            .map_err(collation_error)?
+            .unwrap_or(Collation::DEFAULT);
         let name = names::database(&names::part(
             name.0
                 .last()
                 .ok_or_else(|| SqlError::syntax("CREATE DATABASE names no database"))?,
         ))
         .to_string();
-        match self.shared.tables.create_database(&name) {
+        match self.shared.tables.create_database(&name, collation) {
             Ok(true) => Ok(Output::Done(Done {
                 affected: 1,
                 ..Done::default()
@@ -226,6 +236,11 @@ impl Session {
             Err(kura_tables::Error::Mismatch(_)) => Err(SqlError::table_exists(name)),
             Err(kura_tables::Error::Schema(why)) if why == kura_tables::AUTO_KEY_REASON => {
                 Err(SqlError::new(1075, b"42000", why))
+            }
+            Err(kura_tables::Error::Schema(why))
+                if kura_tables::collation::refusal_code(&why).is_some() =>
+            {
+                Err(collation_error(why))
             }
             Err(kura_tables::Error::Engine(kura_engine::Error::ReadOnly { primary })) => {
                 Err(SqlError::read_only(&primary))
@@ -321,6 +336,12 @@ impl Session {
             other => Err(SqlError::unsupported(format!("ALTER TABLE ... {other}"))),
         }
     }
+}
+
+/// A collation or character set refused: MySQL's error for it.
+fn collation_error(why: String) -> SqlError {
+    let code = kura_tables::collation::refusal_code(&why).unwrap_or(1273);
+    SqlError::new(code, b"HY000", why)
 }
 
 /// The table layer's refusal as MySQL's error.

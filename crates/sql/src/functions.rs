@@ -378,6 +378,19 @@ pub fn register(db: &Connection) -> Result<()> {
         })?;
         Ok(Value::Integer(i64::from(re.is_match(&s))))
     })?;
+    // A case-insensitive column's REGEXP (`crate::collate`).
+    scalar("regexp_ci", 2, |c| {
+        let (Some(pattern), Some(s)) = (text(c.get_raw(0)), text(c.get_raw(1))) else {
+            return Ok(Value::Null);
+        };
+        let re = c.get_or_create_aux(0, |_| {
+            regex::RegexBuilder::new(&pattern)
+                .case_insensitive(true)
+                .build()
+                .map_err(|e| rusqlite::Error::UserFunctionError(e.into()))
+        })?;
+        Ok(Value::Integer(i64::from(re.is_match(&s))))
+    })?;
     db.create_scalar_function("uuid", 0, FunctionFlags::SQLITE_UTF8, |_| {
         let b: [u8; 16] = rand::random();
         let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();

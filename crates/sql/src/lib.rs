@@ -13,6 +13,7 @@
 //! sockets; errors leave here as MySQL's codes ([`SqlError`]) for the server to send.
 
 pub mod bytes;
+mod collate;
 pub mod convert;
 mod dates;
 mod ddl;

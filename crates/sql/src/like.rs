@@ -10,6 +10,7 @@
 //! MySQL reads it). An explicit `ESCAPE` goes to SQLite's own three-argument `like()`
 //! (case-sensitive by `PRAGMA case_sensitive_like`).
 
+use kura_tables::Rule;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
@@ -25,22 +26,37 @@ enum Token {
 }
 
 fn tokens(pattern: &str) -> Vec<Token> {
+    tokens_escaped(pattern, '\\')
+}
+
+fn tokens_escaped(pattern: &str, escape: char) -> Vec<Token> {
     let mut out = Vec::with_capacity(pattern.len());
     let mut chars = pattern.chars();
     while let Some(c) = chars.next() {
         out.push(match c {
+            c if c == escape => Token::Char(chars.next().unwrap_or(escape)),
             '%' => Token::Any,
             '_' => Token::One,
-            '\\' => Token::Char(chars.next().unwrap_or('\\')),
             c => Token::Char(c),
         });
     }
     out
 }
 
-/// Whether `text` matches `pattern`.
+/// Whether `text` matches `pattern`, character by character as bytes compare.
 pub fn matches(pattern: &str, text: &str) -> bool {
-    let pattern = tokens(pattern);
+    matches_by(&tokens(pattern), text, |a, b| a == b)
+}
+
+/// Whether `text` matches `pattern` under a case-insensitive collation: characters
+/// compare by their weights (`kura_tables::collation`).
+pub fn matches_folded(pattern: &str, text: &str) -> bool {
+    matches_by(&tokens(pattern), text, |a, b| {
+        a == b || kura_tables::collation::weight(a) == kura_tables::collation::weight(b)
+    })
+}
+
+fn matches_by(pattern: &[Token], text: &str, same: impl Fn(char, char) -> bool) -> bool {
     let text: Vec<char> = text.chars().collect();
     // The classic wildcard match: on a mismatch, go back to the last `%` and let it
     // take one more character.
@@ -56,7 +72,7 @@ pub fn matches(pattern: &str, text: &str) -> bool {
                 p += 1;
                 t += 1;
             }
-            Some(Token::Char(c)) if *c == text[t] => {
+            Some(Token::Char(c)) if same(*c, text[t]) => {
                 p += 1;
                 t += 1;
             }
@@ -73,18 +89,46 @@ pub fn matches(pattern: &str, text: &str) -> bool {
     pattern[p..].iter().all(|k| *k == Token::Any)
 }
 
-/// The text every match of `pattern` lies in: at least its literal prefix, and below
-/// the prefix with its last character raised by one (None: no upper bound, when the
-/// prefix is empty or all its characters are the highest). None when there is no
-/// literal prefix: every text may match.
-pub fn prefix_range(pattern: &str) -> Option<(String, Option<String>)> {
-    let prefix: String = tokens(pattern)
+/// The literal prefix of `pattern`.
+fn literal_prefix(pattern: &str) -> String {
+    tokens(pattern)
         .into_iter()
         .map_while(|k| match k {
             Token::Char(c) => Some(c),
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+/// [`prefix_range`] for a case-insensitive column, whose keys are weights: the
+/// weights every match's key lies in (at least the prefix's, below the prefix's with
+/// its last weight raised). None when there is no literal prefix.
+pub fn prefix_weights(pattern: &str, rule: Rule) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+    let prefix = literal_prefix(pattern);
+    if prefix.is_empty() {
+        return None;
+    }
+    let mut low = Vec::new();
+    rule.key_bytes(prefix.as_bytes(), &mut low);
+    // Trailing spaces may not count in a key, but they do in a match: the upper
+    // bound keeps them.
+    let mut high: Vec<u8> = Vec::new();
+    Rule::Folded { pad: false }.key_bytes(prefix.as_bytes(), &mut high);
+    while let Some(last) = high.pop() {
+        if last < 0xFF {
+            high.push(last + 1);
+            return Some((low, Some(high)));
+        }
+    }
+    Some((low, None))
+}
+
+/// The text every match of `pattern` lies in: at least its literal prefix, and below
+/// the prefix with its last character raised by one (None: no upper bound, when the
+/// prefix is empty or all its characters are the highest). None when there is no
+/// literal prefix: every text may match.
+pub fn prefix_range(pattern: &str) -> Option<(String, Option<String>)> {
+    let prefix = literal_prefix(pattern);
     if prefix.is_empty() {
         return None;
     }
@@ -122,6 +166,29 @@ pub fn register(db: &Connection) -> rusqlite::Result<()> {
             return Ok(None);
         };
         Ok(Some(matches(&pattern, &text)))
+    })?;
+    // `x MATCH p`, which `crate::collate` makes of a case-insensitive column's
+    // `x LIKE p` (SQLite offers MATCH to a virtual table's planner as it does LIKE).
+    db.create_scalar_function("match", 2, flags, |ctx| {
+        let (Some(pattern), Some(text)) = (text_of(ctx.get_raw(0)), text_of(ctx.get_raw(1))) else {
+            return Ok(None);
+        };
+        Ok(Some(matches_folded(&pattern, &text)))
+    })?;
+    // With an explicit escape character.
+    db.create_scalar_function("mysql_like_ci", 3, flags, |ctx| {
+        let (Some(pattern), Some(text), Some(escape)) = (
+            text_of(ctx.get_raw(0)),
+            text_of(ctx.get_raw(1)),
+            text_of(ctx.get_raw(2)),
+        ) else {
+            return Ok(None);
+        };
+        let escape = escape.chars().next().unwrap_or('\\');
+        let pattern = tokens_escaped(&pattern, escape);
+        Ok(Some(matches_by(&pattern, &text, |a, b| {
+            a == b || kura_tables::collation::weight(a) == kura_tables::collation::weight(b)
+        })))
     })
 }
 

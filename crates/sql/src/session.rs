@@ -159,6 +159,7 @@ impl Session {
         db.pragma_update(None, "case_sensitive_like", true)
             .map_err(sqlite_error)?;
         crate::like::register(&db).map_err(sqlite_error)?;
+        crate::collate::register(&db).map_err(sqlite_error)?;
         let mut session = Session {
             shared,
             db,
@@ -235,6 +236,12 @@ impl Session {
         self.db
             .create_scalar_function("row_count", 0, flags, move |_| {
                 Ok(shared.state.lock().row_count)
+            })
+            .map_err(sqlite_error)?;
+        let shared = Arc::clone(&self.shared);
+        self.db
+            .create_scalar_function("found_rows", 0, flags, move |_| {
+                Ok(shared.state.lock().last_found_rows)
             })
             .map_err(sqlite_error)?;
         self.db
@@ -424,6 +431,17 @@ impl Session {
     }
 
     fn statement_to(&mut self, sql: &str, sink: &mut dyn RowSink) -> Result<Output, SqlError> {
+        if let Some(sql) = crate::translate::without_calc_found_rows(sql) {
+            // Rare: translated each time, with the count of its rows without LIMIT.
+            let catalog = self.sync_catalog()?;
+            let statement = Self::parse(&sql)?;
+            let mut translated = {
+                let vars = |n: &str| self.variable(n);
+                translate(statement, &sql, &vars, &catalog, self.database().as_deref())?
+            };
+            translated.count_sql = crate::translate::count_without_limit(&translated.sql);
+            return self.run(&translated, &[], sink);
+        }
         let sql = crate::translate::without_cache_hints(sql);
         let sql = &*crate::translate::drop_key_as_index(&sql);
         let catalog = self.sync_catalog()?;
@@ -744,8 +762,10 @@ impl Session {
             .collect();
         let mut raw: Vec<Vec<rusqlite::types::Value>> = Vec::new();
         let mut streaming = false;
+        let mut produced: i64 = 0;
         let mut rows = stmt.raw_query();
         while let Some(row) = rows.next().map_err(sqlite_error)? {
+            produced += 1;
             let mut values = Vec::with_capacity(count);
             for i in 0..count {
                 values.push(
@@ -766,7 +786,19 @@ impl Session {
         drop(rows);
         if t.sql.len() > KEEP_COMPILED_BYTES {
             stmt.discard();
+        } else {
+            drop(stmt);
         }
+        // FOUND_ROWS(): what this SELECT returned, or with SQL_CALC_FOUND_ROWS what
+        // it would have without its LIMIT.
+        let found = match &t.count_sql {
+            Some(count) => self
+                .db
+                .query_row(count, [], |r| r.get::<_, i64>(0))
+                .map_err(sqlite_error)?,
+            None => produced,
+        };
+        self.shared.state.lock().last_found_rows = found;
         if streaming {
             let lsn = self.shown_lsn();
             sink.rows(&stream::cells(&columns, raw.into_iter()), lsn)?;

@@ -27,9 +27,9 @@ pub fn default_variables() -> BTreeMap<String, Literal> {
         ("character_set_database", text("utf8mb4")),
         ("character_set_results", text("utf8mb4")),
         ("character_set_server", text("utf8mb4")),
-        ("collation_connection", text("utf8mb4_bin")),
-        ("collation_database", text("utf8mb4_bin")),
-        ("collation_server", text("utf8mb4_bin")),
+        ("collation_connection", text("utf8mb4_general_ci")),
+        ("collation_database", text("utf8mb4_general_ci")),
+        ("collation_server", text("utf8mb4_general_ci")),
         ("div_precision_increment", num("4")),
         ("have_ssl", text("DISABLED")),
         ("init_connect", text("")),
@@ -208,10 +208,9 @@ pub fn columns(def: &TableDef, full: bool, filter: Option<&str>) -> ResultSet {
             Cell::text(type_name(column.ty)),
         ];
         if full {
-            row.push(if column.ty.is_numeric() || column.ty == ColumnType::Blob {
-                Cell::Null
-            } else {
-                Cell::text("utf8mb4_bin")
+            row.push(match column.collation {
+                Some(collation) => Cell::text(collation.name()),
+                None => Cell::Null,
             });
         }
         row.extend([
@@ -341,6 +340,13 @@ pub fn mysql_ddl(def: &TableDef) -> String {
     let mut lines = Vec::new();
     for (i, c) in t.columns.iter().enumerate() {
         let mut line = format!("  `{}` {}", c.name, type_name(c.ty));
+        // A column's character set and collation where they differ from the table's.
+        if let Some(collation) = c.collation.filter(|c| *c != t.collation) {
+            if collation.charset() != t.collation.charset() {
+                line.push_str(&format!(" CHARACTER SET {}", collation.charset()));
+            }
+            line.push_str(&format!(" COLLATE {}", collation.name()));
+        }
         let not_null = c.not_null || i == t.primary;
         if not_null {
             line.push_str(" NOT NULL");
@@ -391,8 +397,10 @@ pub fn mysql_ddl(def: &TableDef) -> String {
         });
     }
     let mut sql = format!(
-        "CREATE TABLE `{name}` (\n{}\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
-        lines.join(",\n")
+        "CREATE TABLE `{name}` (\n{}\n) ENGINE=InnoDB DEFAULT CHARSET={} COLLATE={}",
+        lines.join(",\n"),
+        t.collation.charset(),
+        t.collation.name()
     );
     if t.separator != kura_tables::schema::DEFAULT_SEPARATOR {
         sql.push_str(&format!(

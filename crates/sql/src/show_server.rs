@@ -7,7 +7,7 @@
 //! BINARY LOGS`, which are empty: Kura's replication is its own, not MySQL's binary
 //! log (`stats replication` on the memcached port describes it).
 
-use kura_tables::{database_of, Catalog};
+use kura_tables::{database_of, Catalog, Collation};
 
 use crate::error::SqlError;
 use crate::result::{Cell, Kind, Output, ResultSet};
@@ -129,7 +129,11 @@ impl Session {
                     row.extend([Cell::Int(0), Cell::Int(0)]);
                     row.push(if auto { Cell::Int(1) } else { Cell::Null });
                     row.extend([Cell::Null, Cell::Null, Cell::Null]);
-                    row.extend([Cell::text("utf8mb4_bin"), Cell::Null, Cell::text("")]);
+                    row.extend([
+                        Cell::text(def.table.collation.name()),
+                        Cell::Null,
+                        Cell::text(""),
+                    ]);
                     row.push(Cell::text(""));
                     out.push(row);
                 }
@@ -157,6 +161,30 @@ impl Session {
                     filtered(out, pattern),
                 )
             }
+            // Kura's SQL port has no privileges of its own: a user who logs in may
+            // read and change every table, which is what MySQL's ALL says.
+            ["SHOW", "GRANTS", rest @ ..] => {
+                let user = match rest {
+                    [] | ["FOR", "CURRENT_USER" | "CURRENT_USER()"] => {
+                        self.shared.state.lock().user.clone()
+                    }
+                    ["FOR", _] => {
+                        // As written, not upper-cased: `'app'@'%'`.
+                        let who = sql.trim().trim_end_matches(';');
+                        let who = who.split_whitespace().last().unwrap_or(who);
+                        let who = who.split('@').next().unwrap_or(who);
+                        who.trim_matches(|c| c == '\'' || c == '`' || c == '"')
+                            .to_string()
+                    }
+                    _ => return Some(Err(SqlError::syntax("SHOW GRANTS [FOR user]"))),
+                };
+                rows(
+                    &[&format!("Grants for {user}@%")],
+                    vec![vec![Cell::text(format!(
+                        "GRANT ALL PRIVILEGES ON *.* TO `{user}`@`%`"
+                    ))]],
+                )
+            }
             ["SHOW", "ENGINES"] | ["SHOW", "STORAGE", "ENGINES"] => rows(
                 &[
                     "Engine",
@@ -178,23 +206,28 @@ impl Session {
             ["SHOW", "CHARACTER", "SET"] | ["SHOW", "CHARSET"] => rows(
                 &["Charset", "Description", "Default collation", "Maxlen"],
                 filtered(
-                    vec![
-                        vec![
-                            Cell::text("binary"),
-                            Cell::text("Binary pseudo charset"),
-                            Cell::text("binary"),
-                            Cell::Int(1),
-                        ],
-                        vec![
-                            Cell::text("utf8mb4"),
-                            Cell::text("UTF-8 Unicode"),
-                            Cell::text("utf8mb4_bin"),
-                            Cell::Int(4),
-                        ],
-                    ],
+                    Collation::all()
+                        .filter(|c| c.is_charset_default())
+                        .map(|c| {
+                            let (description, maxlen) = match c.charset() {
+                                "utf8mb4" => ("UTF-8 Unicode", 4),
+                                "utf8mb3" => ("UTF-8 Unicode", 3),
+                                "latin1" => ("cp1252 West European", 1),
+                                "ascii" => ("US ASCII", 1),
+                                _ => ("Binary pseudo charset", 1),
+                            };
+                            vec![
+                                Cell::text(c.charset()),
+                                Cell::text(description),
+                                Cell::text(c.name()),
+                                Cell::Int(maxlen),
+                            ]
+                        })
+                        .collect(),
                     pattern,
                 ),
             ),
+            // MariaDB's columns (MySQL 8 adds Pad_attribute).
             ["SHOW", "COLLATION"] => rows(
                 &[
                     "Collation",
@@ -203,29 +236,20 @@ impl Session {
                     "Default",
                     "Compiled",
                     "Sortlen",
-                    "Pad_attribute",
                 ],
                 filtered(
-                    vec![
-                        vec![
-                            Cell::text("binary"),
-                            Cell::text("binary"),
-                            Cell::Int(63),
-                            Cell::text("Yes"),
-                            Cell::text("Yes"),
-                            Cell::Int(1),
-                            Cell::text("NO PAD"),
-                        ],
-                        vec![
-                            Cell::text("utf8mb4_bin"),
-                            Cell::text("utf8mb4"),
-                            Cell::Int(46),
-                            Cell::text("Yes"),
-                            Cell::text("Yes"),
-                            Cell::Int(1),
-                            Cell::text("PAD SPACE"),
-                        ],
-                    ],
+                    Collation::all()
+                        .map(|c| {
+                            vec![
+                                Cell::text(c.name()),
+                                Cell::text(c.charset()),
+                                Cell::Int(i64::from(c.id())),
+                                Cell::text(if c.is_charset_default() { "Yes" } else { "" }),
+                                Cell::text("Yes"),
+                                Cell::Int(1),
+                            ]
+                        })
+                        .collect(),
                     pattern,
                 ),
             ),
@@ -241,8 +265,11 @@ impl Session {
                 else {
                     return Some(Err(SqlError::no_database(given)));
                 };
+                let collation = catalog.database_collation(&name);
                 let ddl = format!(
-                    "CREATE DATABASE `{name}` /*!40100 DEFAULT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin */"
+                    "CREATE DATABASE `{name}` /*!40100 DEFAULT CHARACTER SET {} COLLATE {} */",
+                    collation.charset(),
+                    collation.name()
                 );
                 rows(
                     &["Database", "Create Database"],

@@ -54,6 +54,9 @@ pub struct Translated {
     pub upsert: Option<Upsert>,
     /// Whether it is a locking read (`FOR UPDATE`, `FOR SHARE`, `LOCK IN SHARE MODE`).
     pub locking: bool,
+    /// A SELECT with `SQL_CALC_FOUND_ROWS`: the count of its rows without its LIMIT,
+    /// which FOUND_ROWS() then gives.
+    pub count_sql: Option<String>,
 }
 
 /// MySQL's older `LOCK IN SHARE MODE` at the end of a statement, spelt as MySQL 8's
@@ -109,6 +112,33 @@ pub fn without_cache_hints(sql: &str) -> Cow<'_, str> {
     out.map_or(Cow::Borrowed(sql), Cow::Owned)
 }
 
+/// A SELECT's `SQL_CALC_FOUND_ROWS` taken out; None when it names none.
+pub fn without_calc_found_rows(sql: &str) -> Option<String> {
+    const HINT: &str = "SQL_CALC_FOUND_ROWS";
+    let head = sql.trim_start();
+    if !head
+        .get(..6)
+        .is_some_and(|w| w.eq_ignore_ascii_case("SELECT"))
+    {
+        return None;
+    }
+    let at = sql.to_ascii_uppercase().find(HINT)?;
+    let mut out = sql.to_string();
+    out.replace_range(at..at + HINT.len(), "");
+    Some(out)
+}
+
+/// `SELECT COUNT(*)` of a translated SELECT's rows with its LIMIT and OFFSET left out.
+pub fn count_without_limit(sqlite: &str) -> Option<String> {
+    let mut statements =
+        sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::SQLiteDialect {}, sqlite).ok()?;
+    let Some(Statement::Query(mut query)) = statements.pop() else {
+        return None;
+    };
+    query.limit_clause = None;
+    Some(format!("SELECT COUNT(*) FROM ({query})"))
+}
+
 /// `ALTER TABLE t DROP KEY k`, which sqlparser does not parse, as the `DROP INDEX k`
 /// it means (outside quotes; only in an ALTER statement).
 pub fn drop_key_as_index(sql: &str) -> Cow<'_, str> {
@@ -150,6 +180,7 @@ pub fn translate(
     database: Option<&str>,
 ) -> Result<Translated, SqlError> {
     name_columns(&mut statement, original);
+    crate::collate::fold_likes(&mut statement, catalog, database);
     let mut failed: Option<SqlError> = None;
     // `database.table` as SQLite knows it ([`crate::names`]).
     let _ = visit_relations_mut(&mut statement, |name: &mut ObjectName| {
@@ -235,6 +266,7 @@ pub fn translate(
         writes,
         upsert,
         locking,
+        count_sql: None,
     })
 }
 
@@ -395,7 +427,7 @@ fn function_args(f: &sqlparser::ast::Function) -> Vec<&Expr> {
 }
 
 /// `name(args...)` as an expression (the arguments already SQLite's).
-fn call(name: &str, args: &[&Expr]) -> Result<Expr, SqlError> {
+pub(crate) fn call(name: &str, args: &[&Expr]) -> Result<Expr, SqlError> {
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     expression(&format!("{name}({})", args.join(", ")))
 }

@@ -30,9 +30,7 @@ use std::ffi::{c_int, CStr, CString};
 use std::sync::Arc;
 
 use kura_tables::keys::{self, Position};
-use kura_tables::{
-    Catalog, ColumnType, OnConflict, Reads, RowChange, TableDef, Tables, Value, Via,
-};
+use kura_tables::{Catalog, OnConflict, Reads, RowChange, TableDef, Tables, Value, Via};
 use parking_lot::Mutex;
 use rusqlite::types::ValueRef;
 use rusqlite::vtab::{
@@ -123,6 +121,9 @@ pub struct State {
     pub no_auto_value_on_zero: bool,
     /// Rows the last statement changed (MySQL's ROW_COUNT()).
     pub row_count: i64,
+    /// Rows the last SELECT returned, or would have without its LIMIT under
+    /// `SQL_CALC_FOUND_ROWS` (MySQL's FOUND_ROWS()).
+    pub last_found_rows: i64,
     /// The client's `CLIENT_FOUND_ROWS`: rows found and left unchanged count as
     /// affected.
     pub found_rows: bool,
@@ -153,6 +154,7 @@ impl State {
             auto_last: None,
             no_auto_value_on_zero: false,
             row_count: -1,
+            last_found_rows: 0,
             found_rows: false,
             connection_id: 0,
             user: String::new(),
@@ -168,10 +170,16 @@ impl State {
     }
 }
 
-/// A primary key as the overlay and the CAS map key it.
-pub fn pk_key(pk: &Value) -> Vec<u8> {
+/// A primary key as the overlay and the CAS map key it: as its row's key holds it
+/// (under the column's collation).
+pub fn pk_key(def: &TableDef, pk: &Value) -> Vec<u8> {
     let mut out = Vec::new();
-    keys::encode(pk, Position::Last, &mut out);
+    keys::encode_as(
+        pk,
+        def.table.primary_column().rule(),
+        Position::Last,
+        &mut out,
+    );
     out
 }
 
@@ -185,6 +193,10 @@ pub fn declaration(def: &TableDef) -> String {
         sql.push_str(&format!("\"{}\" {ty}", column.name.replace('"', "\"\"")));
         if ty.is_temporal() {
             sql.push_str(" COLLATE mysql_datetime");
+        }
+        if let Some(name) = crate::collate::sqlite_collation(column.rule()) {
+            sql.push_str(" COLLATE ");
+            sql.push_str(name);
         }
         if let Some(default) = &column.default {
             sql.push_str(" DEFAULT ");
@@ -333,11 +345,15 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
             let mut binds: Vec<(usize, Bind)> = Vec::new();
             let mut lower = false;
             let mut upper = false;
-            // A pattern's prefix is text, which orders as a text column's keys do.
-            let text = matches!(
-                table.columns[column].ty,
-                ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::Text
-            );
+            // A pattern's prefix is text, which orders as a text column's keys do:
+            // bytes for `LIKE` (as `like()` compares), weights for the `MATCH` a
+            // case-insensitive column's `LIKE` became (`crate::collate`).
+            let text = table.columns[column].ty.is_text();
+            let pattern_op = if table.columns[column].rule() == kura_tables::Rule::Binary {
+                IndexConstraintOp::SQLITE_INDEX_CONSTRAINT_LIKE
+            } else {
+                IndexConstraintOp::SQLITE_INDEX_CONSTRAINT_MATCH
+            };
             // An IN list SQLite runs as one `=` a filter, the values in its order.
             let mut has_in = false;
             for (i, c, op) in &usable {
@@ -345,7 +361,7 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
                     continue;
                 }
                 let bind = match op {
-                    IndexConstraintOp::SQLITE_INDEX_CONSTRAINT_LIKE if text && !lower && !upper => {
+                    op if *op == pattern_op && text && !lower && !upper => {
                         lower = true;
                         upper = true;
                         Bind::Like
@@ -527,7 +543,7 @@ impl KuraTab {
         let state = self.shared.state.lock();
         state
             .read_cas
-            .get(&(self.def.number, pk_key(pk)))
+            .get(&(self.def.number, pk_key(&self.def, pk)))
             .copied()
             .unwrap_or(0)
     }

@@ -493,6 +493,14 @@ fn session_statements_answer_as_mysql() {
     assert!(
         matches!(&rows(&mut s, "SELECT @@version")[0][0], Cell::Bytes(v) if v.starts_with(b"8.0"))
     );
+    // Kura's SQL port has no privileges of its own: every user may do everything.
+    let all = vec![vec![text("GRANT ALL PRIVILEGES ON *.* TO `root`@`%`")]];
+    assert_eq!(rows(&mut s, "SHOW GRANTS"), all);
+    assert_eq!(rows(&mut s, "SHOW GRANTS FOR CURRENT_USER()"), all);
+    assert_eq!(
+        rows(&mut s, "SHOW GRANTS FOR 'App'@'%'"),
+        vec![vec![text("GRANT ALL PRIVILEGES ON *.* TO `App`@`%`")]]
+    );
 }
 
 #[test]

@@ -102,6 +102,7 @@ impl Tables {
             let all = Range {
                 lower: Bound::Unbounded,
                 upper: Bound::Unbounded,
+                folded: false,
             };
             let Some(mut last) = PkCursor::new(def, via, &all, true) else {
                 return Ok(None);

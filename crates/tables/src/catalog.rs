@@ -7,11 +7,11 @@
 //!
 //! | size | field |
 //! |---|---|
-//! | 1 | catalog format version (4; 1 to 3 are still read: 3 says every index has its entries in the log, 4 adds the databases) |
+//! | 1 | catalog format version (5; 1 to 4 are still read: 3 says every index has its entries in the log, 4 adds the databases, 5 their collations and says the DDL's collations count; before 5 all text is `utf8mb4_bin`) |
 //! | varint | the next table number |
 //! | varint | tables n, then n × table |
 //! | varint | dropped tables d, then d × varint number (format 2) |
-//! | varint | databases b, then b × (varint name length, name) (format 4) |
+//! | varint | databases b, then b × (varint name length, name) (format 4), each followed in format 5 by (varint length, its default collation's name) |
 //! | varint | dropped indexes i, then i × (varint table number, varint index number) (format 4) |
 //!
 //! A table: varint number, varint indexes m, m × (varint index number, varint name
@@ -29,11 +29,12 @@
 //! `t`, keyed by its primary key; index `i` of `t` is the container `t_by_i`, keyed by
 //! the indexed column (point lookups through unique indexes; ranges through any).
 
+use crate::collation::Collation;
 use crate::error::{schema_error, Error};
 use crate::row::{put_varint, Reader};
 use crate::schema::{parse_schema, Table};
 
-const CATALOG_FORMAT: u8 = 4;
+const CATALOG_FORMAT: u8 = 5;
 
 /// The database every connection starts in, and that tables named alone belong to.
 pub const DEFAULT_DATABASE: &str = "kura";
@@ -100,10 +101,22 @@ pub struct Catalog {
     /// The databases made by `CREATE DATABASE`, in order; [`DEFAULT_DATABASE`] is not
     /// among them (it always exists).
     pub databases: Vec<String>,
+    /// Each of `databases`' default collation, in the same order.
+    pub database_collations: Vec<Collation>,
     /// Read from a catalog of format 2 or older, whose non-unique indexes had no
     /// entries in the log (they were kept in memory): a start writes them
     /// ([`crate::Tables::open`]). Not stored.
     pub(crate) index_entries_missing: bool,
+}
+
+impl TableDef {
+    /// The column a container or a cursor reads the table by.
+    pub fn key_column(&self, via: Via) -> &crate::schema::Column {
+        match via {
+            Via::Primary => self.table.primary_column(),
+            Via::Index(i) => &self.table.columns[self.table.indexes[i].column],
+        }
+    }
 }
 
 impl Catalog {
@@ -114,8 +127,34 @@ impl Catalog {
             dropped: Vec::new(),
             dropped_indexes: Vec::new(),
             databases: Vec::new(),
+            database_collations: Vec::new(),
             index_entries_missing: false,
         }
+    }
+
+    /// The default collation of database `name` (the default database's is
+    /// [`Collation::DEFAULT`]).
+    pub fn database_collation(&self, name: &str) -> Collation {
+        self.databases
+            .iter()
+            .position(|d| d == name)
+            .and_then(|i| self.database_collations.get(i).copied())
+            .unwrap_or(Collation::DEFAULT)
+    }
+
+    /// Whether every text column and database compares as bytes, as every one did
+    /// before format 5: a node of an older version reads such a catalog right.
+    fn all_binary(&self) -> bool {
+        self.database_collations
+            .iter()
+            .all(|c| *c == Collation::BIN)
+            && self.tables.iter().all(|t| {
+                t.table.collation == Collation::BIN
+                    && t.table
+                        .columns
+                        .iter()
+                        .all(|c| c.collation.is_none_or(|c| c == Collation::BIN))
+            })
     }
 
     /// The table named `name` ([`qualified`] for a database other than the default).
@@ -258,10 +297,12 @@ impl Catalog {
     pub fn encode(&self) -> Vec<u8> {
         // Format 3 while no database was made, so that a node of the version before
         // reads it (a rolling upgrade's replicas).
-        let format = if self.databases.is_empty() && self.dropped_indexes.is_empty() {
+        let format = if !self.all_binary() {
+            CATALOG_FORMAT
+        } else if self.databases.is_empty() && self.dropped_indexes.is_empty() {
             3
         } else {
-            CATALOG_FORMAT
+            4
         };
         let mut out = vec![format];
         put_varint(&mut out, u64::from(self.next_table_number));
@@ -286,9 +327,15 @@ impl Catalog {
         }
         if format >= 4 {
             put_varint(&mut out, self.databases.len() as u64);
-            for name in &self.databases {
+            for (i, name) in self.databases.iter().enumerate() {
                 put_varint(&mut out, name.len() as u64);
                 out.extend_from_slice(name.as_bytes());
+                if format >= 5 {
+                    let collation = self.database_collations.get(i).copied();
+                    let collation = collation.unwrap_or(Collation::DEFAULT).name();
+                    put_varint(&mut out, collation.len() as u64);
+                    out.extend_from_slice(collation.as_bytes());
+                }
             }
             put_varint(&mut out, self.dropped_indexes.len() as u64);
             for (table, index) in &self.dropped_indexes {
@@ -323,7 +370,18 @@ impl Catalog {
             }
             let sql = std::str::from_utf8(r.bytes()?).map_err(|_| bad("DDL".into()))?;
             let table = match parse_schema(sql) {
-                Ok(mut t) if t.len() == 1 => t.remove(0),
+                Ok(mut t) if t.len() == 1 && version >= 5 => t.remove(0),
+                // Text compared as bytes before format 5, whatever the DDL said.
+                Ok(mut t) if t.len() == 1 => {
+                    let mut table = t.remove(0);
+                    table.collation = Collation::BIN;
+                    for column in &mut table.columns {
+                        if column.collation.is_some() {
+                            column.collation = Some(Collation::BIN);
+                        }
+                    }
+                    table
+                }
                 Ok(_) => return Err(bad("DDL of other than one table".into())),
                 Err(e) => return Err(bad(format!("DDL: {e}"))),
             };
@@ -371,11 +429,18 @@ impl Catalog {
             }
         }
         let mut databases = Vec::new();
+        let mut database_collations = Vec::new();
         let mut dropped_indexes = Vec::new();
         if version >= 4 {
             for _ in 0..r.varint()? {
                 let name = std::str::from_utf8(r.bytes()?).map_err(|_| bad("database".into()))?;
                 databases.push(name.to_string());
+                database_collations.push(if version >= 5 {
+                    let name = std::str::from_utf8(r.bytes()?).unwrap_or("");
+                    Collation::named(name).ok_or_else(|| bad(format!("collation {name}")))?
+                } else {
+                    Collation::BIN
+                });
             }
             for _ in 0..r.varint()? {
                 let table = number(r.varint()?)?;
@@ -392,6 +457,7 @@ impl Catalog {
             dropped,
             dropped_indexes,
             databases,
+            database_collations,
             index_entries_missing: version < 3,
         };
         catalog.check_containers().map_err(|e| bad(e.to_string()))?;
@@ -430,14 +496,14 @@ mod tests {
 
     #[test]
     fn a_database_holds_tables_of_its_own_and_round_trips() {
-        let catalog = Catalog::new()
-            .with_schema(parse_schema(SCHEMA).unwrap())
-            .unwrap()
-            .unwrap();
-        // Format 3 while there is no database of its own: an older node reads it.
+        let binary = crate::schema::parse_schema_in(SCHEMA, Collation::BIN).unwrap();
+        let catalog = Catalog::new().with_schema(binary).unwrap().unwrap();
+        // Format 3 while there is no database of its own and all text is binary: an
+        // older node reads it.
         assert_eq!(catalog.encode()[0], 3);
-        let other = parse_schema(
+        let other = crate::schema::parse_schema_in(
             "CREATE TABLE `d`.`players` (id INT PRIMARY KEY, level INT, KEY level (level))",
+            Collation::BIN,
         )
         .unwrap();
         assert!(
@@ -446,9 +512,32 @@ mod tests {
         );
         let mut with_d = catalog.clone();
         with_d.databases.push("d".into());
+        with_d.database_collations.push(Collation::BIN);
         let next = with_d.with_schema(other).unwrap().unwrap();
         assert_eq!(next.encode()[0], 4);
         assert_eq!(Catalog::decode(&next.encode()), Ok(next.clone()));
+        // A case-insensitive table, or database, needs format 5, which keeps them.
+        let mut ci = next.clone();
+        ci.databases.push("e".into());
+        ci.database_collations.push(Collation::DEFAULT);
+        assert_eq!(ci.encode()[0], 5);
+        assert_eq!(Catalog::decode(&ci.encode()), Ok(ci.clone()));
+        let ci =
+            next.with_schema(parse_schema("CREATE TABLE t (s VARCHAR(3) PRIMARY KEY)").unwrap());
+        let ci = ci.unwrap().unwrap();
+        assert_eq!(ci.encode()[0], 5);
+        assert_eq!(Catalog::decode(&ci.encode()), Ok(ci.clone()));
+        // A format 4 catalog's text is binary whatever its DDL says (without databases,
+        // format 5 has format 4's layout).
+        let alone = Catalog::new()
+            .with_schema(parse_schema("CREATE TABLE t (s VARCHAR(3) PRIMARY KEY)").unwrap())
+            .unwrap()
+            .unwrap();
+        let mut old = alone.encode();
+        old[0] = 4;
+        let read = Catalog::decode(&old).unwrap();
+        let t = &read.tables[read.table("t").unwrap()].table;
+        assert_eq!(t.columns[0].collation, Some(Collation::BIN));
         let (kura, d) = (
             next.table("players").unwrap(),
             next.table("d.players").unwrap(),

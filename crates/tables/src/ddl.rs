@@ -31,6 +31,7 @@ use kura_engine::{Change, Key, NewItem, Space};
 
 use crate::catalog::Catalog;
 use crate::catalog::TableDef;
+use crate::collation::Collation;
 use crate::error::Error;
 use crate::read::RowScan;
 use crate::rows::{
@@ -106,9 +107,10 @@ impl Tables {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
-    /// CREATE DATABASE `name`: a namespace of tables. Whether it was made (false: it
+    /// CREATE DATABASE `name`: a namespace of tables, whose text columns take
+    /// `collation` unless their table chooses one. Whether it was made (false: it
     /// exists).
-    pub fn create_database(&self, name: &str) -> Result<bool, DdlError> {
+    pub fn create_database(&self, name: &str, collation: Collation) -> Result<bool, DdlError> {
         crate::schema::check_name("database", name)?;
         let _gate = self.gate.write();
         let current = self.catalog();
@@ -117,6 +119,7 @@ impl Tables {
         }
         let mut next = (*current).clone();
         next.databases.push(name.to_string());
+        next.database_collations.push(collation);
         self.store_catalog(&next)?;
         self.install_catalog(next);
         Ok(true)
@@ -151,7 +154,12 @@ impl Tables {
                 continue;
             }
             let mut next = (*current).clone();
-            next.databases.retain(|d| d != name);
+            if let Some(i) = next.databases.iter().position(|d| d == name) {
+                next.databases.remove(i);
+                if i < next.database_collations.len() {
+                    next.database_collations.remove(i);
+                }
+            }
             self.store_catalog(&next)?;
             self.install_catalog(next);
             return Ok(true);
@@ -430,7 +438,8 @@ impl Tables {
             for row in batch {
                 let pk = &row.values[def.table.primary];
                 let mut rk = def.number.to_be_bytes().to_vec();
-                crate::keys::encode(pk, crate::keys::Position::Last, &mut rk);
+                let rule = def.table.primary_column().rule();
+                crate::keys::encode_as(pk, rule, crate::keys::Position::Last, &mut rk);
                 let value = row
                     .values
                     .into_iter()
@@ -570,8 +579,11 @@ mod tests {
     use crate::batch::{no_upsert, OnConflict, RowChange};
     use crate::catalog::{TableDef, Via};
 
-    const SCHEMA: &str = "CREATE TABLE p (id INT PRIMARY KEY, name VARCHAR(9), lvl INT);
-        CREATE TABLE q (k INT PRIMARY KEY, v VARCHAR(9), UNIQUE KEY v (v))";
+    // Text as bytes, as every table's was before collations (a catalog that an older
+    // node reads, rewritten below as an older format).
+    const SCHEMA: &str =
+        "CREATE TABLE p (id INT PRIMARY KEY, name VARCHAR(9), lvl INT) COLLATE=utf8mb4_bin;
+        CREATE TABLE q (k INT PRIMARY KEY, v VARCHAR(9), UNIQUE KEY v (v)) COLLATE=utf8mb4_bin";
 
     fn open(disk: &SimDisk) -> Tables {
         let clock = Arc::new(ManualClock::new(1_700_000_000));
@@ -674,6 +686,7 @@ mod tests {
         let all = crate::ordered::Range {
             lower: std::ops::Bound::Unbounded,
             upper: std::ops::Bound::Unbounded,
+            folded: false,
         };
         let pks = tables
             .ordered_pks(&p, Via::Index(lvl), &all, 100)
@@ -716,6 +729,7 @@ mod tests {
         let range = crate::ordered::Range {
             lower: std::ops::Bound::Included(Value::Int(1)),
             upper: std::ops::Bound::Included(Value::Int(1)),
+            folded: false,
         };
         let pks = tables
             .ordered_pks(&p, Via::Index(0), &range, 100)

@@ -8,8 +8,10 @@
 //!   key each 0x00 becomes 0x00 0xFF and 0x00 0x01 ends them, so a shorter value still
 //!   sorts first.
 //!
-//! Strings compare byte by byte, as under MySQL's `_bin` collations.
+//! Strings compare byte by byte, as under MySQL's `_bin` collations, or by their
+//! weights under a case-insensitive one ([`encode_as`]).
 
+use crate::collation::Rule;
 use crate::error::Error;
 use crate::row::Reader;
 use crate::value::{ColumnType, Value};
@@ -60,6 +62,32 @@ pub fn encode(value: &Value, position: Position, out: &mut Vec<u8>) {
                 out.extend_from_slice(&[0, 1]);
             }
         },
+    }
+}
+
+/// [`encode`] under a collation's rule: a folded text's key is its weights
+/// ([`crate::collation`]), so keys compare as the collation compares the values.
+pub fn encode_as(value: &Value, rule: Rule, position: Position, out: &mut Vec<u8>) {
+    match (value, rule) {
+        (Value::Bytes(b), Rule::Folded { .. }) => {
+            let mut weights = Vec::with_capacity(b.len() * 2);
+            rule.key_bytes(b, &mut weights);
+            encode(&Value::Bytes(weights), position, out);
+        }
+        _ => encode(value, position, out),
+    }
+}
+
+/// The value as its key compares under `rule`: itself, or a text's weights (what
+/// [`decode`] reads back from a key [`encode_as`] made).
+pub fn comparable(value: &Value, rule: Rule) -> std::borrow::Cow<'_, Value> {
+    match (value, rule) {
+        (Value::Bytes(b), Rule::Folded { .. }) => {
+            let mut weights = Vec::with_capacity(b.len() * 2);
+            rule.key_bytes(b, &mut weights);
+            std::borrow::Cow::Owned(Value::Bytes(weights))
+        }
+        _ => std::borrow::Cow::Borrowed(value),
     }
 }
 

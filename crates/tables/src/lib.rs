@@ -13,6 +13,7 @@ mod error;
 
 pub mod batch;
 pub mod catalog;
+pub mod collation;
 pub mod ddl;
 mod follow;
 pub mod keys;
@@ -29,6 +30,7 @@ pub mod value;
 pub use autoinc::AutoCounters;
 pub use batch::{no_upsert, Applied, ApplyError, OnConflict, RowAfter, RowChange, Upsert};
 pub use catalog::{database_of, qualified, Catalog, Container, TableDef, Via, DEFAULT_DATABASE};
+pub use collation::{Collation, Rule};
 pub use ddl::DdlError;
 pub use error::Error;
 pub use read::{Entry, PkCursor, RowRead, RowScan};
@@ -37,5 +39,5 @@ pub use rows::{
     ordered_spaces, CatalogCache, ChangeOutcome, RangeRows, RowItem, Tables, WriteMode,
     WriteOutcome,
 };
-pub use schema::{parse_schema, Column, Index, IndexKind, Table, AUTO_KEY_REASON};
+pub use schema::{parse_schema, parse_schema_in, Column, Index, IndexKind, Table, AUTO_KEY_REASON};
 pub use value::{ColumnType, Value};

@@ -11,6 +11,7 @@
 use std::ops::Bound;
 
 use crate::catalog::{TableDef, Via};
+use crate::collation::Rule;
 use crate::error::{value_error, Error};
 use crate::keys::{self, Position};
 use crate::value::{parse_text, Value};
@@ -33,21 +34,31 @@ fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
 pub struct Range {
     pub lower: Bound<Value>,
     pub upper: Bound<Value>,
+    /// The bounds are a folded column's weights already (a `LIKE` prefix's range
+    /// under a case-insensitive collation), not values to fold.
+    pub folded: bool,
 }
 
 impl Range {
     /// Whether `value` is in the range. To test many values, [`Range::check`] encodes
     /// the bounds once.
-    pub fn holds(&self, value: &Value) -> bool {
-        self.check().holds(value)
+    pub fn holds(&self, rule: Rule, value: &Value) -> bool {
+        self.check(rule).holds(value)
     }
 
-    /// The range with its bounds encoded as the keys that hold them: for testing many
-    /// values.
-    pub fn check(&self) -> RangeCheck {
+    /// The range with its bounds encoded as the keys that hold them, under the
+    /// column's collation `rule`: for testing many values.
+    pub fn check(&self, rule: Rule) -> RangeCheck {
+        let bound_rule = if self.folded { Rule::Binary } else { rule };
+        let key_bytes = |v: &Value| {
+            let mut out = Vec::new();
+            keys::encode_as(v, bound_rule, Position::Inner, &mut out);
+            out
+        };
         RangeCheck {
             lower: self.lower.as_ref().map(key_bytes),
             upper: self.upper.as_ref().map(key_bytes),
+            rule,
             value: Vec::new(),
         }
     }
@@ -58,18 +69,25 @@ impl Range {
 pub struct RangeCheck {
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
+    rule: Rule,
     /// The value under test, encoded (kept for its allocation).
     value: Vec<u8>,
 }
 
 impl RangeCheck {
+    /// Whether `value` is the one an index entry holds, `entry` as the entry's key
+    /// gives it back (a folded text's weights).
+    pub fn is_entry(&self, value: &Value, entry: &Value) -> bool {
+        *keys::comparable(value, self.rule) == *entry
+    }
+
     /// Whether `value` is in the range.
     pub fn holds(&mut self, value: &Value) -> bool {
         if value.is_null() {
             return false;
         }
         self.value.clear();
-        keys::encode(value, Position::Inner, &mut self.value);
+        keys::encode_as(value, self.rule, Position::Inner, &mut self.value);
         let v = &self.value[..];
         let above = match &self.lower {
             Bound::Included(b) => v >= &b[..],
@@ -83,12 +101,6 @@ impl RangeCheck {
                 Bound::Unbounded => true,
             }
     }
-}
-
-fn key_bytes(v: &Value) -> Vec<u8> {
-    let mut out = Vec::new();
-    keys::encode(v, Position::Inner, &mut out);
-    out
 }
 
 /// Whether a container key asks for a range (`@<`, `@<=`, `@>`, `@>=` ...).
@@ -111,6 +123,7 @@ pub fn parse_range(def: &TableDef, via: Via, spec: &[u8]) -> Result<Range, Error
     let mut range = Range {
         lower: Bound::Unbounded,
         upper: Bound::Unbounded,
+        folded: false,
     };
     if starts.first() != Some(&0) || starts.len() > 3 {
         return Err(value_error!(
@@ -147,10 +160,11 @@ pub(crate) type Bounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 /// unique index's value) or is followed by more (`Position::Inner`: a non-unique
 /// index's value, then the primary key). None when the range holds nothing (one that
 /// ends before it starts: `k BETWEEN 5 AND 3`).
-pub(crate) fn key_bounds(position: Position, range: &Range) -> Option<Bounds> {
+pub(crate) fn key_bounds(position: Position, rule: Rule, range: &Range) -> Option<Bounds> {
+    let rule = if range.folded { Rule::Binary } else { rule };
     let encode = |v: &Value| -> Vec<u8> {
         let mut out = Vec::new();
-        keys::encode(v, position, &mut out);
+        keys::encode_as(v, rule, position, &mut out);
         out
     };
     // An index's entries are the value then the primary key: every entry of value
@@ -219,22 +233,27 @@ mod tests {
 
     /// Keys of an index's entries fall within the bounds exactly when the range holds
     /// their value, with every bound, for integers and for text (a shorter value and
-    /// one with a NUL among them).
+    /// one with a NUL among them), compared as bytes and case-insensitively.
     #[test]
     fn bounds_hold_exactly_the_entries_of_the_range() {
         let def = def();
-        let entry = |v: &Value, pk: i64| {
-            let mut k = Vec::new();
-            keys::encode(v, Position::Inner, &mut k);
-            keys::encode(&Value::Int(pk), Position::Last, &mut k);
-            k
-        };
         let ints: Vec<Value> = [-1, 3, 5, 9].into_iter().map(Value::Int).collect();
-        let texts: Vec<Value> = ["a", "a\0", "b", "c", "d"]
+        let texts: Vec<Value> = ["a", "a\0", "A", "b", "B ", "c", "d", "\u{e9}", "E"]
             .into_iter()
             .map(|t| Value::Bytes(t.as_bytes().to_vec()))
             .collect();
-        for (via, values) in [(Via::Index(0), &ints), (Via::Index(1), &texts)] {
+        let folded = Rule::Folded { pad: true };
+        for (via, values, rule) in [
+            (Via::Index(0), &ints, Rule::Binary),
+            (Via::Index(1), &texts, Rule::Binary),
+            (Via::Index(1), &texts, folded),
+        ] {
+            let entry = |v: &Value, pk: i64| {
+                let mut k = Vec::new();
+                keys::encode_as(v, rule, Position::Inner, &mut k);
+                keys::encode(&Value::Int(pk), Position::Last, &mut k);
+                k
+            };
             let column = &def.table.columns[def.table.indexes[match via {
                 Via::Index(i) => i,
                 Via::Primary => 0,
@@ -242,12 +261,12 @@ mod tests {
             .column];
             for spec in [
                 "@>=3", "@>3", "@<5", "@<=5", "@>3@<9", "@>=5@<=5", "@>=5@<3", "@>5@<=5", "@>=a",
-                "@>a@<c", "@<=a", "@>a", "@<b",
+                "@>a@<c", "@<=a", "@>a", "@<b", "@>=A@<=b", "@>e", "@<=E",
             ] {
                 let Ok(range) = parse_range(&def, via, spec.as_bytes()) else {
                     continue;
                 };
-                let bounds = key_bounds(Position::Inner, &range);
+                let bounds = key_bounds(Position::Inner, rule, &range);
                 for (pk, v) in values.iter().enumerate() {
                     let k = entry(v, pk as i64);
                     let inside = bounds.as_ref().is_some_and(|(lower, upper)| {
@@ -259,7 +278,12 @@ mod tests {
                             &k[..],
                         )
                     });
-                    assert_eq!(inside, range.holds(v), "{} {spec} {v:?}", column.name);
+                    assert_eq!(
+                        inside,
+                        range.holds(rule, v),
+                        "{} {spec} {v:?} {rule:?}",
+                        column.name
+                    );
                 }
             }
         }

@@ -109,7 +109,11 @@ impl Tables {
                 return Ok(None);
             };
             match self.row_at(def, &row_key_of_entry(def, &entry.value))? {
-                Some(row) if row.values[column] == *value => {
+                Some(row)
+                    if def.table.columns[column]
+                        .rule()
+                        .same(row.values[column].as_ref(), value.as_ref()) =>
+                {
                     return Ok(Some(RowRead {
                         lsn: row.lsn.max(entry.lsn),
                         ..row
@@ -298,10 +302,11 @@ impl PkCursor {
             Via::Index(i) if entry_space(def, i) == INDEX_SPACE => Position::Inner,
             _ => Position::Last,
         };
+        let rule = def.key_column(via).rule();
         Some(PkCursor::with_bounds(
             def,
             via,
-            key_bounds(position, range)?,
+            key_bounds(position, rule, range)?,
             reverse,
         ))
     }
@@ -464,7 +469,11 @@ impl PkCursor {
             let Some(item) = tables.store.peek(Key::new(ROW_SPACE, &rk))? else {
                 continue;
             };
-            if row::decode(&item.value, &def.table)?.get(column) == value.as_ref() {
+            // An entry's value is as its key holds it: a folded text's weights.
+            let rule = def.table.columns[column].rule();
+            let values = row::decode(&item.value, &def.table)?;
+            let have = values.get(column).map(|v| crate::keys::comparable(v, rule));
+            if have.as_deref() == value.as_ref() {
                 held.push(pk);
             }
         }

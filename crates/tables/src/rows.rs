@@ -84,11 +84,12 @@ pub(crate) fn index_key(
     if value.is_null() {
         return Ok(None);
     }
+    let rule = def.table.columns[def.table.indexes[index].column].rule();
     let mut key =
         Vec::with_capacity(6 + keys::encoded_len(value, keys::Position::Inner) + pk.len());
     key.extend_from_slice(&def.number.to_be_bytes());
     key.extend_from_slice(&def.index_numbers[index].to_be_bytes());
-    keys::encode(value, keys::Position::Inner, &mut key);
+    keys::encode_as(value, rule, keys::Position::Inner, &mut key);
     key.extend_from_slice(pk);
     if key.len() > KEY_MAX_BYTES {
         let column = &def.table.columns[def.table.indexes[index].column].name;
@@ -198,7 +199,12 @@ pub const RANGE_ROWS_MAX: usize = 1000;
 pub(crate) fn row_key(def: &TableDef, pk: &Value) -> Result<Vec<u8>, Error> {
     let mut key = Vec::with_capacity(4 + keys::encoded_len(pk, keys::Position::Last));
     key.extend_from_slice(&def.number.to_be_bytes());
-    keys::encode(pk, keys::Position::Last, &mut key);
+    keys::encode_as(
+        pk,
+        def.table.primary_column().rule(),
+        keys::Position::Last,
+        &mut key,
+    );
     if key.len() > KEY_MAX_BYTES {
         return Err(value_error!(
             "primary key of {} bytes is longer than the {} a key holds",
@@ -219,10 +225,11 @@ pub(crate) fn unique_key(
     if value.is_null() {
         return Ok(None);
     }
+    let rule = def.table.columns[def.table.indexes[index].column].rule();
     let mut key = Vec::with_capacity(6 + keys::encoded_len(value, keys::Position::Last));
     key.extend_from_slice(&def.number.to_be_bytes());
     key.extend_from_slice(&def.index_numbers[index].to_be_bytes());
-    keys::encode(value, keys::Position::Last, &mut key);
+    keys::encode_as(value, rule, keys::Position::Last, &mut key);
     if key.len() > KEY_MAX_BYTES {
         let column = &def.table.columns[def.table.indexes[index].column].name;
         return Err(value_error!(
@@ -277,7 +284,12 @@ pub(crate) fn entry_keys_of(
             unique_key(def, i, &values[index.column])?
         } else {
             if pk.is_empty() {
-                keys::encode(&values[def.table.primary], keys::Position::Last, &mut pk);
+                keys::encode_as(
+                    &values[def.table.primary],
+                    def.table.primary_column().rule(),
+                    keys::Position::Last,
+                    &mut pk,
+                );
             }
             index_key(def, i, &values[index.column], &pk)?
         };
@@ -434,7 +446,8 @@ impl Tables {
     /// [`Tables::apply_schema`], its tables in database `database` (which must exist)
     /// whatever database their DDL names.
     pub fn apply_schema_in(&self, sql: &str, database: &str) -> Result<Vec<String>, Error> {
-        let mut declared = parse_schema(sql)?;
+        let default = self.catalog().database_collation(database);
+        let mut declared = crate::schema::parse_schema_in(sql, default)?;
         for table in &mut declared {
             let own = crate::catalog::database_of(&table.name).1.to_string();
             table.name = crate::catalog::qualified(database, &own);

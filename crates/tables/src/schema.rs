@@ -29,6 +29,7 @@ use sqlparser::ast::{
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
+use crate::collation::{Collation, Rule};
 use crate::error::{schema_error, Error};
 use crate::value::{parse_text, ColumnType, Value};
 
@@ -57,9 +58,16 @@ pub struct Column {
     /// `ON UPDATE CURRENT_TIMESTAMP`: an update that changes another column of the
     /// row and not this one sets it to the time of the update.
     pub on_update_now: bool,
+    /// A text column's collation (`crate::collation`); None for other types.
+    pub collation: Option<Collation>,
 }
 
 impl Column {
+    /// How the column's values compare in its keys and in SQL.
+    pub fn rule(&self) -> Rule {
+        self.collation.map_or(Rule::Binary, Collation::rule)
+    }
+
     /// `CURRENT_TIMESTAMP`, with the column's precision.
     pub fn now_sql(&self) -> String {
         match self.ty {
@@ -127,10 +135,18 @@ pub struct Table {
     pub primary_ordered: bool,
     pub indexes: Vec<Index>,
     pub separator: u8,
+    /// The table's default collation: a text column added without one takes it.
+    pub collation: Collation,
 }
 
-/// Parses a file of `CREATE TABLE` statements.
+/// Parses a file of `CREATE TABLE` statements; a text column whose table names no
+/// collation takes [`Collation::DEFAULT`].
 pub fn parse_schema(sql: &str) -> Result<Vec<Table>, Error> {
+    parse_schema_in(sql, Collation::DEFAULT)
+}
+
+/// [`parse_schema`] in a database whose default collation is `default`.
+pub fn parse_schema_in(sql: &str, default: Collation) -> Result<Vec<Table>, Error> {
     let statements = Parser::parse_sql(&MySqlDialect {}, sql)
         .map_err(|e| schema_error!("the schema does not parse: {e}"))?;
     let mut tables: Vec<Table> = Vec::new();
@@ -141,13 +157,21 @@ pub fn parse_schema(sql: &str) -> Result<Vec<Table>, Error> {
                 first_words(&statement.to_string())
             ));
         };
-        let table = Table::from_create(&create)?;
+        let table = Table::from_create(&create, default)?;
         if tables.iter().any(|t| t.name == table.name) {
             return Err(schema_error!("table {} is declared twice", table.name));
         }
         tables.push(table);
     }
     Ok(tables)
+}
+
+/// [`crate::collation::chosen`], its refusal a schema error.
+fn chosen_collation(
+    charset: Option<&str>,
+    collate: Option<&str>,
+) -> Result<Option<Collation>, Error> {
+    crate::collation::chosen(charset, collate).map_err(Error::Schema)
 }
 
 fn first_words(sql: &str) -> String {
@@ -326,7 +350,7 @@ impl Table {
 
     /// Builds a table from a parsed `CREATE TABLE`, checking everything the module
     /// says a table must be.
-    pub fn from_create(create: &CreateTable) -> Result<Table, Error> {
+    pub fn from_create(create: &CreateTable, default: Collation) -> Result<Table, Error> {
         let unquoted =
             |part: &sqlparser::ast::ObjectNamePart| part.to_string().trim_matches('`').to_string();
         let name = match create.name.0.as_slice() {
@@ -366,7 +390,11 @@ impl Table {
             primary_ordered: false,
             indexes: Vec::new(),
             separator: DEFAULT_SEPARATOR,
+            collation: default,
         };
+        // Each column's own collation (or its character set's default), if it names
+        // one: the rest take the table's, known once its options are read.
+        let mut named: Vec<Option<Collation>> = Vec::new();
         let mut primaries: Vec<(usize, bool)> = Vec::new();
         let mut uniques: Vec<(Option<String>, usize, bool)> = Vec::new();
         for def in &create.columns {
@@ -386,9 +414,12 @@ impl Table {
                 auto_increment: false,
                 default_now: false,
                 on_update_now: false,
+                collation: None,
             };
             let position = table.columns.len();
             let mut default_expr = None;
+            let mut charset = None;
+            let mut collate = None;
             for option in &def.options {
                 match &option.option {
                     ColumnOption::Null => column.not_null = false,
@@ -398,9 +429,9 @@ impl Table {
                     ColumnOption::OnUpdate(expr) if is_now(expr) => column.on_update_now = true,
                     ColumnOption::PrimaryKey(_) => primaries.push((position, false)),
                     ColumnOption::Unique(_) => uniques.push((None, position, false)),
-                    ColumnOption::Comment(_)
-                    | ColumnOption::CharacterSet(_)
-                    | ColumnOption::Collation(_) => {}
+                    ColumnOption::Comment(_) => {}
+                    ColumnOption::CharacterSet(name) => charset = Some(name.to_string()),
+                    ColumnOption::Collation(name) => collate = Some(name.to_string()),
                     ColumnOption::DialectSpecific(tokens)
                         if tokens.len() == 1
                             && tokens[0].to_string().eq_ignore_ascii_case("AUTO_INCREMENT") =>
@@ -435,6 +466,7 @@ impl Table {
                     column.name
                 ));
             }
+            named.push(chosen_collation(charset.as_deref(), collate.as_deref())?);
             table.columns.push(column);
         }
         if table.columns.is_empty() {
@@ -509,6 +541,11 @@ impl Table {
             table.add_index(name, column, kind)?;
         }
         table.apply_options(&create.table_options)?;
+        for (column, named) in table.columns.iter_mut().zip(named) {
+            if column.ty.is_text() {
+                column.collation = Some(named.unwrap_or(table.collation));
+            }
+        }
         Ok(table)
     }
 
@@ -564,13 +601,27 @@ impl Table {
             | CreateTableOptions::Options(list)
             | CreateTableOptions::TableProperties(list) => list,
         };
+        let mut charset = None;
+        let mut collate = None;
         for option in list {
             let key = match option {
                 SqlOption::Comment(CommentDef::WithEq(text) | CommentDef::WithoutEq(text)) => {
                     self.separator = separator_from_comment(text, &self.name)?;
                     continue;
                 }
-                SqlOption::KeyValue { key, .. } => key.value.to_ascii_uppercase(),
+                SqlOption::KeyValue { key, value } => {
+                    let key = key.value.to_ascii_uppercase();
+                    let value = value.to_string();
+                    match key.as_str() {
+                        "CHARSET"
+                        | "DEFAULT CHARSET"
+                        | "CHARACTER SET"
+                        | "DEFAULT CHARACTER SET" => charset = Some(value),
+                        "COLLATE" | "DEFAULT COLLATE" => collate = Some(value),
+                        _ => {}
+                    }
+                    key
+                }
                 SqlOption::NamedParenthesizedList(list) => list.key.value.to_ascii_uppercase(),
                 SqlOption::Ident(ident) => ident.value.to_ascii_uppercase(),
                 other => {
@@ -598,6 +649,9 @@ impl Table {
                 ));
             }
         }
+        if let Some(chosen) = chosen_collation(charset.as_deref(), collate.as_deref())? {
+            self.collation = chosen;
+        }
         Ok(())
     }
 
@@ -609,6 +663,9 @@ impl Table {
         };
         for (i, c) in self.columns.iter().enumerate() {
             let _ = write!(sql, "  `{}` {}", c.name, c.ty);
+            if let Some(collation) = c.collation {
+                let _ = write!(sql, " COLLATE {}", collation.name());
+            }
             if c.not_null {
                 sql.push_str(" NOT NULL");
             }
@@ -652,7 +709,12 @@ impl Table {
                 IndexKind::Ordered => write!(sql, ",\n  KEY `{}` (`{column}`)", index.name),
             };
         }
-        sql.push_str("\n)");
+        let _ = write!(
+            sql,
+            "\n) DEFAULT CHARSET={} COLLATE={}",
+            self.collation.charset(),
+            self.collation.name()
+        );
         if self.separator != DEFAULT_SEPARATOR {
             let _ = write!(
                 sql,
@@ -716,6 +778,10 @@ impl Table {
 
 fn column_sql(c: &Column) -> String {
     let mut s = format!("{} {}", c.name, c.ty);
+    if let Some(collation) = c.collation {
+        s.push_str(" COLLATE ");
+        s.push_str(collation.name());
+    }
     if c.not_null {
         s.push_str(" NOT NULL");
     }

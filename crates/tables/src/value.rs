@@ -97,6 +97,14 @@ impl ColumnType {
         })
     }
 
+    /// Whether this is VARCHAR, CHAR or TEXT: characters, compared by a collation.
+    pub fn is_text(self) -> bool {
+        matches!(
+            self,
+            ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::Text
+        )
+    }
+
     /// Whether this is DATE, DATETIME or TIMESTAMP (values kept as canonical text).
     pub fn is_temporal(self) -> bool {
         matches!(

@@ -73,8 +73,11 @@ fn email_entry(tables: &Tables, email: &str) -> Option<Item> {
         panic!("no email index")
     };
     key.extend_from_slice(&def.index_numbers[index].to_be_bytes());
-    keys::encode(
+    // As the column's collation keys it (case-insensitive by default).
+    let rule = def.table.columns[def.table.indexes[index].column].rule();
+    keys::encode_as(
         &Value::Bytes(email.as_bytes().to_vec()),
+        rule,
         keys::Position::Last,
         &mut key,
     );

@@ -9,7 +9,7 @@ use std::ops::Bound;
 use kura_tables::keys::{self, Position};
 use kura_tables::ordered::{Range, RangeCheck};
 use kura_tables::row::column_used;
-use kura_tables::{ColumnType, PkCursor, RowRead, RowScan, TableDef, Tables, Value};
+use kura_tables::{ColumnType, PkCursor, RowRead, RowScan, Rule, TableDef, Tables, Value};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::vtab::{sqlite3_vtab_cursor, Context, Filters, VTabCursor};
 
@@ -97,7 +97,7 @@ impl KuraCursor<'_> {
         let Some(pk) = row.values.get(self.def().table.primary) else {
             return;
         };
-        let pk = pk_key(pk);
+        let pk = pk_key(self.def(), pk);
         if state.keep == Keep::Cas {
             // A later write reads the row again, as its statement's own read.
             state.read_set.row_if_written(self.def(), &pk, row.cas);
@@ -134,7 +134,7 @@ impl KuraCursor<'_> {
                     let def = self.def();
                     let mut state = self.tab.shared.state.lock();
                     if state.keep == Keep::All {
-                        state.read_set.row(def, &pk_key(key), None);
+                        state.read_set.row(def, &pk_key(def, key), None);
                     }
                 }
                 (None, Some(i)) => {
@@ -169,9 +169,13 @@ impl KuraCursor<'_> {
         let primary = self.def().table.primary;
         let overlaid = self.overlaid(out);
         for row in overlaid {
-            let pk = pk_key(&row.values[primary]);
+            let pk = pk_key(self.def(), &row.values[primary]);
             // The overlay may have given the row another value.
-            if !keys.contains(&row.values[column]) {
+            let rule = self.def().table.columns[column].rule();
+            if !keys
+                .iter()
+                .any(|k| rule.same(k.as_ref(), row.values[column].as_ref()))
+            {
                 continue;
             }
             if !seen_pks.contains(&pk) {
@@ -195,7 +199,7 @@ impl KuraCursor<'_> {
         let mut out: Vec<RowRead> = Vec::with_capacity(rows.len());
         let mut shown: Vec<Vec<u8>> = Vec::new();
         for row in rows {
-            let pk = pk_key(&row.values[primary]);
+            let pk = pk_key(self.def(), &row.values[primary]);
             if shown.contains(&pk) {
                 continue;
             }
@@ -281,7 +285,7 @@ impl KuraCursor<'_> {
                 // another value) names a row that no longer holds its value.
                 if let Some((column, check)) = &mut self.range {
                     if !check.holds(&row.values[*column])
-                        || entry.is_some_and(|v| row.values[*column] != v)
+                        || entry.is_some_and(|v| !check.is_entry(&row.values[*column], &v))
                     {
                         continue;
                     }
@@ -357,9 +361,11 @@ impl KuraCursor<'_> {
                     return Err(rusqlite::Error::ModuleError("bad plan".into()));
                 };
                 let col = &table.columns[column];
+                let rule = col.rule();
                 let mut range = Range {
                     lower: Bound::Unbounded,
                     upper: Bound::Unbounded,
+                    folded: false,
                 };
                 for (argv, bind) in binds.iter().enumerate() {
                     let v = args[argv].get_raw();
@@ -370,9 +376,17 @@ impl KuraCursor<'_> {
                     if *bind == Bind::Like {
                         // No literal prefix: every row of the index may match.
                         if let ValueRef::Text(p) = v {
-                            if let Some((low, high)) =
-                                like::prefix_range(&String::from_utf8_lossy(p))
-                            {
+                            let pattern = String::from_utf8_lossy(p);
+                            if rule != Rule::Binary {
+                                // A case-insensitive column's keys are weights.
+                                if let Some((low, high)) = like::prefix_weights(&pattern, rule) {
+                                    range.lower = Bound::Included(Value::Bytes(low));
+                                    range.upper = high.map_or(Bound::Unbounded, |h| {
+                                        Bound::Excluded(Value::Bytes(h))
+                                    });
+                                    range.folded = true;
+                                }
+                            } else if let Some((low, high)) = like::prefix_range(&pattern) {
                                 range.lower = Bound::Included(Value::Bytes(low.into_bytes()));
                                 range.upper = high.map_or(Bound::Unbounded, |h| {
                                     Bound::Excluded(Value::Bytes(h.into_bytes()))
@@ -407,7 +421,7 @@ impl KuraCursor<'_> {
                     // rows are asked for, so a LIMIT reads no more than it shows.
                     self.pk_stream =
                         PkCursor::new(self.def(), via, &range, descending).map(|c| (c, 0));
-                    self.range = Some((column, range.check()));
+                    self.range = Some((column, range.check(rule)));
                     // Nothing but SQLite reads the other columns of a row it only
                     // shows.
                     let bit = |i: usize| 1u64 << i.min(63);
@@ -442,17 +456,18 @@ impl KuraCursor<'_> {
                         }
                     }
                     rows.extend(self.overlay_rows());
-                    let mut check = range.check();
+                    let mut check = range.check(rule);
                     let mut rows: Vec<RowRead> = self
                         .overlaid(rows)
                         .into_iter()
                         .filter(|r| check.holds(&r.values[column]))
                         .collect();
                     let primary = table.primary;
+                    let pk_rule = table.columns[primary].rule();
                     rows.sort_by_cached_key(|r| {
                         let mut key = Vec::new();
-                        keys::encode(&r.values[column], Position::Inner, &mut key);
-                        keys::encode(&r.values[primary], Position::Last, &mut key);
+                        keys::encode_as(&r.values[column], rule, Position::Inner, &mut key);
+                        keys::encode_as(&r.values[primary], pk_rule, Position::Last, &mut key);
                         key
                     });
                     if descending {
@@ -461,7 +476,7 @@ impl KuraCursor<'_> {
                     self.rows = rows.into();
                 } else {
                     self.pks = pks.into_iter().map(|pk| (pk, None)).collect();
-                    self.range = Some((column, range.check()));
+                    self.range = Some((column, range.check(rule)));
                 }
             }
             _ => {
@@ -556,7 +571,7 @@ impl KuraCursor<'_> {
                 if overlay
                     && state
                         .overlay
-                        .contains_key(&(tab.def.number, pk_key(&row.values[primary])))
+                        .contains_key(&(tab.def.number, pk_key(&tab.def, &row.values[primary])))
                 {
                     continue;
                 }

@@ -392,7 +392,7 @@ impl<'a, 'c> Run<'a, 'c> {
         let rk = row_key(def, &values[def.table.primary])?;
         let at = self.at(ROW_SPACE, &rk)?;
         let seen = self.row(def, at)?;
-        if !still_holds(seen.as_ref(), &options.holds) {
+        if !still_holds(def, seen.as_ref(), &options.holds) {
             return Ok(Pending::Refused(ItemOutcome::Moved));
         }
         if let Some(refused) = refusal(options.mode, seen.as_ref().map(|(.., cas)| *cas)) {
@@ -431,7 +431,7 @@ impl<'a, 'c> Run<'a, 'c> {
     ) -> Result<Pending, Stop> {
         let at = self.at(ROW_SPACE, &row_key(def, pk)?)?;
         let seen = self.row(def, at)?;
-        if !still_holds(seen.as_ref(), holds) {
+        if !still_holds(def, seen.as_ref(), holds) {
             return Ok(Pending::Refused(ItemOutcome::Moved));
         }
         let Some((.., now_cas)) = seen else {
@@ -457,7 +457,7 @@ impl<'a, 'c> Run<'a, 'c> {
         let rk = row_key(def, pk)?;
         let at = self.at(ROW_SPACE, &rk)?;
         let seen = self.row(def, at)?;
-        if !still_holds(seen.as_ref(), holds) {
+        if !still_holds(def, seen.as_ref(), holds) {
             return Ok(Pending::Refused(ItemOutcome::Moved));
         }
         let Some((values, client_flags, ..)) = seen else {
@@ -683,10 +683,14 @@ impl<'a, 'c> Run<'a, 'c> {
 
 /// Whether the row as the batch sees it holds what a command through a unique index
 /// found it by (always, for a command that names the row by its primary key).
-fn still_holds(seen: Option<&Seen>, holds: &Holds) -> bool {
+/// Under the column's collation: a row found by `bob@x.com` holds `Bob@X.com`.
+fn still_holds(def: &TableDef, seen: Option<&Seen>, holds: &Holds) -> bool {
     match holds {
         None => true,
-        Some((column, value)) => seen.is_some_and(|(values, ..)| values[*column] == *value),
+        Some((column, value)) => seen.is_some_and(|(values, ..)| {
+            let rule = def.table.columns[*column].rule();
+            rule.same(values[*column].as_ref(), value.as_ref())
+        }),
     }
 }
 

@@ -86,7 +86,10 @@ impl Tables {
             let rk = row_key_of_entry(def, &entry.value);
             if let Some(item) = self.get_row(&rk, Access::Fetch)? {
                 let values = row::decode_ref(&item.value, table)?;
-                if values[column] == value.as_ref() {
+                if table.columns[column]
+                    .rule()
+                    .same(values[column], value.as_ref())
+                {
                     // The reply waits for the entry's LSN too (one batch: the same).
                     let lsn = item.lsn.max(entry.lsn);
                     let value = render(def, Via::Index(index), &values);
@@ -140,7 +143,8 @@ impl Tables {
         let def = &catalog.tables[container.table];
         let range = parse_range(def, container.via, spec)?;
         let key_col = key_column(def, container.via);
-        let mut check = range.check();
+        let rule = def.table.columns[key_col].rule();
+        let mut check = range.check(rule);
         let mut rows: Vec<(Vec<Value>, Item)> = Vec::new();
         let cut;
         // One more than the limit tells whether the range goes on past it.
@@ -180,8 +184,14 @@ impl Tables {
                 }
                 let order = |values: &[Value]| {
                     let mut key = Vec::new();
-                    keys::encode(&values[key_col], keys::Position::Inner, &mut key);
-                    keys::encode(&values[def.table.primary], keys::Position::Last, &mut key);
+                    keys::encode_as(&values[key_col], rule, keys::Position::Inner, &mut key);
+                    let pk_rule = def.table.primary_column().rule();
+                    keys::encode_as(
+                        &values[def.table.primary],
+                        pk_rule,
+                        keys::Position::Last,
+                        &mut key,
+                    );
                     key
                 };
                 rows.sort_by_cached_key(|(values, _)| order(values));

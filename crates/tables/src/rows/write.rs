@@ -170,7 +170,9 @@ impl Tables {
                     let Ok(Some((rk, value))) = self.locate(def, i, key) else {
                         return Ok(None);
                     };
-                    let pk = pk_of_row_key(def, &rk)?;
+                    let Some(pk) = self.pk_of_row_key(def, &rk)? else {
+                        continue;
+                    };
                     let outcome = self.change_item(catalog, change(pk, Some((column, value))));
                     match outcome.map_err(item_error)? {
                         ItemOutcome::Moved => {
@@ -221,9 +223,19 @@ fn pk_from_text(def: &TableDef, key: &[u8]) -> Option<Value> {
     Some(value)
 }
 
-/// The primary key of the row at row key `rk` of `def`.
-fn pk_of_row_key(def: &TableDef, rk: &[u8]) -> Result<Value, Error> {
-    let mut reader = row::Reader { buf: pk_bytes(rk) };
-    let column = def.table.primary_column();
-    keys::decode(&mut reader, column.ty, keys::Position::Last)
+/// The primary key of the row at row key `rk` of `def`: read back from the key, or,
+/// when the key holds a folded text's weights, from the row (None: it is gone).
+impl Tables {
+    fn pk_of_row_key(&self, def: &TableDef, rk: &[u8]) -> Result<Option<Value>, Error> {
+        let column = def.table.primary_column();
+        if column.rule() != crate::collation::Rule::Binary {
+            let Some(item) = self.store.peek(kura_engine::Key::new(ROW_SPACE, rk))? else {
+                return Ok(None);
+            };
+            let mut values = row::decode(&item.value, &def.table)?;
+            return Ok(Some(values.swap_remove(def.table.primary)));
+        }
+        let mut reader = row::Reader { buf: pk_bytes(rk) };
+        keys::decode(&mut reader, column.ty, keys::Position::Last).map(Some)
+    }
 }
