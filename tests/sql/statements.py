@@ -10,6 +10,7 @@ past them (1264); DROP INDEX and ALTER TABLE DROP KEY (the unique value free
 after, 1091 for none); DATE, DATETIME(p) and TIMESTAMP read in MySQL's forms,
 refused when no calendar has them (1292), compared as times and kept in order,
 DEFAULT and ON UPDATE CURRENT_TIMESTAMP; SQL_CALC_FOUND_ROWS and FOUND_ROWS();
+ALTER TABLE CHANGE, MODIFY and RENAME COLUMN to wider types and new names;
 SHOW WARNINGS and SHOW COUNT(*) WARNINGS after an error (its
 level and code); SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW
 CREATE DATABASE (their
@@ -133,6 +134,41 @@ TRANSCRIPT = [
     "DROP TABLE di",
 ]
 
+# Columns changed in place, as migrations change them: each ALTER's outcome alone
+# (MariaDB copies the table and counts its rows as affected; Kura rewrites none),
+# and the rows and column types after.
+ALTER_COLUMNS = [
+    "CREATE TABLE ac (id INT PRIMARY KEY, n SMALLINT, s VARCHAR(5), t VARCHAR(10), u INT UNSIGNED,"
+    " KEY n (n))",
+    "INSERT INTO ac VALUES (1, 7, 'abc', NULL, 3), (2, -5, 'xy', 'q', 4)",
+    "ALTER TABLE ac MODIFY n INT",
+    "ALTER TABLE ac MODIFY COLUMN s VARCHAR(20) NOT NULL DEFAULT 'z'",
+    "ALTER TABLE ac CHANGE s label VARCHAR(30)",
+    "ALTER TABLE ac RENAME COLUMN label TO tag",
+    "ALTER TABLE ac RENAME COLUMN nosuch TO x",
+    "ALTER TABLE ac CHANGE tag n INT",
+    "ALTER TABLE ac MODIFY nosuch INT",
+    "ALTER TABLE ac MODIFY n BIGINT",
+    "ALTER TABLE ac MODIFY u BIGINT UNSIGNED",
+    "ALTER TABLE ac CHANGE COLUMN t t TEXT",
+    "SELECT * FROM ac ORDER BY id",
+    "SELECT id FROM ac WHERE n = -5",
+    "INSERT INTO ac (id, n, t) VALUES (3, 5000000000, 'w')",
+    "SELECT * FROM ac ORDER BY id",
+    "SELECT COLUMN_NAME, DATA_TYPE, IS_NULLABLE FROM information_schema.COLUMNS"
+    " WHERE TABLE_NAME = 'ac' AND TABLE_SCHEMA = DATABASE() ORDER BY ORDINAL_POSITION",
+    "DROP TABLE ac",
+]
+
+
+def outcome_alone(conn, statement):
+    """An ALTER's outcome without its rows affected; any other statement's in full."""
+    out = run(conn, statement)
+    if statement.startswith("ALTER") and out[0] == "ok":
+        return ("ok",)
+    return out
+
+
 # Statements whose rows are compared by their first column alone.
 FIRST_COLUMN = [
     "SHOW CHARACTER SET LIKE 'utf8mb4'",
@@ -145,6 +181,7 @@ def main(kura_port, mariadb_port):
     kura = connect(kura_port, "kura")
     mariadb = mariadb_database(mariadb_port, "st")
     failed = compare(kura, mariadb, TRANSCRIPT)
+    failed += compare(kura, mariadb, ALTER_COLUMNS, outcome_alone)
     # After an error: its level and code (the texts are each server's).
     for conn in (kura, mariadb):
         run(conn, "SELECT nosuchcol FROM nosuchtable")
@@ -173,7 +210,7 @@ def main(kura_port, mariadb_port):
     k_conn = connect(kura_port, "kura", client_flag=CLIENT.MULTI_STATEMENTS)
     m_conn = connect(mariadb_port, "st", client_flag=CLIENT.MULTI_STATEMENTS)
     failed += compare(k_conn, m_conn, multi, results)
-    verdict(failed, len(TRANSCRIPT) + len(FIRST_COLUMN) + 2 + len(multi))
+    verdict(failed, len(TRANSCRIPT) + len(ALTER_COLUMNS) + len(FIRST_COLUMN) + 2 + len(multi))
 
 
 def results(conn, query):

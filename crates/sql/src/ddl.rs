@@ -333,8 +333,56 @@ impl Session {
                 self.create_index(table, &constraint.to_string())
             }
             AlterTableOperation::DropIndex { name } => self.drop_index(table, &name.value),
+            AlterTableOperation::RenameColumn {
+                old_column_name,
+                new_column_name,
+            } => self
+                .shared
+                .tables
+                .rename_column(table, &old_column_name.value, &new_column_name.value)
+                .map_err(|e| ddl_error(table, e)),
+            AlterTableOperation::ChangeColumn {
+                old_name,
+                new_name,
+                data_type,
+                options,
+                column_position: None,
+            } => self.change_column(table, &old_name.value, new_name, data_type, options),
+            AlterTableOperation::ModifyColumn {
+                col_name,
+                data_type,
+                options,
+                column_position: None,
+            } => self.change_column(table, &col_name.value, col_name, data_type, options),
+            AlterTableOperation::ChangeColumn { .. } | AlterTableOperation::ModifyColumn { .. } => {
+                Err(SqlError::unsupported(
+                    "CHANGE or MODIFY COLUMN ... FIRST or AFTER: a column keeps its place",
+                ))
+            }
             other => Err(SqlError::unsupported(format!("ALTER TABLE ... {other}"))),
         }
+    }
+}
+
+impl Session {
+    /// CHANGE or MODIFY COLUMN `old` to `name type options`.
+    fn change_column(
+        &mut self,
+        table: &str,
+        old: &str,
+        name: &sqlparser::ast::Ident,
+        data_type: &sqlparser::ast::DataType,
+        options: &[sqlparser::ast::ColumnOption],
+    ) -> Result<(), SqlError> {
+        let mut column = format!("{name} {data_type}");
+        for option in options {
+            column.push(' ');
+            column.push_str(&option.to_string());
+        }
+        self.shared
+            .tables
+            .change_column(table, old, &column)
+            .map_err(|e| ddl_error(table, e))
     }
 }
 
@@ -348,6 +396,12 @@ fn collation_error(why: String) -> SqlError {
 fn ddl_error(table: &str, e: DdlError) -> SqlError {
     match e {
         DdlError::NoTable(name) => names::no_table(&name),
+        DdlError::NoColumn(name) => SqlError::new(
+            1054,
+            b"42S22",
+            format!("Unknown column '{name}' in '{table}'"),
+        ),
+        DdlError::NullInColumn(_) => SqlError::new(1138, b"22004", "Invalid use of NULL value"),
         DdlError::ColumnExists(name) => {
             SqlError::new(1060, b"42S21", format!("Duplicate column name '{name}'"))
         }

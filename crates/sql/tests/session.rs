@@ -645,6 +645,66 @@ fn a_transaction_sees_its_own_upserts_and_replaces() {
     );
 }
 
+/// CHANGE and MODIFY COLUMN change no row: a type that would need the rows rewritten,
+/// NOT NULL over a NULL, a key's collation and a column moved are refused, and
+/// leave the table as it was.
+#[test]
+fn columns_change_in_place_or_not_at_all() {
+    let (_, mut s) = loaded();
+    // Row 3 has no email.
+    assert_eq!(
+        error(
+            &mut s,
+            "ALTER TABLE players MODIFY email VARCHAR(64) NOT NULL"
+        )
+        .code,
+        1138
+    );
+    assert_eq!(
+        error(&mut s, "ALTER TABLE players MODIFY level TINYINT").code,
+        1235
+    );
+    assert_eq!(
+        error(&mut s, "ALTER TABLE players MODIFY level INT UNSIGNED").code,
+        1235
+    );
+    assert_eq!(
+        error(&mut s, "ALTER TABLE players MODIFY level DOUBLE").code,
+        1235
+    );
+    let e = error(
+        &mut s,
+        "ALTER TABLE players MODIFY email VARCHAR(64) COLLATE utf8mb4_bin",
+    );
+    assert_eq!(e.code, 1235, "{e}");
+    assert_eq!(
+        error(&mut s, "ALTER TABLE players MODIFY name VARCHAR(64) FIRST").code,
+        1235
+    );
+    assert_eq!(
+        error(&mut s, "ALTER TABLE players MODIFY name VARCHAR(64) UNIQUE").code,
+        1235
+    );
+    done(&mut s, "UPDATE players SET email = 'cy@x.com' WHERE id = 3");
+    done(
+        &mut s,
+        "ALTER TABLE players MODIFY email VARCHAR(64) NOT NULL",
+    );
+    done(
+        &mut s,
+        "ALTER TABLE players CHANGE level lvl BIGINT NOT NULL DEFAULT 1",
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM players WHERE lvl = 5 ORDER BY id"),
+        vec![vec![Cell::Int(1)], vec![Cell::Int(3)]]
+    );
+    let e = error(
+        &mut s,
+        "INSERT INTO players (id, name, email) VALUES (9, 'x', NULL)",
+    );
+    assert_eq!(e.code, 1048, "{e}");
+}
+
 #[test]
 fn ddl_changes_tables_that_have_rows() {
     let (tables, mut s) = loaded();

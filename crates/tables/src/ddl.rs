@@ -67,6 +67,10 @@ pub enum DdlError {
     TableExists(String),
     /// No index of that name (MySQL's 1091).
     NoIndex(String),
+    /// No column of that name (MySQL's 1054).
+    NoColumn(String),
+    /// A column becomes NOT NULL where a row holds NULL (MySQL's 1138).
+    NullInColumn(String),
     Failed(Error),
 }
 
@@ -352,6 +356,105 @@ impl Tables {
         Ok(())
     }
 
+    /// ALTER TABLE `table` CHANGE, MODIFY or RENAME COLUMN: column `old` becomes
+    /// `column` as SQL declares it (`name TYPE ...`), in its place. Made when no row
+    /// needs rewriting: the same type or a wider one (`ColumnType::widens_to`), and an
+    /// indexed column's keys the same (its collation too); NOT NULL where a row holds
+    /// NULL is 1138, and a default, a comment or AUTO_INCREMENT change freely.
+    pub fn change_column(&self, table: &str, old: &str, column: &str) -> Result<(), DdlError> {
+        let _gate = self.gate.write();
+        let (mut next, t) = self.to_change(table)?;
+        let def = &next.tables[t];
+        let Some(c) = def.table.column_index(old) else {
+            return Err(DdlError::NoColumn(old.to_string()));
+        };
+        let was = &def.table.columns[c];
+        // The DDL with the column under its new name (its indexes name it too), then
+        // its line as `column` declares it.
+        let mut renamed = def.table.clone();
+        let new_name = new_column_name(column);
+        if !new_name.eq_ignore_ascii_case(&was.name) && def.table.column_index(&new_name).is_some()
+        {
+            return Err(DdlError::ColumnExists(new_name));
+        }
+        renamed.columns[c].name = new_name;
+        let mut sql = renamed.to_sql();
+        let line = format!("\n  `{}` ", renamed.columns[c].name);
+        let (Some(start), Some(pk)) = (sql.find(&line), sql.find("\n  PRIMARY KEY")) else {
+            return Err(DdlError::Refused(format!("column {old} is not in the DDL")));
+        };
+        let end = start + 1 + sql[start + 1..].find('\n').unwrap_or(pk - start - 1);
+        sql.replace_range(start + 1..end, &format!("  {column},"));
+        let mut changed = parse_one(&sql)?;
+        if changed.columns.len() != def.table.columns.len()
+            || changed.primary != def.table.primary
+            || changed.indexes.len() != def.table.indexes.len()
+            || keep_positions(&def.table, &mut changed).is_err()
+            || changed.indexes != def.table.indexes
+        {
+            return Err(DdlError::Refused(
+                "CHANGE and MODIFY COLUMN keep the column's keys; change indexes with CREATE and DROP INDEX".into(),
+            ));
+        }
+        changed.check_auto_key()?;
+        let now = &changed.columns[c];
+        let keyed = c == def.table.primary || def.table.indexes.iter().any(|i| i.column == c);
+        if !was.ty.widens_to(now.ty) {
+            return Err(DdlError::Refused(format!(
+                "MODIFY COLUMN from {} to {}: only to a type that holds every value as it is stored (a wider integer of the same sign, longer text), since every row would be rewritten",
+                was.ty, now.ty
+            )));
+        }
+        if keyed && was.rule() != now.rule() {
+            return Err(DdlError::Refused(format!(
+                "column {} is a key: its collation stays, as its keys are made by it",
+                was.name
+            )));
+        }
+        if now.not_null && !was.not_null && self.holds_null(def, c)? {
+            return Err(DdlError::NullInColumn(now.name.clone()));
+        }
+        next.tables[t].table = changed;
+        self.store_catalog(&next)?;
+        self.install_catalog(next);
+        Ok(())
+    }
+
+    /// ALTER TABLE `table` RENAME COLUMN `old` TO `new`: the column as it is, named
+    /// anew (rows hold columns by position, so none is rewritten).
+    pub fn rename_column(&self, table: &str, old: &str, new: &str) -> Result<(), DdlError> {
+        let catalog = self.catalog();
+        let t = catalog
+            .table(table)
+            .ok_or_else(|| DdlError::NoTable(table.to_string()))?;
+        let def = &catalog.tables[t].table;
+        let Some(c) = def.column_index(old) else {
+            return Err(DdlError::NoColumn(old.to_string()));
+        };
+        let sql = def.to_sql();
+        let line = format!("\n  `{}` ", def.columns[c].name);
+        let Some(start) = sql.find(&line) else {
+            return Err(DdlError::Refused(format!("column {old} is not in the DDL")));
+        };
+        let rest = &sql[start + line.len()..];
+        let body = rest[..rest.find('\n').unwrap_or(rest.len())].trim_end_matches(',');
+        self.change_column(table, old, &format!("`{}` {body}", new.replace('`', "``")))
+    }
+
+    /// Whether any row of `def` holds NULL in column `c` (the whole table read).
+    fn holds_null(&self, def: &TableDef, c: usize) -> Result<bool, Error> {
+        let mut scan = RowScan::new(def);
+        loop {
+            let batch = scan.next_rows(self, def)?;
+            if batch.is_empty() {
+                return Ok(false);
+            }
+            if batch.iter().any(|row| row.values[c].is_null()) {
+                return Ok(true);
+            }
+        }
+    }
+
     /// CREATE INDEX on `table`: `index` is the index as a table declares it (`[UNIQUE]
     /// KEY name (column) [USING BTREE]`).
     pub fn create_index(&self, table: &str, index: &str) -> Result<(), DdlError> {
@@ -537,6 +640,30 @@ impl Tables {
 }
 
 /// `table` with `text` inserted before the last `before` of its canonical DDL.
+/// The name a column's SQL (`name TYPE ...`, the name maybe quoted) gives it.
+fn new_column_name(column: &str) -> String {
+    let column = column.trim_start();
+    match column.strip_prefix('`') {
+        Some(rest) => {
+            // A quoted name ends at a backtick not doubled.
+            let mut name = String::new();
+            let mut chars = rest.chars().peekable();
+            while let Some(ch) = chars.next() {
+                if ch == '`' {
+                    if chars.peek() == Some(&'`') {
+                        chars.next();
+                    } else {
+                        break;
+                    }
+                }
+                name.push(ch);
+            }
+            name
+        }
+        None => column.split_whitespace().next().unwrap_or("").to_string(),
+    }
+}
+
 fn changed_table(table: &Table, text: &str, before: &str) -> Result<Table, Error> {
     let mut sql = table.to_sql();
     let at = sql.rfind(before).unwrap_or(sql.len());

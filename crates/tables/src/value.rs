@@ -97,6 +97,27 @@ impl ColumnType {
         })
     }
 
+    /// Whether every value a column of this type holds, as stored, is a value of
+    /// `wider` with the same bytes in a row and in a key: what `ALTER TABLE ...
+    /// MODIFY` may change without rewriting rows (an integer to one of the same
+    /// signedness and a range at least as wide, text to longer text).
+    pub fn widens_to(self, wider: ColumnType) -> bool {
+        use ColumnType as T;
+        if self == wider {
+            return true;
+        }
+        if let (Some((lo, hi)), Some((wlo, whi))) = (self.integer_range(), wider.integer_range()) {
+            return self.is_signed_integer() == wider.is_signed_integer() && wlo <= lo && hi <= whi;
+        }
+        match (self, wider) {
+            (T::Varchar(n) | T::Char(n), T::Varchar(m)) => n <= m,
+            (T::Char(n), T::Char(m)) => n <= m,
+            (T::Varchar(_) | T::Char(_), T::Text) => true,
+            (T::Timestamp(p), T::DateTime(q)) => p == q,
+            _ => false,
+        }
+    }
+
     /// Whether this is VARCHAR, CHAR or TEXT: characters, compared by a collation.
     pub fn is_text(self) -> bool {
         matches!(
