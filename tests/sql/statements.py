@@ -10,7 +10,8 @@ past them (1264); DROP INDEX and ALTER TABLE DROP KEY (the unique value free
 after, 1091 for none); DATE, DATETIME(p) and TIMESTAMP read in MySQL's forms,
 refused when no calendar has them (1292), compared as times and kept in order,
 DEFAULT and ON UPDATE CURRENT_TIMESTAMP; SQL_CALC_FOUND_ROWS and FOUND_ROWS();
-ALTER TABLE CHANGE, MODIFY and RENAME COLUMN to wider types and new names;
+ALTER TABLE CHANGE, MODIFY and RENAME COLUMN to wider types and new names, DROP
+COLUMN;
 SHOW WARNINGS and SHOW COUNT(*) WARNINGS after an error (its
 level and code); SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW
 CREATE DATABASE (their
@@ -158,6 +159,30 @@ ALTER_COLUMNS = [
     "SELECT COLUMN_NAME, DATA_TYPE, IS_NULLABLE FROM information_schema.COLUMNS"
     " WHERE TABLE_NAME = 'ac' AND TABLE_SCHEMA = DATABASE() ORDER BY ORDINAL_POSITION",
     "DROP TABLE ac",
+    # Columns dropped (with their indexes), rows written before and after, a column
+    # added after.
+    "CREATE TABLE dc (id INT PRIMARY KEY, a VARCHAR(5), b INT, c VARCHAR(8), e INT,"
+    " UNIQUE KEY c (c), KEY b (b))",
+    "INSERT INTO dc VALUES (1, 'x', 10, 'c1', 100), (2, 'y', 20, 'c2', 200)",
+    "ALTER TABLE dc DROP COLUMN b",
+    "SELECT * FROM dc ORDER BY id",
+    "INSERT INTO dc VALUES (3, 'z', 'c3', 300)",
+    "ALTER TABLE dc DROP COLUMN nosuch",
+    "ALTER TABLE dc DROP COLUMN IF EXISTS nosuch",
+    "ALTER TABLE dc ADD COLUMN f INT DEFAULT 7",
+    "ALTER TABLE dc DROP a, DROP COLUMN c",
+    "INSERT INTO dc VALUES (4, 400, 8)",
+    "INSERT INTO dc VALUES (5, 'x', 'y', 9)",
+    "SELECT * FROM dc ORDER BY id",
+    "SELECT id FROM dc WHERE e > 150 ORDER BY id",
+    "SELECT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_NAME = 'dc'"
+    " AND TABLE_SCHEMA = DATABASE()",
+    "ALTER TABLE dc ADD COLUMN c VARCHAR(8)",
+    "UPDATE dc SET c = 'again' WHERE id = 1",
+    "SELECT * FROM dc ORDER BY id",
+    "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_NAME = 'dc'"
+    " AND TABLE_SCHEMA = DATABASE() ORDER BY ORDINAL_POSITION",
+    "DROP TABLE dc",
 ]
 
 

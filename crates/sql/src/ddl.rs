@@ -333,6 +333,27 @@ impl Session {
                 self.create_index(table, &constraint.to_string())
             }
             AlterTableOperation::DropIndex { name } => self.drop_index(table, &name.value),
+            AlterTableOperation::DropColumn {
+                column_names,
+                if_exists,
+                ..
+            } => {
+                for column in column_names {
+                    let dropped = self
+                        .shared
+                        .tables
+                        .drop_column(table, &column.value)
+                        .map_err(|e| ddl_error(table, e))?;
+                    if !dropped && !*if_exists {
+                        return Err(SqlError::new(
+                            1091,
+                            b"42000",
+                            format!("Can't DROP COLUMN `{}`; check that it exists", column.value),
+                        ));
+                    }
+                }
+                Ok(())
+            }
             AlterTableOperation::RenameColumn {
                 old_column_name,
                 new_column_name,

@@ -135,6 +135,15 @@ pub(crate) fn sqlite_error_in(e: rusqlite::Error, database: Option<&str>) -> Sql
     if message.contains("syntax error") || message.contains("incomplete input") {
         return SqlError::syntax(message);
     }
+    // SQLite's "table t has 3 columns but 4 values were supplied" and "4 values for 3
+    // columns".
+    if message.contains("values were supplied") || message.contains(" values for ") {
+        return SqlError::new(
+            1136,
+            b"21S01",
+            "Column count doesn't match value count at row 1",
+        );
+    }
     SqlError::internal(message)
 }
 

@@ -7,7 +7,7 @@
 //!
 //! | size | field |
 //! |---|---|
-//! | 1 | catalog format version (5; 1 to 4 are still read: 3 says every index has its entries in the log, 4 adds the databases, 5 their collations and says the DDL's collations count; before 5 all text is `utf8mb4_bin`) |
+//! | 1 | catalog format version (6; 1 to 5 are still read: 3 says every index has its entries in the log, 4 adds the databases, 5 their collations and says the DDL's collations count (before 5 all text is `utf8mb4_bin`), 6 the places of dropped columns) |
 //! | varint | the next table number |
 //! | varint | tables n, then n × table |
 //! | varint | dropped tables d, then d × varint number (format 2) |
@@ -16,7 +16,8 @@
 //!
 //! A table: varint number, varint indexes m, m × (varint index number, varint name
 //! length, name), varint DDL length, the DDL; in format 2 then varint next index
-//! number and varint index being built (0: none, else its position + 1). The DDL is
+//! number and varint index being built (0: none, else its position + 1); in format 6
+//! then varint count of dropped columns and each one's place among a row's values. The DDL is
 //! the table's canonical `CREATE TABLE` ([`Table::to_sql`]), read back with the same
 //! parser as a schema file, so the catalog needs no second description of a table.
 //!
@@ -34,7 +35,7 @@ use crate::error::{schema_error, Error};
 use crate::row::{put_varint, Reader};
 use crate::schema::{parse_schema, Table};
 
-const CATALOG_FORMAT: u8 = 5;
+const CATALOG_FORMAT: u8 = 6;
 
 /// The database every connection starts in, and that tables named alone belong to.
 pub const DEFAULT_DATABASE: &str = "kura";
@@ -297,8 +298,10 @@ impl Catalog {
     pub fn encode(&self) -> Vec<u8> {
         // Format 3 while no database was made, so that a node of the version before
         // reads it (a rolling upgrade's replicas).
-        let format = if !self.all_binary() {
+        let format = if self.tables.iter().any(|t| !t.table.dropped.is_empty()) {
             CATALOG_FORMAT
+        } else if !self.all_binary() {
+            5
         } else if self.databases.is_empty() && self.dropped_indexes.is_empty() {
             3
         } else {
@@ -320,6 +323,12 @@ impl Catalog {
             out.extend_from_slice(sql.as_bytes());
             put_varint(&mut out, u64::from(def.next_index));
             put_varint(&mut out, def.building.map_or(0, |b| b as u64 + 1));
+            if format >= 6 {
+                put_varint(&mut out, def.table.dropped.len() as u64);
+                for &place in &def.table.dropped {
+                    put_varint(&mut out, place as u64);
+                }
+            }
         }
         put_varint(&mut out, self.dropped.len() as u64);
         for number in &self.dropped {
@@ -408,6 +417,16 @@ impl Catalog {
                 };
                 (next, building)
             };
+            let mut table = table;
+            if version >= 6 {
+                for _ in 0..r.varint()? {
+                    let place = usize::try_from(r.varint()?).map_err(|_| bad("place".into()))?;
+                    if table.dropped.last().is_some_and(|&last| last >= place) {
+                        return Err(bad(format!("table {} dropped columns", table.name)));
+                    }
+                    table.dropped.push(place);
+                }
+            }
             if named.len() != index_numbers.len()
                 || table_number >= next_table_number
                 || next_index < first_free

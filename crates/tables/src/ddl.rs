@@ -179,6 +179,8 @@ impl Tables {
             let (mut next, t) = self.to_change(name)?;
             let number = next.take_table_number()?;
             let old = std::mem::replace(&mut next.tables[t].number, number);
+            // No row under the new number holds a dropped column's place.
+            next.tables[t].table.dropped.clear();
             next.dropped.push(old);
             self.store_catalog(&next)?;
             self.install_catalog(next);
@@ -386,6 +388,7 @@ impl Tables {
         let end = start + 1 + sql[start + 1..].find('\n').unwrap_or(pk - start - 1);
         sql.replace_range(start + 1..end, &format!("  {column},"));
         let mut changed = parse_one(&sql)?;
+        changed.dropped = def.table.dropped.clone();
         if changed.columns.len() != def.table.columns.len()
             || changed.primary != def.table.primary
             || changed.indexes.len() != def.table.indexes.len()
@@ -439,6 +442,74 @@ impl Tables {
         let rest = &sql[start + line.len()..];
         let body = rest[..rest.find('\n').unwrap_or(rest.len())].trim_end_matches(',');
         self.change_column(table, old, &format!("`{}` {body}", new.replace('`', "``")))
+    }
+
+    /// ALTER TABLE `table` DROP COLUMN `column`: gone at once, with the indexes on it
+    /// (their entries deleted after, as DROP INDEX's are); no row is rewritten: its
+    /// place among a row's values stays, passed over when a row is read
+    /// (`Table::dropped`). The primary key's column is refused. Whether it existed.
+    pub fn drop_column(&self, table: &str, column: &str) -> Result<bool, DdlError> {
+        let dropped_indexes = {
+            let _gate = self.gate.write();
+            let (mut next, t) = self.to_change(table)?;
+            let def = &mut next.tables[t];
+            let Some(c) = def.table.column_index(column) else {
+                return Ok(false);
+            };
+            if c == def.table.primary {
+                return Err(DdlError::Refused(format!(
+                    "column {column} is the primary key, which a table keeps"
+                )));
+            }
+            if def.building.is_some() {
+                return Err(DdlError::Refused(
+                    "an index of the table is being built".into(),
+                ));
+            }
+            // Its place among a row's values: past the places dropped before it.
+            let mut place = 0;
+            let mut logical = 0;
+            loop {
+                if def.table.dropped.binary_search(&place).is_err() {
+                    if logical == c {
+                        break;
+                    }
+                    logical += 1;
+                }
+                place += 1;
+            }
+            let mut gone = Vec::new();
+            let mut i = 0;
+            while i < def.table.indexes.len() {
+                if def.table.indexes[i].column == c {
+                    def.table.indexes.remove(i);
+                    gone.push((def.number, def.index_numbers.remove(i)));
+                } else {
+                    i += 1;
+                }
+            }
+            let t_def = &mut def.table;
+            t_def.columns.remove(c);
+            for index in &mut t_def.indexes {
+                if index.column > c {
+                    index.column -= 1;
+                }
+            }
+            if t_def.primary > c {
+                t_def.primary -= 1;
+            }
+            let at = t_def.dropped.partition_point(|&p| p < place);
+            t_def.dropped.insert(at, place);
+            next.dropped_indexes.extend(gone.iter().copied());
+            next.check_containers()?;
+            self.store_catalog(&next)?;
+            self.install_catalog(next);
+            gone
+        };
+        for index in dropped_indexes {
+            self.purge_dropped_index(index)?;
+        }
+        Ok(true)
     }
 
     /// Whether any row of `def` holds NULL in column `c` (the whole table read).
@@ -668,7 +739,10 @@ fn changed_table(table: &Table, text: &str, before: &str) -> Result<Table, Error
     let mut sql = table.to_sql();
     let at = sql.rfind(before).unwrap_or(sql.len());
     sql.insert_str(at, text);
-    parse_one(&sql)
+    let mut changed = parse_one(&sql)?;
+    // Not in the DDL: the rows' places of dropped columns stay.
+    changed.dropped = table.dropped.clone();
+    Ok(changed)
 }
 
 /// Puts `changed`'s indexes that `old` has at the positions they have there (their
@@ -768,6 +842,60 @@ mod tests {
             .scan_space(space, |k, _| n += usize::from(k.starts_with(prefix)))
             .expect("scan");
         n
+    }
+
+    /// A dropped column's place stays in the rows written before and after the drop,
+    /// its index goes, and all of it outlasts a crash; a column added after takes a
+    /// place of its own.
+    #[test]
+    fn a_dropped_column_keeps_its_place_in_the_rows_through_a_crash() {
+        let disk = SimDisk::new();
+        let tables = open(&disk);
+        load(&tables);
+        tables.create_index("p", "KEY name (name)").expect("index");
+        let number = def(&tables, "p").number;
+        assert!(tables.drop_column("p", "name").expect("drop"));
+        assert!(!tables.drop_column("p", "name").expect("again"));
+        assert!(matches!(
+            tables.drop_column("p", "id"),
+            Err(DdlError::Refused(_))
+        ));
+        assert_eq!(entries(&tables, INDEX_SPACE, &number.to_be_bytes()), 0);
+        tables
+            .add_column("p", "score INT DEFAULT 5")
+            .expect("column");
+        let p = def(&tables, "p");
+        assert_eq!(p.table.dropped, vec![1]);
+        assert!(p.table.indexes.is_empty());
+        let change = RowChange::Insert {
+            table: p.number,
+            values: vec![Value::Int(100), Value::Int(2), Value::Int(9)],
+            conflict: OnConflict::Fail,
+        };
+        tables
+            .commit_changes(
+                &tables.catalog(),
+                &[change],
+                &Default::default(),
+                &mut no_upsert,
+            )
+            .expect("insert");
+        assert_eq!(tables.catalog().encode()[0], 6);
+        let tables = crash(&disk, tables);
+        let p = def(&tables, "p");
+        assert_eq!(p.table.dropped, vec![1]);
+        let read = |id: i64| {
+            tables
+                .row_by_pk(&p, &Value::Int(id))
+                .expect("read")
+                .expect("row")
+                .values
+        };
+        assert_eq!(read(7), vec![Value::Int(7), Value::Int(1), Value::Int(5)]);
+        assert_eq!(
+            read(100),
+            vec![Value::Int(100), Value::Int(2), Value::Int(9)]
+        );
     }
 
     #[test]

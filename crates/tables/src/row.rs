@@ -12,9 +12,11 @@
 //! the bytes). Varints are LEB128, at most 10 bytes.
 //!
 //! A row may hold fewer columns than its table has now: the missing trailing columns
-//! take their defaults (a column added after the row was written). Decoding checks
-//! every value against its column's type; a row that does not fit is a format error,
-//! never a panic.
+//! take their defaults (a column added after the row was written). A dropped column
+//! keeps its place (`Table::dropped`): a row written before the drop holds its old
+//! value there, which decoding passes over, and one written since a NULL. Decoding
+//! checks every value against its column's type; a row that does not fit is a format
+//! error, never a panic.
 
 use crate::error::Error;
 use crate::schema::Table;
@@ -90,8 +92,9 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Encodes a row of `values` (one per column, in table order).
-pub fn encode(values: &[Value]) -> Vec<u8> {
+/// Encodes a row of `values` (one per column, in table order), with a NULL at each
+/// place of `dropped` (the table's dropped columns).
+pub fn encode(values: &[Value], dropped: &[usize]) -> Vec<u8> {
     // Exactly the bytes it will hold: a row is copied once, never grown.
     let size: usize = values
         .iter()
@@ -100,11 +103,19 @@ pub fn encode(values: &[Value]) -> Vec<u8> {
             Value::Bytes(b) => 1 + varint_len(b.len() as u64) + b.len(),
             _ => 9,
         })
-        .sum();
-    let mut out = Vec::with_capacity(1 + varint_len(values.len() as u64) + size);
+        .sum::<usize>()
+        + dropped.len();
+    let count = values.len() + dropped.len();
+    let mut out = Vec::with_capacity(1 + varint_len(count as u64) + size);
     out.push(ROW_FORMAT);
-    put_varint(&mut out, values.len() as u64);
-    for value in values {
+    put_varint(&mut out, count as u64);
+    let mut values = values.iter();
+    for place in 0..count {
+        if dropped.binary_search(&place).is_ok() {
+            out.push(TAG_NULL);
+            continue;
+        }
+        let Some(value) = values.next() else { break };
         match value {
             Value::Null => out.push(TAG_NULL),
             Value::Int(v) => {
@@ -176,14 +187,16 @@ fn decode_each<'a>(
         return Err(Error::Format(format!("row format {version}")));
     }
     let count = r.varint()?;
-    if count > table.columns.len() as u64 {
+    let places = table.columns.len() + table.dropped.len();
+    if count > places as u64 {
         return Err(Error::Format(format!(
             "a row of {count} columns in table {} of {}",
-            table.name,
-            table.columns.len()
+            table.name, places
         )));
     }
-    for column in &table.columns[..count as usize] {
+    let mut logical = 0;
+    for place in 0..count as usize {
+        let dropped = table.dropped.binary_search(&place).is_ok();
         let value = match r.u8()? {
             TAG_NULL => ValueRef::Null,
             TAG_INT => ValueRef::Int(r.u64_le()? as i64),
@@ -192,6 +205,11 @@ fn decode_each<'a>(
             TAG_BYTES => ValueRef::Bytes(r.bytes()?),
             tag => return Err(Error::Format(format!("row value tag {tag}"))),
         };
+        if dropped {
+            continue;
+        }
+        let column = &table.columns[logical];
+        logical += 1;
         if !value.is_kind_of(column.ty) || (value.is_null() && column.not_null) {
             return Err(Error::Format(format!(
                 "column {} of table {} holds {value:?}",
@@ -207,7 +225,7 @@ fn decode_each<'a>(
             table.name
         )));
     }
-    for column in &table.columns[count as usize..] {
+    for column in &table.columns[logical..] {
         let value = column
             .default
             .as_ref()
@@ -246,7 +264,7 @@ mod tests {
             Value::Bytes(vec![b'x'; 300]),
             Value::Null,
         ];
-        let bytes = encode(&row);
+        let bytes = encode(&row, &[]);
         assert_eq!(bytes.len(), bytes.capacity(), "sized exactly");
         assert_eq!(decode(&bytes, &t), Ok(row));
         for cut in 0..bytes.len() {
@@ -257,9 +275,9 @@ mod tests {
         assert!(decode(&longer, &t).is_err());
         // A NULL primary key, or a number in a text column, does not fit the table;
         // nor does a row without its primary key.
-        assert!(decode(&encode(&[Value::Null]), &t).is_err());
-        assert!(decode(&encode(&[]), &t).is_err());
-        assert!(decode(&encode(&[Value::Int(1), Value::Int(1)]), &t).is_err());
+        assert!(decode(&encode(&[Value::Null], &[]), &t).is_err());
+        assert!(decode(&encode(&[], &[]), &t).is_err());
+        assert!(decode(&encode(&[Value::Int(1), Value::Int(1)], &[]), &t).is_err());
     }
 
     #[test]
@@ -284,7 +302,7 @@ mod tests {
     #[test]
     fn a_row_older_than_its_columns_gets_their_defaults() {
         let t = table();
-        let values = decode(&encode(&[Value::Int(1)]), &t).unwrap();
+        let values = decode(&encode(&[Value::Int(1)], &[]), &t).unwrap();
         assert_eq!(
             values,
             vec![

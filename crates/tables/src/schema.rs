@@ -137,6 +137,10 @@ pub struct Table {
     pub separator: u8,
     /// The table's default collation: a text column added without one takes it.
     pub collation: Collation,
+    /// Where dropped columns were among the values a row holds (ascending): rows
+    /// written before a drop still hold a value there, and rows written since a NULL
+    /// (`crate::row`). Kept by the catalog, not by the DDL.
+    pub dropped: Vec<usize>,
 }
 
 /// Parses a file of `CREATE TABLE` statements; a text column whose table names no
@@ -391,6 +395,7 @@ impl Table {
             indexes: Vec::new(),
             separator: DEFAULT_SEPARATOR,
             collation: default,
+            dropped: Vec::new(),
         };
         // Each column's own collation (or its character set's default), if it names
         // one: the rest take the table's, known once its options are read.

@@ -670,10 +670,16 @@ impl<'a, 'c> Run<'a, 'c> {
                     values,
                     client_flags,
                     exptime,
-                }) => Change::Put(NewItem {
-                    exptime: *exptime,
-                    ..NewItem::new(row::encode(values).into(), *client_flags)
-                }),
+                }) => {
+                    // The row's table, for the places of its dropped columns.
+                    let dropped = self.row_tables[i]
+                        .and_then(|n| self.def(n).ok())
+                        .map_or(&[][..], |def| &def.table.dropped[..]);
+                    Change::Put(NewItem {
+                        exptime: *exptime,
+                        ..NewItem::new(row::encode(values, dropped).into(), *client_flags)
+                    })
+                }
             };
             changes.push(change);
         }
