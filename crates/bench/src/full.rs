@@ -20,7 +20,8 @@ use clap::{Args, Parser};
 
 use crate::report::{write_report, Section};
 use crate::{
-    compaction, datasize, game, multiget, sql, store_fetch, throughput, Cli, Common, Workload,
+    compaction, datasize, game, multiget, sql, store_fetch, sysbench, throughput, Cli, Common,
+    Workload,
 };
 
 #[derive(Args, Debug, Clone)]
@@ -34,7 +35,7 @@ pub struct FullArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "game,multiget,store-fetch,throughput,compaction,datasize,sql"
+        default_value = "game,multiget,store-fetch,throughput,compaction,datasize,sql,sysbench"
     )]
     pub workloads: Vec<String>,
     /// Connection counts for the game.
@@ -216,9 +217,13 @@ pub fn run(args: &FullArgs) -> Result<()> {
                 a.mem_limit_mib = args.mem_limit_mib;
                 sql::run(&a)
             }
+            ("sysbench", Workload::Sysbench(mut a)) => {
+                a.common = common;
+                sysbench::run(&a)
+            }
             (other, _) => bail!(
                 "unknown workload {other:?} for full: expected game, multiget, store-fetch, \
-                 throughput, compaction, datasize or sql"
+                 throughput, compaction, datasize, sql or sysbench"
             ),
         };
         let section = match outcome {

@@ -37,6 +37,7 @@ mod sql;
 mod sql_kv;
 mod stats;
 mod store_fetch;
+mod sysbench;
 mod throughput;
 mod tls;
 mod window;
@@ -76,6 +77,9 @@ pub(crate) enum Workload {
     /// Kura's SQL port against MariaDB over the same rows: point selects, a range, an
     /// update; in memory and at ten times a memory limit.
     Sql(sql::SqlArgs),
+    /// sysbench's OLTP workloads with its defaults against Kura's SQL port and MariaDB
+    /// (runs scripts/sysbench.sh, pooling its runs).
+    Sysbench(sysbench::SysbenchArgs),
     /// What a replica costs its primary (none, async, sync), its lag, and the time a
     /// full synchronisation takes.
     Replication(replication::ReplicationArgs),
@@ -225,6 +229,7 @@ fn main() -> Result<()> {
         Workload::Datasize(args) => datasize::run(&args).and_then(report::Section::finish),
         Workload::Compaction(args) => compaction::run(&args).and_then(report::Section::finish),
         Workload::Sql(args) => sql::run(&args).and_then(report::Section::finish),
+        Workload::Sysbench(args) => sysbench::run(&args).and_then(report::Section::finish),
         Workload::Replication(args) => replication::run(&args).and_then(report::Section::finish),
         Workload::Failover(args) => failover::run(&args).and_then(report::Section::finish),
         Workload::Full(args) => full::run(&args),

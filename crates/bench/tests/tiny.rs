@@ -514,3 +514,27 @@ fn tiny_failover_changes_primary_three_ways_and_loses_nothing() {
         assert_eq!(number(row, "lost"), 0.0, "{csv}");
     }
 }
+
+/// sysbench's five workloads on Kura and MariaDB through the script, one tiny run:
+/// every test measured on both servers, with a ratio.
+#[test]
+fn tiny_sysbench_measures_every_test_on_kura_and_mariadb() {
+    let (stdout, csv) = run_tiny_on("sysbench", "", &kura_bin(), &[]);
+    let rows = rows(&csv);
+    for test in [
+        "oltp_point_select",
+        "oltp_read_only",
+        "oltp_read_write",
+        "oltp_insert",
+        "oltp_update_index",
+    ] {
+        for server in ["kura", "mariadb"] {
+            let row = rows
+                .iter()
+                .find(|r| r["test"] == test && r["server"] == server)
+                .unwrap_or_else(|| panic!("no {test} on {server} in:\n{csv}"));
+            assert!(number(row, "tps") > 0.0, "{row:?}");
+        }
+        assert!(stdout.contains(test), "{stdout}");
+    }
+}

@@ -21,7 +21,7 @@
 //!
 //! `unsafe`: rusqlite's `VTab` and `VTabCursor` traits are unsafe to implement; what
 //! they ask is that each struct is `#[repr(C)]` with SQLite's base struct first, which
-//! the two structs here are. No other unsafe code.
+//! the two structs here are. The only other unsafe code is `collate.rs`'s collations.
 #![allow(unsafe_code)]
 
 use std::borrow::Cow;

@@ -155,12 +155,44 @@ impl Rule {
         }
     }
 
-    /// How `a` and `b` compare under this rule.
+    /// How `a` and `b` compare under this rule. SQLite calls it for every comparison
+    /// of a case-insensitive column (`ORDER BY`, `DISTINCT`): ASCII, whose weight is
+    /// its upper case, is compared byte by byte, the rest by weights from the first
+    /// byte that is not.
     pub fn compare(self, a: &[u8], b: &[u8]) -> Ordering {
-        match self {
-            Rule::Binary => a.cmp(b),
-            Rule::Folded { pad } => weights(a, pad).cmp(weights(b, pad)),
+        let pad = match self {
+            Rule::Binary => return a.cmp(b),
+            Rule::Folded { pad } => pad,
+        };
+        let trim = |t: &[u8]| -> usize {
+            if pad {
+                t.iter().rposition(|&c| c != b' ').map_or(0, |p| p + 1)
+            } else {
+                t.len()
+            }
+        };
+        let (a, b) = (&a[..trim(a)], &b[..trim(b)]);
+        // The bytes both share weigh the same: start at the first that differs (at
+        // the start of its character).
+        let mut i = common_prefix(a, b);
+        while i > 0
+            && (a.get(i).is_some_and(|&c| c & 0xC0 == 0x80)
+                || b.get(i).is_some_and(|&c| c & 0xC0 == 0x80))
+        {
+            i -= 1;
         }
+        while i < a.len() && i < b.len() {
+            let (x, y) = (a[i], b[i]);
+            if !x.is_ascii() || !y.is_ascii() {
+                break;
+            }
+            match x.to_ascii_uppercase().cmp(&y.to_ascii_uppercase()) {
+                Ordering::Equal => i += 1,
+                other => return other,
+            }
+        }
+        // Every byte before `i` is ASCII, so `i` starts a character in both.
+        weights(&a[i..], false).cmp(weights(&b[i..], false))
     }
 
     /// Whether `a` and `b` are equal under this rule.
@@ -176,6 +208,24 @@ impl Rule {
             (a, b) => a == b,
         }
     }
+}
+
+/// How many leading bytes `a` and `b` share, eight at a time.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = u64::from_ne_bytes(a[i..i + 8].try_into().unwrap_or([0; 8]));
+        let y = u64::from_ne_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        if x != y {
+            break;
+        }
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
 }
 
 /// The collation a `CHARACTER SET` and a `COLLATE` clause choose (a column's, a
@@ -331,6 +381,39 @@ mod tests {
         assert!(!nopad.equal(b"a ", b"a"));
         let bin = Collation::BIN.rule();
         assert_eq!(bin.compare(b"apple", b"Banana"), Ordering::Greater);
+    }
+
+    #[test]
+    fn the_ascii_shortcut_compares_as_the_weights_do() {
+        let ci = Collation::DEFAULT.rule();
+        let words = [
+            "",
+            "a",
+            "A",
+            "a ",
+            "ab",
+            "aB ",
+            "a\u{e9}",
+            "A\u{c9}x",
+            "[",
+            "_",
+            "z",
+            "\u{ff}",
+            "\u{e9}a",
+            "\u{e9}B",
+            "\u{e8}",
+            "\u{e9}",
+            "0123456789-abcdefgh",
+            "0123456789-ABCDEFGz",
+            "0123456789-abcdefgh\u{e9}",
+            "0123456789-abcdefgh\u{c9}",
+        ];
+        for a in words {
+            for b in words {
+                let want = weights(a.as_bytes(), true).cmp(weights(b.as_bytes(), true));
+                assert_eq!(ci.compare(a.as_bytes(), b.as_bytes()), want, "{a:?} {b:?}");
+            }
+        }
     }
 
     #[test]
