@@ -85,6 +85,24 @@ fn parse(out: &str) -> Vec<Measured> {
         .collect()
 }
 
+/// `scripts/sysbench.sh`, in the working directory or one above it, or beside the
+/// repository this binary was built in (`target/<profile>/kura-bench`).
+fn find_script() -> Result<std::path::PathBuf> {
+    let relative = Path::new("scripts/sysbench.sh");
+    let mut places: Vec<std::path::PathBuf> = Vec::new();
+    if let Ok(cwd) = std::env::current_dir() {
+        places.extend(cwd.ancestors().map(Path::to_path_buf));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        places.extend(exe.ancestors().map(Path::to_path_buf));
+    }
+    places
+        .into_iter()
+        .map(|dir| dir.join(relative))
+        .find(|p| p.exists())
+        .context("no scripts/sysbench.sh here or above: run kura-bench from the repository")
+}
+
 /// sysbench's version line, or why there is none.
 fn sysbench_version() -> String {
     match Command::new("sysbench").arg("--version").output() {
@@ -97,13 +115,10 @@ pub fn run(args: &SysbenchArgs) -> Result<Section> {
     let (mut section, started) = Section::begin("sysbench", &args.common.data_root);
     let args = &args.effective();
     section.parameters = format!("{args:#?}");
-    let script = Path::new("scripts/sysbench.sh");
-    if !script.exists() {
-        bail!(
-            "run kura-bench sysbench from the repository's root: it runs {}",
-            script.display()
-        );
-    }
+    let script = find_script()?;
+    // The script works from the repository's root: the binary by its full path.
+    let kura_bin = std::fs::canonicalize(&args.common.kura_bin)
+        .with_context(|| format!("no Kura binary at {}", args.common.kura_bin.display()))?;
     // The script starts both servers; its command is what ran.
     section.servers.push(crate::backend::Launch {
         role: "kura and mariadb, started by the script".to_string(),
@@ -119,13 +134,13 @@ pub fn run(args: &SysbenchArgs) -> Result<Section> {
     for repeat in 0..args.repeats {
         eprintln!("sysbench: run {} of {}", repeat + 1, args.repeats);
         let output = Command::new("bash")
-            .arg(script)
+            .arg(&script)
             .args(&args.tests)
             .env("ROWS", args.rows.to_string())
             .env("THREADS", args.threads.to_string())
             .env("SECONDS_EACH", args.seconds.to_string())
             .env("KURA_MEMORY_MIB", args.kura_memory_mib.to_string())
-            .env("KURA_BIN", &args.common.kura_bin)
+            .env("KURA_BIN", &kura_bin)
             .output()
             .context("running scripts/sysbench.sh")?;
         let out = String::from_utf8_lossy(&output.stdout);
