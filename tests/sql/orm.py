@@ -9,7 +9,8 @@ Usage: orm.py KURA_SQL_PORT
 - An ORM session inserts rows (AUTO_INCREMENT ids), reads one `with_for_update()` in
   a transaction and changes it.
 - Alembic's operations, as a migration runs them: `op.add_column` and
-  `op.create_index`, read back by reflection.
+  `op.create_index`, then `op.alter_column` (wider, renamed), `op.drop_index` and
+  `op.drop_column`, read back by reflection.
 
 Exits non-zero with the failing check.
 """
@@ -90,6 +91,24 @@ def main(port):
         sorted(i.name for i in t.indexes),
         ["email", "ix_players_score", "level"],
     )
+    # A later migration widens, renames and drops columns; rows stay.
+    with engine.begin() as c:
+        op = Operations(MigrationContext.configure(c))
+        op.alter_column("players", "name", existing_type=sa.String(32), type_=sa.String(64),
+                        existing_nullable=False)
+        op.alter_column("players", "level", new_column_name="lvl", existing_type=sa.Integer(),
+                        existing_nullable=False)
+        op.drop_index("ix_players_score", table_name="players")
+        op.drop_column("players", "score")
+    md = sa.MetaData()
+    md.reflect(engine)
+    t = md.tables["players"]
+    check("columns after the second migration", [c.name for c in t.columns],
+          ["id", "name", "email", "lvl"])
+    check("name widened", t.columns["name"].type.length, 64)
+    with engine.connect() as c:
+        rows = c.execute(sa.text("SELECT id, name, lvl FROM players ORDER BY id")).all()
+    check("rows after the second migration", [tuple(r) for r in rows], [(1, "ann", 6), (2, "bob", 1)])
     print("SQLAlchemy reflects, its ORM writes and locks, Alembic migrates")
 
 
