@@ -194,9 +194,10 @@ fn decode_each<'a>(
             table.name, places
         )));
     }
-    let mut logical = 0;
+    // The columns in order, and the places of dropped ones, each met in turn.
+    let mut columns = table.columns.iter();
+    let mut dropped = table.dropped.iter().copied().peekable();
     for place in 0..count as usize {
-        let dropped = table.dropped.binary_search(&place).is_ok();
         let value = match r.u8()? {
             TAG_NULL => ValueRef::Null,
             TAG_INT => ValueRef::Int(r.u64_le()? as i64),
@@ -205,11 +206,15 @@ fn decode_each<'a>(
             TAG_BYTES => ValueRef::Bytes(r.bytes()?),
             tag => return Err(Error::Format(format!("row value tag {tag}"))),
         };
-        if dropped {
+        if dropped.next_if_eq(&place).is_some() {
             continue;
         }
-        let column = &table.columns[logical];
-        logical += 1;
+        let Some(column) = columns.next() else {
+            return Err(Error::Format(format!(
+                "a row of {count} values in table {}",
+                table.name
+            )));
+        };
         if !value.is_kind_of(column.ty) || (value.is_null() && column.not_null) {
             return Err(Error::Format(format!(
                 "column {} of table {} holds {value:?}",
@@ -225,7 +230,7 @@ fn decode_each<'a>(
             table.name
         )));
     }
-    for column in &table.columns[logical..] {
+    for column in columns {
         let value = column
             .default
             .as_ref()
