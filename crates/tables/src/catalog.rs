@@ -557,6 +557,9 @@ mod tests {
         let read = Catalog::decode(&old).unwrap();
         let t = &read.tables[read.table("t").unwrap()].table;
         assert_eq!(t.columns[0].collation, Some(Collation::BIN));
+        // The schema that made it still declares it: it is the same table.
+        let again = parse_schema("CREATE TABLE t (s VARCHAR(3) PRIMARY KEY)").unwrap();
+        assert_eq!(read.with_schema(again), Ok(None));
         let (kura, d) = (
             next.table("players").unwrap(),
             next.table("d.players").unwrap(),

@@ -872,7 +872,7 @@ mod tests {
             values: vec![Value::Int(100), Value::Int(2), Value::Int(9)],
             conflict: OnConflict::Fail,
         };
-        tables
+        let applied = tables
             .commit_changes(
                 &tables.catalog(),
                 &[change],
@@ -880,6 +880,9 @@ mod tests {
                 &mut no_upsert,
             )
             .expect("insert");
+        // Acknowledged, so durable before the power goes.
+        let lsn = applied.lsn.expect("written");
+        tables.store.wait_acked(lsn).expect("acked");
         assert_eq!(tables.catalog().encode()[0], 6);
         let tables = crash(&disk, tables);
         let p = def(&tables, "p");
@@ -888,7 +891,7 @@ mod tests {
             tables
                 .row_by_pk(&p, &Value::Int(id))
                 .expect("read")
-                .expect("row")
+                .unwrap_or_else(|| panic!("no row {id}"))
                 .values
         };
         assert_eq!(read(7), vec![Value::Int(7), Value::Int(1), Value::Int(5)]);

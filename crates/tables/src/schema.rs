@@ -742,6 +742,13 @@ impl Table {
             ));
         }
         for (have, want) in self.columns.iter().zip(&declared.columns) {
+            // A table that exists keeps its collations (its keys are made by them):
+            // one made before Kura had them compares as bytes, though the schema
+            // that made it names none and now reads as case-insensitive.
+            let want = &Column {
+                collation: have.collation,
+                ..want.clone()
+            };
             if have != want {
                 return Some(format!(
                     "table {name} exists with column {}, the schema declares {}",
