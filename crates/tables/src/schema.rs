@@ -3,12 +3,13 @@
 //!
 //! What a table may declare: columns of type `TINYINT SMALLINT MEDIUMINT INT BIGINT
 //! [UNSIGNED] BOOL DOUBLE VARCHAR(n) CHAR(n) TEXT BLOB DATE DATETIME(p) TIMESTAMP(p)` with `NOT NULL`, `NULL`, `DEFAULT`, `AUTO_INCREMENT`, `COMMENT`
-//! and a character set or collation (accepted, and the text is kept as UTF-8 bytes
-//! compared byte by byte); exactly one primary-key column; `UNIQUE [KEY|INDEX] name
-//! (col)` and `KEY|INDEX name (col)` on one column each; the table options `ENGINE`,
-//! `[DEFAULT] CHARSET`, `COLLATE`, `AUTO_INCREMENT`, `ROW_FORMAT` (accepted and
-//! ignored) and `COMMENT 'separator=X'`, which sets the byte that joins a row's fields
-//! in memcached values (`|` by default).
+//! and a character set or collation (the text is kept as UTF-8 and compared by the
+//! collation, `crate::collation`); exactly one primary-key column; `UNIQUE [KEY|INDEX]
+//! name (col)` and `KEY|INDEX name (col)` on one column each; the table options
+//! `[DEFAULT] CHARSET` and `COLLATE` (the default collation of its text columns),
+//! `ENGINE`, `AUTO_INCREMENT`, `ROW_FORMAT` (accepted and ignored) and `COMMENT
+//! 'separator=X'`, which sets the byte that joins a row's fields in memcached values
+//! (`|` by default).
 //!
 //! Index kinds: every row and index entry is an engine key, so it costs what a
 //! memcached key costs and stays on disk beyond memory, and the store keeps all of
