@@ -439,6 +439,12 @@ fn ddl_error(table: &str, e: DdlError) -> SqlError {
         DdlError::Refused(why) if why.starts_with("Unknown database '") => {
             SqlError::new(1049, b"42000", why)
         }
+        DdlError::Refused(why) if why == kura_tables::AUTO_KEY_REASON => {
+            SqlError::new(1075, b"42000", why)
+        }
+        DdlError::Refused(why) if kura_tables::collation::refusal_code(&why).is_some() => {
+            collation_error(why)
+        }
         DdlError::Refused(why) => SqlError::unsupported(why),
         DdlError::Failed(kura_tables::Error::Engine(kura_engine::Error::ReadOnly { primary })) => {
             SqlError::read_only(&primary)

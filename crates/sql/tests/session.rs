@@ -681,6 +681,17 @@ fn columns_change_in_place_or_not_at_all() {
         error(&mut s, "ALTER TABLE players MODIFY name VARCHAR(64) FIRST").code,
         1235
     );
+    let e = error(
+        &mut s,
+        "ALTER TABLE players MODIFY name VARCHAR(64) COLLATE klingon_ci",
+    );
+    assert_eq!(e.code, 1273, "{e}");
+    done(&mut s, "ALTER TABLE players ADD COLUMN score INT");
+    let e = error(
+        &mut s,
+        "ALTER TABLE players MODIFY score INT AUTO_INCREMENT",
+    );
+    assert_eq!(e.code, 1075, "{e}");
     assert_eq!(
         error(&mut s, "ALTER TABLE players MODIFY name VARCHAR(64) UNIQUE").code,
         1235
