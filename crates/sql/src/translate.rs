@@ -122,7 +122,11 @@ pub fn without_calc_found_rows(sql: &str) -> Option<String> {
     {
         return None;
     }
-    let at = sql.to_ascii_uppercase().find(HINT)?;
+    // Every SELECT of text passes here: found in place, the text copied only then.
+    let at = sql
+        .as_bytes()
+        .windows(HINT.len())
+        .position(|w| w.eq_ignore_ascii_case(HINT.as_bytes()))?;
     let mut out = sql.to_string();
     out.replace_range(at..at + HINT.len(), "");
     Some(out)

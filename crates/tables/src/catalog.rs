@@ -99,11 +99,10 @@ pub struct Catalog {
     /// Indexes dropped whose entries are not all purged yet: (table number, index
     /// number).
     pub dropped_indexes: Vec<(u32, u16)>,
-    /// The databases made by `CREATE DATABASE`, in order; [`DEFAULT_DATABASE`] is not
-    /// among them (it always exists).
-    pub databases: Vec<String>,
-    /// Each of `databases`' default collation, in the same order.
-    pub database_collations: Vec<Collation>,
+    /// The databases made by `CREATE DATABASE`, in order, each with the collation its
+    /// tables' text takes by default; [`DEFAULT_DATABASE`] is not among them (it
+    /// always exists, with [`Collation::DEFAULT`]).
+    pub databases: Vec<(String, Collation)>,
     /// Read from a catalog of format 2 or older, whose non-unique indexes had no
     /// entries in the log (they were kept in memory): a start writes them
     /// ([`crate::Tables::open`]). Not stored.
@@ -128,7 +127,6 @@ impl Catalog {
             dropped: Vec::new(),
             dropped_indexes: Vec::new(),
             databases: Vec::new(),
-            database_collations: Vec::new(),
             index_entries_missing: false,
         }
     }
@@ -138,17 +136,14 @@ impl Catalog {
     pub fn database_collation(&self, name: &str) -> Collation {
         self.databases
             .iter()
-            .position(|d| d == name)
-            .and_then(|i| self.database_collations.get(i).copied())
-            .unwrap_or(Collation::DEFAULT)
+            .find(|(d, _)| d == name)
+            .map_or(Collation::DEFAULT, |&(_, collation)| collation)
     }
 
     /// Whether every text column and database compares as bytes, as every one did
     /// before format 5: a node of an older version reads such a catalog right.
     fn all_binary(&self) -> bool {
-        self.database_collations
-            .iter()
-            .all(|c| *c == Collation::BIN)
+        self.databases.iter().all(|(_, c)| *c == Collation::BIN)
             && self.tables.iter().all(|t| {
                 t.table.collation == Collation::BIN
                     && t.table
@@ -174,13 +169,13 @@ impl Catalog {
 
     /// Whether database `name` exists: the default one, or one `CREATE DATABASE` made.
     pub fn has_database(&self, name: &str) -> bool {
-        name == DEFAULT_DATABASE || self.databases.iter().any(|d| d == name)
+        name == DEFAULT_DATABASE || self.databases.iter().any(|(d, _)| d == name)
     }
 
     /// Every database, the default one first.
     pub fn database_names(&self) -> Vec<String> {
         let mut names = vec![DEFAULT_DATABASE.to_string()];
-        names.extend(self.databases.iter().cloned());
+        names.extend(self.databases.iter().map(|(d, _)| d.clone()));
         names
     }
 
@@ -336,14 +331,12 @@ impl Catalog {
         }
         if format >= 4 {
             put_varint(&mut out, self.databases.len() as u64);
-            for (i, name) in self.databases.iter().enumerate() {
+            for (name, collation) in &self.databases {
                 put_varint(&mut out, name.len() as u64);
                 out.extend_from_slice(name.as_bytes());
                 if format >= 5 {
-                    let collation = self.database_collations.get(i).copied();
-                    let collation = collation.unwrap_or(Collation::DEFAULT).name();
-                    put_varint(&mut out, collation.len() as u64);
-                    out.extend_from_slice(collation.as_bytes());
+                    put_varint(&mut out, collation.name().len() as u64);
+                    out.extend_from_slice(collation.name().as_bytes());
                 }
             }
             put_varint(&mut out, self.dropped_indexes.len() as u64);
@@ -448,18 +441,17 @@ impl Catalog {
             }
         }
         let mut databases = Vec::new();
-        let mut database_collations = Vec::new();
         let mut dropped_indexes = Vec::new();
         if version >= 4 {
             for _ in 0..r.varint()? {
                 let name = std::str::from_utf8(r.bytes()?).map_err(|_| bad("database".into()))?;
-                databases.push(name.to_string());
-                database_collations.push(if version >= 5 {
+                let collation = if version >= 5 {
                     let name = std::str::from_utf8(r.bytes()?).unwrap_or("");
                     Collation::named(name).ok_or_else(|| bad(format!("collation {name}")))?
                 } else {
                     Collation::BIN
-                });
+                };
+                databases.push((name.to_string(), collation));
             }
             for _ in 0..r.varint()? {
                 let table = number(r.varint()?)?;
@@ -476,7 +468,6 @@ impl Catalog {
             dropped,
             dropped_indexes,
             databases,
-            database_collations,
             index_entries_missing: version < 3,
         };
         catalog.check_containers().map_err(|e| bad(e.to_string()))?;
@@ -530,15 +521,13 @@ mod tests {
             "no database d yet"
         );
         let mut with_d = catalog.clone();
-        with_d.databases.push("d".into());
-        with_d.database_collations.push(Collation::BIN);
+        with_d.databases.push(("d".into(), Collation::BIN));
         let next = with_d.with_schema(other).unwrap().unwrap();
         assert_eq!(next.encode()[0], 4);
         assert_eq!(Catalog::decode(&next.encode()), Ok(next.clone()));
         // A case-insensitive table, or database, needs format 5, which keeps them.
         let mut ci = next.clone();
-        ci.databases.push("e".into());
-        ci.database_collations.push(Collation::DEFAULT);
+        ci.databases.push(("e".into(), Collation::DEFAULT));
         assert_eq!(ci.encode()[0], 5);
         assert_eq!(Catalog::decode(&ci.encode()), Ok(ci.clone()));
         let ci =

@@ -122,8 +122,7 @@ impl Tables {
             return Ok(false);
         }
         let mut next = (*current).clone();
-        next.databases.push(name.to_string());
-        next.database_collations.push(collation);
+        next.databases.push((name.to_string(), collation));
         self.store_catalog(&next)?;
         self.install_catalog(next);
         Ok(true)
@@ -158,12 +157,7 @@ impl Tables {
                 continue;
             }
             let mut next = (*current).clone();
-            if let Some(i) = next.databases.iter().position(|d| d == name) {
-                next.databases.remove(i);
-                if i < next.database_collations.len() {
-                    next.database_collations.remove(i);
-                }
-            }
+            next.databases.retain(|(d, _)| d != name);
             self.store_catalog(&next)?;
             self.install_catalog(next);
             return Ok(true);
@@ -424,24 +418,23 @@ impl Tables {
     }
 
     /// ALTER TABLE `table` RENAME COLUMN `old` TO `new`: the column as it is, named
-    /// anew (rows hold columns by position, so none is rewritten).
+    /// anew (rows hold columns by position and indexes name them by it, so nothing
+    /// else changes).
     pub fn rename_column(&self, table: &str, old: &str, new: &str) -> Result<(), DdlError> {
-        let catalog = self.catalog();
-        let t = catalog
-            .table(table)
-            .ok_or_else(|| DdlError::NoTable(table.to_string()))?;
-        let def = &catalog.tables[t].table;
+        let _gate = self.gate.write();
+        let (mut next, t) = self.to_change(table)?;
+        let def = &mut next.tables[t].table;
         let Some(c) = def.column_index(old) else {
             return Err(DdlError::NoColumn(old.to_string()));
         };
-        let sql = def.to_sql();
-        let line = format!("\n  `{}` ", def.columns[c].name);
-        let Some(start) = sql.find(&line) else {
-            return Err(DdlError::Refused(format!("column {old} is not in the DDL")));
-        };
-        let rest = &sql[start + line.len()..];
-        let body = rest[..rest.find('\n').unwrap_or(rest.len())].trim_end_matches(',');
-        self.change_column(table, old, &format!("`{}` {body}", new.replace('`', "``")))
+        if def.column_index(new).is_some_and(|other| other != c) {
+            return Err(DdlError::ColumnExists(new.to_string()));
+        }
+        crate::schema::check_name("column", new)?;
+        def.columns[c].name = new.to_string();
+        self.store_catalog(&next)?;
+        self.install_catalog(next);
+        Ok(())
     }
 
     /// ALTER TABLE `table` DROP COLUMN `column`: gone at once, with the indexes on it
