@@ -44,6 +44,24 @@ use crate::vtab::{KuraTab, Shared, State};
 /// The virtual-table module: SQLite keeps a pointer to it for the connection's life.
 const KURA_MODULE: Module<'static, KuraTab> = Module::<KuraTab>::update_module();
 
+/// Turns off SQLite's count of the memory it holds, once, before the first connection
+/// opens (after that SQLite refuses the setting). The count takes one mutex around
+/// every allocation of every connection, and the sessions' threads queued on it:
+/// under sixteen sysbench connections most of the server's futex calls were there.
+/// Kura reads no SQLite memory figure (no `sqlite3_memory_used`, no heap limit).
+#[allow(unsafe_code)]
+fn configure_sqlite() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: called before SQLite is initialised by this process's first
+        // connection (the `Once` orders it before every `Session::new`); if something
+        // else initialised it first, SQLite answers SQLITE_MISUSE and changes nothing.
+        unsafe {
+            rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, 0);
+        }
+    });
+}
+
 /// The longest statement text kept compiled in the session's cache.
 pub(crate) const KEEP_COMPILED_BYTES: usize = 4096;
 
@@ -158,6 +176,7 @@ impl Session {
             tables,
             state: Mutex::new(state),
         });
+        configure_sqlite();
         let db = Connection::open_in_memory().map_err(sqlite_error)?;
         crate::information_schema::attach(&db).map_err(sqlite_error)?;
         db.create_module("kura", &KURA_MODULE, Some(Arc::clone(&shared)))
