@@ -205,6 +205,7 @@ struct Shared {
     /// was last removed.
     rewind_floor: AtomicU64,
     on_ack: Option<Arc<dyn Fn(Ack) + Send + Sync>>,
+    on_synced: Option<Arc<dyn Fn(u64) + Send + Sync>>,
 }
 
 impl Shared {
@@ -228,6 +229,9 @@ impl Shared {
         }
         if let Some(on_ack) = &self.on_ack {
             on_ack(ack);
+        }
+        if let Some(on_synced) = &self.on_synced {
+            on_synced(self.synced_lsn.load(Ordering::Acquire));
         }
     }
 
@@ -420,6 +424,7 @@ pub(crate) struct LogConfig {
     pub fsync_interval: Duration,
     pub segment_size_bytes: u64,
     pub on_ack: Option<Arc<dyn Fn(Ack) + Send + Sync>>,
+    pub on_synced: Option<Arc<dyn Fn(u64) + Send + Sync>>,
     pub stepped_flusher: bool,
 }
 
@@ -510,6 +515,7 @@ impl Log {
             active_sequence: AtomicU64::new(resume.active_sequence),
             rewind_floor: AtomicU64::new(rewind_floor),
             on_ack: config.on_ack,
+            on_synced: config.on_synced,
         });
         let (handle, stepped) = if config.stepped_flusher {
             (None, Some(Mutex::new(flush::Stepped::new())))

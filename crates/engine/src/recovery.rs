@@ -635,6 +635,7 @@ impl Store {
                 fsync_interval: options.fsync_interval,
                 segment_size_bytes: options.segment_size_bytes,
                 on_ack: options.on_ack,
+                on_synced: options.on_synced,
                 stepped_flusher: options.stepped_flusher,
             },
         )?;

@@ -60,6 +60,10 @@ pub struct Options {
     /// Called (from the flusher thread) whenever the acknowledged LSN moves or the log
     /// fails. Must be quick: it runs on the commit path.
     pub on_ack: Option<Arc<dyn Fn(Ack) + Send + Sync>>,
+    /// Called with the synced LSN (what is on this node's disk whatever the durability
+    /// mode) right after each call of `on_ack`, from the same threads: it may not
+    /// have moved. What a primary may stream to replicas, and a replica confirm.
+    pub on_synced: Option<Arc<dyn Fn(u64) + Send + Sync>>,
     /// The memory budget for the index and the values held in memory; 0 = none (every
     /// value stays in memory). See [`Store::set_memory_limit`].
     pub memory_limit_bytes: u64,
@@ -92,6 +96,7 @@ impl Options {
             segment_size_bytes: 64 << 20,
             clock,
             on_ack: None,
+            on_synced: None,
             memory_limit_bytes: 0,
             read_only: None,
             crowded_index: false,

@@ -29,7 +29,6 @@ mod records;
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,7 +36,6 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use kura_engine::{Durability, History, Options, Store, SystemClock};
 use kura_tables::Tables;
-use parking_lot::Mutex;
 
 use crate::replication::primary::Purpose;
 use crate::replication::replica::{self, LinkState, Session};
@@ -262,6 +260,11 @@ fn copy_log(
     let mut options = Options::new(Durability::Fsync, Arc::new(SystemClock));
     options.segment_size_bytes = RESERVE_BYTES;
     options.read_only = Some(from.to_string());
+    let synced = Arc::new(crate::acks::Synced::new());
+    options.on_synced = Some(Arc::new({
+        let synced = Arc::clone(&synced);
+        move |lsn| synced.publish(lsn)
+    }));
     let store = Arc::new(
         Store::open_dir(dir, options).with_context(|| format!("opening {}", dir.display()))?,
     );
@@ -272,13 +275,18 @@ fn copy_log(
         tls,
         purpose: Purpose::Backup,
         until_lsn: Some(wanted),
+        synced: &synced,
     };
-    let state = LinkState::default();
-    let (stop, socket) = (AtomicBool::new(false), Mutex::new(None));
-    // With `stop` never set, a session ends well only once the copy holds `wanted`;
+    let state = Arc::new(LinkState::default());
+    let stop = replica::Stop::new();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    // With `stop` never told, a session ends well only once the copy holds `wanted`;
     // another goes on from where the copy got to.
     let mut failures = Vec::new();
-    while let Err(e) = replica::session(&copying, from, &stop, &socket, &state) {
+    while let Err(e) = runtime.block_on(replica::session(&copying, from, &stop, &state)) {
         eprintln!("kura backup: {from}: {e}");
         failures.push(e.to_string());
         if failures.len() == ATTEMPTS {

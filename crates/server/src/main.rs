@@ -23,7 +23,7 @@ mod tls;
 mod uring;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -86,6 +86,10 @@ fn main() -> anyhow::Result<()> {
     options.on_ack = Some(Arc::new({
         let acks = Arc::clone(&acks);
         move |ack| acks.publish(ack)
+    }));
+    options.on_synced = Some(Arc::new({
+        let acks = Arc::clone(&acks);
+        move |lsn| acks.synced.publish(lsn)
     }));
     // A replica stays one across restarts: a second primary of one history would
     // take changes the first never sees.
@@ -287,11 +291,9 @@ async fn run(
                 tracing::info!("{warmed} versions back in memory from the checkpoint");
             }
         })?;
+    // Returns once every connection has finished or been cut off, `stopping` set.
     server::serve(listener, Arc::clone(&shared), shutdown_rx).await;
-    // Every connection has finished or been cut off: stop maintenance, make the log
-    // durable and stop.
-    shared.stopping.store(true, Ordering::Release);
-    shared.replication.shutdown();
+    // Stop maintenance, make the log durable and stop.
     maintenance.thread().unpark();
     let _ = tokio::task::spawn_blocking(move || maintenance.join()).await;
     // The next start reads this instead of the whole log.

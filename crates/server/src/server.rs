@@ -119,13 +119,17 @@ pub async fn serve(
     let threads = shared.config.threads.max(1);
     let mut workers = Vec::with_capacity(threads);
     let mut handles = Vec::with_capacity(threads);
+    // Each worker drops its sender once its clients' connections have finished (the
+    // streams to replicas go on until the server is stopping).
+    let (finished, mut all_finished) = tokio::sync::mpsc::channel::<()>(1);
     for n in 0..threads {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Handoff>();
         let shared = Arc::clone(&shared);
         let shutdown = shutdown.clone();
+        let finished = finished.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("kura-worker-{n}"))
-            .spawn(move || worker(n, rx, shared, shutdown));
+            .spawn(move || worker(n, rx, shared, shutdown, finished));
         match spawned {
             Ok(handle) => {
                 workers.push(tx);
@@ -173,6 +177,12 @@ pub async fn serve(
     }
     drop(listener);
     drop(workers);
+    drop(finished);
+    let _ = all_finished.recv().await;
+    // Every client's connection has finished or been cut off: the streams to the
+    // replicas say goodbye and end, and the workers with them.
+    shared.stopping.store(true, Ordering::Release);
+    shared.replication.shutdown();
     // The workers finish on their own threads; wait for them off this runtime.
     let _ = tokio::task::spawn_blocking(move || {
         for handle in handles {
@@ -187,6 +197,7 @@ fn worker(
     mut handoffs: tokio::sync::mpsc::UnboundedReceiver<Handoff>,
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
+    finished: tokio::sync::mpsc::Sender<()>,
 ) {
     shared.counters.bind_worker(n);
     let built = tokio::runtime::Builder::new_current_thread()
@@ -209,6 +220,8 @@ fn worker(
             }
         }
         let mut tasks = tokio::task::JoinSet::new();
+        // How many of the tasks are streams to replicas.
+        let streams = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         // Connections watch this worker's own channel, not the server-wide one: waiting
         // on a channel registers a waiter on every read, and a channel shared by every
         // thread would make that a contended lock on the hot path.
@@ -229,7 +242,8 @@ fn worker(
                     match TcpStream::from_std(stream) {
                         Ok(stream) => {
                             let shared = Arc::clone(&shared);
-                            tasks.spawn(open(stream, peer, id, shared, local_rx.clone()));
+                            let streams = Arc::clone(&streams);
+                            tasks.spawn(open(stream, peer, id, shared, local_rx.clone(), streams));
                         }
                         Err(e) => {
                             tracing::warn!("connection {id}: {e}");
@@ -244,7 +258,7 @@ fn worker(
         // Shutting down: connections were told; give them a bounded time to finish.
         let deadline = tokio::time::sleep(Duration::from_secs(5));
         tokio::pin!(deadline);
-        loop {
+        while tasks.len() > streams.load(Ordering::Acquire) {
             tokio::select! {
                 next = tasks.join_next() => if next.is_none() { break },
                 _ = &mut deadline => {
@@ -254,8 +268,25 @@ fn worker(
                 }
             }
         }
+        // Then the streams to replicas, which end once the server is stopping.
+        drop(finished);
+        let deadline = tokio::time::sleep(STREAMS_END_WITHIN);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                next = tasks.join_next() => if next.is_none() { break },
+                _ = &mut deadline => {
+                    tasks.abort_all();
+                    break;
+                }
+            }
+        }
     });
 }
+
+/// How long a worker waits for its streams to replicas to end once the server is
+/// stopping (each sees it within its longest wait for the log and says goodbye).
+const STREAMS_END_WITHIN: Duration = Duration::from_secs(2);
 
 async fn reject(mut stream: TcpStream) {
     let _ = stream
@@ -409,6 +440,7 @@ async fn open(
     id: u64,
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
+    streams: Arc<std::sync::atomic::AtomicUsize>,
 ) {
     let _ = stream.set_nodelay(true);
     let Some(tls) = &shared.tls else {
@@ -417,21 +449,9 @@ async fn open(
         else {
             return;
         };
-        let handed = stream
-            .into_std()
-            .and_then(|s| s.set_nonblocking(false).map(|()| s));
-        match handed {
-            Ok(stream) => crate::replication::primary::serve(
-                shared,
-                crate::replication::Socket::Tcp(stream),
-                peer.to_string(),
-                request,
-            ),
-            Err(e) => tracing::warn!("a replica's connection: {e}"),
-        }
+        stream_to_replica(shared, stream, peer, request, &streams).await;
         return;
     };
-    let local = stream.local_addr();
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config());
     let stream = match tokio::time::timeout(HANDSHAKE_LIMIT, acceptor.accept(stream)).await {
         Ok(Ok(stream)) => stream,
@@ -448,15 +468,21 @@ async fn open(
     else {
         return;
     };
-    // A replica's stream runs on a thread of its own with a blocking socket; TLS stays
-    // here, relayed to that thread through a socket pair.
-    match local.and_then(crate::replication::Socket::pair) {
-        Ok((socket, far)) => {
-            crate::replication::primary::serve(shared, socket, peer.to_string(), request);
-            crate::replication::socket::relay(stream, far).await;
-        }
-        Err(e) => tracing::warn!("a replica's connection: {e}"),
-    }
+    stream_to_replica(shared, stream, peer, request, &streams).await;
+}
+
+/// Serves a replica's stream on the connection that asked for it, counted among its
+/// worker's streams meanwhile.
+async fn stream_to_replica<S: AsyncRead + AsyncWrite + Unpin + Send>(
+    shared: Arc<Shared>,
+    stream: S,
+    peer: SocketAddr,
+    request: crate::replication::primary::Request,
+    streams: &std::sync::atomic::AtomicUsize,
+) {
+    streams.fetch_add(1, Ordering::AcqRel);
+    crate::replication::primary::serve(shared, stream, peer.to_string(), request).await;
+    streams.fetch_sub(1, Ordering::AcqRel);
 }
 
 /// Serves a connection until it closes, or returns it with the request of a replica
@@ -589,7 +615,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
             break 'serve;
         }
         if let Flow::Replicate(request) = flow {
-            // The connection leaves this event loop for a thread of its own.
+            // The connection becomes the replica's stream, on this task.
             leave(&shared, id);
             return Some((stream, request));
         }

@@ -7,9 +7,10 @@
 //! the records is the engine's (`Store::apply_copied`): its log is the primary's, byte
 //! for byte, so positions mean the same on every node.
 //!
-//! `primary.rs` serves one replica (a thread per replica, reading the log from disk,
-//! so a slow replica costs the primary no memory); `replica.rs` is the follower (a
-//! thread that connects, applies and reconnects); `fence.rs` tells an old primary
+//! `primary.rs` serves one replica (an async task on the worker that accepted its
+//! connection, reading the log from disk, so a slow replica costs the primary no
+//! memory); `replica.rs` is the follower (an async task on the main runtime that
+//! connects, applies and reconnects); `fence.rs` tells an old primary
 //! that a newer epoch exists, so that it follows; `sync.rs` holds replies until
 //! replicas confirm. This file holds the node's role, `replicaof`, and
 //! `stats replication`, and the connection to another node ([`connect`], [`log_in`]).
@@ -78,11 +79,16 @@ pub fn log_in(stream: &mut Socket, login: Option<&[u8]>) -> Result<(), Replicati
         }
         reply.push(byte[0]);
     }
+    login_reply(&reply)
+}
+
+/// Whether the reply to a login (its line) says it was taken.
+fn login_reply(reply: &[u8]) -> Result<(), ReplicationError> {
     if reply == b"STORED\r\n" {
         Ok(())
     } else {
         Err(ReplicationError::LoginRefused(
-            String::from_utf8_lossy(&reply).trim_end().to_string(),
+            String::from_utf8_lossy(reply).trim_end().to_string(),
         ))
     }
 }
@@ -98,7 +104,9 @@ pub struct Replication {
     /// What every connection shares, for the threads replication starts
     /// ([`Replication::bind`]).
     shared: std::sync::OnceLock<std::sync::Weak<Shared>>,
-    /// The primary this node follows, and the thread that follows it.
+    /// The runtime the follower runs on: the server's main one.
+    runtime: std::sync::OnceLock<tokio::runtime::Handle>,
+    /// The primary this node follows, and the task that follows it.
     following: Mutex<Option<replica::Follower>>,
     /// The old primary this node, promoted, is telling about its epoch.
     fencer: Mutex<Option<fence::Fencer>>,
@@ -175,6 +183,7 @@ impl Replication {
             login,
             tls,
             shared: std::sync::OnceLock::new(),
+            runtime: std::sync::OnceLock::new(),
             following: Mutex::new(None),
             fencer: Mutex::new(None),
             links: Mutex::new(BTreeMap::new()),
@@ -191,9 +200,13 @@ impl Replication {
         }
     }
 
-    /// Gives replication what every connection shares, once it exists.
+    /// Gives replication what every connection shares, once it exists, and the
+    /// runtime it is called on (the server's main one) for the follower.
     pub fn bind(&self, shared: &Arc<Shared>) {
         let _ = self.shared.set(Arc::downgrade(shared));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let _ = self.runtime.set(runtime);
+        }
     }
 
     /// Whom the node followed when it stopped, if it was a replica.
@@ -262,8 +275,12 @@ impl Replication {
             .get()
             .and_then(std::sync::Weak::upgrade)
             .ok_or_else(|| std::io::Error::other("the server is stopping"))?;
+        let runtime = self
+            .runtime
+            .get()
+            .ok_or_else(|| std::io::Error::other("replication has no runtime"))?;
         self.remember(Some(&primary))?;
-        let follower = replica::Follower::start(shared, primary)?;
+        let follower = replica::Follower::start(shared, runtime, primary);
         *self.following.lock() = Some(follower);
         Ok(())
     }
@@ -310,8 +327,7 @@ impl Replication {
         self.write_file(fence::FILE, None)
     }
 
-    /// Stops following, waiting for the follower's thread: no copy is applied after
-    /// this returns.
+    /// Stops following: no copy is applied after this returns.
     pub(crate) fn stop_following(&self) {
         let follower = self.following.lock().take();
         if let Some(follower) = follower {

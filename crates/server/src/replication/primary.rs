@@ -1,8 +1,8 @@
 //! The primary's side: one replica's stream. The connection that sent `replicate`
-//! leaves its worker's event loop and gets a thread of its own, which reads the log
-//! from disk through a cursor (so a replica that falls behind holds segments on disk,
-//! never memory) and writes frames; a second thread reads the replica's
-//! acknowledgements.
+//! becomes the stream, on the same task of the worker that accepted it (TLS or not):
+//! it reads the log from disk through a cursor (so a replica that falls behind holds
+//! segments on disk, never memory; a read far behind goes to the runtime's blocking
+//! threads) and writes frames, and reads the replica's acknowledgements beside.
 //!
 //! Where the stream starts: from the replica's position when the replica's log is a
 //! prefix of this one (same history, an epoch this log shares up to that position)
@@ -13,14 +13,13 @@
 //! replica holds a record a crash of the primary could take back; a trim is sent
 //! with the LSN by which the replica holds the copies that made it possible.
 
-use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kura_protocol::replication::{decode, encode, Frame, Start};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::Socket;
 use crate::server::Shared;
 
 /// About how many bytes of records one read of the log sends.
@@ -31,6 +30,10 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 /// A replica gone quiet this long (no acknowledgement) is cut off; it reconnects.
 const SILENT_LIMIT: Duration = Duration::from_secs(10);
+
+/// The longest a stream with nothing to send waits for the log before it looks
+/// again at whether it should end.
+const IDLE_WAIT: Duration = Duration::from_millis(200);
 
 /// What a replica (or a backup) asked for: `replicate`'s arguments, which
 /// `kura_protocol::replication` reads.
@@ -47,7 +50,6 @@ pub struct Link {
     pub acked_lsn: AtomicU64,
     /// How far the stream has sent.
     pub sent_lsn: AtomicU64,
-    closed: AtomicBool,
 }
 
 impl Link {
@@ -115,9 +117,14 @@ fn backlog_bytes(shared: &Shared) -> u64 {
     shared.config.replica_backlog_mib.saturating_mul(1 << 20)
 }
 
-/// Serves the replica on `stream` (the connection that sent `request`) on a thread of
-/// its own.
-pub fn serve(shared: Arc<Shared>, stream: Socket, peer: String, request: Request) {
+/// Serves the replica on `stream` (the connection that sent `request`), on the task
+/// that ran that connection, until the stream ends.
+pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
+    shared: Arc<Shared>,
+    stream: S,
+    peer: String,
+    request: Request,
+) {
     let link = Arc::new(Link {
         addr: peer,
         purpose: request.purpose,
@@ -127,28 +134,69 @@ pub fn serve(shared: Arc<Shared>, stream: Socket, peer: String, request: Request
         // it asked from may not be synced there yet (its first ack comes at once).
         acked_lsn: AtomicU64::new(0),
         sent_lsn: AtomicU64::new(request.lsn),
-        closed: AtomicBool::new(false),
     });
-    let spawned = std::thread::Builder::new()
-        .name("kura-replica-out".to_string())
-        .spawn(move || {
-            let n = shared.replication.add_link(Arc::clone(&link));
-            if let Err(e) = stream_log(&shared, stream, request, &link) {
-                if shared.verbosity.load(Ordering::Relaxed) > 0 {
-                    tracing::warn!("replica {}: {e}", link.addr);
-                }
-            }
-            link.closed.store(true, Ordering::Release);
-            shared.replication.remove_link(n);
-        });
-    if let Err(e) = spawned {
-        tracing::warn!("could not start a replica's stream: {e}");
+    let n = shared.replication.add_link(Arc::clone(&link));
+    let (reader, writer) = tokio::io::split(stream);
+    // The stream ends when either side does: the replica gone quiet or gone, or the
+    // stream said goodbye (or failed).
+    let ended = tokio::select! {
+        ended = stream_log(&shared, writer, request, &link) => ended,
+        () = read_acks(reader, &link, &shared) => Ok(()),
+    };
+    if let Err(e) = ended {
+        if shared.verbosity.load(Ordering::Relaxed) > 0 {
+            tracing::warn!("replica {}: {e}", link.addr);
+        }
+    }
+    shared.replication.remove_link(n);
+}
+
+/// Writes `out` whole, or fails once the replica has read nothing for
+/// [`SILENT_LIMIT`]: a replica that stops reading is cut off, rather than holding its
+/// cursor's segments for ever.
+async fn send(stream: &mut (impl AsyncWrite + Unpin), out: &[u8]) -> std::io::Result<()> {
+    match tokio::time::timeout(SILENT_LIMIT, stream.write_all(out)).await {
+        Ok(written) => written,
+        Err(_) => Err(std::io::Error::from(std::io::ErrorKind::TimedOut)),
     }
 }
 
-fn stream_log(
+/// How far behind the log's synced end a stream reads on its own task: nearer the
+/// end the records were written lately and are in the page cache; further back the
+/// read goes to the runtime's blocking threads, so that a disk read holds up no
+/// connection of the worker.
+const READ_IN_PLACE: u64 = 4 << 20;
+
+/// Records of one segment in a row: the segment, the LSN the run starts at, its bytes.
+type Run = (u64, u64, Vec<u8>);
+
+/// The records after `cursor` up to `until`, about [`READ_BYTES`] of them, as runs,
+/// and the bytes read.
+fn read_runs(
+    store: &kura_engine::Store,
+    cursor: &mut kura_engine::Cursor,
+    until: u64,
+) -> Result<(u64, Vec<Run>), kura_engine::Error> {
+    let mut run: Option<Run> = None;
+    let mut runs = Vec::new();
+    let read = store.read_log(cursor, until, READ_BYTES, |segment, bytes, lsn| {
+        match run.as_mut() {
+            Some((s, _, bytes_so_far)) if *s == segment => {
+                bytes_so_far.extend_from_slice(bytes);
+            }
+            _ => {
+                runs.extend(run.take());
+                run = Some((segment, lsn - bytes.len() as u64, bytes.to_vec()));
+            }
+        }
+    })?;
+    runs.extend(run.take());
+    Ok((read, runs))
+}
+
+async fn stream_log(
     shared: &Arc<Shared>,
-    mut stream: Socket,
+    mut stream: impl AsyncWrite + Unpin,
     request: Request,
     link: &Arc<Link>,
 ) -> std::io::Result<()> {
@@ -162,7 +210,7 @@ fn stream_log(
             history.current().number,
             request.epoch
         );
-        return stream.write_all(refusal.as_bytes());
+        return send(&mut stream, refusal.as_bytes()).await;
     }
     // The replica's log shares this one's history up to `shared_lsn`: all of it (a
     // prefix), or up to where this history's next epoch began, past which the replica
@@ -181,7 +229,7 @@ fn stream_log(
                 && synced - shared_lsn <= backlog
         })
         .and_then(|lsn| store.follow_log(lsn));
-    let (mut cursor, start) = match partial {
+    let (cursor, start) = match partial {
         Some(cursor) => {
             let lsn = cursor.lsn();
             shared
@@ -227,25 +275,14 @@ fn stream_log(
         },
         &mut out,
     );
-    // A replica that stops reading is cut off, rather than holding this thread and
-    // its cursor's segments for ever.
-    stream.set_write_timeout(Some(SILENT_LIMIT))?;
-    stream.write_all(&out)?;
-    let reader = stream.try_clone()?;
-    let acks = Arc::clone(link);
-    std::thread::Builder::new()
-        .name("kura-replica-in".to_string())
-        .spawn({
-            let shared = Arc::clone(shared);
-            move || read_acks(reader, &acks, &shared)
-        })?;
+    send(&mut stream, &out).await?;
+    let mut synced = shared.acks.synced.subscribe();
+    // The cursor goes to a blocking thread and back for a read far behind.
+    let mut cursor = Some(cursor);
     // The replica may hold segments this log removed while it was away.
     let mut trimmed = 0;
     let mut last_progress = Instant::now();
     loop {
-        if link.closed.load(Ordering::Acquire) {
-            return Ok(());
-        }
         let stopping = shared.stopping.load(Ordering::Acquire);
         if stopping || store.is_read_only() {
             out.clear();
@@ -266,16 +303,19 @@ fn stream_log(
                     &mut out,
                 ),
             }
-            let _ = stream.write_all(&out);
+            let _ = send(&mut stream, &out).await;
             return Ok(());
         }
+        let Some(mut at) = cursor.take() else {
+            return Err(std::io::Error::other("the stream lost its cursor"));
+        };
         // The oldest segment before the watermark: its removal was synced after the
         // copies that made it possible, so they are below `until`.
         let oldest = store.oldest_segment();
         let until = store.synced_lsn();
         // A replica too far behind holds segments compaction would remove: its stream
         // ends (a full copy in progress is let be).
-        if until.saturating_sub(cursor.lsn()) > backlog && !link.is_copying() {
+        if until.saturating_sub(at.lsn()) > backlog && !link.is_copying() {
             shared
                 .replication
                 .backlog_drops
@@ -286,29 +326,27 @@ fn stream_log(
                 shared.config.replica_backlog_mib
             );
             encode(&Frame::Bye { reason: &reason }, &mut out);
-            let _ = stream.write_all(&out);
+            let _ = send(&mut stream, &out).await;
             return Ok(());
         }
-        out.clear();
-        let mut run: Option<(u64, u64, Vec<u8>)> = None;
-        let mut runs = Vec::new();
-        let read = store
-            .read_log(
-                &mut cursor,
-                until,
-                READ_BYTES,
-                |segment, bytes, lsn| match run.as_mut() {
-                    Some((s, _, bytes_so_far)) if *s == segment => {
-                        bytes_so_far.extend_from_slice(bytes);
-                    }
-                    _ => {
-                        runs.extend(run.take());
-                        run = Some((segment, lsn - bytes.len() as u64, bytes.to_vec()));
-                    }
-                },
-            )
+        let (read, runs) = if until.saturating_sub(at.lsn()) <= READ_IN_PLACE {
+            let got = read_runs(store, &mut at, until);
+            cursor = Some(at);
+            got
+        } else {
+            let store = Arc::clone(store);
+            let (back, got) = tokio::task::spawn_blocking(move || {
+                let got = read_runs(&store, &mut at, until);
+                (at, got)
+            })
+            .await
             .map_err(std::io::Error::other)?;
-        runs.extend(run.take());
+            cursor = Some(back);
+            got
+        }
+        .map_err(std::io::Error::other)?;
+        let lsn = cursor.as_ref().map_or(0, |c| c.lsn());
+        out.clear();
         for (segment, start_lsn, bytes) in &runs {
             encode(
                 &Frame::Records {
@@ -340,12 +378,12 @@ fn stream_log(
             last_progress = Instant::now();
         }
         if !out.is_empty() {
-            stream.write_all(&out)?;
+            send(&mut stream, &out).await?;
         }
-        link.sent_lsn.store(cursor.lsn(), Ordering::Relaxed);
+        link.sent_lsn.store(lsn, Ordering::Relaxed);
         if read == 0 {
-            store.wait_synced(cursor.lsn() + 1, Duration::from_millis(200));
-        } else if cursor.lsn() >= until
+            crate::acks::synced_past(&mut synced, lsn, IDLE_WAIT).await;
+        } else if lsn >= until
             && shared.config.min_sync_replicas == 0
             && shared.config.replica_linger_ms > 0
         {
@@ -353,20 +391,20 @@ fn stream_log(
             // a wake-up, a send, and the replica's apply, sync and acknowledgement per
             // group commit (`Confirmations::linger` ends it when a request waits).
             let linger = Duration::from_millis(shared.config.replica_linger_ms);
-            shared.replication.confirmations.linger(linger);
+            shared.replication.confirmations.linger(linger).await;
         }
     }
 }
 
-/// Reads the replica's acknowledgements until the stream ends.
-fn read_acks(mut stream: Socket, link: &Link, shared: &Shared) {
-    let _ = stream.set_read_timeout(Some(SILENT_LIMIT));
+/// Reads the replica's acknowledgements until it closes, sends something else, or
+/// says nothing for [`SILENT_LIMIT`].
+async fn read_acks(mut stream: impl AsyncRead + Unpin, link: &Link, shared: &Shared) {
     let mut buf = Vec::with_capacity(256);
     let mut chunk = [0u8; 256];
     loop {
-        match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        match tokio::time::timeout(SILENT_LIMIT, stream.read(&mut chunk)).await {
+            Ok(Ok(0) | Err(_)) | Err(_) => return,
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
         }
         loop {
             match decode(&buf) {
@@ -380,14 +418,8 @@ fn read_acks(mut stream: Socket, link: &Link, shared: &Shared) {
                     buf.drain(..len);
                 }
                 Ok(None) => break,
-                Err(_) => {
-                    link.closed.store(true, Ordering::Release);
-                    stream.shutdown();
-                    return;
-                }
+                Err(_) => return,
             }
         }
     }
-    link.closed.store(true, Ordering::Release);
-    stream.shutdown();
 }

@@ -1,28 +1,32 @@
-//! The replica's side: a thread that connects to the primary, asks for the log from
+//! The replica's side: a task that connects to the primary, asks for the log from
 //! this node's position, applies what comes (`Store::apply_copied`), and reconnects
-//! after anything (a cut link, a restarted primary) with a short backoff. A second
-//! thread per connection tells the primary what is on this node's disk.
+//! after anything (a cut link, a restarted primary) with a short backoff. It runs on
+//! the server's main runtime; what it applies is applied on the runtime's blocking
+//! threads, and the same task tells the primary what is on this node's disk.
 //!
 //! One connection's work is [`session`], which needs only the tables over the store
 //! the copies go to ([`Session`]): `kura backup` runs it too, on a store of its own,
 //! until the copy holds the log up to the point it wants.
 //!
 //! Invariants: the store is read-only for as long as a follower exists, so the log
-//! grows only by copies; stopping the follower waits for its thread, so nothing is
-//! applied after `replicaof no one` has promoted the node.
+//! grows only by copies; stopping the follower waits for a copy being applied and
+//! lets no other begin, so nothing is applied after `replicaof no one` has promoted
+//! the node.
 
-use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use kura_engine::{Epoch, History, Store};
 use kura_protocol::replication::{decode, encode, Frame, Purpose, Replicate, Start};
 use kura_tables::Tables;
 use parking_lot::Mutex;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
 
-use super::{ReplicationError, Socket};
+use super::socket;
+use super::ReplicationError;
+use crate::acks::Synced;
 use crate::server::Shared;
 
 /// The primary says where its log is at least once a second; this long without a
@@ -61,39 +65,73 @@ pub struct LinkState {
     last_error: Mutex<String>,
 }
 
-/// The thread following a primary.
+/// A follower's stop, or a backup's: once told, it waits for a copy being applied and
+/// lets no other begin, and wakes the task so that it ends.
+pub struct Stop {
+    /// Held while a copy is applied; true once stopped.
+    stopped: Mutex<bool>,
+    told: watch::Sender<bool>,
+}
+
+impl Stop {
+    pub fn new() -> Arc<Stop> {
+        Arc::new(Stop {
+            stopped: Mutex::new(false),
+            told: watch::Sender::new(false),
+        })
+    }
+
+    /// Stops: returns once no copy is being applied, and none will be.
+    pub fn stop(&self) {
+        *self.stopped.lock() = true;
+        self.told.send_replace(true);
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        *self.told.borrow()
+    }
+
+    /// Resolves once stopped.
+    async fn stopped(&self) {
+        let _ = self.told.subscribe().wait_for(|&stopped| stopped).await;
+    }
+
+    /// Runs `apply` unless stopped, and keeps [`Stop::stop`] waiting until it is done.
+    fn applying<R>(&self, apply: impl FnOnce() -> R) -> Option<R> {
+        let stopped = self.stopped.lock();
+        (!*stopped).then(apply)
+    }
+}
+
+/// The task following a primary.
 pub struct Follower {
     /// Whom it follows: the primary it was started on, or the one that primary
     /// handed over to.
     primary: Arc<Mutex<String>>,
-    stop: Arc<AtomicBool>,
-    /// The connection in use, so that stopping can cut it at once.
-    socket: Arc<Mutex<Option<Socket>>>,
+    stop: Arc<Stop>,
     state: Arc<LinkState>,
-    thread: JoinHandle<()>,
 }
 
 impl Follower {
-    pub fn start(shared: Arc<Shared>, primary: String) -> std::io::Result<Follower> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let socket = Arc::new(Mutex::new(None));
+    /// Starts following `primary` on `runtime`.
+    pub fn start(
+        shared: Arc<Shared>,
+        runtime: &tokio::runtime::Handle,
+        primary: String,
+    ) -> Follower {
+        let stop = Stop::new();
         let state = Arc::new(LinkState::default());
         let primary = Arc::new(Mutex::new(primary));
-        let thread = {
-            let (stop, socket, state) =
-                (Arc::clone(&stop), Arc::clone(&socket), Arc::clone(&state));
-            let primary = Arc::clone(&primary);
-            std::thread::Builder::new()
-                .name("kura-follower".to_string())
-                .spawn(move || follow(&shared, &primary, &stop, &socket, &state))?
-        };
-        Ok(Follower {
+        runtime.spawn({
+            let (stop, state, primary) =
+                (Arc::clone(&stop), Arc::clone(&state), Arc::clone(&primary));
+            async move { follow(&shared, &primary, &stop, &state).await }
+        });
+        Follower {
             primary,
             stop,
-            socket,
             state,
-            thread,
-        })
+        }
     }
 
     /// Whom it follows now.
@@ -101,13 +139,10 @@ impl Follower {
         self.primary.lock().clone()
     }
 
-    /// Stops following and waits for the thread.
+    /// Stops following: once this returns, nothing more is applied. The task ends
+    /// on its own, its connection with it.
     pub fn stop(self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(socket) = self.socket.lock().as_ref() {
-            socket.shutdown();
-        }
-        let _ = self.thread.join();
+        self.stop.stop();
     }
 
     /// Whether this copy has been consistent with the primary's history.
@@ -182,15 +217,14 @@ impl Follower {
 
 /// Follows `primary` until told to stop: connects, streams, and after any failure
 /// waits a little longer each time (up to [`BACKOFF_MAX`]) before connecting again.
-fn follow(
+async fn follow(
     shared: &Arc<Shared>,
     following: &Mutex<String>,
-    stop: &AtomicBool,
-    socket: &Mutex<Option<Socket>>,
-    state: &LinkState,
+    stop: &Arc<Stop>,
+    state: &Arc<LinkState>,
 ) {
     let mut backoff = BACKOFF_MIN;
-    while !stop.load(Ordering::Acquire) {
+    while !stop.is_stopped() {
         let primary = following.lock().clone();
         let primary = primary.as_str();
         state.link.store(LINK_CONNECTING, Ordering::Relaxed);
@@ -201,11 +235,14 @@ fn follow(
             tls: shared.replication.tls(),
             purpose: Purpose::Replica,
             until_lsn: None,
+            synced: &shared.acks.synced,
         };
-        let ended = session(&copying, primary, stop, socket, state);
-        *socket.lock() = None;
+        let ended = tokio::select! {
+            ended = session(&copying, primary, stop, state) => ended,
+            () = stop.stopped() => Ok(()),
+        };
         state.link.store(LINK_CONNECTING, Ordering::Relaxed);
-        if stop.load(Ordering::Acquire) {
+        if stop.is_stopped() {
             break;
         }
         if let Err(e) = ended {
@@ -232,9 +269,9 @@ fn follow(
         if started.elapsed() > BACKOFF_MAX * 4 {
             backoff = BACKOFF_MIN;
         }
-        let until = Instant::now() + backoff;
-        while !stop.load(Ordering::Acquire) && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(20));
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            () = stop.stopped() => break,
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
@@ -247,7 +284,7 @@ fn is_me(shared: &Shared, address: &str) -> bool {
 
 /// What one connection to a primary works with: the tables over the store the copies
 /// go to (read-only, a replica's or a backup's), the login it sends first, what it
-/// asks the stream for, and where it stops.
+/// asks the stream for, where it stops, and the store's synced LSN, which it confirms.
 pub struct Session<'a> {
     pub tables: &'a Arc<Tables>,
     pub login: Option<&'a [u8]>,
@@ -257,38 +294,30 @@ pub struct Session<'a> {
     /// Stop once the store holds the log up to here (and a full copy is consistent);
     /// None: until the link fails or the follower stops.
     pub until_lsn: Option<u64>,
+    /// Fed by the store's `Options::on_synced`.
+    pub synced: &'a Synced,
 }
 
-impl Session<'_> {
-    /// Whether the store holds all the session was asked for (once the primary has
-    /// said where the stream starts: before, the store's log is not the primary's).
-    fn is_done(&self, state: &LinkState) -> bool {
-        self.until_lsn.is_some_and(|until| {
-            let wanted = until.max(state.consistent_lsn.load(Ordering::Relaxed));
-            self.tables.store().appended_lsn() >= wanted
-        })
-    }
+/// Whether the store holds all `until_lsn` asks for (once the primary has said where
+/// the stream starts: before, the store's log is not the primary's).
+fn is_done(until_lsn: Option<u64>, store: &Store, state: &LinkState) -> bool {
+    until_lsn.is_some_and(|until| {
+        let wanted = until.max(state.consistent_lsn.load(Ordering::Relaxed));
+        store.appended_lsn() >= wanted
+    })
 }
 
-/// One connection to the primary, until it fails, the follower stops, or the store
-/// holds what [`Session::until_lsn`] asks for (the only way it returns Ok while
-/// `stop` is unset).
-pub fn session(
+/// One connection to the primary, until it fails, `stop` is told, or the store holds
+/// what [`Session::until_lsn`] asks for (the only way it returns Ok unstopped).
+pub async fn session(
     copying: &Session<'_>,
     primary: &str,
-    stop: &AtomicBool,
-    socket: &Mutex<Option<Socket>>,
-    state: &LinkState,
+    stop: &Arc<Stop>,
+    state: &Arc<LinkState>,
 ) -> Result<(), ReplicationError> {
-    let tables = copying.tables;
-    let store = tables.store();
-    let mut stream = super::connect(primary, copying.tls)?;
-    stream.set_read_timeout(Some(SILENT_LIMIT))?;
-    *socket.lock() = Some(stream.try_clone()?);
-    if stop.load(Ordering::Acquire) {
-        return Ok(());
-    }
-    super::log_in(&mut stream, copying.login)?;
+    let store = copying.tables.store();
+    let mut stream = socket::connect_stream(primary, copying.tls, super::CONNECT_TIMEOUT).await?;
+    socket::log_in_stream(&mut stream, copying.login).await?;
     // The position: the epoch this log's end is in (a rewind or a partial copy may
     // have taken a history whose newest epoch begins later), its end, and how far
     // back the log could be cut if the primary's history parted from it earlier.
@@ -303,21 +332,40 @@ pub fn session(
         floor: store.rewind_floor(),
         purpose: copying.purpose,
     };
-    stream.write_all(request.line().as_bytes())?;
+    stream.write_all(request.line().as_bytes()).await?;
+    let (reader, writer) = tokio::io::split(stream);
+    // The acknowledgements begin once the primary has said where the stream starts.
+    let greeted = watch::Sender::new(false);
+    tokio::select! {
+        ended = receive(copying, reader, stop, state, &greeted) => ended,
+        ended = send_acks(writer, store, copying.synced, &greeted) => ended,
+    }
+}
+
+/// Reads the primary's frames and applies them, until the stream ends, fails, or
+/// holds what the session wants.
+async fn receive(
+    copying: &Session<'_>,
+    mut reader: impl AsyncRead + Unpin,
+    stop: &Arc<Stop>,
+    state: &Arc<LinkState>,
+    greeted: &watch::Sender<bool>,
+) -> Result<(), ReplicationError> {
+    let store = copying.tables.store();
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
     let mut chunk = vec![0u8; 256 << 10];
-    let mut pending_trims: Vec<(u64, u64)> = Vec::new();
-    let mut greeted = false;
-    let session_over = Arc::new(AtomicBool::new(false));
-    let _end_acks = EndOnDrop(Arc::clone(&session_over));
+    let mut applied = Applied::default();
     loop {
-        let n = stream.read(&mut chunk)?;
+        let n = match tokio::time::timeout(SILENT_LIMIT, reader.read(&mut chunk)).await {
+            Ok(read) => read?,
+            Err(_) => return Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into()),
+        };
         if n == 0 {
             return Err(ReplicationError::Closed);
         }
         buf.extend_from_slice(&chunk[..n]);
         *state.last_heard.lock() = Some(Instant::now());
-        if !greeted && !buf.is_empty() && buf[0] != b'H' {
+        if !applied.greeted && !buf.is_empty() && buf[0] != b'H' {
             // A text reply: the primary refused (or is not Kura).
             if let Some(end) = buf.windows(2).position(|w| w == b"\r\n") {
                 let reply = String::from_utf8_lossy(&buf[..end]).into_owned();
@@ -330,88 +378,122 @@ pub fn session(
             }
             continue;
         }
-        let mut used = 0;
-        loop {
-            let frame = match decode(&buf[used..]) {
-                Ok(Some((frame, len))) => {
-                    used += len;
-                    frame
-                }
-                Ok(None) => break,
-                Err(e) => return Err(e.into()),
-            };
-            match frame {
-                Frame::Hello {
-                    history_id,
-                    epochs,
-                    start,
-                } => {
-                    let history = History {
-                        id: history_id,
-                        epochs: epochs
-                            .iter()
-                            .map(|&(number, start_lsn, tag)| Epoch {
-                                number,
-                                start_lsn,
-                                tag,
-                            })
-                            .collect(),
-                    };
-                    begin(tables, state, history, start)?;
-                    greeted = true;
-                    let acks = stream.try_clone()?;
-                    let (store, over) = (Arc::clone(store), Arc::clone(&session_over));
-                    std::thread::Builder::new()
-                        .name("kura-follower-ack".to_string())
-                        .spawn(move || send_acks(acks, &store, &over))?;
-                }
-                _ if !greeted => {
-                    return Err(ReplicationError::Unexpected("a frame before its hello"))
-                }
-                Frame::Records {
-                    segment,
-                    start_lsn,
-                    bytes,
-                } => {
-                    if segment != store.active_segment() {
-                        store.start_segment(segment, start_lsn)?;
-                    }
-                    tables.apply_copied(bytes, start_lsn)?;
-                }
-                Frame::Trim { oldest, after_lsn } => pending_trims.push((oldest, after_lsn)),
-                Frame::Progress {
-                    appended_lsn,
-                    synced_lsn,
-                } => {
-                    state.primary_lsn.store(appended_lsn, Ordering::Relaxed);
-                    state
-                        .primary_synced_lsn
-                        .store(synced_lsn, Ordering::Relaxed);
-                }
-                Frame::Bye { reason } => return Err(ReplicationError::Ended(reason.to_string())),
-                Frame::Moved { to } => return Err(ReplicationError::HandedOver(to.to_string())),
-                Frame::Ack { .. } => {
-                    return Err(ReplicationError::Unexpected("an acknowledgement"))
-                }
-            }
-        }
+        // Applying may wait for the disk (a segment's roll, a rewind): it runs on a
+        // blocking thread, under the stop's lock.
+        let was_greeted = applied.greeted;
+        let (tables, stop_, state_) = (
+            Arc::clone(copying.tables),
+            Arc::clone(stop),
+            Arc::clone(state),
+        );
+        let ran = tokio::task::spawn_blocking(move || {
+            let result = stop_.applying(|| apply_frames(&tables, &state_, &buf, &mut applied));
+            (buf, applied, result)
+        })
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let result;
+        (buf, applied, result) = ran;
+        let Some(used) = result.transpose()? else {
+            return Ok(());
+        };
         buf.drain(..used);
-        // Segments the primary removed go once this log holds the copies that made
-        // their removal possible.
-        let applied = store.appended_lsn();
-        if let Some(oldest) = pending_trims
-            .iter()
-            .filter(|&&(_, after)| after <= applied)
-            .map(|&(oldest, _)| oldest)
-            .max()
-        {
-            store.trim_log(oldest)?;
-            pending_trims.retain(|&(_, after)| after > applied);
+        if applied.greeted && !was_greeted {
+            greeted.send_replace(true);
         }
-        if stop.load(Ordering::Acquire) || (greeted && copying.is_done(state)) {
+        if stop.is_stopped() || (applied.greeted && is_done(copying.until_lsn, store, state)) {
             return Ok(());
         }
     }
+}
+
+/// What a session has applied so far beyond the store itself.
+#[derive(Default)]
+struct Applied {
+    greeted: bool,
+    /// Segments the primary removed, to go once this log holds the copies that made
+    /// their removal possible: (oldest kept, after LSN).
+    pending_trims: Vec<(u64, u64)>,
+}
+
+/// Applies the whole frames at the start of `buf`; returns the bytes they took.
+fn apply_frames(
+    tables: &Tables,
+    state: &LinkState,
+    buf: &[u8],
+    applied: &mut Applied,
+) -> Result<usize, ReplicationError> {
+    let store = tables.store();
+    let mut used = 0;
+    loop {
+        let frame = match decode(&buf[used..]) {
+            Ok(Some((frame, len))) => {
+                used += len;
+                frame
+            }
+            Ok(None) => break,
+            Err(e) => return Err(e.into()),
+        };
+        match frame {
+            Frame::Hello {
+                history_id,
+                epochs,
+                start,
+            } => {
+                let history = History {
+                    id: history_id,
+                    epochs: epochs
+                        .iter()
+                        .map(|&(number, start_lsn, tag)| Epoch {
+                            number,
+                            start_lsn,
+                            tag,
+                        })
+                        .collect(),
+                };
+                begin(tables, state, history, start)?;
+                applied.greeted = true;
+            }
+            _ if !applied.greeted => {
+                return Err(ReplicationError::Unexpected("a frame before its hello"))
+            }
+            Frame::Records {
+                segment,
+                start_lsn,
+                bytes,
+            } => {
+                if segment != store.active_segment() {
+                    store.start_segment(segment, start_lsn)?;
+                }
+                tables.apply_copied(bytes, start_lsn)?;
+            }
+            Frame::Trim { oldest, after_lsn } => applied.pending_trims.push((oldest, after_lsn)),
+            Frame::Progress {
+                appended_lsn,
+                synced_lsn,
+            } => {
+                state.primary_lsn.store(appended_lsn, Ordering::Relaxed);
+                state
+                    .primary_synced_lsn
+                    .store(synced_lsn, Ordering::Relaxed);
+            }
+            Frame::Bye { reason } => return Err(ReplicationError::Ended(reason.to_string())),
+            Frame::Moved { to } => return Err(ReplicationError::HandedOver(to.to_string())),
+            Frame::Ack { .. } => return Err(ReplicationError::Unexpected("an acknowledgement")),
+        }
+    }
+    let end = store.appended_lsn();
+    if let Some(oldest) = applied
+        .pending_trims
+        .iter()
+        .filter(|&&(_, after)| after <= end)
+        .map(|&(oldest, _)| oldest)
+        .max()
+    {
+        store.trim_log(oldest)?;
+        applied.pending_trims.retain(|&(_, after)| after > end);
+    }
+    Ok(used)
 }
 
 /// Sets the follower up for the stream the hello describes.
@@ -459,32 +541,28 @@ fn begin(
     Ok(())
 }
 
-/// Sets its flag when dropped: the session's acknowledging thread stops.
-struct EndOnDrop(Arc<AtomicBool>);
-
-impl Drop for EndOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Release);
-    }
-}
-
-/// Tells the primary what is on this node's disk: as soon as more is, and at least
-/// every [`ACK_EVERY`].
-fn send_acks(mut stream: Socket, store: &Store, over: &AtomicBool) {
+/// Tells the primary what is on this node's disk, once the stream has begun: as soon
+/// as more is, and at least every [`ACK_EVERY`]. Ends only when a write fails.
+async fn send_acks(
+    mut writer: impl AsyncWrite + Unpin,
+    store: &Store,
+    synced: &Synced,
+    greeted: &watch::Sender<bool>,
+) -> Result<(), ReplicationError> {
+    let _ = greeted.subscribe().wait_for(|&greeted| greeted).await;
+    let mut synced = synced.subscribe();
     let mut sent = u64::MAX;
     let mut last = Instant::now();
     let mut out = Vec::with_capacity(16);
-    while !over.load(Ordering::Acquire) {
-        let synced = store.synced_lsn();
-        if synced != sent || last.elapsed() >= ACK_EVERY {
+    loop {
+        let now = store.synced_lsn();
+        if now != sent || last.elapsed() >= ACK_EVERY {
             out.clear();
-            encode(&Frame::Ack { synced_lsn: synced }, &mut out);
-            if stream.write_all(&out).is_err() {
-                return;
-            }
-            sent = synced;
+            encode(&Frame::Ack { synced_lsn: now }, &mut out);
+            writer.write_all(&out).await?;
+            sent = now;
             last = Instant::now();
         }
-        store.wait_synced(synced.saturating_add(1), Duration::from_millis(100));
+        crate::acks::synced_past(&mut synced, now, ACK_EVERY).await;
     }
 }

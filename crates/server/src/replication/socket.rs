@@ -1,78 +1,58 @@
-//! The connection replication runs on: the TCP socket itself, or, when TLS carries
-//! it, one end of a socket pair whose other end is relayed to the TLS stream. The
-//! replication threads read and write blocking sockets from two threads at once (the
-//! records one way, the acknowledgements the other), which a TLS session cannot
-//! share; the relay keeps TLS on one task and gives them a plain socket.
+//! The connections from this node to another: plain TCP, or TLS (`--tls-replication`)
+//! with the other node's certificate checked for the address's host name.
+//!
+//! Two kinds, by who uses them:
+//! - [`Socket`], blocking, read and written by one thread at a time: a fence, a
+//!   failover's questions, a request a replica forwards, `kura backup`'s questions.
+//!   TLS is rustls's blocking stream over the TCP socket.
+//! - [`Stream`], async: a replica's stream from its primary, which reads the records
+//!   and writes its acknowledgements at once, on one task (`replica.rs`).
+//!
+//! What it is not for: the primary's side of a stream, which runs on the connection
+//! the replica opened (`primary.rs`, on the worker that accepted it).
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
-use std::os::unix::net::UnixStream;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio_rustls::rustls::{ClientConnection, StreamOwned};
 
 use super::ReplicationError;
 
+/// How many times longer than opening the connection its TLS handshake may take.
+const HANDSHAKE_FACTOR: u32 = 5;
+
 pub enum Socket {
     Tcp(TcpStream),
-    /// TLS, relayed: `local` is the TCP connection's own address.
-    Relayed {
-        pair: UnixStream,
-        local: SocketAddr,
-    },
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
 }
 
 impl Socket {
-    pub fn try_clone(&self) -> std::io::Result<Socket> {
-        Ok(match self {
-            Socket::Tcp(s) => Socket::Tcp(s.try_clone()?),
-            Socket::Relayed { pair, local } => Socket::Relayed {
-                pair: pair.try_clone()?,
-                local: *local,
-            },
-        })
-    }
-
-    pub fn shutdown(&self) {
-        let _ = match self {
-            Socket::Tcp(s) => s.shutdown(Shutdown::Both),
-            Socket::Relayed { pair, .. } => pair.shutdown(Shutdown::Both),
-        };
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Socket::Tcp(s) => s,
+            Socket::Tls(s) => s.get_ref(),
+        }
     }
 
     pub fn set_read_timeout(&self, limit: Option<Duration>) -> std::io::Result<()> {
-        match self {
-            Socket::Tcp(s) => s.set_read_timeout(limit),
-            Socket::Relayed { pair, .. } => pair.set_read_timeout(limit),
-        }
+        self.tcp().set_read_timeout(limit)
     }
 
     pub fn set_write_timeout(&self, limit: Option<Duration>) -> std::io::Result<()> {
-        match self {
-            Socket::Tcp(s) => s.set_write_timeout(limit),
-            Socket::Relayed { pair, .. } => pair.set_write_timeout(limit),
-        }
+        self.tcp().set_write_timeout(limit)
     }
 
     /// The local address of the TCP connection underneath.
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        match self {
-            Socket::Tcp(s) => s.local_addr(),
-            Socket::Relayed { local, .. } => Ok(*local),
-        }
-    }
-
-    /// The replication end of a relay, and the end the relay joins to `tls`. Run
-    /// [`relay`] on the second once the first is handed over.
-    pub fn pair(local: SocketAddr) -> std::io::Result<(Socket, UnixStream)> {
-        let (near, far) = UnixStream::pair()?;
-        far.set_nonblocking(true)?;
-        Ok((Socket::Relayed { pair: near, local }, far))
+        self.tcp().local_addr()
     }
 
     /// Connects to `address`: over TLS with `tls` (the peer's certificate checked
-    /// for the address's host name), else plain TCP.
+    /// for the address's host name, the handshake made before this returns), else
+    /// plain TCP.
     pub fn connect(
         address: &str,
         tls: Option<&crate::tls::Settings>,
@@ -86,72 +66,27 @@ impl Socket {
             address: address.to_string(),
             why,
         };
-        let addr = address
-            .to_socket_addrs()
-            .map_err(io)?
-            .next()
-            .ok_or_else(|| io(std::io::Error::other("no address")))?;
-        let stream = TcpStream::connect_timeout(&addr, limit).map_err(io)?;
+        let addr = resolve(address).map_err(io)?;
+        let mut stream = TcpStream::connect_timeout(&addr, limit).map_err(io)?;
         stream.set_nodelay(true).map_err(io)?;
         let Some(settings) = tls else {
             return Ok(Socket::Tcp(stream));
         };
         let config = settings.client_config().map_err(tls_error)?;
         let name = crate::tls::server_name(address).map_err(tls_error)?;
-        let local = stream.local_addr().map_err(io)?;
-        stream.set_nonblocking(true).map_err(io)?;
-        let (socket, far) = Socket::pair(local).map_err(io)?;
-        let (told, told_rx) = std::sync::mpsc::channel::<Result<(), String>>();
-        let spawned = std::thread::Builder::new()
-            .name("kura-tls-relay".to_string())
-            .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(runtime) => runtime,
-                    Err(e) => {
-                        let _ = told.send(Err(e.to_string()));
-                        return;
-                    }
-                };
-                runtime.block_on(async move {
-                    let handshake = async {
-                        let stream = tokio::net::TcpStream::from_std(stream)?;
-                        tokio_rustls::TlsConnector::from(Arc::clone(&config))
-                            .connect(name, stream)
-                            .await
-                    };
-                    match tokio::time::timeout(limit * 5, handshake).await {
-                        Ok(Ok(tls)) => {
-                            let _ = told.send(Ok(()));
-                            relay(tls, far).await;
-                        }
-                        Ok(Err(e)) => {
-                            let _ = told.send(Err(e.to_string()));
-                        }
-                        Err(_) => {
-                            let _ = told.send(Err("no handshake".to_string()));
-                        }
-                    }
-                });
-            });
-        spawned.map_err(io)?;
-        match told_rx.recv() {
-            Ok(Ok(())) => Ok(socket),
-            Ok(Err(why)) => Err(tls_error(why)),
-            Err(_) => Err(tls_error("the relay stopped".to_string())),
+        let mut session =
+            ClientConnection::new(config, name).map_err(|e| tls_error(e.to_string()))?;
+        let handshake = Some(limit * HANDSHAKE_FACTOR);
+        stream.set_read_timeout(handshake).map_err(io)?;
+        stream.set_write_timeout(handshake).map_err(io)?;
+        while session.is_handshaking() {
+            session
+                .complete_io(&mut stream)
+                .map_err(|e| tls_error(e.to_string()))?;
         }
-    }
-}
-
-/// Copies both ways between a TLS stream and its relay's socket until either ends.
-pub async fn relay<S: AsyncRead + AsyncWrite + Unpin>(mut tls: S, far: UnixStream) {
-    match tokio::net::UnixStream::from_std(far) {
-        Ok(mut far) => {
-            let _ = tokio::io::copy_bidirectional(&mut tls, &mut far).await;
-        }
-        Err(e) => tracing::warn!("relaying TLS for replication: {e}"),
+        stream.set_read_timeout(None).map_err(io)?;
+        stream.set_write_timeout(None).map_err(io)?;
+        Ok(Socket::Tls(Box::new(StreamOwned::new(session, stream))))
     }
 }
 
@@ -159,7 +94,7 @@ impl Read for Socket {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         match self {
             Socket::Tcp(s) => s.read(buf),
-            Socket::Relayed { pair, .. } => pair.read(buf),
+            Socket::Tls(s) => s.read(buf),
         }
     }
 }
@@ -168,11 +103,87 @@ impl Write for Socket {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         match self {
             Socket::Tcp(s) => s.write(buf),
-            Socket::Relayed { pair, .. } => pair.write(buf),
+            Socket::Tls(s) => s.write(buf),
         }
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+        match self {
+            Socket::Tcp(s) => s.flush(),
+            Socket::Tls(s) => s.flush(),
+        }
     }
+}
+
+/// The first address `address` (`host:port`) resolves to.
+fn resolve(address: &str) -> std::io::Result<SocketAddr> {
+    address
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::other("no address"))
+}
+
+/// An async connection: TCP or TLS, read and written from one task.
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+pub type Stream = Box<dyn Io>;
+
+/// [`Socket::connect`] for a [`Stream`].
+pub async fn connect_stream(
+    address: &str,
+    tls: Option<&crate::tls::Settings>,
+    limit: Duration,
+) -> Result<Stream, ReplicationError> {
+    let io = |source: std::io::Error| ReplicationError::Connect {
+        address: address.to_string(),
+        source,
+    };
+    let tls_error = |why: String| ReplicationError::Tls {
+        address: address.to_string(),
+        why,
+    };
+    let timed_out = || io(std::io::Error::from(std::io::ErrorKind::TimedOut));
+    let addr = resolve(address).map_err(io)?;
+    let stream = tokio::time::timeout(limit, tokio::net::TcpStream::connect(addr))
+        .await
+        .map_err(|_| timed_out())?
+        .map_err(io)?;
+    stream.set_nodelay(true).map_err(io)?;
+    let Some(settings) = tls else {
+        return Ok(Box::new(stream));
+    };
+    let config = settings.client_config().map_err(tls_error)?;
+    let name = crate::tls::server_name(address).map_err(tls_error)?;
+    let handshake = tokio_rustls::TlsConnector::from(Arc::clone(&config)).connect(name, stream);
+    match tokio::time::timeout(limit * HANDSHAKE_FACTOR, handshake).await {
+        Ok(Ok(tls)) => Ok(Box::new(tls)),
+        Ok(Err(e)) => Err(tls_error(e.to_string())),
+        Err(_) => Err(tls_error("no handshake".to_string())),
+    }
+}
+
+/// Sends `login` (a `--replication-login`), if any, and waits for its `STORED`.
+pub async fn log_in_stream(
+    stream: &mut Stream,
+    login: Option<&[u8]>,
+) -> Result<(), ReplicationError> {
+    let Some(login) = login else {
+        return Ok(());
+    };
+    stream.write_all(login).await?;
+    let mut reply = Vec::new();
+    // Byte by byte: what follows the reply is the stream's, not the login's.
+    while !reply.ends_with(b"\r\n") && reply.len() < 4096 {
+        let byte = match stream.read_u8().await {
+            Ok(byte) => byte,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Err(ReplicationError::Closed)
+            }
+            Err(e) => return Err(e.into()),
+        };
+        reply.push(byte);
+    }
+    super::login_reply(&reply)
 }

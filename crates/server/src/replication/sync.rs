@@ -36,10 +36,8 @@ pub struct Confirmations {
     cond: Condvar,
     /// How many requests are waiting for replicas now, and one more for good once
     /// the server stops; the streams to the replicas [`Confirmations::linger`] only
-    /// while this is 0.
-    waiting: Mutex<usize>,
-    /// Ends a stream's lingering when a request begins to wait.
-    nudge: Condvar,
+    /// while this is 0, and a request that begins to wait ends their lingering.
+    waiting: watch::Sender<usize>,
 }
 
 impl Default for Confirmations {
@@ -48,8 +46,7 @@ impl Default for Confirmations {
             held: watch::Sender::new(Vec::new()),
             lock: Mutex::new(()),
             cond: Condvar::new(),
-            waiting: Mutex::new(0),
-            nudge: Condvar::new(),
+            waiting: watch::Sender::new(0),
         }
     }
 }
@@ -76,25 +73,21 @@ impl Confirmations {
     /// that a busy primary wakes its streams, and its replicas sync and acknowledge,
     /// once a `most` rather than once per group commit. Returns at once, or as soon
     /// as one does, while a request waits for replicas.
-    pub fn linger(&self, most: Duration) {
-        let mut waiting = self.waiting.lock();
-        if *waiting == 0 {
-            let _ = self.nudge.wait_for(&mut waiting, most);
-        }
+    pub async fn linger(&self, most: Duration) {
+        let mut waiting = self.waiting.subscribe();
+        let _ = tokio::time::timeout(most, waiting.wait_for(|&n| n > 0)).await;
     }
 
     /// Ends every stream's [`Confirmations::linger`] for good, at shutdown, so that
     /// each sees at once that the server is stopping.
     pub fn stop_lingering(&self) {
-        *self.waiting.lock() += 1;
-        self.nudge.notify_all();
+        self.waiting.send_modify(|n| *n += 1);
     }
 
     /// Counts a request as waiting for replicas until the guard drops, and ends any
     /// stream's [`Confirmations::linger`].
     fn waiter(&self) -> Waiter<'_> {
-        *self.waiting.lock() += 1;
-        self.nudge.notify_all();
+        self.waiting.send_modify(|n| *n += 1);
         Waiter(self)
     }
 
@@ -144,7 +137,11 @@ struct Waiter<'a>(&'a Confirmations);
 
 impl Drop for Waiter<'_> {
     fn drop(&mut self) {
-        *self.0.waiting.lock() -= 1;
+        // No stream needs waking for this: they linger only while none wait.
+        self.0.waiting.send_if_modified(|n| {
+            *n -= 1;
+            false
+        });
     }
 }
 
