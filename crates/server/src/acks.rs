@@ -14,7 +14,6 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
 
 use kura_engine::Ack;
 use parking_lot::Mutex;
@@ -22,7 +21,7 @@ use parking_lot::Mutex;
 pub struct Acks {
     state: Mutex<State>,
     /// The synced LSN, which can be ahead of or behind the acknowledged one.
-    pub synced: Synced,
+    pub synced: kura_replication::Synced,
 }
 
 struct State {
@@ -53,7 +52,7 @@ impl Acks {
                 waiters: Vec::new(),
                 next_id: 0,
             }),
-            synced: Synced::new(),
+            synced: kura_replication::Synced::new(),
         }
     }
 
@@ -141,38 +140,6 @@ impl Drop for AckWait<'_> {
             self.acks.state.lock().waiters.retain(|w| w.id != id);
         }
     }
-}
-
-/// The log's synced LSN (what is on this node's disk whatever the durability mode),
-/// for the tasks that wait for it to move: a primary's streams to its replicas, which
-/// send nothing else, and a replica's acknowledgements. Few wait, so each move wakes
-/// them all. Fed by the store's `Options::on_synced`.
-pub struct Synced(tokio::sync::watch::Sender<u64>);
-
-impl Synced {
-    pub fn new() -> Synced {
-        Synced(tokio::sync::watch::channel(0).0)
-    }
-
-    /// Records `lsn` if it is further (the log's threads may report out of order).
-    pub fn publish(&self, lsn: u64) {
-        self.0.send_if_modified(|was| {
-            let further = lsn > *was;
-            if further {
-                *was = lsn;
-            }
-            further
-        });
-    }
-
-    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.0.subscribe()
-    }
-}
-
-/// Waits until `synced` (a [`Synced::subscribe`]) is past `lsn`, or `most` passes.
-pub async fn synced_past(synced: &mut tokio::sync::watch::Receiver<u64>, lsn: u64, most: Duration) {
-    let _ = tokio::time::timeout(most, synced.wait_for(|&now| now > lsn)).await;
 }
 
 #[cfg(test)]

@@ -147,9 +147,12 @@ fn backup(flags: BackupFlags) -> anyhow::Result<()> {
     let (from, dir) = (flags.from.as_str(), flags.to.as_path());
     // Checked before anything is asked of the primary, made only once it answered.
     refuse_unless_empty(dir)?;
-    let wanted = log_end(from, login.as_deref(), tls.as_ref())?;
+    let tls = tls
+        .as_ref()
+        .map(|t| t as &dyn crate::replication::ClientTls);
+    let wanted = log_end(from, login.as_deref(), tls)?;
     make_empty_dir(dir)?;
-    let (point_lsn, history) = copy_log(from, dir, login.as_deref(), tls.as_ref(), wanted)?;
+    let (point_lsn, history) = copy_log(from, dir, login.as_deref(), tls, wanted)?;
     let manifest = Manifest {
         history_id: history.id,
         epoch: history.current().number,
@@ -203,7 +206,7 @@ fn make_empty_dir(dir: &Path) -> anyhow::Result<()> {
 fn log_end(
     from: &str,
     login: Option<&[u8]>,
-    tls: Option<&crate::tls::Settings>,
+    tls: Option<&dyn crate::replication::ClientTls>,
 ) -> anyhow::Result<u64> {
     let mut stream = crate::replication::connect(from, tls)
         .map_err(|e| anyhow::anyhow!("connecting to {from}: {e}"))?;
@@ -254,13 +257,13 @@ fn copy_log(
     from: &str,
     dir: &Path,
     login: Option<&[u8]>,
-    tls: Option<&crate::tls::Settings>,
+    tls: Option<&dyn crate::replication::ClientTls>,
     wanted: u64,
 ) -> anyhow::Result<(u64, History)> {
     let mut options = Options::new(Durability::Fsync, Arc::new(SystemClock));
     options.segment_size_bytes = RESERVE_BYTES;
     options.read_only = Some(from.to_string());
-    let synced = Arc::new(crate::acks::Synced::new());
+    let synced = Arc::new(crate::replication::Synced::new());
     options.on_synced = Some(Arc::new({
         let synced = Arc::clone(&synced);
         move |lsn| synced.publish(lsn)

@@ -20,12 +20,12 @@ use kura_protocol::binary::{self, Command, Header, Parsed, ReplyTo, Sasl, Status
 use kura_protocol::Tokens;
 
 use crate::dispatch::{Flow, Outcome};
-use crate::replication::sync;
 use crate::semantics::{
     self, ArithRequest, ArithResult, Delta, StoreMode, StoreRequest, StoreResult,
 };
 use crate::server::{Conn, Shared, Step};
 use crate::stats::{bump, PrefixEvent};
+use crate::sync_replies as sync;
 
 /// The version a binary `VERSION` answers: memcached's, then Kura's.
 const VERSION: &str = concat!("1.6.18-kura-", env!("CARGO_PKG_VERSION"));

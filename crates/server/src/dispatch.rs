@@ -119,7 +119,7 @@ fn execute_request(
 ) -> Outcome {
     // A replica refuses a change before it looks at the data: a cas must not answer
     // EXISTS, nor a delete NOT_FOUND, where the primary might answer otherwise.
-    if crate::replication::sync::changes(&request) {
+    if crate::sync_replies::changes(&request) {
         if let Err(e) = shared.store.check_writable() {
             write_engine_error(&e, out);
             return Outcome::done();

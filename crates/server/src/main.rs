@@ -10,7 +10,6 @@ mod dispatch;
 mod memory;
 mod metrics;
 mod reader;
-mod replication;
 mod semantics;
 mod server;
 mod slabs;
@@ -18,6 +17,7 @@ mod sql;
 mod startup;
 mod stats;
 mod stats_reply;
+mod sync_replies;
 mod tables;
 mod tls;
 mod uring;
@@ -30,6 +30,7 @@ use std::time::Instant;
 use anyhow::Context;
 use kura_engine::{CoarseClock, Durability, Options, Store};
 use kura_protocol::Limits;
+use kura_replication as replication;
 use kura_tables::Tables;
 use tokio::sync::watch;
 
@@ -183,6 +184,7 @@ async fn run(
         key_max_bytes: 250,
         item_size_max_bytes: config.item_size_max_bytes,
     };
+    let tls_replication = tls_settings.filter(|_| config.tls_replication);
     let shared = Arc::new(Shared {
         users,
         store,
@@ -201,14 +203,26 @@ async fn run(
         replication: replication::Replication::new(
             &config.data_dir,
             replication_login,
-            tls_settings.filter(|_| config.tls_replication),
+            tls_replication
+                .clone()
+                .map(|t| Box::new(t) as Box<dyn replication::ClientTls>),
+            replication::Settings {
+                min_sync_replicas: config.min_sync_replicas,
+                replica_linger_ms: config.replica_linger_ms,
+                replica_backlog_mib: config.replica_backlog_mib,
+                advertise: config.advertise.clone(),
+                in_cluster: cluster::enabled(&config),
+            },
         ),
         tls,
+        tls_replication,
         cluster: cluster::Status::default(),
         forwarder: cluster::Forwarder::default(),
         config,
     });
-    shared.replication.bind(&shared);
+    shared
+        .replication
+        .bind(&(Arc::clone(&shared) as Arc<dyn replication::Node>));
     if let Some(primary) = replica_of {
         shared
             .replication

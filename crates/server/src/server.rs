@@ -23,8 +23,8 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::dispatch::{self, Flow};
-use crate::replication::sync;
 use crate::stats::{add, bump, ConnInfo, Connections, CounterSet, PrefixStats};
+use crate::sync_replies as sync;
 
 /// What every connection shares.
 pub struct Shared {
@@ -58,6 +58,38 @@ pub struct Shared {
     pub forwarder: crate::cluster::Forwarder,
     /// `-Z`: every connection to the memcached port begins with a TLS handshake.
     pub tls: Option<crate::tls::Tls>,
+    /// `--tls-replication`'s settings, as `stats settings` shows them.
+    pub tls_replication: Option<crate::tls::Settings>,
+}
+
+impl kura_replication::Node for Shared {
+    fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    fn tables(&self) -> &Arc<kura_tables::Tables> {
+        &self.tables
+    }
+
+    fn replication(&self) -> &crate::replication::Replication {
+        &self.replication
+    }
+
+    fn synced(&self) -> &kura_replication::Synced {
+        &self.acks.synced
+    }
+
+    fn verbosity(&self) -> u64 {
+        self.verbosity.load(Ordering::Relaxed)
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    fn listen_addr(&self) -> SocketAddr {
+        self.listen_addr
+    }
 }
 
 impl Shared {
@@ -301,7 +333,7 @@ pub(crate) struct Conn {
     marks: Vec<Mark>,
     /// Replies in `out` that wait for more than the mode's acknowledgement: a meta `Y`
     /// flag or `--min-sync-replicas`.
-    pub(crate) waits: Vec<crate::replication::sync::Wait>,
+    pub(crate) waits: Vec<crate::sync_replies::Wait>,
     /// Bytes still to discard from the stream (the data block of a refused store).
     pub(crate) swallow_bytes: usize,
     /// How much of `out` memcached would have written already: on a binary

@@ -949,7 +949,7 @@ impl<'a> Connection<'a> {
         let written = self.session.take_written_lsn();
         let replicas = self.shared.config.min_sync_replicas;
         if written > 0 && replicas > 0 && result.is_ok() {
-            match crate::replication::sync::settle_blocking(self.shared, written, replicas) {
+            match crate::sync_replies::settle_blocking(self.shared, written, replicas) {
                 Ok(true) => {}
                 // MySQL's ER_ERROR_DURING_COMMIT: the change stands here, unconfirmed.
                 Ok(false) => {

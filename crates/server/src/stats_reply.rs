@@ -239,7 +239,7 @@ fn settings(shared: &Shared, out: &mut Vec<u8>) {
     // The settings as the server took them at start: those of -Z, else those of
     // --tls-replication.
     let tls = shared.tls.as_ref().map(|t| &t.settings);
-    match tls.or(shared.replication.tls()) {
+    match tls.or(shared.tls_replication.as_ref()) {
         Some(settings) => settings.write_settings(shared.tls.is_some(), out),
         None => stat(out, "ssl_enabled", "no"),
     }

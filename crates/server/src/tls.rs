@@ -16,7 +16,7 @@ use std::time::Instant;
 use parking_lot::{Mutex, RwLock};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedProtocolVersion};
 
@@ -243,13 +243,10 @@ impl Settings {
     }
 }
 
-/// The host part of `HOST:PORT` as the name a server certificate must carry.
-pub fn server_name(address: &str) -> Result<ServerName<'static>, String> {
-    let host = match address.rsplit_once(':') {
-        Some((host, _)) => host.trim_start_matches('[').trim_end_matches(']'),
-        None => address,
-    };
-    ServerName::try_from(host.to_string()).map_err(|e| format!("{host}: {e}"))
+impl kura_replication::ClientTls for Settings {
+    fn client_config(&self) -> Result<Arc<ClientConfig>, String> {
+        Settings::client_config(self)
+    }
 }
 
 impl Tls {
@@ -300,21 +297,5 @@ mod tests {
         assert_eq!(MinVersion::parse("tlsv1.3"), Ok(MinVersion::Tls13));
         assert_eq!(MinVersion::parse("2"), Ok(MinVersion::Tls12));
         assert_eq!(MinVersion::parse("1").map_err(|_| ()), Err(()));
-    }
-
-    #[test]
-    fn server_names_come_from_the_host() {
-        assert_eq!(
-            server_name("127.0.0.1:11211").map(|n| n.to_str().into_owned()),
-            Ok("127.0.0.1".to_string())
-        );
-        assert_eq!(
-            server_name("[::1]:11211").map(|n| n.to_str().into_owned()),
-            Ok("::1".to_string())
-        );
-        assert_eq!(
-            server_name("cache.example:11211").map(|n| n.to_str().into_owned()),
-            Ok("cache.example".to_string())
-        );
     }
 }

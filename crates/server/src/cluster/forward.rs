@@ -132,7 +132,7 @@ pub fn forwarded(shared: &Shared, in_container: bool, request: &Request<'_>) -> 
             (other, _) => Some(other),
         };
     }
-    let change = crate::replication::sync::changes(request);
+    let change = crate::sync_replies::changes(request);
     let read = matches!(request, Request::Retrieval { .. } | Request::MetaGet(_));
     forwarding(shared, change, read, bytes)
 }

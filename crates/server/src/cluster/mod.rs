@@ -267,7 +267,7 @@ async fn take_part(
                     let address = primary.advertise.clone();
                     let s = Arc::clone(shared);
                     let followed = tokio::task::spawn_blocking(move || {
-                        s.replication.become_replica(&s, address)
+                        s.replication.become_replica(&*s, address)
                     })
                     .await;
                     match followed {
@@ -456,7 +456,7 @@ async fn step_down(shared: &Arc<Shared>) {
 /// until `until` (its lease).
 async fn promote(shared: &Arc<Shared>, until: Option<Instant>) -> Result<(), String> {
     let s = Arc::clone(shared);
-    tokio::task::spawn_blocking(move || s.replication.promote(&s, until))
+    tokio::task::spawn_blocking(move || s.replication.promote(&*s, until))
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())

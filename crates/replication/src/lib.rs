@@ -18,16 +18,18 @@
 //! What it is not for: deciding what a record does (the engine), or when a change is
 //! acknowledged to a client (`server.rs`).
 
+pub mod confirmations;
 mod error;
 pub mod failover;
 pub mod fence;
 pub mod primary;
 pub mod replica;
 pub mod socket;
-pub mod sync;
+mod synced;
 
 pub use error::ReplicationError;
 pub use socket::Socket;
+pub use synced::{synced_past, Synced};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,10 +37,47 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use kura_engine::Store;
 use kura_protocol::Tokens;
+use kura_tables::Tables;
 use parking_lot::Mutex;
 
-use crate::server::Shared;
+/// What replication needs of the node it runs in: the server's shared state.
+pub trait Node: Send + Sync + 'static {
+    fn store(&self) -> &Arc<Store>;
+    fn tables(&self) -> &Arc<Tables>;
+    fn replication(&self) -> &Replication;
+    /// The store's synced LSN, fed by its `Options::on_synced`.
+    fn synced(&self) -> &Synced;
+    /// The log's verbosity now (`-v`, the `verbosity` command).
+    fn verbosity(&self) -> u64;
+    /// Set once the server is stopping and its clients' connections are done.
+    fn stopping(&self) -> bool;
+    /// Where the memcached port listens.
+    fn listen_addr(&self) -> std::net::SocketAddr;
+}
+
+/// TLS toward other nodes (`--tls-replication`): the client configuration, made
+/// anew for each connection (certificates may have been reloaded).
+pub trait ClientTls: Send + Sync {
+    fn client_config(&self) -> Result<Arc<tokio_rustls::rustls::ClientConfig>, String>;
+}
+
+/// The server's settings replication follows.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// `--min-sync-replicas`: what every change waits for.
+    pub min_sync_replicas: u8,
+    /// `--replica-linger-ms`: how long a stream gathers the log before it sends.
+    pub replica_linger_ms: u64,
+    /// `--replica-backlog-mib`: how far behind a replica may fall before its stream
+    /// ends.
+    pub replica_backlog_mib: u64,
+    /// `--advertise`: the address other nodes reach this one at.
+    pub advertise: Option<String>,
+    /// Whether the node is in cluster mode (`--etcd`), where etcd moves the roles.
+    pub in_cluster: bool,
+}
 
 /// The file in the data directory that remembers whom a replica follows, so that a
 /// restart without `--replica-of` does not turn it into a second primary.
@@ -55,10 +94,7 @@ const STREAMS_END_WITHIN: Duration = Duration::from_secs(1);
 /// Opens a connection to the node at `address` (`host:port`) for a replication
 /// stream (a replica's, or `kura backup`'s): over TLS with `tls`, checking the
 /// node's certificate, else plain TCP.
-pub fn connect(
-    address: &str,
-    tls: Option<&crate::tls::Settings>,
-) -> Result<Socket, ReplicationError> {
+pub fn connect(address: &str, tls: Option<&dyn ClientTls>) -> Result<Socket, ReplicationError> {
     Socket::connect(address, tls, CONNECT_TIMEOUT)
 }
 
@@ -100,10 +136,12 @@ pub struct Replication {
     /// `fence` to a node with a users file.
     login: Option<Vec<u8>>,
     /// `--tls-replication`: how this node speaks TLS to the nodes it connects to.
-    tls: Option<crate::tls::Settings>,
+    tls: Option<Box<dyn ClientTls>>,
+    /// The server's settings replication follows.
+    pub settings: Settings,
     /// What every connection shares, for the threads replication starts
     /// ([`Replication::bind`]).
-    shared: std::sync::OnceLock<std::sync::Weak<Shared>>,
+    shared: std::sync::OnceLock<std::sync::Weak<dyn Node>>,
     /// The runtime the follower runs on: the server's main one.
     runtime: std::sync::OnceLock<tokio::runtime::Handle>,
     /// The primary this node follows, and the task that follows it.
@@ -118,7 +156,7 @@ pub struct Replication {
     pub partial_syncs: AtomicU64,
     pub full_syncs: AtomicU64,
     /// What the replicas confirmed, for changes that wait for them.
-    pub confirmations: sync::Confirmations,
+    pub confirmations: confirmations::Confirmations,
     /// Changes refused for want of replicas, and replies that timed out waiting.
     pub sync_refusals: AtomicU64,
     pub sync_timeouts: AtomicU64,
@@ -139,14 +177,14 @@ impl Replication {
     /// Connects to another node's memcached port (over TLS with `--tls-replication`)
     /// and logs in with `--replication-login` when there is one.
     pub fn connect(&self, address: &str, limit: Duration) -> Result<Socket, ReplicationError> {
-        let mut socket = Socket::connect(address, self.tls.as_ref(), limit)?;
+        let mut socket = Socket::connect(address, self.tls(), limit)?;
         log_in(&mut socket, self.login.as_deref())?;
         Ok(socket)
     }
 
     /// The TLS settings of `--tls-replication`, if given.
-    pub fn tls(&self) -> Option<&crate::tls::Settings> {
-        self.tls.as_ref()
+    pub fn tls(&self) -> Option<&dyn ClientTls> {
+        self.tls.as_deref()
     }
 
     /// `--replication-login`'s user and password, from the text login it makes.
@@ -176,12 +214,14 @@ impl Replication {
     pub fn new(
         data_dir: &Path,
         login: Option<Vec<u8>>,
-        tls: Option<crate::tls::Settings>,
+        tls: Option<Box<dyn ClientTls>>,
+        settings: Settings,
     ) -> Replication {
         Replication {
             data_dir: data_dir.to_path_buf(),
             login,
             tls,
+            settings,
             shared: std::sync::OnceLock::new(),
             runtime: std::sync::OnceLock::new(),
             following: Mutex::new(None),
@@ -190,7 +230,7 @@ impl Replication {
             next_link: AtomicU64::new(1),
             partial_syncs: AtomicU64::new(0),
             full_syncs: AtomicU64::new(0),
-            confirmations: sync::Confirmations::default(),
+            confirmations: confirmations::Confirmations::default(),
             sync_refusals: AtomicU64::new(0),
             sync_timeouts: AtomicU64::new(0),
             backlog_drops: AtomicU64::new(0),
@@ -202,7 +242,7 @@ impl Replication {
 
     /// Gives replication what every connection shares, once it exists, and the
     /// runtime it is called on (the server's main one) for the follower.
-    pub fn bind(&self, shared: &Arc<Shared>) {
+    pub fn bind(&self, shared: &Arc<dyn Node>) {
         let _ = self.shared.set(Arc::downgrade(shared));
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let _ = self.runtime.set(runtime);
@@ -247,7 +287,8 @@ impl Replication {
     /// Whether this replica's copy is consistent with its primary's history (it
     /// reached a point the primary streamed from); None when it follows no one.
     pub fn consistent(&self) -> Option<bool> {
-        let store = &self.shared.get()?.upgrade()?.store;
+        let shared = self.shared.get()?.upgrade()?;
+        let store = shared.store();
         self.following
             .lock()
             .as_ref()
@@ -288,15 +329,15 @@ impl Replication {
     /// Makes this node a replica of `primary`: it stops following anyone else and
     /// fencing anyone, refuses changes, and follows. Nothing to do if it follows
     /// `primary` already.
-    pub fn become_replica(&self, shared: &Shared, primary: String) -> std::io::Result<()> {
+    pub fn become_replica(&self, shared: &dyn Node, primary: String) -> std::io::Result<()> {
         let _role = self.role.lock();
-        if shared.store.is_read_only() && self.primary().as_deref() == Some(primary.as_str()) {
+        if shared.store().is_read_only() && self.primary().as_deref() == Some(primary.as_str()) {
             return Ok(());
         }
         self.stop_following();
         self.stop_fencing();
         self.forget_fencing()?;
-        shared.store.set_read_only(Some(primary.clone()));
+        shared.store().set_read_only(Some(primary.clone()));
         self.follow(primary)
     }
 
@@ -328,7 +369,7 @@ impl Replication {
     }
 
     /// Stops following: no copy is applied after this returns.
-    pub(crate) fn stop_following(&self) {
+    pub fn stop_following(&self) {
         let follower = self.following.lock().take();
         if let Some(follower) = follower {
             follower.stop();
@@ -361,7 +402,7 @@ impl Replication {
         self.confirmations.publish(held);
     }
 
-    /// At shutdown, once `Shared::stopping` is set: stops the follower and the
+    /// At shutdown, once the node's `stopping` is set: stops the follower and the
     /// fencer, and waits up to [`STREAMS_END_WITHIN`] for the streams to replicas and
     /// backups to tell their peers that this node is stopping (a `Bye`, which a
     /// replica logs and shows as its `primary_last_error`).
@@ -382,7 +423,7 @@ impl Replication {
     /// `until` if given (a cluster primary's lease).
     pub fn promote(
         &self,
-        shared: &Shared,
+        shared: &dyn Node,
         until: Option<std::time::Instant>,
     ) -> Result<(), ReplicationError> {
         let _role = self.role.lock();
@@ -390,23 +431,23 @@ impl Replication {
         *self.moved_to.lock() = None;
         // A new epoch: the other replicas of the old primary follow this node from
         // their positions, and the old primary, coming back, finds it is behind.
-        shared.store.begin_epoch()?;
+        shared.store().begin_epoch()?;
         self.remember(None)?;
-        shared.store.set_writable_until(until);
-        shared.store.set_read_only(None);
-        if let Err(e) = shared.tables.promoted() {
+        shared.store().set_writable_until(until);
+        shared.store().set_read_only(None);
+        if let Err(e) = shared.tables().promoted() {
             tracing::warn!("finishing a table change after promotion: {e}");
         }
         tracing::info!(
             "now a primary (epoch {})",
-            shared.store.history().current().number
+            shared.store().history().current().number
         );
         Ok(())
     }
 }
 
 /// `replicaof <host> <port>` or `replicaof no one`.
-pub fn replicaof(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
+pub fn replicaof(shared: &dyn Node, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
     let (Some(first), Some(second), None) = (arguments.next(), arguments.next(), arguments.next())
     else {
         out.extend_from_slice(
@@ -414,7 +455,7 @@ pub fn replicaof(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) 
         );
         return;
     };
-    let replication = &shared.replication;
+    let replication = &shared.replication();
     if first.eq_ignore_ascii_case(b"no") && second.eq_ignore_ascii_case(b"one") {
         let Some(old_primary) = replication.primary() else {
             out.extend_from_slice(b"OK\r\n");
@@ -454,12 +495,12 @@ pub fn replicaof(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) 
 }
 
 /// `stats replication`: the node's role and position, and each link's.
-pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
-    let store = &shared.store;
+pub fn write_stats(shared: &dyn Node, out: &mut Vec<u8>) {
+    let store = &shared.store();
     let stat = |out: &mut Vec<u8>, name: &str, value: &dyn std::fmt::Display| {
         out.extend_from_slice(format!("STAT {name} {value}\r\n").as_bytes());
     };
-    let replication = &shared.replication;
+    let replication = &shared.replication();
     let history = store.history();
     let following = replication.following.lock();
     stat(
@@ -508,7 +549,11 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
         "full_syncs_served",
         &replication.full_syncs.load(Ordering::Relaxed),
     );
-    stat(out, "min_sync_replicas", &shared.config.min_sync_replicas);
+    stat(
+        out,
+        "min_sync_replicas",
+        &shared.replication().settings.min_sync_replicas,
+    );
     stat(
         out,
         "sync_refusals",
@@ -522,9 +567,13 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
     stat(
         out,
         "replica_backlog_mib",
-        &shared.config.replica_backlog_mib,
+        &shared.replication().settings.replica_backlog_mib,
     );
-    stat(out, "replica_linger_ms", &shared.config.replica_linger_ms);
+    stat(
+        out,
+        "replica_linger_ms",
+        &shared.replication().settings.replica_linger_ms,
+    );
     stat(
         out,
         "backlog_drops",
@@ -538,17 +587,22 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
 
 #[cfg(test)]
 mod tests {
-    use super::Replication;
+    use super::{Replication, Settings};
 
     #[test]
     fn the_login_parts_are_those_of_the_text_login() {
         let login = b"set kura-login 0 0 12\r\nann secret!x\r\n".to_vec();
-        let replication = Replication::new(std::path::Path::new("."), Some(login), None);
+        let replication = Replication::new(
+            std::path::Path::new("."),
+            Some(login),
+            None,
+            Settings::default(),
+        );
         assert_eq!(
             replication.login_parts(),
             Some((&b"ann"[..], &b"secret!x"[..]))
         );
-        let none = Replication::new(std::path::Path::new("."), None, None);
+        let none = Replication::new(std::path::Path::new("."), None, None, Settings::default());
         assert_eq!(none.login_parts(), None);
     }
 }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use kura_protocol::Tokens;
 
 use super::ReplicationError;
-use crate::server::Shared;
+use crate::Node;
 
 /// The file in the data directory that names the old primary being fenced.
 pub(crate) const FILE: &str = "fencing";
@@ -50,7 +50,7 @@ pub struct Fencer {
 
 impl Fencer {
     /// Starts telling `target` (`host:port`) until it answers.
-    pub fn start(shared: Arc<Shared>, target: String) -> std::io::Result<Fencer> {
+    pub fn start(shared: Arc<dyn Node>, target: String) -> std::io::Result<Fencer> {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (stop, target) = (Arc::clone(&stop), target.clone());
@@ -85,22 +85,22 @@ pub fn remembered(data_dir: &Path) -> std::io::Result<Option<String>> {
     }
 }
 
-fn fence_until_heard(shared: &Arc<Shared>, target: &str, stop: &AtomicBool) {
+fn fence_until_heard(shared: &Arc<dyn Node>, target: &str, stop: &AtomicBool) {
     while !stop.load(Ordering::Acquire) {
-        match fence_once(shared, target) {
+        match fence_once(&**shared, target) {
             Ok(reply) => {
                 if reply == "OK" {
                     tracing::info!("{target}, the primary this node followed, follows it now");
                 } else {
                     tracing::warn!("{target} is not fenced: {reply}");
                 }
-                if let Err(e) = shared.replication.forget_fencing() {
+                if let Err(e) = shared.replication().forget_fencing() {
                     tracing::warn!("forgetting {target}: {e}");
                 }
                 return;
             }
             Err(e) => {
-                if shared.verbosity.load(Ordering::Relaxed) > 1 {
+                if shared.verbosity() > 1 {
                     tracing::warn!("fencing {target}: {e}");
                 }
             }
@@ -113,18 +113,18 @@ fn fence_until_heard(shared: &Arc<Shared>, target: &str, stop: &AtomicBool) {
 }
 
 /// One try: the old primary's final answer, or why there was none.
-fn fence_once(shared: &Shared, target: &str) -> Result<String, ReplicationError> {
-    let mut stream = shared.replication.connect(target, CONNECT_TIMEOUT)?;
+fn fence_once(shared: &dyn Node, target: &str) -> Result<String, ReplicationError> {
+    let mut stream = shared.replication().connect(target, CONNECT_TIMEOUT)?;
     stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
     // Where this node listens, as the old primary reaches it: the listening address,
     // or, when that is every interface, the one this connection left from.
-    let listen = shared.listen_addr;
+    let listen = shared.listen_addr();
     let ip = if listen.ip().is_unspecified() {
         stream.local_addr()?.ip()
     } else {
         listen.ip()
     };
-    let history = shared.store.history();
+    let history = shared.store().history();
     let line = format!(
         "fence {:032x} {} {ip} {}\r\n",
         history.id,
@@ -150,7 +150,7 @@ fn fence_once(shared: &Shared, target: &str) -> Result<String, ReplicationError>
 }
 
 /// `fence <history> <epoch> <host> <port>`, on the node being fenced.
-pub fn fence(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
+pub fn fence(shared: &dyn Node, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
     let text = |t: &[u8]| std::str::from_utf8(t).ok().map(str::to_string);
     let mut next = || arguments.next().and_then(text);
     let parsed = (|| {
@@ -169,8 +169,8 @@ pub fn fence(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
         Ok(ip) => SocketAddr::new(ip, port).to_string(),
         Err(_) => format!("{host}:{port}"),
     };
-    let replication = &shared.replication;
-    let history = shared.store.history();
+    let replication = &shared.replication();
+    let history = shared.store().history();
     if replication.primary().as_deref() == Some(target.as_str()) {
         out.extend_from_slice(b"OK\r\n");
         return;

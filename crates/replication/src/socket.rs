@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::rustls::{ClientConnection, StreamOwned};
 
 use super::ReplicationError;
@@ -55,7 +56,7 @@ impl Socket {
     /// plain TCP.
     pub fn connect(
         address: &str,
-        tls: Option<&crate::tls::Settings>,
+        tls: Option<&dyn crate::ClientTls>,
         limit: Duration,
     ) -> Result<Socket, ReplicationError> {
         let io = |source: std::io::Error| ReplicationError::Connect {
@@ -73,7 +74,7 @@ impl Socket {
             return Ok(Socket::Tcp(stream));
         };
         let config = settings.client_config().map_err(tls_error)?;
-        let name = crate::tls::server_name(address).map_err(tls_error)?;
+        let name = server_name(address).map_err(tls_error)?;
         let mut session =
             ClientConnection::new(config, name).map_err(|e| tls_error(e.to_string()))?;
         let handshake = Some(limit * HANDSHAKE_FACTOR);
@@ -115,6 +116,15 @@ impl Write for Socket {
     }
 }
 
+/// The host part of `HOST:PORT` as the name a server certificate must carry.
+pub fn server_name(address: &str) -> Result<ServerName<'static>, String> {
+    let host = match address.rsplit_once(':') {
+        Some((host, _)) => host.trim_start_matches('[').trim_end_matches(']'),
+        None => address,
+    };
+    ServerName::try_from(host.to_string()).map_err(|e| format!("{host}: {e}"))
+}
+
 /// The first address `address` (`host:port`) resolves to.
 fn resolve(address: &str) -> std::io::Result<SocketAddr> {
     address
@@ -133,7 +143,7 @@ pub type Stream = Box<dyn Io>;
 /// [`Socket::connect`] for a [`Stream`].
 pub async fn connect_stream(
     address: &str,
-    tls: Option<&crate::tls::Settings>,
+    tls: Option<&dyn crate::ClientTls>,
     limit: Duration,
 ) -> Result<Stream, ReplicationError> {
     let io = |source: std::io::Error| ReplicationError::Connect {
@@ -155,7 +165,7 @@ pub async fn connect_stream(
         return Ok(Box::new(stream));
     };
     let config = settings.client_config().map_err(tls_error)?;
-    let name = crate::tls::server_name(address).map_err(tls_error)?;
+    let name = server_name(address).map_err(tls_error)?;
     let handshake = tokio_rustls::TlsConnector::from(Arc::clone(&config)).connect(name, stream);
     match tokio::time::timeout(limit * HANDSHAKE_FACTOR, handshake).await {
         Ok(Ok(tls)) => Ok(Box::new(tls)),
@@ -186,4 +196,25 @@ pub async fn log_in_stream(
         reply.push(byte);
     }
     super::login_reply(&reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::server_name;
+
+    #[test]
+    fn server_names_come_from_the_host() {
+        assert_eq!(
+            server_name("127.0.0.1:11211").map(|n| n.to_str().into_owned()),
+            Ok("127.0.0.1".to_string())
+        );
+        assert_eq!(
+            server_name("[::1]:11211").map(|n| n.to_str().into_owned()),
+            Ok("::1".to_string())
+        );
+        assert_eq!(
+            server_name("cache.example:11211").map(|n| n.to_str().into_owned()),
+            Ok("cache.example".to_string())
+        );
+    }
 }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use kura_protocol::replication::{decode, encode, Frame, Start};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::server::Shared;
+use crate::Node;
 
 /// About how many bytes of records one read of the log sends.
 const READ_BYTES: u64 = 256 << 10;
@@ -113,14 +113,18 @@ fn changes_between(store: &kura_engine::Store, from: u64, until: u64) -> Option<
 }
 
 /// `--replica-backlog-mib` in bytes.
-fn backlog_bytes(shared: &Shared) -> u64 {
-    shared.config.replica_backlog_mib.saturating_mul(1 << 20)
+fn backlog_bytes(shared: &dyn Node) -> u64 {
+    shared
+        .replication()
+        .settings
+        .replica_backlog_mib
+        .saturating_mul(1 << 20)
 }
 
 /// Serves the replica on `stream` (the connection that sent `request`), on the task
 /// that ran that connection, until the stream ends.
 pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
-    shared: Arc<Shared>,
+    shared: Arc<dyn Node>,
     stream: S,
     peer: String,
     request: Request,
@@ -135,20 +139,20 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         acked_lsn: AtomicU64::new(0),
         sent_lsn: AtomicU64::new(request.lsn),
     });
-    let n = shared.replication.add_link(Arc::clone(&link));
+    let n = shared.replication().add_link(Arc::clone(&link));
     let (reader, writer) = tokio::io::split(stream);
     // The stream ends when either side does: the replica gone quiet or gone, or the
     // stream said goodbye (or failed).
     let ended = tokio::select! {
         ended = stream_log(&shared, writer, request, &link) => ended,
-        () = read_acks(reader, &link, &shared) => Ok(()),
+        () = read_acks(reader, &link, &*shared) => Ok(()),
     };
     if let Err(e) = ended {
-        if shared.verbosity.load(Ordering::Relaxed) > 0 {
+        if shared.verbosity() > 0 {
             tracing::warn!("replica {}: {e}", link.addr);
         }
     }
-    shared.replication.remove_link(n);
+    shared.replication().remove_link(n);
 }
 
 /// Writes `out` whole, or fails once the replica has read nothing for
@@ -195,12 +199,12 @@ fn read_runs(
 }
 
 async fn stream_log(
-    shared: &Arc<Shared>,
+    shared: &Arc<dyn Node>,
     mut stream: impl AsyncWrite + Unpin,
     request: Request,
     link: &Arc<Link>,
 ) -> std::io::Result<()> {
-    let store = &shared.store;
+    let store = &shared.store();
     let history = store.history();
     if request.history_id == history.id && request.epoch > history.current().number {
         // The replica has seen a newer epoch of this history: this node is an old
@@ -218,7 +222,7 @@ async fn stream_log(
     // on from there, if this log still holds that position.
     // A replica further behind than the backlog allows gets a full copy, as if
     // its position were compacted away.
-    let backlog = backlog_bytes(shared);
+    let backlog = backlog_bytes(&**shared);
     let partial = (request.history_id == history.id)
         .then(|| history.shared_until(request.epoch, request.tag, request.lsn))
         .flatten()
@@ -233,7 +237,7 @@ async fn stream_log(
         Some(cursor) => {
             let lsn = cursor.lsn();
             shared
-                .replication
+                .replication()
                 .partial_syncs
                 .fetch_add(1, Ordering::Relaxed);
             (cursor, Start::Partial { lsn })
@@ -247,7 +251,7 @@ async fn stream_log(
             link.consistent_lsn.store(consistent_lsn, Ordering::Relaxed);
             link.acked_lsn.store(cursor.lsn(), Ordering::Release);
             shared
-                .replication
+                .replication()
                 .full_syncs
                 .fetch_add(1, Ordering::Relaxed);
             let start = Start::Full {
@@ -258,8 +262,8 @@ async fn stream_log(
             (cursor, start)
         }
     };
-    shared.replication.confirm();
-    if shared.verbosity.load(Ordering::Relaxed) > 0 {
+    shared.replication().confirm();
+    if shared.verbosity() > 0 {
         tracing::info!("replica {} follows from {start:?}", link.addr);
     }
     let mut out = Vec::with_capacity(READ_BYTES as usize + 4096);
@@ -276,17 +280,17 @@ async fn stream_log(
         &mut out,
     );
     send(&mut stream, &out).await?;
-    let mut synced = shared.acks.synced.subscribe();
+    let mut synced = shared.synced().subscribe();
     // The cursor goes to a blocking thread and back for a read far behind.
     let mut cursor = Some(cursor);
     // The replica may hold segments this log removed while it was away.
     let mut trimmed = 0;
     let mut last_progress = Instant::now();
     loop {
-        let stopping = shared.stopping.load(Ordering::Acquire);
+        let stopping = shared.stopping();
         if stopping || store.is_read_only() {
             out.clear();
-            let moved_to = shared.replication.moved_to().filter(|_| !stopping);
+            let moved_to = shared.replication().moved_to().filter(|_| !stopping);
             match &moved_to {
                 // A planned failover: the replica follows the new primary.
                 Some(to) => encode(&Frame::Moved { to }, &mut out),
@@ -317,13 +321,13 @@ async fn stream_log(
         // ends (a full copy in progress is let be).
         if until.saturating_sub(at.lsn()) > backlog && !link.is_copying() {
             shared
-                .replication
+                .replication()
                 .backlog_drops
                 .fetch_add(1, Ordering::Relaxed);
             out.clear();
             let reason = format!(
                 "the replica fell more than --replica-backlog-mib {} behind",
-                shared.config.replica_backlog_mib
+                shared.replication().settings.replica_backlog_mib
             );
             encode(&Frame::Bye { reason: &reason }, &mut out);
             let _ = send(&mut stream, &out).await;
@@ -382,23 +386,23 @@ async fn stream_log(
         }
         link.sent_lsn.store(lsn, Ordering::Relaxed);
         if read == 0 {
-            crate::acks::synced_past(&mut synced, lsn, IDLE_WAIT).await;
+            crate::synced::synced_past(&mut synced, lsn, IDLE_WAIT).await;
         } else if lsn >= until
-            && shared.config.min_sync_replicas == 0
-            && shared.config.replica_linger_ms > 0
+            && shared.replication().settings.min_sync_replicas == 0
+            && shared.replication().settings.replica_linger_ms > 0
         {
             // `--replica-linger-ms`: what an asynchronous replica's lag gives, against
             // a wake-up, a send, and the replica's apply, sync and acknowledgement per
             // group commit (`Confirmations::linger` ends it when a request waits).
-            let linger = Duration::from_millis(shared.config.replica_linger_ms);
-            shared.replication.confirmations.linger(linger).await;
+            let linger = Duration::from_millis(shared.replication().settings.replica_linger_ms);
+            shared.replication().confirmations.linger(linger).await;
         }
     }
 }
 
 /// Reads the replica's acknowledgements until it closes, sends something else, or
 /// says nothing for [`SILENT_LIMIT`].
-async fn read_acks(mut stream: impl AsyncRead + Unpin, link: &Link, shared: &Shared) {
+async fn read_acks(mut stream: impl AsyncRead + Unpin, link: &Link, shared: &dyn Node) {
     let mut buf = Vec::with_capacity(256);
     let mut chunk = [0u8; 256];
     loop {
@@ -412,7 +416,7 @@ async fn read_acks(mut stream: impl AsyncRead + Unpin, link: &Link, shared: &Sha
                     if let Frame::Ack { synced_lsn } = frame {
                         let before = link.acked_lsn.fetch_max(synced_lsn, Ordering::AcqRel);
                         if synced_lsn > before {
-                            shared.replication.confirm();
+                            shared.replication().confirm();
                         }
                     }
                     buf.drain(..len);

@@ -26,8 +26,8 @@ use tokio::sync::watch;
 
 use super::socket;
 use super::ReplicationError;
-use crate::acks::Synced;
-use crate::server::Shared;
+use crate::synced::Synced;
+use crate::Node;
 
 /// The primary says where its log is at least once a second; this long without a
 /// word, the link is taken for dead.
@@ -115,7 +115,7 @@ pub struct Follower {
 impl Follower {
     /// Starts following `primary` on `runtime`.
     pub fn start(
-        shared: Arc<Shared>,
+        shared: Arc<dyn Node>,
         runtime: &tokio::runtime::Handle,
         primary: String,
     ) -> Follower {
@@ -218,7 +218,7 @@ impl Follower {
 /// Follows `primary` until told to stop: connects, streams, and after any failure
 /// waits a little longer each time (up to [`BACKOFF_MAX`]) before connecting again.
 async fn follow(
-    shared: &Arc<Shared>,
+    shared: &Arc<dyn Node>,
     following: &Mutex<String>,
     stop: &Arc<Stop>,
     state: &Arc<LinkState>,
@@ -230,12 +230,12 @@ async fn follow(
         state.link.store(LINK_CONNECTING, Ordering::Relaxed);
         let started = Instant::now();
         let copying = Session {
-            tables: &shared.tables,
-            login: shared.replication.login.as_deref(),
-            tls: shared.replication.tls(),
+            tables: shared.tables(),
+            login: shared.replication().login.as_deref(),
+            tls: shared.replication().tls(),
             purpose: Purpose::Replica,
             until_lsn: None,
-            synced: &shared.acks.synced,
+            synced: shared.synced(),
         };
         let ended = tokio::select! {
             ended = session(&copying, primary, stop, state) => ended,
@@ -246,19 +246,19 @@ async fn follow(
             break;
         }
         if let Err(e) = ended {
-            if shared.verbosity.load(Ordering::Relaxed) > 0 {
+            if shared.verbosity() > 0 {
                 tracing::warn!("following {primary}: {e}");
             }
             *state.last_error.lock() = e.to_string();
             match e {
-                ReplicationError::HandedOver(to) if !is_me(shared, &to) => {
+                ReplicationError::HandedOver(to) if !is_me(&**shared, &to) => {
                     // A planned failover: the new primary holds all of the old one's
                     // log, so this node goes on from its position there.
                     tracing::info!("{primary} handed over to {to}; following it");
-                    if let Err(e) = shared.replication.remember(Some(&to)) {
+                    if let Err(e) = shared.replication().remember(Some(&to)) {
                         tracing::warn!("remembering the new primary {to}: {e}");
                     }
-                    shared.store.set_read_only(Some(to.clone()));
+                    shared.store().set_read_only(Some(to.clone()));
                     *following.lock() = to;
                     backoff = BACKOFF_MIN;
                     continue;
@@ -278,8 +278,9 @@ async fn follow(
 }
 
 /// Whether `address` names this node (its listening or advertised address).
-fn is_me(shared: &Shared, address: &str) -> bool {
-    address == shared.listen_addr.to_string() || shared.config.advertise.as_deref() == Some(address)
+fn is_me(shared: &dyn Node, address: &str) -> bool {
+    address == shared.listen_addr().to_string()
+        || shared.replication().settings.advertise.as_deref() == Some(address)
 }
 
 /// What one connection to a primary works with: the tables over the store the copies
@@ -289,7 +290,7 @@ pub struct Session<'a> {
     pub tables: &'a Arc<Tables>,
     pub login: Option<&'a [u8]>,
     /// TLS toward the primary (`--tls-replication`), or plain TCP.
-    pub tls: Option<&'a crate::tls::Settings>,
+    pub tls: Option<&'a dyn crate::ClientTls>,
     pub purpose: Purpose,
     /// Stop once the store holds the log up to here (and a full copy is consistent);
     /// None: until the link fails or the follower stops.
@@ -563,6 +564,6 @@ async fn send_acks(
             sent = now;
             last = Instant::now();
         }
-        crate::acks::synced_past(&mut synced, now, ACK_EVERY).await;
+        crate::synced::synced_past(&mut synced, now, ACK_EVERY).await;
     }
 }

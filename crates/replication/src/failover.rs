@@ -23,7 +23,7 @@ use kura_protocol::Tokens;
 use parking_lot::Mutex;
 
 use super::ReplicationError;
-use crate::server::Shared;
+use crate::Node;
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest wait for one answer of the target.
@@ -72,7 +72,7 @@ impl State {
 }
 
 /// `failover to <host> <port> [timeout ms]`.
-pub fn command(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
+pub fn command(shared: &dyn Node, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
     const USAGE: &[u8] = b"CLIENT_ERROR usage: failover to <host> <port> [timeout ms]\r\n";
     let words: Vec<&[u8]> = arguments.by_ref().collect();
     let (to, host, port, timeout) = match words[..] {
@@ -96,15 +96,15 @@ pub fn command(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
     ) else {
         return out.extend_from_slice(USAGE);
     };
-    if crate::cluster::enabled(&shared.config) {
+    if shared.replication().settings.in_cluster {
         return out.extend_from_slice(
             b"CLIENT_ERROR in cluster mode use kura cluster switchover, which moves every node\r\n",
         );
     }
-    if shared.store.is_read_only() {
+    if shared.store().is_read_only() {
         return out.extend_from_slice(b"CLIENT_ERROR failover: this node is not a primary\r\n");
     }
-    let replication = &shared.replication;
+    let replication = &shared.replication();
     let Some(arc) = replication.shared.get().and_then(std::sync::Weak::upgrade) else {
         return out.extend_from_slice(b"SERVER_ERROR the server is stopping\r\n");
     };
@@ -116,7 +116,7 @@ pub fn command(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
         inner.0 = Phase::WaitingForSync;
     }
     // Paused from now on, before the answer: no write is taken after the OK.
-    shared.store.set_writable_until(Some(Instant::now()));
+    shared.store().set_writable_until(Some(Instant::now()));
     let target = format!("{host}:{port}");
     let started = std::thread::Builder::new()
         .name("kura-failover".to_string())
@@ -124,16 +124,16 @@ pub fn command(shared: &Shared, mut arguments: Tokens<'_>, out: &mut Vec<u8>) {
     match started {
         Ok(_) => out.extend_from_slice(b"OK\r\n"),
         Err(e) => {
-            shared.store.set_writable_until(None);
+            shared.store().set_writable_until(None);
             replication.failover.end(format!("not started: {e}"));
             out.extend_from_slice(format!("SERVER_ERROR failover: {e}\r\n").as_bytes());
         }
     }
 }
 
-fn run(shared: &Arc<Shared>, target: &str, timeout: Duration) {
+fn run(shared: &Arc<dyn Node>, target: &str, timeout: Duration) {
     let started = Instant::now();
-    let state = &shared.replication.failover;
+    let state = &shared.replication().failover;
     match hand_over(shared, target, started + timeout) {
         Ok(()) => {
             let took = started.elapsed();
@@ -141,7 +141,7 @@ fn run(shared: &Arc<Shared>, target: &str, timeout: Duration) {
             state.end(format!("to {target} in {} ms", took.as_millis()));
         }
         Err(why) => {
-            shared.store.set_writable_until(None);
+            shared.store().set_writable_until(None);
             tracing::warn!("failover to {target} did not happen, writes resume: {why}");
             state.end(format!("to {target} failed: {why}"));
         }
@@ -150,18 +150,18 @@ fn run(shared: &Arc<Shared>, target: &str, timeout: Duration) {
 
 /// Waits until `target` holds this log's end, promotes it and follows it.
 fn hand_over(
-    shared: &Arc<Shared>,
+    shared: &Arc<dyn Node>,
     target: &str,
     deadline: Instant,
 ) -> Result<(), ReplicationError> {
-    let history = shared.store.history();
+    let history = shared.store().history();
     let ours = (
         format!("{:032x}", history.id),
         history.current().number.to_string(),
     );
     loop {
-        let end = shared.store.appended_lsn();
-        let stats = ask(shared, target, b"stats replication\r\n", b"END\r\n");
+        let end = shared.store().appended_lsn();
+        let stats = ask(&**shared, target, b"stats replication\r\n", b"END\r\n");
         if let Ok(stats) = stats {
             let stat = |name: &str| {
                 stats
@@ -189,12 +189,12 @@ fn hand_over(
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    shared.replication.failover.set(Phase::InProgress);
+    shared.replication().failover.set(Phase::InProgress);
     // The streams to this node's other replicas end telling them to follow the
     // target, which holds all of this log, as soon as this node is a replica: the
     // target's fence may make it one before this thread does.
-    *shared.replication.moved_to.lock() = Some(target.to_string());
-    let promoted = ask(shared, target, b"replicaof no one\r\n", b"\r\n").and_then(|answer| {
+    *shared.replication().moved_to.lock() = Some(target.to_string());
+    let promoted = ask(&**shared, target, b"replicaof no one\r\n", b"\r\n").and_then(|answer| {
         if answer == "OK\r\n" {
             Ok(())
         } else {
@@ -205,31 +205,31 @@ fn hand_over(
         }
     });
     if let Err(why) = promoted {
-        *shared.replication.moved_to.lock() = None;
+        *shared.replication().moved_to.lock() = None;
         return Err(why);
     }
     if let Err(e) = shared
-        .replication
-        .become_replica(shared, target.to_string())
+        .replication()
+        .become_replica(&**shared, target.to_string())
     {
-        *shared.replication.moved_to.lock() = None;
+        *shared.replication().moved_to.lock() = None;
         return Err(ReplicationError::Failover(format!(
             "following {target}: {e}"
         )));
     }
-    shared.store.set_writable_until(None);
+    shared.store().set_writable_until(None);
     Ok(())
 }
 
 /// Sends `request` to the node at `address` (logged in and over TLS as replication
 /// connects) and reads its answer up to `end`.
 fn ask(
-    shared: &Shared,
+    shared: &dyn Node,
     address: &str,
     request: &[u8],
     end: &[u8],
 ) -> Result<String, ReplicationError> {
-    let mut socket = shared.replication.connect(address, ANSWER_WITHIN)?;
+    let mut socket = shared.replication().connect(address, ANSWER_WITHIN)?;
     socket.set_read_timeout(Some(ANSWER_WITHIN))?;
     socket.write_all(request)?;
     let mut answer = Vec::new();
