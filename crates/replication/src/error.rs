@@ -49,4 +49,7 @@ pub enum ReplicationError {
     /// A planned failover or a promotion that did not happen, and why.
     #[error("{0}")]
     Failover(String),
+    /// etcd, in cluster mode.
+    #[error(transparent)]
+    Cluster(#[from] kura_cluster::ClusterError),
 }

@@ -24,6 +24,7 @@ pub mod failover;
 pub mod fence;
 pub mod primary;
 pub mod replica;
+pub mod role;
 pub mod socket;
 mod synced;
 
@@ -139,6 +140,8 @@ pub struct Replication {
     tls: Option<Box<dyn ClientTls>>,
     /// The server's settings replication follows.
     pub settings: Settings,
+    /// In cluster mode, the shard as the role's task last saw it (`role.rs`).
+    pub shard: role::Shard,
     /// What every connection shares, for the threads replication starts
     /// ([`Replication::bind`]).
     shared: std::sync::OnceLock<std::sync::Weak<dyn Node>>,
@@ -222,6 +225,7 @@ impl Replication {
             login,
             tls,
             settings,
+            shard: role::Shard::default(),
             shared: std::sync::OnceLock::new(),
             runtime: std::sync::OnceLock::new(),
             following: Mutex::new(None),

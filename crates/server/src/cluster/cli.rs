@@ -224,7 +224,7 @@ fn switchover(flags: &SwitchoverFlags) -> anyhow::Result<String> {
 
 /// A member as its `stats replication` shows it, or why it does not answer.
 fn describe(address: &str) -> String {
-    let stats = match node_stats(address) {
+    let stats = match kura_replication::role::node_stats(address) {
         Ok(stats) => stats,
         Err(e) => return format!("unreachable ({e})"),
     };
@@ -239,41 +239,6 @@ fn describe(address: &str) -> String {
         ));
     }
     line
-}
-
-/// `stats replication` of the node at `address`, with a bounded wait.
-pub(super) fn node_stats(
-    address: &str,
-) -> std::io::Result<std::collections::BTreeMap<String, String>> {
-    use std::io::{Read, Write};
-    use std::net::ToSocketAddrs;
-    let limit = Duration::from_secs(2);
-    let addr = address
-        .to_socket_addrs()?
-        .next()
-        .ok_or_else(|| std::io::Error::other("no address"))?;
-    let mut stream = std::net::TcpStream::connect_timeout(&addr, limit)?;
-    stream.set_read_timeout(Some(limit))?;
-    stream.write_all(b"stats replication\r\n")?;
-    let mut reply = Vec::new();
-    let mut chunk = [0u8; 4096];
-    while !reply.ends_with(b"END\r\n") {
-        let n = stream.read(&mut chunk)?;
-        if n == 0 || reply.len() > 1 << 20 {
-            break;
-        }
-        reply.extend_from_slice(&chunk[..n]);
-        if reply.starts_with(b"SERVER_ERROR") || reply.starts_with(b"CLIENT_ERROR") {
-            let line = String::from_utf8_lossy(&reply).trim_end().to_string();
-            return Err(std::io::Error::other(line));
-        }
-    }
-    Ok(String::from_utf8_lossy(&reply)
-        .lines()
-        .filter_map(|l| l.strip_prefix("STAT "))
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect())
 }
 
 /// A runtime for one command's calls to etcd.

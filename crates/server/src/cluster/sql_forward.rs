@@ -59,7 +59,7 @@ fn sql_route(shared: &Shared) -> SqlRoute {
     let Some(primary) = shared.replication.primary() else {
         return SqlRoute::Refused(super::NO_PRIMARY.to_string());
     };
-    match shared.cluster.primary_sql(&primary) {
+    match shared.replication.shard.primary_sql(&primary) {
         Some(Some(sql)) => SqlRoute::Primary { primary, sql },
         Some(None) => SqlRoute::Refused(format!(
             "the shard's primary {primary} has no SQL port (--sql-port off)"
@@ -82,7 +82,7 @@ pub fn pass_on(shared: &Shared, stream: TcpStream) -> Option<TcpStream> {
         SqlRoute::Primary { primary, sql } => {
             match connect(&sql) {
                 Ok(upstream) => {
-                    shared.cluster.count_sql_passed_on();
+                    shared.replication.shard.count_sql_passed_on();
                     let _ = relay(shared, &primary, stream, upstream);
                 }
                 Err(e) => {

@@ -9,11 +9,10 @@ use crate::server::Shared;
 use super::ring::Placement;
 use super::{advertise, enabled};
 
-/// What `stats cluster` shows of the node's part in its shard, as the task last
-/// saw it.
+/// What the server keeps of the cluster beside the node's view of its shard
+/// (`kura_replication::role::Shard`): the ring and its counters.
 #[derive(Default)]
 pub struct Status {
-    inner: parking_lot::Mutex<Seen>,
     /// The ring, as the ring task last read it (None: no ring set).
     placement: parking_lot::RwLock<Option<Arc<Placement>>>,
     /// Requests passed on to another shard's primary, and multi-key gets split
@@ -22,37 +21,7 @@ pub struct Status {
     pub(super) split_gets: AtomicU64,
 }
 
-#[derive(Default, Clone)]
-pub(super) struct Seen {
-    pub(super) primary: Option<String>,
-    pub(super) term: Option<i64>,
-    pub(super) members: usize,
-    pub(super) lease_until: Option<Instant>,
-    /// The SQL address the primary this node follows registered: its advertised
-    /// address, then the SQL address (None: it has no SQL port).
-    pub(super) primary_sql: Option<(String, Option<String>)>,
-    /// SQL connections passed on to the primary.
-    pub(super) sql_passed_on: u64,
-}
-
 impl Status {
-    pub(super) fn update(&self, change: impl FnOnce(&mut Seen)) {
-        change(&mut self.inner.lock());
-    }
-
-    /// The SQL address `primary` registered, if the task has read it: Some(None)
-    /// when it has no SQL port.
-    pub(super) fn primary_sql(&self, primary: &str) -> Option<Option<String>> {
-        match &self.inner.lock().primary_sql {
-            Some((of, sql)) if of == primary => Some(sql.clone()),
-            _ => None,
-        }
-    }
-
-    pub(super) fn count_sql_passed_on(&self) {
-        self.inner.lock().sql_passed_on += 1;
-    }
-
     /// The ring as the node last read it.
     pub fn placement(&self) -> Option<Arc<Placement>> {
         self.placement.read().clone()
@@ -83,7 +52,7 @@ pub fn view(shared: &Shared) -> Option<View> {
     if !enabled(&shared.config) {
         return None;
     }
-    let seen = shared.cluster.inner.lock().clone();
+    let seen = shared.replication.shard.seen();
     let role = if !shared.store.is_read_only() {
         "primary"
     } else if shared.replication.primary().is_some() {
