@@ -7,7 +7,9 @@
 # Settings (environment): ROWS (100000), THREADS (16), SECONDS_EACH (20),
 # KURA_MEMORY_MIB (0 = no limit), MARIADB_POOL (the InnoDB buffer pool, 1G),
 # DURABILITY (Kura's --durability, fsync; MariaDB matches it with
-# innodb_flush_log_at_trx_commit=1 for fsync and 2 otherwise).
+# innodb_flush_log_at_trx_commit=1 for fsync and 2 otherwise), RUN_OPTIONS (more
+# options for each run, e.g. `--point_selects=0 --sum_ranges=0` to measure one
+# kind of statement).
 #
 # sysbench runs as a new user would, with its defaults (database `sbtest`, which
 # the script makes on both servers first; AUTO_INCREMENT ids). Prints one line per server and test: transactions/s,
@@ -97,7 +99,7 @@ done
 
 common=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-user=root
     --tables=1 --table-size="$rows")
-echo "sysbench.sh: $(date -u +%F) commit $(git rev-parse --short HEAD), $rows rows, $threads threads, ${seconds}s each, kura -m $memory --durability $durability"
+echo "sysbench.sh: $(date -u +%F) commit $(git rev-parse --short HEAD), $rows rows, $threads threads, ${seconds}s each, kura -m $memory --durability $durability${RUN_OPTIONS:+, run options $RUN_OPTIONS}"
 for server in kura mariadb; do
     port=$sql_port
     [[ $server == mariadb ]] && port=$maria_port
@@ -113,8 +115,9 @@ for test in "${tests[@]}"; do
         [[ $server == mariadb ]] && pid=${pids[1]}
         before=$(cpu_ticks "$pid")
         cs_before=$(switches)
+        # shellcheck disable=SC2086
         out=$(sysbench "$test" "${common[@]}" --mysql-port="$port" --threads="$threads" \
-            --time="$seconds" --report-interval=0 run 2>&1) ||
+            --time="$seconds" --report-interval=0 ${RUN_OPTIONS:-} run 2>&1) ||
             { echo "sysbench.sh: $test on $server failed:" >&2; echo "$out" >&2; exit 1; }
         after=$(cpu_ticks "$pid")
         cs_after=$(switches)

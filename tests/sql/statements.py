@@ -11,7 +11,7 @@ after, 1091 for none); DATE, DATETIME(p) and TIMESTAMP read in MySQL's forms,
 refused when no calendar has them (1292), compared as times and kept in order,
 DEFAULT and ON UPDATE CURRENT_TIMESTAMP; SQL_CALC_FOUND_ROWS and FOUND_ROWS();
 ALTER TABLE CHANGE, MODIFY and RENAME COLUMN to wider types and new names, DROP
-COLUMN;
+COLUMN; ENUM (members, their order, 1265, 1291, 1067, its wire type);
 SHOW WARNINGS and SHOW COUNT(*) WARNINGS after an error (its
 level and code); SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW
 CREATE DATABASE (their
@@ -194,6 +194,64 @@ def outcome_alone(conn, statement):
     return out
 
 
+# ENUM: members matched under the column's collation and stored as declared, a
+# number as a member's place, anything else 1265; ordered by the members' places;
+# 1291 for a member twice, 1067 for a DEFAULT that is none. Each result's column
+# types are compared too (an ENUM is a string on the wire).
+ENUMS = [
+    "DROP TABLE IF EXISTS e1",
+    "DROP TABLE IF EXISTS e2",
+    "CREATE TABLE e1 (id INT PRIMARY KEY, st ENUM('new','active','gone') NOT NULL"
+    " DEFAULT 'new', sz ENUM('S','M','L'), KEY st (st))",
+    "INSERT INTO e1 (id, st, sz) VALUES (1, 'active', 'M'), (2, 'gone', 'S'), (3, 'new', NULL),"
+    " (4, 'ACTIVE', 'l')",
+    "INSERT INTO e1 (id) VALUES (5)",
+    "INSERT INTO e1 (id, st) VALUES (8, 2)",
+    "INSERT INTO e1 (id, st) VALUES (6, 'lost')",
+    "INSERT INTO e1 (id, st) VALUES (7, '')",
+    "INSERT INTO e1 (id, st) VALUES (9, 0)",
+    "INSERT INTO e1 (id, st) VALUES (10, 4)",
+    "SELECT * FROM e1 ORDER BY id",
+    "SELECT id, st FROM e1 ORDER BY st, id",
+    "SELECT id, st FROM e1 ORDER BY st DESC, id",
+    "SELECT id FROM e1 WHERE st = 'active' ORDER BY id",
+    "SELECT id FROM e1 WHERE st = 'Active' ORDER BY id",
+    "SELECT id FROM e1 WHERE st IN ('new', 'gone') ORDER BY id",
+    "SELECT id FROM e1 WHERE st > 'b' ORDER BY id",
+    "SELECT st, count(*) FROM e1 GROUP BY st ORDER BY st",
+    "SELECT DISTINCT sz FROM e1 ORDER BY sz",
+    "SELECT concat(st, '!'), length(st) FROM e1 ORDER BY id",
+    "UPDATE e1 SET st = 'gone' WHERE id = 1",
+    "UPDATE e1 SET sz = 'XL' WHERE id = 2",
+    "UPDATE e1 SET sz = 3 WHERE id = 3",
+    "SELECT * FROM e1 ORDER BY id",
+    "ALTER TABLE e1 MODIFY sz ENUM('S','M','L','XL')",
+    "UPDATE e1 SET sz = 'xl' WHERE id = 2",
+    "SELECT * FROM e1 ORDER BY sz, id",
+    "SHOW COLUMNS FROM e1 LIKE 'st'",
+    "SELECT COLUMN_TYPE, DATA_TYPE, CHARACTER_MAXIMUM_LENGTH FROM information_schema.COLUMNS"
+    " WHERE TABLE_NAME = 'e1' AND COLUMN_NAME <> 'id' ORDER BY ORDINAL_POSITION",
+    "CREATE TABLE e2 (id INT PRIMARY KEY, x ENUM('a','b','a'))",
+    "CREATE TABLE e2 (id INT PRIMARY KEY, x ENUM('a','A'))",
+    "CREATE TABLE e2 (id INT PRIMARY KEY, x ENUM('a','b') DEFAULT 'c')",
+    "CREATE TABLE e2 (id INT PRIMARY KEY, x ENUM('it''s','b') DEFAULT 'IT''S')",
+    "INSERT INTO e2 (id) VALUES (1)",
+    "INSERT INTO e2 VALUES (2, 'B')",
+    "SELECT * FROM e2 ORDER BY id",
+]
+
+
+def typed(conn, statement):
+    """The statement's outcome and, for a table's rows whole, each column's wire
+    type."""
+    out = run(conn, statement)
+    if out[0] == "ok" and statement.startswith("SELECT * FROM"):
+        cur = conn.cursor()
+        cur.execute(statement)
+        return out + (tuple(d[1] for d in cur.description),)
+    return out
+
+
 # Statements whose rows are compared by their first column alone.
 FIRST_COLUMN = [
     "SHOW CHARACTER SET LIKE 'utf8mb4'",
@@ -207,6 +265,7 @@ def main(kura_port, mariadb_port):
     mariadb = mariadb_database(mariadb_port, "st")
     failed = compare(kura, mariadb, TRANSCRIPT)
     failed += compare(kura, mariadb, ALTER_COLUMNS, outcome_alone)
+    failed += compare(kura, mariadb, ENUMS, typed)
     # After an error: its level and code (the texts are each server's).
     for conn in (kura, mariadb):
         run(conn, "SELECT nosuchcol FROM nosuchtable")
@@ -235,7 +294,8 @@ def main(kura_port, mariadb_port):
     k_conn = connect(kura_port, "kura", client_flag=CLIENT.MULTI_STATEMENTS)
     m_conn = connect(mariadb_port, "st", client_flag=CLIENT.MULTI_STATEMENTS)
     failed += compare(k_conn, m_conn, multi, results)
-    verdict(failed, len(TRANSCRIPT) + len(ALTER_COLUMNS) + len(FIRST_COLUMN) + 2 + len(multi))
+    total = len(TRANSCRIPT) + len(ALTER_COLUMNS) + len(ENUMS) + len(FIRST_COLUMN) + 2
+    verdict(failed, total + len(multi))
 
 
 def results(conn, query):

@@ -1016,7 +1016,7 @@ fn wire_type(kind: Kind) -> ColumnType {
         Kind::BigInt | Kind::BigIntUnsigned => ColumnType::MYSQL_TYPE_LONGLONG,
         Kind::Double => ColumnType::MYSQL_TYPE_DOUBLE,
         Kind::Varchar(_) => ColumnType::MYSQL_TYPE_VAR_STRING,
-        Kind::Char(_) => ColumnType::MYSQL_TYPE_STRING,
+        Kind::Char(_) | Kind::Enum(_) => ColumnType::MYSQL_TYPE_STRING,
         Kind::Text | Kind::Blob => ColumnType::MYSQL_TYPE_BLOB,
         Kind::Date => ColumnType::MYSQL_TYPE_DATE,
         Kind::DateTime(_) => ColumnType::MYSQL_TYPE_DATETIME,
@@ -1033,7 +1033,7 @@ fn column_def(c: &ColumnInfo) -> Vec<u8> {
         Kind::Int | Kind::IntUnsigned => (BINARY, 11, 0),
         Kind::BigInt | Kind::BigIntUnsigned => (BINARY, 20, 0),
         Kind::Double => (BINARY, 22, 31),
-        Kind::Varchar(n) | Kind::Char(n) => (UTF8MB4_BIN, n.saturating_mul(4), 0),
+        Kind::Varchar(n) | Kind::Char(n) | Kind::Enum(n) => (UTF8MB4_BIN, n.saturating_mul(4), 0),
         Kind::Text => (UTF8MB4_BIN, 262_140, 0),
         Kind::Blob => (BINARY, 65_535, 0),
         Kind::Date => (BINARY, 10, 0),
@@ -1058,6 +1058,9 @@ fn column_def(c: &ColumnInfo) -> Vec<u8> {
     }
     if matches!(c.kind, Kind::Text | Kind::Blob) {
         flags |= ColumnFlags::BLOB_FLAG;
+    }
+    if matches!(c.kind, Kind::Enum(_)) {
+        flags |= ColumnFlags::ENUM_FLAG;
     }
     if collation == BINARY && !matches!(c.kind, Kind::Null) {
         flags |= ColumnFlags::BINARY_FLAG;

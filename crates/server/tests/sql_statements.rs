@@ -1,7 +1,7 @@
 //! MySQL statements that tools and ORMs send beyond SELECT and INSERT, against
 //! MariaDB's (`tests/sql/statements.py`): UPDATE and DELETE with ORDER BY and LIMIT,
 //! UPDATE of a join and DELETE of one table of a join, RENAME TABLE, TRUNCATE TABLE
-//! (AUTO_INCREMENT starting again), the integer types, SHOW WARNINGS after an error,
+//! (AUTO_INCREMENT starting again), the integer types, ENUM, SHOW WARNINGS after an error,
 //! SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW CREATE DATABASE; and
 //! SQLAlchemy and Alembic as an application uses them (`tests/sql/orm.py`).
 

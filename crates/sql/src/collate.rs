@@ -41,7 +41,73 @@ pub fn sqlite_collation(rule: Rule) -> Option<&'static str> {
     }
 }
 
-/// Defines the collations [`sqlite_collation`] names on `db`.
+/// The collation an ENUM column is declared with: its members' places order it, as
+/// MySQL orders an ENUM, and `rule` matches text to a member; text that is no member
+/// compares as text. The members are in the
+/// name (hex, so any text fits), so that every session defines it the first time
+/// SQLite meets it ([`register`]'s `collation_needed`), with nothing to keep in step
+/// with the catalog.
+pub fn enum_collation(members: &[String], rule: Rule) -> String {
+    let mut name = String::from(match rule {
+        Rule::Binary => ENUM_BIN,
+        Rule::Folded { pad: true } => ENUM_CI,
+        Rule::Folded { pad: false } => ENUM_CI_NOPAD,
+    });
+    for (i, member) in members.iter().enumerate() {
+        if i > 0 {
+            name.push('_');
+        }
+        for b in member.as_bytes() {
+            name.push_str(&format!("{b:02x}"));
+        }
+    }
+    name
+}
+
+const ENUM_BIN: &str = "kura_enum_bin_";
+const ENUM_CI: &str = "kura_enum_ci_";
+const ENUM_CI_NOPAD: &str = "kura_enum_cinp_";
+
+/// Defines an [`enum_collation`] SQLite asks for by name.
+fn define_enum(db: &Connection, name: &str) -> rusqlite::Result<()> {
+    let (rule, hex) = if let Some(hex) = name.strip_prefix(ENUM_BIN) {
+        (Rule::Binary, hex)
+    } else if let Some(hex) = name.strip_prefix(ENUM_CI) {
+        (Rule::Folded { pad: true }, hex)
+    } else if let Some(hex) = name.strip_prefix(ENUM_CI_NOPAD) {
+        (Rule::Folded { pad: false }, hex)
+    } else {
+        return Ok(());
+    };
+    let members: Option<Vec<Vec<u8>>> = hex
+        .split('_')
+        .map(|h| {
+            (0..h.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
+                .collect()
+        })
+        .collect();
+    let Some(members) = members else {
+        return Ok(());
+    };
+    let place = move |text: &[u8]| {
+        members
+            .iter()
+            .position(|m| m.as_slice() == text || rule.equal(m, text))
+    };
+    db.create_collation(name, move |a: &str, b: &str| {
+        let (a, b) = (a.as_bytes(), b.as_bytes());
+        match (place(a), place(b)) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            // Text that is no member compares as text (MySQL's `e > 'b'`).
+            _ => rule.compare(a, b),
+        }
+    })
+}
+
+/// Defines the collations [`sqlite_collation`] names on `db`, and has it define each
+/// [`enum_collation`] when it first needs one.
 ///
 /// Through SQLite's C interface rather than rusqlite's `create_collation`, which
 /// checks both texts for UTF-8 (and copies what is not) at every comparison: an
@@ -72,7 +138,7 @@ pub fn register(db: &Connection) -> rusqlite::Result<()> {
             return Err(rusqlite::Error::SqliteFailure(ffi::Error::new(rc), None));
         }
     }
-    Ok(())
+    db.collation_needed(define_enum)
 }
 
 type Compare = unsafe extern "C" fn(

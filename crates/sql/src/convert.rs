@@ -16,6 +16,10 @@ pub fn to_column(v: ValueRef<'_>, column: &Column, row: u64) -> Result<Value, Sq
     match v {
         ValueRef::Null if column.not_null => Err(SqlError::null(name)),
         ValueRef::Null => Ok(Value::Null),
+        // A number names an ENUM's member by its place, from 1.
+        ValueRef::Integer(n) if column.ty == ColumnType::Enum => column
+            .member_at(n)
+            .map_err(|_| SqlError::truncated(name, row)),
         ValueRef::Integer(n) => integer(n as i128, column, row),
         ValueRef::Real(f) => match column.ty {
             ColumnType::Double => Ok(double(f)),
@@ -96,6 +100,11 @@ fn integer(n: i128, column: &Column, row: u64) -> Result<Value, SqlError> {
 
 fn text(bytes: Vec<u8>, column: &Column, row: u64) -> Result<Value, SqlError> {
     let name = &column.name;
+    if column.ty == ColumnType::Enum {
+        return column
+            .parse_owned(bytes)
+            .map_err(|_| SqlError::truncated(name, row));
+    }
     if column.ty.is_temporal() {
         let text = String::from_utf8_lossy(&bytes);
         return match kura_tables::temporal::canonical(&text, column.ty) {
@@ -137,6 +146,10 @@ pub fn shortest(f: f64) -> String {
 pub fn to_key(v: ValueRef<'_>, column: &Column) -> Option<Value> {
     match (v, column.ty) {
         (ValueRef::Null, _) => None,
+        // An ENUM equals the text of a member (a number compares with it as text,
+        // which no member's collation makes equal).
+        (ValueRef::Text(t), ColumnType::Enum) => column.parse_text(t).ok(),
+        (_, ColumnType::Enum) => None,
         // A time compares as the time it names, in the column's canonical form.
         (ValueRef::Text(t) | ValueRef::Blob(t), ty) if ty.is_temporal() => {
             let text = std::str::from_utf8(t).ok()?;

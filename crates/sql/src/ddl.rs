@@ -234,14 +234,7 @@ impl Session {
             Ok(created) if created.is_empty() => Err(SqlError::table_exists(name)),
             Ok(_) => Ok(()),
             Err(kura_tables::Error::Mismatch(_)) => Err(SqlError::table_exists(name)),
-            Err(kura_tables::Error::Schema(why)) if why == kura_tables::AUTO_KEY_REASON => {
-                Err(SqlError::new(1075, b"42000", why))
-            }
-            Err(kura_tables::Error::Schema(why))
-                if kura_tables::collation::refusal_code(&why).is_some() =>
-            {
-                Err(collation_error(why))
-            }
+            Err(kura_tables::Error::Schema(why)) => Err(schema_refusal(why)),
             Err(kura_tables::Error::Engine(kura_engine::Error::ReadOnly { primary })) => {
                 Err(SqlError::read_only(&primary))
             }
@@ -407,6 +400,29 @@ impl Session {
     }
 }
 
+/// A table's definition refused: MySQL's error where it has one for the reason, else
+/// 1235 with the reason.
+fn schema_refusal(why: String) -> SqlError {
+    if why == kura_tables::AUTO_KEY_REASON {
+        return SqlError::new(1075, b"42000", why);
+    }
+    if kura_tables::collation::refusal_code(&why).is_some() {
+        return collation_error(why);
+    }
+    if let Some(rest) = why.strip_prefix(kura_tables::INVALID_DEFAULT) {
+        let column = rest.split_once('\'').map_or(rest, |(c, _)| c);
+        return SqlError::new(
+            1067,
+            b"42000",
+            format!("Invalid default value for '{column}'"),
+        );
+    }
+    if why.starts_with("Column '") && why.ends_with(kura_tables::DUPLICATED_MEMBER) {
+        return SqlError::new(1291, b"HY000", why);
+    }
+    SqlError::unsupported(why)
+}
+
 /// A collation or character set refused: MySQL's error for it.
 fn collation_error(why: String) -> SqlError {
     let code = kura_tables::collation::refusal_code(&why).unwrap_or(1273);
@@ -439,13 +455,7 @@ fn ddl_error(table: &str, e: DdlError) -> SqlError {
         DdlError::Refused(why) if why.starts_with("Unknown database '") => {
             SqlError::new(1049, b"42000", why)
         }
-        DdlError::Refused(why) if why == kura_tables::AUTO_KEY_REASON => {
-            SqlError::new(1075, b"42000", why)
-        }
-        DdlError::Refused(why) if kura_tables::collation::refusal_code(&why).is_some() => {
-            collation_error(why)
-        }
-        DdlError::Refused(why) => SqlError::unsupported(why),
+        DdlError::Refused(why) => schema_refusal(why),
         DdlError::Failed(kura_tables::Error::Engine(kura_engine::Error::ReadOnly { primary })) => {
             SqlError::read_only(&primary)
         }

@@ -95,6 +95,16 @@ impl SqlError {
         )
     }
 
+    /// 1265 WARN_DATA_TRUNCATED, an error in strict mode: a value that is no member
+    /// of an ENUM.
+    pub fn truncated(column: &str, row: u64) -> SqlError {
+        SqlError::new(
+            1265,
+            b"01000",
+            format!("Data truncated for column '{column}' at row {row}"),
+        )
+    }
+
     /// 1366 ER_TRUNCATED_WRONG_VALUE_FOR_FIELD.
     pub fn bad_value(kind: &str, value: &str, column: &str, row: u64) -> SqlError {
         SqlError::new(

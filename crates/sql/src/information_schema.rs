@@ -403,6 +403,12 @@ fn describe(def: &TableDef, rows: &mut Vec<(&'static str, Vec<Cell>)>) {
             ColumnType::Date | ColumnType::DateTime(_) | ColumnType::Timestamp(_) => {
                 (NULL, NULL, NULL, false)
             }
+            ColumnType::Enum => (
+                int(i64::from(crate::result::enum_length(c))),
+                NULL,
+                NULL,
+                true,
+            ),
         };
         let datetime_precision = match c.ty {
             ColumnType::DateTime(p) | ColumnType::Timestamp(p) => int(i64::from(p)),
@@ -412,7 +418,11 @@ fn describe(def: &TableDef, rows: &mut Vec<(&'static str, Vec<Cell>)>) {
             (Cell::Integer(n), true) => int(n * 4),
             (other, _) => other.clone(),
         };
-        let column_type = c.ty.to_string().to_ascii_lowercase();
+        let column_type = match c.ty {
+            // The members as declared, the type's name as MySQL writes it.
+            ColumnType::Enum => format!("enum{}", &c.type_sql()["ENUM".len()..]),
+            ty => ty.to_string().to_ascii_lowercase(),
+        };
         let data_type = column_type
             .split(['(', ' '])
             .next()

@@ -19,8 +19,20 @@ pub enum Kind {
     /// With this many fraction digits.
     DateTime(u8),
     Timestamp(u8),
+    /// An ENUM, whose longest member has this many characters.
+    Enum(u32),
     /// A column of NULLs only (`SELECT NULL`).
     Null,
+}
+
+/// How a virtual table declares an ENUM column to SQLite: with TEXT in the name, so
+/// that its affinity is text's, and its longest member's length.
+pub const ENUM_DECL: &str = "ENUMTEXT";
+
+/// The characters of an ENUM's longest member.
+pub fn enum_length(column: &kura_tables::Column) -> u32 {
+    let longest = column.members.iter().map(|m| m.chars().count()).max();
+    u32::try_from(longest.unwrap_or(0)).unwrap_or(u32::MAX)
 }
 
 impl Kind {
@@ -46,6 +58,16 @@ impl Kind {
             ColumnType::Date => Kind::Date,
             ColumnType::DateTime(p) => Kind::DateTime(p),
             ColumnType::Timestamp(p) => Kind::Timestamp(p),
+            // The length is the column's (`Kind::of_column`); a bare type has none.
+            ColumnType::Enum => Kind::Enum(0),
+        }
+    }
+
+    /// The kind of `column`'s values.
+    pub fn of_column(column: &kura_tables::Column) -> Kind {
+        match column.ty {
+            ColumnType::Enum => Kind::Enum(enum_length(column)),
+            ty => Kind::of(ty),
         }
     }
 
@@ -73,6 +95,7 @@ impl Kind {
             _ if d.starts_with("TIMESTAMP") => {
                 Kind::Timestamp(size().min(6) as u8 * u8::from(d.contains('(')))
             }
+            _ if d.starts_with(ENUM_DECL) => Kind::Enum(size()),
             _ if d.starts_with("VARCHAR") => Kind::Varchar(size()),
             _ if d.starts_with("CHAR") => Kind::Char(size()),
             _ => return None,

@@ -160,8 +160,12 @@ pub fn tables(catalog: &Catalog, database: &str, full: bool, filter: Option<&str
 }
 
 /// A column's type as SHOW COLUMNS spells it.
-fn type_name(ty: ColumnType) -> String {
-    ty.to_string().to_ascii_lowercase()
+/// A column's type as MySQL shows it: lower case, an ENUM's members as declared.
+fn type_name(column: &kura_tables::Column) -> String {
+    match column.ty {
+        ColumnType::Enum => format!("enum{}", &column.type_sql()["ENUM".len()..]),
+        ty => ty.to_string().to_ascii_lowercase(),
+    }
 }
 
 fn value_text(v: &Value) -> Cell {
@@ -205,7 +209,7 @@ pub fn columns(def: &TableDef, full: bool, filter: Option<&str>) -> ResultSet {
         };
         let mut row = vec![
             Cell::text(column.name.clone()),
-            Cell::text(type_name(column.ty)),
+            Cell::text(type_name(column)),
         ];
         if full {
             row.push(match column.collation {
@@ -339,7 +343,7 @@ pub fn mysql_ddl(def: &TableDef) -> String {
     let name = kura_tables::database_of(&t.name).1;
     let mut lines = Vec::new();
     for (i, c) in t.columns.iter().enumerate() {
-        let mut line = format!("  `{}` {}", c.name, type_name(c.ty));
+        let mut line = format!("  `{}` {}", c.name, type_name(c));
         // A column's character set and collation where they differ from the table's.
         if let Some(collation) = c.collation.filter(|c| *c != t.collation) {
             if collation.charset() != t.collation.charset() {
@@ -426,7 +430,7 @@ pub fn table_columns(def: &TableDef) -> Vec<ColumnInfo> {
         .map(|(i, c)| ColumnInfo {
             name: c.name.clone(),
             table: kura_tables::database_of(&table.name).1.to_string(),
-            kind: Kind::of(c.ty),
+            kind: Kind::of_column(c),
             not_null: c.not_null || i == table.primary,
             primary: i == table.primary,
             unique: table

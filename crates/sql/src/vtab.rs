@@ -30,7 +30,9 @@ use std::ffi::{c_int, CStr, CString};
 use std::sync::Arc;
 
 use kura_tables::keys::{self, Position};
-use kura_tables::{Catalog, OnConflict, Reads, RowChange, TableDef, Tables, Value, Via};
+use kura_tables::{
+    Catalog, ColumnType, OnConflict, Reads, RowChange, TableDef, Tables, Value, Via,
+};
 use parking_lot::Mutex;
 use rusqlite::types::ValueRef;
 use rusqlite::vtab::{
@@ -190,11 +192,23 @@ pub fn declaration(def: &TableDef) -> String {
         // MySQL's own spelling: SQLite takes the affinity from it, and a result
         // column's declared type tells the client the column's MySQL type.
         let ty = column.ty;
-        sql.push_str(&format!("\"{}\" {ty}", column.name.replace('"', "\"\"")));
+        let name = column.name.replace('"', "\"\"");
+        if ty == ColumnType::Enum {
+            // Text to SQLite, ordered by its members' places (MySQL's ORDER BY).
+            sql.push_str(&format!(
+                "\"{name}\" {}({}) COLLATE {}",
+                crate::result::ENUM_DECL,
+                crate::result::enum_length(column),
+                crate::collate::enum_collation(&column.members, column.rule())
+            ));
+        } else {
+            sql.push_str(&format!("\"{name}\" {ty}"));
+        }
         if ty.is_temporal() {
             sql.push_str(" COLLATE mysql_datetime");
         }
-        if let Some(name) = crate::collate::sqlite_collation(column.rule()) {
+        if let Some(name) = crate::collate::sqlite_collation(column.rule()).filter(|_| ty.is_text())
+        {
             sql.push_str(" COLLATE ");
             sql.push_str(name);
         }
@@ -356,8 +370,14 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
             };
             // An IN list SQLite runs as one `=` a filter, the values in its order.
             let mut has_in = false;
+            // An ENUM's keys are its members' text in the collation's order, where
+            // SQLite orders it by the members' places: only `=` and `IN` read it.
+            let is_enum = table.columns[column].ty == ColumnType::Enum;
             for (i, c, op) in &usable {
                 if *c != column {
+                    continue;
+                }
+                if is_enum && *op != IndexConstraintOp::SQLITE_INDEX_CONSTRAINT_EQ {
                     continue;
                 }
                 let bind = match op {
@@ -393,9 +413,10 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
                 binds.push((*i, bind));
             }
             // The store reads an index's keys backward as well as forward.
-            let descending = !has_in && order.len() == 1 && order[0] == (column, true);
-            let ordered =
-                !has_in && (descending || (order.len() == 1 && order[0] == (column, false)));
+            let descending = !has_in && !is_enum && order.len() == 1 && order[0] == (column, true);
+            let ordered = !has_in
+                && !is_enum
+                && (descending || (order.len() == 1 && order[0] == (column, false)));
             // An ordered index holds no NULLs: without a bound (which no NULL meets) it
             // would lose a nullable column's NULL rows.
             if binds.is_empty() && (!ordered || !table.columns[column].not_null) {

@@ -39,7 +39,7 @@ use crate::rows::{
     UNIQUE_SPACE,
 };
 use crate::schema::{parse_schema, Table};
-use crate::value::Value;
+use crate::value::{ColumnType, Value};
 
 /// A unique entry to write: its key, the row's primary key, the row's exptime.
 type EntryPut = (Vec<u8>, Arc<[u8]>, u32);
@@ -400,6 +400,12 @@ impl Tables {
             return Err(DdlError::Refused(format!(
                 "MODIFY COLUMN from {} to {}: only to a type that holds every value as it is stored (a wider integer of the same sign, longer text), since every row would be rewritten",
                 was.ty, now.ty
+            )));
+        }
+        if was.ty == ColumnType::Enum && !now.members.starts_with(&was.members) {
+            return Err(DdlError::Refused(format!(
+                "MODIFY COLUMN of ENUM {}: its members stay, in their places (new ones go after them)",
+                was.name
             )));
         }
         if keyed && was.rule() != now.rule() {

@@ -39,5 +39,8 @@ pub use rows::{
     ordered_spaces, CatalogCache, ChangeOutcome, RangeRows, RowItem, Tables, WriteMode,
     WriteOutcome,
 };
-pub use schema::{parse_schema, parse_schema_in, Column, Index, IndexKind, Table, AUTO_KEY_REASON};
+pub use schema::{
+    parse_schema, parse_schema_in, Column, Index, IndexKind, Table, AUTO_KEY_REASON,
+    DUPLICATED_MEMBER, INVALID_DEFAULT,
+};
 pub use value::{ColumnType, Value};

@@ -14,7 +14,7 @@ use crate::catalog::{TableDef, Via};
 use crate::collation::Rule;
 use crate::error::{value_error, Error};
 use crate::keys::{self, Position};
-use crate::value::{parse_text, Value};
+use crate::value::Value;
 
 /// The smallest byte string above every string that starts with `prefix`; None when
 /// there is none (`prefix` is all 0xFF).
@@ -137,7 +137,7 @@ pub fn parse_range(def: &TableDef, via: Via, spec: &[u8]) -> Result<Range, Error
         } else {
             part.split_at(1)
         };
-        let value = parse_text(text, column.ty, &column.name)?;
+        let value = column.parse_text(text)?;
         let slot = match op {
             b">" => (&mut range.lower, Bound::Excluded(value)),
             b">=" => (&mut range.lower, Bound::Included(value)),

@@ -36,7 +36,7 @@ use crate::ordered::parse_range;
 use crate::reads::TableWrites;
 use crate::schema::parse_schema;
 use crate::text::{self, Field};
-use crate::value::{parse_owned, parse_text, Value, ValueRef};
+use crate::value::{Value, ValueRef};
 use crate::{keys, row};
 
 // A container's reads (`get.rs`) and memcached's writes, which map onto the batch
@@ -374,14 +374,14 @@ fn parse_row(def: &TableDef, via: Via, key: &[u8], value: &[u8]) -> Result<Vec<V
     let mut values = Vec::with_capacity(table.columns.len());
     for (i, column) in table.columns.iter().enumerate() {
         let value = if i == key_col {
-            parse_text(key, column.ty, &column.name)?
+            column.parse_text(key)?
         } else {
             match fields.next() {
                 Some(Field::Null) if column.not_null => {
                     return Err(value_error!("column {} cannot be NULL", column.name))
                 }
                 Some(Field::Null) | None => Value::Null,
-                Some(Field::Bytes(b)) => parse_owned(b, column.ty, &column.name)?,
+                Some(Field::Bytes(b)) => column.parse_owned(b)?,
             }
         };
         values.push(value);

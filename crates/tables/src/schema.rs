@@ -31,8 +31,8 @@ use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
 use crate::collation::{Collation, Rule};
-use crate::error::{schema_error, Error};
-use crate::value::{parse_text, ColumnType, Value};
+use crate::error::{schema_error, value_error, Error};
+use crate::value::{ColumnType, Value};
 
 /// MySQL's reason (error 1075) for a table whose AUTO_INCREMENT column is not a key,
 /// or that has two.
@@ -59,14 +59,67 @@ pub struct Column {
     /// `ON UPDATE CURRENT_TIMESTAMP`: an update that changes another column of the
     /// row and not this one sets it to the time of the update.
     pub on_update_now: bool,
-    /// A text column's collation (`crate::collation`); None for other types.
+    /// A text or ENUM column's collation (`crate::collation`); None for other types.
     pub collation: Option<Collation>,
+    /// An ENUM's members, in order; empty for other types.
+    pub members: Vec<String>,
 }
 
 impl Column {
     /// How the column's values compare in its keys and in SQL.
     pub fn rule(&self) -> Rule {
         self.collation.map_or(Rule::Binary, Collation::rule)
+    }
+
+    /// Parses one field's text as a value of the column (not NULL: the caller
+    /// decides that): [`crate::value::parse_text`], and an ENUM's member.
+    pub fn parse_text(&self, text: &[u8]) -> Result<Value, Error> {
+        match self.ty {
+            ColumnType::Enum => self.member(text),
+            ty => crate::value::parse_text(text, ty, &self.name),
+        }
+    }
+
+    /// [`Column::parse_text`] of a field the caller owns.
+    pub fn parse_owned(&self, text: Vec<u8>) -> Result<Value, Error> {
+        match self.ty {
+            ColumnType::Enum => self.member(&text),
+            ty => crate::value::parse_owned(text, ty, &self.name),
+        }
+    }
+
+    /// The ENUM member `text` names under the column's collation, spelled as the
+    /// member is (MySQL's strict mode refuses any other value, the empty string too).
+    fn member(&self, text: &[u8]) -> Result<Value, Error> {
+        // Until the table's collation is known (a DEFAULT is read before it),
+        // members match by the default collation.
+        let rule = self.collation.unwrap_or(Collation::DEFAULT).rule();
+        self.members
+            .iter()
+            .find(|m| m.as_bytes() == text || rule.equal(m.as_bytes(), text))
+            .map(|m| Value::Bytes(m.as_bytes().to_vec()))
+            .ok_or_else(|| value_error!("Data truncated for column '{}' at row 1", self.name))
+    }
+
+    /// The ENUM member at `n` (1 for the first), as MySQL takes a number for an ENUM.
+    pub fn member_at(&self, n: i64) -> Result<Value, Error> {
+        usize::try_from(n)
+            .ok()
+            .and_then(|n| n.checked_sub(1))
+            .and_then(|i| self.members.get(i))
+            .map(|m| Value::Bytes(m.as_bytes().to_vec()))
+            .ok_or_else(|| value_error!("Data truncated for column '{}' at row 1", self.name))
+    }
+
+    /// The column's type as DDL: an ENUM with its members.
+    pub fn type_sql(&self) -> String {
+        match self.ty {
+            ColumnType::Enum => {
+                let members: Vec<String> = self.members.iter().map(|m| quote_member(m)).collect();
+                format!("ENUM({})", members.join(","))
+            }
+            ty => ty.to_string(),
+        }
     }
 
     /// `CURRENT_TIMESTAMP`, with the column's precision.
@@ -256,13 +309,47 @@ fn column_type(ty: &DataType, column: &str) -> Result<ColumnType, Error> {
         DataType::Char(len) | DataType::Character(len) => ColumnType::Char(length(len, Some(1))?),
         DataType::Text => ColumnType::Text,
         DataType::Blob(None) => ColumnType::Blob,
+        DataType::Enum(..) => ColumnType::Enum,
         other => {
             return Err(schema_error!(
-                "column {column}: type {other} is not supported (INT, BIGINT [UNSIGNED], DOUBLE, VARCHAR(n), CHAR(n), TEXT, BLOB are)"
+                "column {column}: type {other} is not supported (the integer types, DOUBLE, DATE, DATETIME, TIMESTAMP, VARCHAR(n), CHAR(n), TEXT, BLOB and ENUM are)"
             ))
         }
     })
 }
+
+/// An ENUM's members as declared (none for another type): at least one, at most
+/// 65,535 (that none is there twice is checked once the column's collation is
+/// known).
+fn enum_members(ty: &DataType, column: &str) -> Result<Vec<String>, Error> {
+    let DataType::Enum(members, _) = ty else {
+        return Ok(Vec::new());
+    };
+    let mut out: Vec<String> = Vec::with_capacity(members.len());
+    for member in members {
+        let sqlparser::ast::EnumMember::Name(name) = member else {
+            return Err(schema_error!("column {column}: an ENUM member is a string"));
+        };
+        out.push(name.clone());
+    }
+    if out.is_empty() || out.len() > usize::from(u16::MAX) {
+        return Err(schema_error!(
+            "column {column}: an ENUM has 1 to 65535 members"
+        ));
+    }
+    Ok(out)
+}
+
+/// An ENUM member as a quoted SQL string.
+fn quote_member(member: &str) -> String {
+    format!("'{}'", member.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// How a refused DEFAULT's reason begins (MySQL's 1067), the column's name after it.
+pub const INVALID_DEFAULT: &str = "Invalid default value for '";
+
+/// How a refused ENUM's reason ends (MySQL's 1291).
+pub const DUPLICATED_MEMBER: &str = "' in ENUM";
 
 /// A DEFAULT clause's literal as a value of the column.
 fn default_value(expr: &Expr, column: &Column) -> Result<Value, Error> {
@@ -297,8 +384,9 @@ fn default_value(expr: &Expr, column: &Column) -> Result<Value, Error> {
         SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s) if !negative => s.clone(),
         _ => return Err(bad()),
     };
-    parse_text(text.as_bytes(), column.ty, &column.name)
-        .map_err(|e| schema_error!("column {}: invalid DEFAULT: {e}", column.name))
+    column
+        .parse_text(text.as_bytes())
+        .map_err(|e| schema_error!("{}{}' ({e})", INVALID_DEFAULT, column.name))
 }
 
 fn index_column(columns: &[IndexColumn], what: &str, table: &Table) -> Result<usize, Error> {
@@ -414,6 +502,7 @@ impl Table {
             }
             let mut column = Column {
                 ty: column_type(&def.data_type, &column_name)?,
+                members: enum_members(&def.data_type, &column_name)?,
                 name: column_name,
                 not_null: false,
                 default: None,
@@ -548,8 +637,21 @@ impl Table {
         }
         table.apply_options(&create.table_options)?;
         for (column, named) in table.columns.iter_mut().zip(named) {
-            if column.ty.is_text() {
+            if column.ty.has_collation() {
                 column.collation = Some(named.unwrap_or(table.collation));
+            }
+            // Members the same under the column's collation are one (MySQL's 1291).
+            let rule = column.rule();
+            for (i, member) in column.members.iter().enumerate() {
+                let earlier = column.members[..i]
+                    .iter()
+                    .find(|m| rule.equal(m.as_bytes(), member.as_bytes()));
+                if let Some(earlier) = earlier {
+                    return Err(schema_error!(
+                        "Column '{}' has duplicated value '{earlier}{DUPLICATED_MEMBER}",
+                        column.name
+                    ));
+                }
             }
         }
         Ok(table)
@@ -668,7 +770,7 @@ impl Table {
             None => format!("CREATE TABLE `{}` (\n", self.name),
         };
         for (i, c) in self.columns.iter().enumerate() {
-            let _ = write!(sql, "  `{}` {}", c.name, c.ty);
+            let _ = write!(sql, "  `{}` {}", c.name, c.type_sql());
             if let Some(collation) = c.collation {
                 let _ = write!(sql, " COLLATE {}", collation.name());
             }
@@ -942,11 +1044,11 @@ mod tests {
         );
         refused(
             "CREATE TABLE t (a INT PRIMARY KEY, b INT DEFAULT 'x')",
-            "invalid DEFAULT",
+            "Invalid default value for 'b'",
         );
         refused(
             "CREATE TABLE t (a INT PRIMARY KEY, b VARCHAR(2) DEFAULT 'abc')",
-            "invalid DEFAULT",
+            "Invalid default value for 'b'",
         );
         refused(
             "CREATE TABLE t (a INT PRIMARY KEY) COMMENT='separator=ab'",
@@ -991,6 +1093,43 @@ mod tests {
         assert!(
             why.contains("level INT DEFAULT 1") && why.contains("level BIGINT"),
             "{why}"
+        );
+    }
+
+    #[test]
+    fn an_enum_keeps_its_members_matches_by_collation_and_reads_back() {
+        let sql = "CREATE TABLE t (id INT PRIMARY KEY, \
+                   st ENUM('new','it''s','back\\\\slash') NOT NULL DEFAULT 'NEW', \
+                   b ENUM('x','X') COLLATE utf8mb4_bin)";
+        let t = parse_schema(sql).unwrap().remove(0);
+        let st = &t.columns[1];
+        assert_eq!(st.ty, ColumnType::Enum);
+        assert_eq!(st.members, ["new", "it's", "back\\slash"]);
+        assert_eq!(st.default, Some(Value::Bytes(b"new".to_vec())));
+        assert_eq!(
+            st.parse_text(b"IT'S").ok(),
+            Some(Value::Bytes(b"it's".to_vec()))
+        );
+        assert_eq!(
+            st.member_at(3).ok(),
+            Some(Value::Bytes(b"back\\slash".to_vec()))
+        );
+        assert!(st.parse_text(b"").is_err() && st.parse_text(b"old").is_err());
+        assert!(st.member_at(0).is_err() && st.member_at(4).is_err());
+        // Under a binary collation, case makes two members.
+        assert_eq!(
+            t.columns[2].parse_text(b"X").ok(),
+            Some(Value::Bytes(b"X".to_vec()))
+        );
+        let again = parse_schema(&t.to_sql()).unwrap().remove(0);
+        assert_eq!(again, t);
+        refused(
+            "CREATE TABLE t (id INT PRIMARY KEY, e ENUM('a','b','A'))",
+            "Column 'e' has duplicated value 'a' in ENUM",
+        );
+        refused(
+            "CREATE TABLE t (id INT PRIMARY KEY, e ENUM('a') DEFAULT 'b')",
+            "Invalid default value for 'e'",
         );
     }
 }

@@ -44,6 +44,8 @@ pub enum ColumnType {
     Char(u32),
     Text,
     Blob,
+    /// One of a list of strings, the column's `members` (`crate::schema::Column`).
+    Enum,
 }
 
 impl fmt::Display for ColumnType {
@@ -70,6 +72,7 @@ impl fmt::Display for ColumnType {
             ColumnType::Char(n) => write!(f, "CHAR({n})"),
             ColumnType::Text => f.write_str("TEXT"),
             ColumnType::Blob => f.write_str("BLOB"),
+            ColumnType::Enum => f.write_str("ENUM"),
         }
     }
 }
@@ -124,6 +127,12 @@ impl ColumnType {
             self,
             ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::Text
         )
+    }
+
+    /// Whether the column has a collation: text, and ENUM, whose members are
+    /// matched by it.
+    pub fn has_collation(self) -> bool {
+        self.is_text() || self == ColumnType::Enum
     }
 
     /// Whether this is DATE, DATETIME or TIMESTAMP (values kept as canonical text).
@@ -269,6 +278,10 @@ pub fn parse_owned(mut text: Vec<u8>, ty: ColumnType, column: &str) -> Result<Va
 /// `column` names the column in the error.
 pub fn parse_text(text: &[u8], ty: ColumnType, column: &str) -> Result<Value, Error> {
     match ty {
+        // Its members are the column's: `Column::parse_text`.
+        ColumnType::Enum => Err(value_error!(
+            "column {column}: an ENUM's value is one of its members"
+        )),
         ty if ty.is_signed_integer() => {
             let v = parse_signed(text)
                 .ok_or_else(|| value_error!("column {column} wants an integer"))?;
@@ -325,7 +338,7 @@ fn trim_trailing_spaces(text: &[u8]) -> &[u8] {
 fn check_bytes(bytes: &[u8], ty: ColumnType) -> Result<(), String> {
     let chars_max = match ty {
         ColumnType::Varchar(n) | ColumnType::Char(n) => Some(n as usize),
-        ColumnType::Text | ColumnType::Blob => None,
+        ColumnType::Text | ColumnType::Blob | ColumnType::Enum => None,
         _ => return Err(format!("{ty} holds no text")),
     };
     if bytes.len() > LONG_VALUE_MAX_BYTES {

@@ -8,7 +8,7 @@ impl Tables {
     /// it (a key that is not a value of the column).
     pub(super) fn row_key_from_text(def: &TableDef, pk: &[u8]) -> Option<Vec<u8>> {
         let column = def.table.primary_column();
-        let value = parse_text(pk, column.ty, &column.name).ok()?;
+        let value = column.parse_text(pk).ok()?;
         row_key(def, &value).ok()
     }
 
@@ -19,7 +19,7 @@ impl Tables {
             Via::Primary => Some((ROW_SPACE, Self::row_key_from_text(def, key)?)),
             Via::Index(i) => {
                 let column = &def.table.columns[def.table.indexes[i].column];
-                let value = parse_text(key, column.ty, &column.name).ok()?;
+                let value = column.parse_text(key).ok()?;
                 Some((UNIQUE_SPACE, unique_key(def, i, &value).ok()??))
             }
         }
@@ -72,8 +72,7 @@ impl Tables {
                 table.indexes[index].name
             ));
         }
-        let Ok(value) = parse_text(key, table.columns[column].ty, &table.columns[column].name)
-        else {
+        let Ok(value) = table.columns[column].parse_text(key) else {
             return Ok(None);
         };
         let Ok(Some(entry_key)) = unique_key(def, index, &value) else {
@@ -118,7 +117,7 @@ impl Tables {
     ) -> Result<Option<(Vec<u8>, Value)>, Error> {
         let table = &def.table;
         let column = &table.columns[table.indexes[index].column];
-        let value = parse_text(key, column.ty, &column.name)?;
+        let value = column.parse_text(key)?;
         let Some(entry_key) = unique_key(def, index, &value)? else {
             return Ok(None);
         };

@@ -218,7 +218,7 @@ fn item_error(e: ApplyError) -> Error {
 /// that is not a value of the column, or too long for a row's key).
 fn pk_from_text(def: &TableDef, key: &[u8]) -> Option<Value> {
     let column = def.table.primary_column();
-    let value = parse_text(key, column.ty, &column.name).ok()?;
+    let value = column.parse_text(key).ok()?;
     row_key(def, &value).ok()?;
     Some(value)
 }
