@@ -11,7 +11,8 @@ after, 1091 for none); DATE, DATETIME(p) and TIMESTAMP read in MySQL's forms,
 refused when no calendar has them (1292), compared as times and kept in order,
 DEFAULT and ON UPDATE CURRENT_TIMESTAMP; SQL_CALC_FOUND_ROWS and FOUND_ROWS();
 ALTER TABLE CHANGE, MODIFY and RENAME COLUMN to wider types and new names, DROP
-COLUMN; ENUM (members, their order, 1265, 1291, 1067, its wire type);
+COLUMN; ENUM (members, their order, 1265, 1291, 1067, its wire type); DEFAULT in
+VALUES, and 1364 for a NOT NULL column with no default left to it;
 SHOW WARNINGS and SHOW COUNT(*) WARNINGS after an error (its
 level and code); SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW
 CREATE DATABASE (their
@@ -235,9 +236,23 @@ ENUMS = [
     "CREATE TABLE e2 (id INT PRIMARY KEY, x ENUM('a','A'))",
     "CREATE TABLE e2 (id INT PRIMARY KEY, x ENUM('a','b') DEFAULT 'c')",
     "CREATE TABLE e2 (id INT PRIMARY KEY, x ENUM('it''s','b') DEFAULT 'IT''S')",
-    "INSERT INTO e2 (id) VALUES (1)",
-    "INSERT INTO e2 VALUES (2, 'B')",
+    "INSERT INTO e2 VALUES (1, DEFAULT), (2, 'B')",
     "SELECT * FROM e2 ORDER BY id",
+]
+
+
+# DEFAULT as a value of INSERT's VALUES, and a NOT NULL column with no default left
+# to it (1364).
+DEFAULTS = [
+    "DROP TABLE IF EXISTS d1",
+    "CREATE TABLE d1 (id INT PRIMARY KEY AUTO_INCREMENT, n INT NOT NULL, d INT DEFAULT 5,"
+    " s VARCHAR(5))",
+    "INSERT INTO d1 VALUES (DEFAULT, 1, DEFAULT, DEFAULT)",
+    "INSERT INTO d1 (n, d) VALUES (2, DEFAULT), (3, 7)",
+    "INSERT INTO d1 VALUES (10, DEFAULT, DEFAULT, NULL)",
+    "INSERT INTO d1 (id) VALUES (11)",
+    "INSERT INTO d1 (n) VALUES (NULL)",
+    "SELECT * FROM d1 ORDER BY id",
 ]
 
 
@@ -266,6 +281,7 @@ def main(kura_port, mariadb_port):
     failed = compare(kura, mariadb, TRANSCRIPT)
     failed += compare(kura, mariadb, ALTER_COLUMNS, outcome_alone)
     failed += compare(kura, mariadb, ENUMS, typed)
+    failed += compare(kura, mariadb, DEFAULTS)
     # After an error: its level and code (the texts are each server's).
     for conn in (kura, mariadb):
         run(conn, "SELECT nosuchcol FROM nosuchtable")
@@ -294,7 +310,8 @@ def main(kura_port, mariadb_port):
     k_conn = connect(kura_port, "kura", client_flag=CLIENT.MULTI_STATEMENTS)
     m_conn = connect(mariadb_port, "st", client_flag=CLIENT.MULTI_STATEMENTS)
     failed += compare(k_conn, m_conn, multi, results)
-    total = len(TRANSCRIPT) + len(ALTER_COLUMNS) + len(ENUMS) + len(FIRST_COLUMN) + 2
+    total = len(TRANSCRIPT) + len(ALTER_COLUMNS) + len(ENUMS) + len(DEFAULTS)
+    total += len(FIRST_COLUMN) + 2
     verdict(failed, total + len(multi))
 
 

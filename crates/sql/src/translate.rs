@@ -237,6 +237,7 @@ pub fn translate(
             if insert.replace_into {
                 conflict = OnConflict::Replace;
             }
+            default_keywords(insert, catalog, database)?;
             fill_defaults(insert, catalog, database);
             true
         }
@@ -272,6 +273,91 @@ pub fn translate(
         locking,
         count_sql: None,
     })
+}
+
+/// `DEFAULT` for a value in an INSERT's VALUES: the column's default, as MySQL reads
+/// it (its DEFAULT, the time for `DEFAULT CURRENT_TIMESTAMP`, else NULL, which an
+/// AUTO_INCREMENT column fills). SQLite has no such value. A NOT NULL column with
+/// no default, given `DEFAULT` or left out of the column list, is MySQL's 1364.
+fn default_keywords(
+    insert: &mut sqlparser::ast::Insert,
+    catalog: &Catalog,
+    database: Option<&str>,
+) -> Result<(), SqlError> {
+    let Ok(table) = insert_table(insert, database) else {
+        return Ok(());
+    };
+    let Some(t) = catalog.table(&table) else {
+        return Ok(());
+    };
+    let columns = &catalog.tables[t].table.columns;
+    // A NOT NULL column with no default of any kind: MySQL's 1364 when a statement
+    // leaves it to its default, named or left out.
+    let no_default = |name: &str| {
+        columns
+            .iter()
+            .find(|c| c.name.eq_ignore_ascii_case(name))
+            .filter(|c| c.not_null && c.default.is_none() && !c.default_now && !c.auto_increment)
+            .map(|c| {
+                SqlError::new(
+                    1364,
+                    b"HY000",
+                    format!("Field '{}' doesn't have a default value", c.name),
+                )
+            })
+    };
+    if !insert.columns.is_empty() {
+        for c in columns {
+            let named = insert.columns.iter().any(|n| {
+                n.0.last()
+                    .is_some_and(|p| part(p).eq_ignore_ascii_case(&c.name))
+            });
+            if let Some(refused) = no_default(&c.name).filter(|_| !named) {
+                return Err(refused);
+            }
+        }
+    }
+    let names: Vec<String> = if insert.columns.is_empty() {
+        catalog.tables[t]
+            .table
+            .columns
+            .iter()
+            .map(|c| c.name.clone())
+            .collect()
+    } else {
+        insert
+            .columns
+            .iter()
+            .map(|c| c.0.last().map(part).unwrap_or_default())
+            .collect()
+    };
+    let Some(source) = insert.source.as_mut() else {
+        return Ok(());
+    };
+    let SetExpr::Values(values) = source.body.as_mut() else {
+        return Ok(());
+    };
+    let is_default = |e: &Expr| matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DEFAULT"));
+    if !values.rows.iter().any(|row| row.iter().any(is_default)) {
+        return Ok(());
+    }
+    let defaults = defaults(catalog, &table);
+    for row in values.rows.iter_mut() {
+        for (i, value) in row.iter_mut().enumerate() {
+            if !is_default(value) {
+                continue;
+            }
+            let column = names.get(i).map(String::as_str).unwrap_or_default();
+            if let Some(refused) = no_default(column) {
+                return Err(refused);
+            }
+            *value = defaults
+                .iter()
+                .find(|(name, _)| name.eq_ignore_ascii_case(column))
+                .map_or_else(|| Expr::value(Value::Null), |(_, e)| e.clone());
+        }
+    }
+    Ok(())
 }
 
 /// Names the columns an INSERT's column list leaves out that have a DEFAULT, with that
