@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_rustls::rustls::pki_types::ServerName;
-use tokio_rustls::rustls::{ClientConnection, StreamOwned};
+use tokio_rustls::rustls::{ClientConfig, ClientConnection, StreamOwned};
 
 use super::ReplicationError;
 
@@ -59,22 +59,15 @@ impl Socket {
         tls: Option<&dyn crate::ClientTls>,
         limit: Duration,
     ) -> Result<Socket, ReplicationError> {
-        let io = |source: std::io::Error| ReplicationError::Connect {
-            address: address.to_string(),
-            source,
-        };
-        let tls_error = |why: String| ReplicationError::Tls {
-            address: address.to_string(),
-            why,
-        };
+        let io = |source| connect_error(address, source);
         let addr = resolve(address).map_err(io)?;
         let mut stream = TcpStream::connect_timeout(&addr, limit).map_err(io)?;
         stream.set_nodelay(true).map_err(io)?;
         let Some(settings) = tls else {
             return Ok(Socket::Tcp(stream));
         };
-        let config = settings.client_config().map_err(tls_error)?;
-        let name = server_name(address).map_err(tls_error)?;
+        let tls_error = |why| tls_error(address, why);
+        let (config, name) = tls_setup(address, settings)?;
         let mut session =
             ClientConnection::new(config, name).map_err(|e| tls_error(e.to_string()))?;
         let handshake = Some(limit * HANDSHAKE_FACTOR);
@@ -146,14 +139,7 @@ pub async fn connect_stream(
     tls: Option<&dyn crate::ClientTls>,
     limit: Duration,
 ) -> Result<Stream, ReplicationError> {
-    let io = |source: std::io::Error| ReplicationError::Connect {
-        address: address.to_string(),
-        source,
-    };
-    let tls_error = |why: String| ReplicationError::Tls {
-        address: address.to_string(),
-        why,
-    };
+    let io = |source| connect_error(address, source);
     let timed_out = || io(std::io::Error::from(std::io::ErrorKind::TimedOut));
     let addr = resolve(address).map_err(io)?;
     let stream = tokio::time::timeout(limit, tokio::net::TcpStream::connect(addr))
@@ -164,14 +150,40 @@ pub async fn connect_stream(
     let Some(settings) = tls else {
         return Ok(Box::new(stream));
     };
-    let config = settings.client_config().map_err(tls_error)?;
-    let name = server_name(address).map_err(tls_error)?;
-    let handshake = tokio_rustls::TlsConnector::from(Arc::clone(&config)).connect(name, stream);
+    let (config, name) = tls_setup(address, settings)?;
+    let handshake = tokio_rustls::TlsConnector::from(config).connect(name, stream);
     match tokio::time::timeout(limit * HANDSHAKE_FACTOR, handshake).await {
         Ok(Ok(tls)) => Ok(Box::new(tls)),
-        Ok(Err(e)) => Err(tls_error(e.to_string())),
-        Err(_) => Err(tls_error("no handshake".to_string())),
+        Ok(Err(e)) => Err(tls_error(address, e.to_string())),
+        Err(_) => Err(tls_error(address, "no handshake".to_string())),
     }
+}
+
+fn connect_error(address: &str, source: std::io::Error) -> ReplicationError {
+    ReplicationError::Connect {
+        address: address.to_string(),
+        source,
+    }
+}
+
+fn tls_error(address: &str, why: String) -> ReplicationError {
+    ReplicationError::Tls {
+        address: address.to_string(),
+        why,
+    }
+}
+
+/// TLS toward `address`: the client configuration, and the name the other node's
+/// certificate must carry.
+fn tls_setup(
+    address: &str,
+    settings: &dyn crate::ClientTls,
+) -> Result<(Arc<ClientConfig>, ServerName<'static>), ReplicationError> {
+    let config = settings
+        .client_config()
+        .map_err(|why| tls_error(address, why))?;
+    let name = server_name(address).map_err(|why| tls_error(address, why))?;
+    Ok((config, name))
 }
 
 /// Sends `login` (a `--replication-login`), if any, and waits for its `STORED`.
