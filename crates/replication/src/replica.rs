@@ -567,3 +567,49 @@ async fn send_acks(
         crate::synced::synced_past(&mut synced, now, ACK_EVERY).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Stop;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn a_stopped_follower_applies_nothing_more() {
+        let stop = Stop::new();
+        assert_eq!(stop.applying(|| 1), Some(1));
+        assert!(!stop.is_stopped());
+        stop.stop();
+        assert!(stop.is_stopped());
+        assert_eq!(stop.applying(|| 2), None);
+    }
+
+    #[test]
+    fn stopping_waits_for_the_copy_being_applied() {
+        let stop = Stop::new();
+        let (began, applied) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let applying = std::thread::spawn({
+            let (stop, began, applied) =
+                (Arc::clone(&stop), Arc::clone(&began), Arc::clone(&applied));
+            move || {
+                stop.applying(|| {
+                    began.store(true, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(50));
+                    applied.store(true, Ordering::SeqCst);
+                })
+            }
+        });
+        while !began.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        stop.stop();
+        // `stop` returned: the copy under way is applied, and no other begins.
+        assert!(applied.load(Ordering::SeqCst));
+        assert_eq!(applying.join().ok().flatten(), Some(()));
+        assert_eq!(stop.applying(|| ()), None);
+    }
+}

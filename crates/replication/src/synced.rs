@@ -39,3 +39,27 @@ impl Synced {
 pub async fn synced_past(synced: &mut tokio::sync::watch::Receiver<u64>, lsn: u64, most: Duration) {
     let _ = tokio::time::timeout(most, synced.wait_for(|&now| now > lsn)).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{synced_past, Synced};
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn the_synced_lsn_only_moves_forward_and_wakes_its_waiters() {
+        let synced = Synced::new();
+        let mut rx = synced.subscribe();
+        synced.publish(10);
+        synced.publish(7);
+        assert_eq!(*rx.borrow(), 10);
+        // Already past: at once. Not yet: woken by the move, well before the limit.
+        synced_past(&mut rx, 9, Duration::from_secs(60)).await;
+        let waiting = tokio::spawn(async move {
+            synced_past(&mut rx, 10, Duration::from_secs(60)).await;
+            *rx.borrow()
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        synced.publish(11);
+        assert_eq!(waiting.await.ok(), Some(11));
+    }
+}
