@@ -543,46 +543,20 @@ pub fn write_stats(shared: &dyn Node, out: &mut Vec<u8>) {
     for (i, link) in backups.iter().enumerate() {
         stat(out, &format!("backup{i}"), &link.describe(store));
     }
-    stat(
-        out,
-        "partial_syncs_served",
-        &replication.partial_syncs.load(Ordering::Relaxed),
-    );
-    stat(
-        out,
-        "full_syncs_served",
-        &replication.full_syncs.load(Ordering::Relaxed),
-    );
-    stat(
-        out,
-        "min_sync_replicas",
-        &shared.replication().settings.min_sync_replicas,
-    );
-    stat(
-        out,
-        "sync_refusals",
-        &replication.sync_refusals.load(Ordering::Relaxed),
-    );
-    stat(
-        out,
-        "sync_timeouts",
-        &replication.sync_timeouts.load(Ordering::Relaxed),
-    );
-    stat(
-        out,
-        "replica_backlog_mib",
-        &shared.replication().settings.replica_backlog_mib,
-    );
-    stat(
-        out,
-        "replica_linger_ms",
-        &shared.replication().settings.replica_linger_ms,
-    );
-    stat(
-        out,
-        "backlog_drops",
-        &replication.backlog_drops.load(Ordering::Relaxed),
-    );
+    let counted = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    let settings = &replication.settings;
+    for (name, value) in [
+        ("partial_syncs_served", counted(&replication.partial_syncs)),
+        ("full_syncs_served", counted(&replication.full_syncs)),
+        ("min_sync_replicas", u64::from(settings.min_sync_replicas)),
+        ("sync_refusals", counted(&replication.sync_refusals)),
+        ("sync_timeouts", counted(&replication.sync_timeouts)),
+        ("replica_backlog_mib", settings.replica_backlog_mib),
+        ("replica_linger_ms", settings.replica_linger_ms),
+        ("backlog_drops", counted(&replication.backlog_drops)),
+    ] {
+        stat(out, name, &value);
+    }
     let (failover_state, last_failover) = replication.failover.shown();
     stat(out, "failover_state", &failover_state);
     stat(out, "last_failover", &last_failover);

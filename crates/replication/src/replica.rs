@@ -71,6 +71,11 @@ pub struct Stop {
     /// Held while a copy is applied; true once stopped.
     stopped: Mutex<bool>,
     told: watch::Sender<bool>,
+    /// Taken before a copy is handed to a blocking thread and let go once it is
+    /// applied: a session cut off while its last copy is still being applied (its
+    /// acknowledgements failed) leaves it to finish, and the next session waits for
+    /// it before it reads where the log ends.
+    applier: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Stop {
@@ -78,6 +83,7 @@ impl Stop {
         Arc::new(Stop {
             stopped: Mutex::new(false),
             told: watch::Sender::new(false),
+            applier: Arc::new(tokio::sync::Mutex::new(())),
         })
     }
 
@@ -94,6 +100,11 @@ impl Stop {
     /// Resolves once stopped.
     async fn stopped(&self) {
         let _ = self.told.subscribe().wait_for(|&stopped| stopped).await;
+    }
+
+    /// Resolves once no copy handed to a blocking thread is still to be applied.
+    async fn settled(&self) {
+        drop(self.applier.lock().await);
     }
 
     /// Runs `apply` unless stopped, and keeps [`Stop::stop`] waiting until it is done.
@@ -299,13 +310,15 @@ pub struct Session<'a> {
     pub synced: &'a Synced,
 }
 
-/// Whether the store holds all `until_lsn` asks for (once the primary has said where
-/// the stream starts: before, the store's log is not the primary's).
-fn is_done(until_lsn: Option<u64>, store: &Store, state: &LinkState) -> bool {
-    until_lsn.is_some_and(|until| {
-        let wanted = until.max(state.consistent_lsn.load(Ordering::Relaxed));
-        store.appended_lsn() >= wanted
-    })
+impl Session<'_> {
+    /// Whether the store holds all the session was asked for (once the primary has
+    /// said where the stream starts: before, the store's log is not the primary's).
+    fn is_done(&self, state: &LinkState) -> bool {
+        self.until_lsn.is_some_and(|until| {
+            let wanted = until.max(state.consistent_lsn.load(Ordering::Relaxed));
+            self.tables.store().appended_lsn() >= wanted
+        })
+    }
 }
 
 /// One connection to the primary, until it fails, `stop` is told, or the store holds
@@ -317,6 +330,8 @@ pub async fn session(
     state: &Arc<LinkState>,
 ) -> Result<(), ReplicationError> {
     let store = copying.tables.store();
+    // A copy the last session left being applied moves the log's end.
+    stop.settled().await;
     let mut stream = socket::connect_stream(primary, copying.tls, super::CONNECT_TIMEOUT).await?;
     socket::log_in_stream(&mut stream, copying.login).await?;
     // The position: the epoch this log's end is in (a rewind or a partial copy may
@@ -352,7 +367,6 @@ async fn receive(
     state: &Arc<LinkState>,
     greeted: &watch::Sender<bool>,
 ) -> Result<(), ReplicationError> {
-    let store = copying.tables.store();
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
     let mut chunk = vec![0u8; 256 << 10];
     let mut applied = Applied::default();
@@ -387,8 +401,10 @@ async fn receive(
             Arc::clone(stop),
             Arc::clone(state),
         );
+        let applier = Arc::clone(&stop.applier).lock_owned().await;
         let ran = tokio::task::spawn_blocking(move || {
             let result = stop_.applying(|| apply_frames(&tables, &state_, &buf, &mut applied));
+            drop(applier);
             (buf, applied, result)
         })
         .await
@@ -402,7 +418,7 @@ async fn receive(
         if applied.greeted && !was_greeted {
             greeted.send_replace(true);
         }
-        if stop.is_stopped() || (applied.greeted && is_done(copying.until_lsn, store, state)) {
+        if stop.is_stopped() || (applied.greeted && copying.is_done(state)) {
             return Ok(());
         }
     }
@@ -611,5 +627,24 @@ mod tests {
         assert!(applied.load(Ordering::SeqCst));
         assert_eq!(applying.join().ok().flatten(), Some(()));
         assert_eq!(stop.applying(|| ()), None);
+    }
+
+    #[tokio::test]
+    async fn a_new_session_waits_for_the_copy_the_last_one_left_applying() {
+        let stop = Stop::new();
+        let applied = Arc::new(AtomicBool::new(false));
+        // As `receive` hands a copy over: the applier taken first, let go once applied.
+        let applier = Arc::clone(&stop.applier).lock_owned().await;
+        let applying = tokio::task::spawn_blocking({
+            let applied = Arc::clone(&applied);
+            move || {
+                std::thread::sleep(Duration::from_millis(50));
+                applied.store(true, Ordering::SeqCst);
+                drop(applier);
+            }
+        });
+        stop.settled().await;
+        assert!(applied.load(Ordering::SeqCst));
+        assert!(applying.await.is_ok());
     }
 }

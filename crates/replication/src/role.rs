@@ -285,11 +285,7 @@ async fn take_part(
                             step_down(shared).await;
                             let term = member.campaign().await?;
                             member.set_switchover(None).await?;
-                            if let Err(e) = serve_term(shared, &member, &me, &term).await {
-                                // Give the term back at once rather than hold it idle.
-                                let _ = member.leave().await;
-                                return Err(e);
-                            }
+                            member = serve_term(shared, member, &me, &term).await?;
                             role = Role::Primary(term);
                             continue;
                         } else {
@@ -319,10 +315,7 @@ async fn take_part(
                         if let Ok(won) = tokio::time::timeout(poll * 4, member.campaign()).await {
                             let term = won?;
                             member.publish(None).await?;
-                            if let Err(e) = serve_term(shared, &member, &me, &term).await {
-                                let _ = member.leave().await;
-                                return Err(e);
-                            }
+                            member = serve_term(shared, member, &me, &term).await?;
                             role = Role::Primary(term);
                             continue;
                         }
@@ -407,23 +400,25 @@ fn lsn(stats: &std::collections::BTreeMap<String, String>, name: &str) -> u64 {
 }
 
 /// Makes this node the primary of the term it won, taking changes until its lease may
-/// end, and shows it; on failure the caller gives the term back.
+/// end, and shows it. On failure it gives the term back at once (leaving the shard)
+/// rather than hold it idle.
 async fn serve_term(
     shared: &Arc<dyn Node>,
-    member: &Member,
+    member: Member,
     me: &str,
     term: &Term,
-) -> Result<(), ClusterError> {
-    promote(shared, member.holds_until())
-        .await
-        .map_err(|e| ClusterError::Invalid(format!("promotion failed: {e}")))?;
+) -> Result<Member, ClusterError> {
+    if let Err(e) = promote(shared, member.holds_until()).await {
+        let _ = member.leave().await;
+        return Err(ClusterError::Invalid(format!("promotion failed: {e}")));
+    }
     tracing::info!("cluster: primary under term {}", term.epoch);
     let (me, epoch) = (me.to_string(), term.epoch);
     shared.replication().shard.update(|seen| {
         seen.primary = Some(me);
         seen.term = Some(epoch);
     });
-    Ok(())
+    Ok(member)
 }
 
 /// Where this node's log ends.

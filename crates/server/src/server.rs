@@ -214,7 +214,9 @@ pub async fn serve(
     // Every client's connection has finished or been cut off: the streams to the
     // replicas say goodbye and end, and the workers with them.
     shared.stopping.store(true, Ordering::Release);
-    shared.replication.shutdown();
+    // It waits (a bounded time) for the streams' goodbyes: off this runtime.
+    let stopping = Arc::clone(&shared);
+    let _ = tokio::task::spawn_blocking(move || stopping.replication.shutdown()).await;
     // The workers finish on their own threads; wait for them off this runtime.
     let _ = tokio::task::spawn_blocking(move || {
         for handle in handles {

@@ -21,6 +21,7 @@
 #![allow(unsafe_code)]
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::ops::ControlFlow;
 
 use kura_tables::{Catalog, Rule};
@@ -58,7 +59,7 @@ pub fn enum_collation(members: &[String], rule: Rule) -> String {
             name.push('_');
         }
         for b in member.as_bytes() {
-            name.push_str(&format!("{b:02x}"));
+            let _ = write!(name, "{b:02x}");
         }
     }
     name

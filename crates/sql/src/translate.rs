@@ -308,22 +308,16 @@ fn default_keywords(
     };
     if !insert.columns.is_empty() {
         for c in columns {
-            let named = insert.columns.iter().any(|n| {
-                n.0.last()
-                    .is_some_and(|p| part(p).eq_ignore_ascii_case(&c.name))
-            });
-            if let Some(refused) = no_default(&c.name).filter(|_| !named) {
+            if let Some(refused) =
+                no_default(&c.name).filter(|_| !names_column(&insert.columns, &c.name))
+            {
                 return Err(refused);
             }
         }
     }
+    // The columns the values are for, in order.
     let names: Vec<String> = if insert.columns.is_empty() {
-        catalog.tables[t]
-            .table
-            .columns
-            .iter()
-            .map(|c| c.name.clone())
-            .collect()
+        columns.iter().map(|c| c.name.clone()).collect()
     } else {
         insert
             .columns
@@ -337,7 +331,6 @@ fn default_keywords(
     let SetExpr::Values(values) = source.body.as_mut() else {
         return Ok(());
     };
-    let is_default = |e: &Expr| matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DEFAULT"));
     if !values.rows.iter().any(|row| row.iter().any(is_default)) {
         return Ok(());
     }
@@ -360,6 +353,19 @@ fn default_keywords(
     Ok(())
 }
 
+/// The keyword `DEFAULT` where a value goes.
+fn is_default(e: &Expr) -> bool {
+    matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DEFAULT"))
+}
+
+/// Whether an INSERT's column list names `column`.
+fn names_column(columns: &[ObjectName], column: &str) -> bool {
+    columns.iter().any(|c| {
+        c.0.last()
+            .is_some_and(|p| part(p).eq_ignore_ascii_case(column))
+    })
+}
+
 /// Names the columns an INSERT's column list leaves out that have a DEFAULT, with that
 /// value in every row of its VALUES: SQLite gives a virtual table NULL for them.
 fn fill_defaults(insert: &mut sqlparser::ast::Insert, catalog: &Catalog, database: Option<&str>) {
@@ -376,11 +382,7 @@ fn fill_defaults(insert: &mut sqlparser::ast::Insert, catalog: &Catalog, databas
         return;
     };
     for (column, value) in defaults(catalog, &table) {
-        let named = insert.columns.iter().any(|c| {
-            c.0.last()
-                .is_some_and(|p| part(p).eq_ignore_ascii_case(&column))
-        });
-        if named {
+        if names_column(&insert.columns, &column) {
             continue;
         }
         insert
