@@ -8,12 +8,13 @@
 # (or through sudo).
 #
 #   scripts/install-peers.sh            # memcached, libmemcached-tools, mariadb, redis, fonts, iproute2,
-#                                       # etcd (the cluster tests), protoc (etcd-client's build) and
+#                                       # etcd (the cluster tests), protoc and the .proto files it imports
+#                                       # (etcd-client's build), and
 #                                       # nutcracker (the ring oracle)
 #   scripts/install-peers.sh pkg ...    # exactly these packages
 set -euo pipefail
 
-packages=(memcached libmemcached-tools mariadb-server mariadb-client redis-server fonts-dejavu-core iproute2 etcd-server protobuf-compiler nutcracker sysbench)
+packages=(memcached libmemcached-tools mariadb-server mariadb-client redis-server fonts-dejavu-core iproute2 etcd-server protobuf-compiler libprotobuf-dev nutcracker sysbench)
 if [[ $# -gt 0 && "$1" != "--all" ]]; then
     packages=("$@")
 fi
