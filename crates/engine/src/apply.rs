@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use crate::index::{Entry, Hashed, Shard};
 use crate::item::{Access, Change, NewCas, Written};
 use crate::key::{Class, Key};
-use crate::log::{Append, Appended, Holds};
+use crate::log::{Append, Appended, Holds, Location};
+use crate::ordered::Place;
 use crate::record::{Record, ITEM_BINARY_KEY, ITEM_EXPLICIT_CAS, ITEM_STALE};
 use crate::store::data_len;
 use crate::Store;
@@ -34,6 +35,14 @@ pub(crate) fn new_cas(store: &Store, change: &Change, at: At, shard: &Shard) -> 
             NewCas::Explicit(cas) | NewCas::Copied { cas, .. } => cas,
         },
         _ => at.map_or(0, |idx| shard.entry(idx).cas),
+    }
+}
+
+/// A held key's place: its record's location and its bytes of key and value.
+pub(crate) fn place(location: Location, data: u64) -> Place {
+    Place {
+        location,
+        data: u32::try_from(data).unwrap_or(u32::MAX),
     }
 }
 
@@ -115,6 +124,23 @@ pub(crate) fn record_for<'a>(
 }
 
 impl Store {
+    /// Notes in the ordered keyspace that `key`'s live record moved from `old` to
+    /// `new`, if `key` is of a held space (whose B-tree keeps every key's place; a
+    /// space only kept in order notes a key coming and going, which the caller does).
+    pub(crate) fn note_held(
+        &self,
+        key: Key<'_>,
+        lsn: u64,
+        old: Option<Place>,
+        new: Option<Place>,
+    ) {
+        if let Some(ordered) = &self.ordered {
+            if ordered.spaces().is_held(key.space) {
+                ordered.note(key, lsn, old, new);
+            }
+        }
+    }
+
     /// Counts a key of `class` coming (+1) or going (-1).
     pub(crate) fn count_items(&self, class: Class, delta: i64) {
         let counter = match class {
@@ -142,6 +168,8 @@ impl Store {
         (cas, now, access): (u64, u32, Access),
     ) -> Option<Written> {
         let class = key.space.class();
+        // A held key's bytes are counted by the ordered keyspace, not the shard.
+        let held = self.is_held(key);
         let written = appended.map(|a| Written { lsn: a.lsn, cas });
         match (change, at) {
             (Change::Keep, at) => {
@@ -159,9 +187,17 @@ impl Store {
             ) => {
                 if let (Some(exptime), Some(appended)) = (exptime, appended) {
                     let entry = shard.entry_mut(idx);
+                    let data = data_len(&entry.key, &entry.value);
+                    let old = entry.location;
                     entry.exptime = exptime;
                     entry.location = appended.location;
                     entry.lsn = appended.lsn;
+                    self.note_held(
+                        key,
+                        appended.lsn,
+                        Some(place(old, data)),
+                        Some(place(appended.location, data)),
+                    );
                 }
                 let entry = shard.entry(idx);
                 if mark_win_sent {
@@ -172,11 +208,15 @@ impl Store {
                 }
             }
             (Change::Delete, Some(idx)) => {
+                let entry = shard.entry(idx);
+                let data = data_len(&entry.key, &entry.value);
                 if let (Some(ordered), Some(appended)) = (&self.ordered, appended) {
-                    ordered.note(key, appended.lsn, false);
+                    ordered.note(key, appended.lsn, Some(place(entry.location, data)), None);
                 }
-                let old = shard.remove(shard.slot_of_entry(h, idx));
-                *shard.data_bytes_mut(class) -= old.map_or(0, |e| data_len(&e.key, &e.value));
+                shard.remove(shard.slot_of_entry(h, idx));
+                if !held {
+                    *shard.data_bytes_mut(class) -= data;
+                }
                 self.count_items(class, -1);
             }
             (Change::Put(new), at) => {
@@ -184,7 +224,10 @@ impl Store {
                     unreachable!("a put always writes a record");
                 };
                 let lsn = appended.lsn;
-                *shard.data_bytes_mut(class) += data_len(key.bytes, &new.value);
+                let data = data_len(key.bytes, &new.value);
+                if !held {
+                    *shard.data_bytes_mut(class) += data;
+                }
                 let explicit = explicit_cas(new.cas);
                 let fill = |entry: &mut Entry| {
                     entry.client_flags = new.client_flags;
@@ -202,12 +245,17 @@ impl Store {
                 };
                 match at {
                     Some(idx) => {
+                        let was = shard.entry(idx);
+                        let was = place(was.location, data_len(&was.key, &was.value));
+                        self.note_held(key, lsn, Some(was), Some(place(appended.location, data)));
                         let old = shard.overwrite(idx, new.value, appended.location, fill);
-                        *shard.data_bytes_mut(class) -= old;
+                        if !held {
+                            *shard.data_bytes_mut(class) -= old;
+                        }
                     }
                     None => {
                         if let Some(ordered) = &self.ordered {
-                            ordered.note(key, lsn, true);
+                            ordered.note(key, lsn, None, Some(place(appended.location, data)));
                         }
                         let mut entry = Entry::new(h, key, new.value, appended.location);
                         fill(&mut entry);

@@ -93,7 +93,7 @@ impl Store {
         }
         let share = self.values_share();
         if shard.cached_bytes() > share {
-            let evicted = shard.evict_to(share, self.log.written_lsn());
+            let evicted = shard.evict_to(share, self.log.written_lsn(), self.held_spaces());
             if evicted > 0 {
                 self.evictions.fetch_add(evicted, Ordering::Relaxed);
                 self.values_out.store(true, Ordering::Relaxed);

@@ -26,9 +26,24 @@ impl Store {
     /// not at all: written aside, synced, renamed over the last one.
     pub fn checkpoint(&self) -> Result<u64, Error> {
         let _no_compaction = self.compaction.lock();
+        let held = self.held_spaces();
         let image = {
             let guards: Vec<_> = self.index.shards().iter().map(|s| s.read()).collect();
             let (segment, offset, lsn) = self.log.position();
+            // The held keys' records are accounted for by the ordered keyspace, which
+            // an open reads back (and the shards' slots leave them out).
+            let held_account = self
+                .ordered
+                .as_ref()
+                .map(|o| o.held_account().0)
+                .unwrap_or_default();
+            let mut usage: std::collections::BTreeMap<_, _> =
+                self.log.usage().into_iter().collect();
+            for (segment, bytes) in held_account {
+                if let Some(u) = usage.get_mut(&segment) {
+                    u.free(crate::key::Class::Tables, bytes);
+                }
+            }
             Checkpoint {
                 keys: self.index.keys(),
                 oldest_segment: self.log.oldest_segment(),
@@ -37,11 +52,11 @@ impl Store {
                 lsn,
                 max_cas: self.next_cas.load(Ordering::Acquire).saturating_sub(1),
                 flush_deadline: self.flush_deadline.load(Ordering::Acquire),
-                usage: self.log.usage().into_iter().collect(),
+                usage,
                 shards: guards
                     .iter()
                     .map(|g| {
-                        let (capacity, slots) = g.snapshot();
+                        let (capacity, slots) = g.snapshot(held);
                         ShardImage {
                             capacity,
                             data_bytes: g.data_bytes,

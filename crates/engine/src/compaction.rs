@@ -15,9 +15,11 @@
 
 use std::sync::atomic::Ordering;
 
+use crate::apply;
 use crate::expiry::{liveness, Liveness};
+use crate::held::is_at as held_at;
 use crate::index::{self, Hashed};
-use crate::key::Class;
+use crate::key::{Class, Key, Space};
 use crate::log::{self, Holds, Location};
 use crate::record::{self, Decoded, Header, Record};
 use crate::store::data_len;
@@ -129,14 +131,16 @@ impl Store {
         // small beside the segment: a small set of keys written over and over, whose
         // old segments are nearly all garbage.
         let file = self.log.reader(segment)?;
-        let walk = match how {
+        // Held keys have no slot to walk to.
+        let walk = !self.held_spaces().has_held()
+            && match how {
             FindLive::Cheaper => {
                 let live_total: u64 = usage.iter().map(|(_, u)| u.live_bytes).sum();
                 live_total <= WALK_INDEX_RATIO * segment_usage.bytes
             }
-            FindLive::ReadSegment => false,
-            FindLive::WalkIndex => true,
-        };
+                FindLive::ReadSegment => false,
+                FindLive::WalkIndex => true,
+            };
         // Read in windows, not whole: a segment can be larger than what the memory
         // budget leaves free.
         let mut data = if walk {
@@ -191,8 +195,40 @@ impl Store {
                     let h = self.index.hash(key);
                     let now = self.now_secs();
                     let deadline = self.flush_deadline.load(Ordering::Acquire);
-                    let mut shard = self.index.shard(h).write();
-                    if let Some((slot, idx)) = shard.find_location(h, raw, here) {
+                    let held = self.is_held(key);
+                    let (mut shard, place) = if held {
+                        self.lock_with_place(key, h)?
+                    } else {
+                        (self.index.shard(h).write(), None)
+                    };
+                    let data = data_len(key.bytes, value);
+                    let found = shard.find_location(h, raw, here);
+                    if found.is_none() && held_at(place, here).is_some() {
+                        // A held key with no version in memory, live here.
+                        match liveness(key.space, rec_exptime, rec_time, now, deadline) {
+                            Liveness::Live => {
+                                let appended =
+                                    self.log.append(&rec, Holds::Version, Some(here))?;
+                                report.copied_bytes += u64::from(appended.location.len);
+                                moved.push(Moved {
+                                    h,
+                                    class: key.space.class(),
+                                    from: here,
+                                    to: appended.location,
+                                    held: Some((key.space, key.bytes.into(), data, appended.lsn)),
+                                });
+                            }
+                            _ => {
+                                // Expired: gone, as a version in memory would go.
+                                let class = key.space.class();
+                                self.log.free(here, class);
+                                let lsn = self.log.appended_lsn();
+                                self.note_held(key, lsn, place, None);
+                                self.count_items(class, -1);
+                                report.purged_items += 1;
+                            }
+                        }
+                    } else if let Some((slot, idx)) = found {
                         // In memory, the version's metadata is the same as its record's
                         // but for a touch replayed from an older log: use memory's.
                         let copy = match idx {
@@ -224,11 +260,13 @@ impl Store {
                                     class: key.space.class(),
                                     from: here,
                                     to: appended.location,
+                                    held: held.then(|| {
+                                        (key.space, key.bytes.into(), data, appended.lsn)
+                                    }),
                                 });
                             }
                             state => {
-                                let held = (here, data_len(key.bytes, value));
-                                if self.drop_dead(&mut shard, slot, key, held, state) {
+                                if self.drop_dead(&mut shard, slot, key, (here, data), state) {
                                     report.purged_items += 1;
                                 }
                             }
@@ -263,12 +301,30 @@ impl Store {
         self.log.force_sync()?;
         for m in moved.drain(..) {
             let raw = index::raw_address(m.from.segment, m.from.offset);
-            let mut shard = self.index.shard(m.h).write();
+            let (mut shard, place) = match &m.held {
+                Some((space, key, ..)) => self.lock_with_place(Key::new(*space, key), m.h)?,
+                None => (self.index.shard(m.h).write(), None),
+            };
+            // A held key's place moves with its copy (its version in memory too).
+            let note = |store: &Store| {
+                if let Some((space, key, data, lsn)) = &m.held {
+                    store.note_held(
+                        Key::new(*space, key),
+                        *lsn,
+                        Some(apply::place(m.from, *data)),
+                        Some(apply::place(m.to, *data)),
+                    );
+                }
+            };
             match shard.find_location(m.h, raw, m.from) {
                 Some((slot, None)) => {
                     shard.set_cold(slot, index::raw_address(m.to.segment, m.to.offset));
                 }
-                Some((_, Some(idx))) => shard.entry_mut(idx).location = m.to,
+                Some((_, Some(idx))) => {
+                    shard.entry_mut(idx).location = m.to;
+                    note(self);
+                }
+                None if m.held.is_some() && held_at(place, m.from).is_some() => note(self),
                 None => self.log.free(m.to, m.class),
             }
         }
@@ -337,10 +393,12 @@ const MOVE_BATCH: usize = 4096;
 /// segment through, while all live data is at most this many times the segment's size.
 const WALK_INDEX_RATIO: u64 = 4;
 
-/// A version compaction copied: from where to where.
+/// A version compaction copied: from where to where; for a held key, the key, its
+/// bytes of key and value, and the copy's LSN.
 struct Moved {
     h: Hashed,
     class: Class,
     from: Location,
     to: Location,
+    held: Option<(Space, Box<[u8]>, u64, u64)>,
 }

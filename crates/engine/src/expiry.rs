@@ -92,6 +92,7 @@ impl Store {
         state: Liveness,
     ) -> bool {
         let class = key.space.class();
+        let held = self.is_held(key);
         match state {
             Liveness::Live => return false,
             // A replica's primary writes the delete; the replica's copy of it finds
@@ -110,8 +111,15 @@ impl Store {
             }
             Liveness::Expired => self.log.free(location, class),
         }
+        if held {
+            // Gone without a record: the ordered keyspace forgets its place, durably
+            // before compaction removes the segment it is in.
+            let lsn = self.log.appended_lsn();
+            self.note_held(key, lsn, Some(crate::apply::place(location, data)), None);
+        } else {
+            *shard.data_bytes_mut(class) -= data;
+        }
         shard.remove(pos);
-        *shard.data_bytes_mut(class) -= data;
         self.count_items(class, -1);
         true
     }

@@ -39,6 +39,7 @@ use parking_lot::RwLock;
 
 use crate::key::{Class, Key as EngineKey, OwnedKey, Space};
 use crate::log::Location;
+use crate::OrderedSpaces;
 
 mod entry;
 
@@ -642,8 +643,9 @@ impl Shard {
     }
     /// Evicts versions until the cache holds at most `budget` bytes or nothing more can
     /// go. Versions whose records are not yet written out (past `written_lsn`) stay.
-    /// Returns how many went.
-    pub fn evict_to(&mut self, budget: u64, written_lsn: u64) -> u64 {
+    /// A key of a `held` space loses its slot with its version (the ordered
+    /// keyspace's B-tree knows where its record is). Returns how many went.
+    pub fn evict_to(&mut self, budget: u64, written_lsn: u64, held: OrderedSpaces) -> u64 {
         let mut evicted = 0;
         // Each place is looked at at most twice (once more after a second chance).
         let mut steps = self.entries.len() * 2;
@@ -663,11 +665,16 @@ impl Shard {
             let fp = u64::from(entry.fp);
             let raw = raw_address(entry.location.segment, entry.location.offset);
             let want = (fp << FP_SHIFT) | CACHED | idx as u64;
+            let held_key = held.is_held(entry.space);
             let mut pos = self.home(fp);
             while self.slots[pos] != want {
                 pos = self.next(pos);
             }
-            self.set_cold(pos, raw);
+            if held_key {
+                self.remove(pos);
+            } else {
+                self.set_cold(pos, raw);
+            }
             evicted += 1;
         }
         let places = self.entries.capacity() as u64;
@@ -681,20 +688,24 @@ impl Shard {
 impl Shard {
     /// The table as a checkpoint keeps it: its capacity and every slot in table
     /// order, each naming its record's address; the kind bit marks the versions that
-    /// were in memory, for a restart to bring back.
-    pub fn snapshot(&self) -> (u64, Vec<u64>) {
+    /// were in memory, for a restart to bring back. Keys of `held` spaces (in memory
+    /// for now, and in the ordered keyspace for good) are left out.
+    pub fn snapshot(&self, held: OrderedSpaces) -> (u64, Vec<u64>) {
         let slots = self
             .slots
             .iter()
             .copied()
             .filter(|&s| s != 0)
-            .map(|slot| {
+            .filter_map(|slot| {
                 if slot & CACHED == 0 {
-                    return slot;
+                    return Some(slot);
                 }
                 let entry = self.entry((slot & PAYLOAD) as usize);
+                if held.is_held(entry.space) {
+                    return None;
+                }
                 let raw = raw_address(entry.location.segment, entry.location.offset);
-                (Shard::fp_of(slot) << FP_SHIFT) | CACHED | raw
+                Some((Shard::fp_of(slot) << FP_SHIFT) | CACHED | raw)
             })
             .collect();
         (self.slots.len() as u64, slots)

@@ -27,6 +27,7 @@ mod error;
 mod expiry;
 mod follow;
 pub mod histogram;
+mod held;
 mod history;
 mod index;
 mod item;

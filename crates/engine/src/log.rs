@@ -711,6 +711,14 @@ impl Log {
         self.shared.tail.lock().free(location, class);
     }
 
+    /// Counts `bytes` more of segment `segment` live (held keys' records, which the
+    /// ordered keyspace accounts for, at open); nothing for a segment no longer here.
+    pub fn hold_bytes(&self, segment: u64, bytes: u64) {
+        if let Some(usage) = self.shared.tail.lock().usage.get_mut(&segment) {
+            usage.add_live(Class::Tables, bytes);
+        }
+    }
+
     /// Every segment's usage, oldest first; the last is the one being written.
     pub fn usage(&self) -> Vec<(u64, SegmentUsage)> {
         self.shared

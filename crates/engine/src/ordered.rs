@@ -18,6 +18,17 @@
 //! version anyway), and an expired one is not shown. Compaction removes no segment the
 //! B-tree's durable LSN has not passed, so no delete it drops goes unseen by a replay.
 //!
+//! Held spaces ([`OrderedSpaces::with_held`]: the tables' index entries) go further:
+//! their keys have no slot in the index at all, so that a table's indexes cost no
+//! memory per entry. The B-tree keeps each held key with the address of its live
+//! record, which a lookup reads from the log (and keeps in the cache while it has
+//! room: a cached version has a slot until it is evicted, when the slot goes whole).
+//! Compaction asks the B-tree whether a held record is live, and copies it by noting
+//! its new address. The held records' live bytes in each segment (the log's account,
+//! which decides what compaction may drop unread) are kept here too: in memory, and in
+//! the B-tree's commits (`ACCOUNT`), from which, with the log after the commit's LSN,
+//! an open rebuilds them; the index checkpoint keeps only the rest.
+//!
 //! What it is not for: values (those are the index's and the log's), and space 0, which
 //! memcached's clients never read in order.
 //!
@@ -32,41 +43,80 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use redb::{ReadableDatabase, TableDefinition};
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 use crate::disk::{Disk, PageFile};
 use crate::key::{Key, Space};
+use crate::log::Location;
 use crate::record::Record;
+use crate::store::data_len;
 use crate::{Error, Store};
 
 /// The B-tree's file in the data directory.
 pub const FILE: &str = "ordered.redb";
 
-/// Each key as its space's byte then its bytes; no value.
+/// Each key of a space kept in order but not held, as its space's byte then its
+/// bytes; no value.
 const KEYS: TableDefinition<&[u8], ()> = TableDefinition::new("keys");
-/// `lsn`: every change up to it is in `KEYS`.
+/// Each key of a held space, stored as in `KEYS`, with its live record's segment,
+/// offset and length, and the bytes of its key and value.
+const HELD: TableDefinition<&[u8], (u64, u32, u32, u32)> = TableDefinition::new("held");
+/// The bytes of held keys' live records in each segment.
+const ACCOUNT: TableDefinition<u64, u64> = TableDefinition::new("account");
+/// `lsn`: every change up to it is in `KEYS`, `HELD` and `ACCOUNT`; `held`: the held
+/// spaces (a bit each) the B-tree was built for; `held_items` and `held_bytes`: how
+/// many keys `HELD` has, and their bytes of key and value.
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 /// The most keys read from the B-tree and the overlay per call of [`Ordered::range`].
 pub const BATCH: usize = 256;
 
-/// The key spaces kept in order.
+/// The key spaces kept in order, and of those the held ones (see the module).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OrderedSpaces([u64; 4]);
+pub struct OrderedSpaces {
+    ordered: [u64; 4],
+    held: [u64; 4],
+}
+
+fn set_bit(bits: &mut [u64; 4], space: Space) {
+    bits[usize::from(space.0 / 64)] |= 1 << (space.0 % 64);
+}
+
+fn has_bit(bits: &[u64; 4], space: Space) -> bool {
+    bits[usize::from(space.0 / 64)] & (1 << (space.0 % 64)) != 0
+}
 
 impl OrderedSpaces {
     /// These spaces and `space`.
     pub fn with(mut self, space: Space) -> OrderedSpaces {
-        self.0[usize::from(space.0 / 64)] |= 1 << (space.0 % 64);
+        set_bit(&mut self.ordered, space);
+        self
+    }
+
+    /// These spaces and `space`, held: its keys in the B-tree only, with no slot in
+    /// the index. Held spaces are numbered below 64.
+    pub fn with_held(mut self, space: Space) -> OrderedSpaces {
+        assert!(space.0 < 64, "held spaces are numbered below 64");
+        set_bit(&mut self.ordered, space);
+        set_bit(&mut self.held, space);
         self
     }
 
     pub fn contains(&self, space: Space) -> bool {
-        self.0[usize::from(space.0 / 64)] & (1 << (space.0 % 64)) != 0
+        has_bit(&self.ordered, space)
+    }
+
+    /// Whether `space`'s keys live in the B-tree only.
+    pub fn is_held(&self, space: Space) -> bool {
+        has_bit(&self.held, space)
+    }
+
+    pub fn has_held(&self) -> bool {
+        self.held != [0; 4]
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0 == [0; 4]
+        self.ordered == [0; 4]
     }
 }
 
@@ -105,9 +155,93 @@ impl redb::StorageBackend for Pages {
     }
 }
 
-/// A key's changes not yet in the B-tree, oldest first: the LSN of each and whether
-/// the key was live after it.
-type States = smallvec::SmallVec<[(u64, bool); 1]>;
+/// Where a held key's live record is, and its bytes of key and value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Place {
+    pub location: Location,
+    pub data: u32,
+}
+
+/// A key's changes not yet in the B-tree, oldest first: the LSN of each and where
+/// the key's live record is after it (None: the key is gone). A key of a space that
+/// is not held has [`LIVE`] for a live record.
+type States = smallvec::SmallVec<[(u64, Option<Place>); 1]>;
+
+/// The place a live key of a space that is not held is noted with.
+const LIVE: Place = Place {
+    location: Location {
+        segment: 0,
+        offset: 0,
+        len: 0,
+    },
+    data: 0,
+};
+
+fn place_of((segment, offset, len, data): (u64, u32, u32, u32)) -> Place {
+    Place {
+        location: Location {
+            segment,
+            offset,
+            len,
+        },
+        data,
+    }
+}
+
+fn stored_place(p: &Place) -> (u64, u32, u32, u32) {
+    (p.location.segment, p.location.offset, p.location.len, p.data)
+}
+
+/// What waits for the B-tree, under one lock: each changed key's states, and as of
+/// the last state noted the held keys' live record bytes by segment, their number and
+/// their bytes of key and value.
+#[derive(Default)]
+struct Overlay {
+    states: BTreeMap<Box<[u8]>, States>,
+    account: BTreeMap<u64, u64>,
+    held: Held,
+}
+
+/// How many held keys there are, and their bytes of key and value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub items: u64,
+    pub bytes: u64,
+}
+
+impl Held {
+    /// A key's place changed from `old` to `new`.
+    fn moved(&mut self, old: Option<&Place>, new: Option<&Place>) {
+        if let Some(old) = old {
+            self.items = self.items.saturating_sub(1);
+            self.bytes = self.bytes.saturating_sub(u64::from(old.data));
+        }
+        if let Some(new) = new {
+            self.items += 1;
+            self.bytes += u64::from(new.data);
+        }
+    }
+}
+
+impl Overlay {
+    fn hold(&mut self, location: Location) {
+        *self.account.entry(location.segment).or_default() += u64::from(location.len);
+    }
+
+    fn free(&mut self, location: Location) {
+        if let Some(bytes) = self.account.get_mut(&location.segment) {
+            *bytes = bytes.saturating_sub(u64::from(location.len));
+            if *bytes == 0 {
+                self.account.remove(&location.segment);
+            }
+        }
+    }
+}
+
+/// The held spaces below 64 as META's `held` records them.
+fn held_bits(spaces: OrderedSpaces) -> u64 {
+    spaces.held[0]
+}
 
 /// The key as the B-tree and the overlay hold it.
 fn stored(key: Key<'_>) -> Box<[u8]> {
@@ -129,7 +263,11 @@ fn stored_bound(space: Space, bound: Bound<&[u8]>) -> Bound<Box<[u8]>> {
 pub(crate) struct Ordered {
     spaces: OrderedSpaces,
     db: redb::Database,
-    overlay: Mutex<BTreeMap<Box<[u8]>, States>>,
+    overlay: Mutex<Overlay>,
+    /// Moved on by every commit that takes states out of the overlay: a key's place
+    /// read from the B-tree is still its place while no note of it is in the overlay
+    /// and this has not moved (see [`Ordered::place_now`]).
+    generation: AtomicU64,
     /// The B-tree's writer (one commit at a time).
     writer: Mutex<()>,
     /// The LSN the B-tree's latest commit holds every change through, and its latest
@@ -140,6 +278,10 @@ pub(crate) struct Ordered {
     pub(crate) commits: AtomicU64,
     /// Whether the open rebuilt redb's allocator state from the whole tree.
     pub(crate) repaired: bool,
+    /// Whether the open found the B-tree built for other held spaces (or none, from
+    /// before they existed) and emptied it: the log is read whole to fill it again,
+    /// and the index checkpoint, which may have slots of held keys, is not used.
+    pub(crate) rebuilt: bool,
 }
 
 /// One call's worth of a range: keys in order, and whether the range may hold more.
@@ -177,27 +319,55 @@ impl Ordered {
             tx.set_quick_repair(true);
             tx.commit().map_err(btree_error)?;
         }
-        let lsn = {
+        let (lsn, held_spaces, held, account) = {
             let tx = db.begin_read().map_err(btree_error)?;
-            match tx.open_table(META) {
-                Ok(meta) => meta
-                    .get("lsn")
-                    .map_err(btree_error)?
-                    .map_or(0, |v| v.value()),
-                Err(redb::TableError::TableDoesNotExist(_)) => 0,
+            let (lsn, held_spaces, held) = match tx.open_table(META) {
+                Ok(meta) => {
+                    let get = |name: &str| -> Result<u64, Error> {
+                        Ok(meta.get(name).map_err(btree_error)?.map_or(0, |v| v.value()))
+                    };
+                    let held = Held {
+                        items: get("held_items")?,
+                        bytes: get("held_bytes")?,
+                    };
+                    (get("lsn")?, get("held")?, held)
+                }
+                Err(redb::TableError::TableDoesNotExist(_)) => (0, 0, Held::default()),
+                Err(e) => return Err(btree_error(e)),
+            };
+            let mut account = BTreeMap::new();
+            match tx.open_table(ACCOUNT) {
+                Ok(table) => {
+                    for entry in table.iter().map_err(btree_error)? {
+                        let (segment, bytes) = entry.map_err(btree_error)?;
+                        account.insert(segment.value(), bytes.value());
+                    }
+                }
+                Err(redb::TableError::TableDoesNotExist(_)) => {}
                 Err(e) => return Err(btree_error(e)),
             }
+            (lsn, held_spaces, held, account)
         };
-        Ok(Ordered {
+        let ordered = Ordered {
             spaces,
             db,
-            overlay: Mutex::new(BTreeMap::new()),
+            overlay: Mutex::new(Overlay {
+                states: BTreeMap::new(),
+                account,
+                held,
+            }),
+            generation: AtomicU64::new(0),
             writer: Mutex::new(()),
             applied: AtomicU64::new(lsn),
             durable: AtomicU64::new(lsn),
             commits: AtomicU64::new(0),
             repaired,
-        })
+            rebuilt: held_spaces != held_bits(spaces),
+        };
+        if ordered.rebuilt {
+            ordered.clear(0)?;
+        }
+        Ok(ordered)
     }
 
     pub(crate) fn spaces(&self) -> OrderedSpaces {
@@ -209,41 +379,111 @@ impl Ordered {
         self.durable.load(Ordering::Acquire)
     }
 
-    /// Notes that `key` became live (or not) with the change at `lsn`; under its shard
-    /// lock, so a key's states are in the order its records are.
-    pub(crate) fn note(&self, key: Key<'_>, lsn: u64, live: bool) {
+    /// Notes that `key`'s live record moved from `old` to `new` (None: none) with the
+    /// change at `lsn`; under its shard lock, so a key's states are in the order its
+    /// records are. For a space that is not held, only whether it is live counts.
+    pub(crate) fn note(&self, key: Key<'_>, lsn: u64, old: Option<Place>, new: Option<Place>) {
         if !self.spaces.contains(key.space) {
             return;
         }
+        let held = self.spaces.is_held(key.space);
         let mut overlay = self.overlay.lock();
-        let states = overlay.entry(stored(key)).or_default();
-        if states.last().is_some_and(|&(_, was)| was == live) {
+        if held {
+            if let Some(old) = old {
+                overlay.free(old.location);
+            }
+            if let Some(new) = new {
+                overlay.hold(new.location);
+            }
+            overlay.held.moved(old.as_ref(), new.as_ref());
+        }
+        let states = overlay.states.entry(stored(key)).or_default();
+        if !held {
+            if states.last().is_some_and(|&(_, was)| was.is_some() == new.is_some()) {
+                return;
+            }
+            states.push((lsn, new.map(|_| LIVE)));
             return;
         }
-        states.push((lsn, live));
+        states.push((lsn, new));
+    }
+
+    /// Where `key`'s live record is (a key of a held space), and the generation the
+    /// answer was read at, for [`Ordered::place_now`].
+    pub(crate) fn place(&self, key: Key<'_>) -> Result<(Option<Place>, u64), Error> {
+        let stored = stored(key);
+        let (tx, generation) = {
+            let overlay = self.overlay.lock();
+            if let Some(&(_, state)) = overlay.states.get(&stored).and_then(|s| s.last()) {
+                return Ok((state, self.generation.load(Ordering::Acquire)));
+            }
+            // Under the overlay's lock: a state moved from it meanwhile is in this
+            // snapshot.
+            let tx = self.db.begin_read().map_err(btree_error)?;
+            (tx, self.generation.load(Ordering::Acquire))
+        };
+        let table = match tx.open_table(HELD) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok((None, generation)),
+            Err(e) => return Err(btree_error(e)),
+        };
+        let place = table
+            .get(&stored[..])
+            .map_err(btree_error)?
+            .map(|v| place_of(v.value()));
+        Ok((place, generation))
+    }
+
+    /// `key`'s place now, under its shard lock, given what [`Ordered::place`] read
+    /// before the lock: the overlay's last state if it has one, else that read if no
+    /// commit took states out of the overlay since. None: read it again.
+    pub(crate) fn place_now(
+        &self,
+        key: Key<'_>,
+        (read, generation): (Option<Place>, u64),
+    ) -> Option<Option<Place>> {
+        let overlay = self.overlay.lock();
+        if let Some(&(_, state)) = overlay.states.get(&stored(key)).and_then(|s| s.last()) {
+            return Some(state);
+        }
+        (self.generation.load(Ordering::Acquire) == generation).then_some(read)
+    }
+
+    /// The held keys' live record bytes by segment, and their number and bytes of key
+    /// and value, as noted so far.
+    pub(crate) fn held_account(&self) -> (BTreeMap<u64, u64>, Held) {
+        let overlay = self.overlay.lock();
+        (overlay.account.clone(), overlay.held)
     }
 
     /// Keys changed and not yet in the B-tree.
     pub(crate) fn pending(&self) -> usize {
-        self.overlay.lock().len()
+        self.overlay.lock().states.len()
     }
 
     /// Moves every change up to `upto` into the B-tree, in one commit (a durable one
-    /// if asked) that records `upto`. The caller promises that every change up to
-    /// `upto` has been noted and is durable in the log.
-    pub(crate) fn apply(&self, upto: u64, durable: bool) -> Result<(), Error> {
+    /// if asked) that records `upto`, and forgets the account of segments before
+    /// `oldest` (removed). The caller promises that every change up to `upto` has
+    /// been noted and is durable in the log.
+    pub(crate) fn apply(&self, upto: u64, durable: bool, oldest: u64) -> Result<(), Error> {
         let _writer = self.writer.lock();
         let applied = self.applied.load(Ordering::Acquire);
         let upto = upto.max(applied);
-        let changes: Vec<(Box<[u8]>, bool)> = self
-            .overlay
-            .lock()
-            .iter()
-            .filter_map(|(key, states)| {
-                let (_, live) = states.iter().rev().find(|&&(lsn, _)| lsn <= upto)?;
-                Some((key.clone(), *live))
-            })
-            .collect();
+        let changes: Vec<(Box<[u8]>, Option<Place>)> = {
+            let mut overlay = self.overlay.lock();
+            let gone: Vec<u64> = overlay.account.range(..oldest).map(|(&s, _)| s).collect();
+            for segment in gone {
+                overlay.account.remove(&segment);
+            }
+            overlay
+                .states
+                .iter()
+                .filter_map(|(key, states)| {
+                    let &(_, state) = states.iter().rev().find(|&&(lsn, _)| lsn <= upto)?;
+                    Some((key.clone(), state))
+                })
+                .collect()
+        };
         // Nothing to move: only a durable commit is worth making, to move the LSN a
         // restart reads the log from (other key spaces' writes move it too).
         if changes.is_empty() && (!durable || self.durable_lsn() >= upto) {
@@ -261,14 +501,56 @@ impl Ordered {
         tx.set_quick_repair(durable);
         {
             let mut keys = tx.open_table(KEYS).map_err(btree_error)?;
-            for (key, live) in &changes {
-                if *live {
-                    keys.insert(&key[..], ()).map_err(btree_error)?;
+            let mut held = tx.open_table(HELD).map_err(btree_error)?;
+            let mut meta = tx.open_table(META).map_err(btree_error)?;
+            // The account moves by what the B-tree's own places say, so a commit's
+            // account is exactly its places'.
+            let mut deltas: BTreeMap<u64, i64> = BTreeMap::new();
+            let mut count = Held::default();
+            for (name, to) in [("held_items", &mut count.items), ("held_bytes", &mut count.bytes)] {
+                *to = meta.get(name).map_err(btree_error)?.map_or(0, |v| v.value());
+            }
+            for (key, state) in &changes {
+                if !self.spaces.is_held(Space(key[0])) {
+                    if state.is_some() {
+                        keys.insert(&key[..], ()).map_err(btree_error)?;
+                    } else {
+                        keys.remove(&key[..]).map_err(btree_error)?;
+                    }
+                    continue;
+                }
+                let old = match state {
+                    Some(p) => held.insert(&key[..], stored_place(p)),
+                    None => held.remove(&key[..]),
+                }
+                .map_err(btree_error)?
+                .map(|v| place_of(v.value()));
+                if let Some(old) = &old {
+                    *deltas.entry(old.location.segment).or_default() -=
+                        i64::from(old.location.len);
+                }
+                if let Some(new) = state {
+                    *deltas.entry(new.location.segment).or_default() +=
+                        i64::from(new.location.len);
+                }
+                count.moved(old.as_ref(), state.as_ref());
+            }
+            let mut account = tx.open_table(ACCOUNT).map_err(btree_error)?;
+            for (segment, delta) in deltas {
+                let was = account
+                    .get(segment)
+                    .map_err(btree_error)?
+                    .map_or(0, |v| v.value());
+                let now = was.saturating_add_signed(delta);
+                if now == 0 {
+                    account.remove(segment).map_err(btree_error)?;
                 } else {
-                    keys.remove(&key[..]).map_err(btree_error)?;
+                    account.insert(segment, now).map_err(btree_error)?;
                 }
             }
-            let mut meta = tx.open_table(META).map_err(btree_error)?;
+            account.retain_in(..oldest, |_, _| false).map_err(btree_error)?;
+            meta.insert("held_items", count.items).map_err(btree_error)?;
+            meta.insert("held_bytes", count.bytes).map_err(btree_error)?;
             meta.insert("lsn", upto).map_err(btree_error)?;
         }
         tx.commit().map_err(btree_error)?;
@@ -276,13 +558,14 @@ impl Ordered {
         {
             let mut overlay = self.overlay.lock();
             for (key, _) in changes {
-                if let Some(states) = overlay.get_mut(&key) {
+                if let Some(states) = overlay.states.get_mut(&key) {
                     states.retain(|&mut (lsn, _)| lsn > upto);
                     if states.is_empty() {
-                        overlay.remove(&key);
+                        overlay.states.remove(&key);
                     }
                 }
             }
+            self.generation.fetch_add(1, Ordering::AcqRel);
         }
         self.applied.store(upto, Ordering::Release);
         if durable {
@@ -295,18 +578,32 @@ impl Ordered {
     /// rewind, which applies the kept records again). Durable before it returns.
     pub(crate) fn clear(&self, lsn: u64) -> Result<(), Error> {
         let _writer = self.writer.lock();
-        self.overlay.lock().clear();
+        {
+            let mut overlay = self.overlay.lock();
+            *overlay = Overlay::default();
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
         let mut tx = self.db.begin_write().map_err(btree_error)?;
         tx.set_durability(redb::Durability::Immediate)
             .map_err(btree_error)?;
         tx.set_quick_repair(true);
-        match tx.delete_table(KEYS) {
-            Ok(_) | Err(redb::TableError::TableDoesNotExist(_)) => {}
-            Err(e) => return Err(btree_error(e)),
+        for deleted in [
+            tx.delete_table(KEYS),
+            tx.delete_table(HELD),
+            tx.delete_table(ACCOUNT),
+        ] {
+            match deleted {
+                Ok(_) | Err(redb::TableError::TableDoesNotExist(_)) => {}
+                Err(e) => return Err(btree_error(e)),
+            }
         }
         {
             let mut meta = tx.open_table(META).map_err(btree_error)?;
             meta.insert("lsn", lsn).map_err(btree_error)?;
+            meta.insert("held", held_bits(self.spaces))
+                .map_err(btree_error)?;
+            meta.insert("held_items", 0).map_err(btree_error)?;
+            meta.insert("held_bytes", 0).map_err(btree_error)?;
         }
         tx.commit().map_err(btree_error)?;
         self.applied.store(lsn, Ordering::Release);
@@ -359,10 +656,10 @@ impl Ordered {
         let (tx, overlaid, cut) = {
             let overlay = self.overlay.lock();
             let tx = self.db.begin_read().map_err(btree_error)?;
-            let in_range = overlay.range::<[u8], _>(bounds);
+            let in_range = overlay.states.range::<[u8], _>(bounds);
             #[allow(clippy::borrowed_box)]
             let pick = |(k, s): (&Box<[u8]>, &States)| {
-                (k[1..].to_vec(), s.last().is_some_and(|&(_, live)| live))
+                (k[1..].to_vec(), s.last().is_some_and(|&(_, live)| live.is_some()))
             };
             // Keys without their space's byte, as the batch gives them.
             let overlaid: Vec<(Vec<u8>, bool)> = if reverse {
@@ -374,27 +671,12 @@ impl Ordered {
             let cut = (overlaid.len() > max).then(|| overlaid[max - 1].0.clone());
             (tx, overlaid, cut)
         };
-        let table = match tx.open_table(KEYS) {
-            Ok(table) => Some(table),
-            Err(redb::TableError::TableDoesNotExist(_)) => None,
-            Err(e) => return Err(btree_error(e)),
-        };
-        let mut from_tree: Box<dyn Iterator<Item = Result<Vec<u8>, Error>>> = match &table {
-            None => Box::new(std::iter::empty()),
-            Some(table) => {
-                let range = table.range::<&[u8]>(bounds).map_err(btree_error)?;
-                let keys = range.map(|entry| {
-                    entry
-                        .map(|(k, _)| k.value()[1..].to_vec())
-                        .map_err(btree_error)
-                });
-                if reverse {
-                    Box::new(keys.rev())
-                } else {
-                    Box::new(keys)
-                }
-            }
-        };
+        let mut from_tree: Box<dyn Iterator<Item = Result<Vec<u8>, Error>>> =
+            if self.spaces.is_held(space) {
+                tree_keys(&tx, HELD, bounds, reverse)?
+            } else {
+                tree_keys(&tx, KEYS, bounds, reverse)?
+            };
         let before = |a: &[u8], b: &[u8]| if reverse { a > b } else { a < b };
         let mut keys = Vec::new();
         let mut overlaid = overlaid.into_iter().peekable();
@@ -436,6 +718,32 @@ impl Ordered {
         }
         Ok(Keys { keys, more })
     }
+}
+
+/// The keys of `table` within `bounds` (stored keys), without their space's byte, in
+/// order or the reverse.
+fn tree_keys<V: redb::Value + 'static>(
+    tx: &redb::ReadTransaction,
+    table: TableDefinition<'static, &'static [u8], V>,
+    bounds: (Bound<&[u8]>, Bound<&[u8]>),
+    reverse: bool,
+) -> Result<Box<dyn Iterator<Item = Result<Vec<u8>, Error>>>, Error> {
+    let table = match tx.open_table(table) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Box::new(std::iter::empty())),
+        Err(e) => return Err(btree_error(e)),
+    };
+    let range = table.range::<&[u8]>(bounds).map_err(btree_error)?;
+    let keys = range.map(|entry| {
+        entry
+            .map(|(k, _)| k.value()[1..].to_vec())
+            .map_err(btree_error)
+    });
+    Ok(if reverse {
+        Box::new(keys.rev())
+    } else {
+        Box::new(keys)
+    })
 }
 
 /// A range of one space's keys, read a batch at a time ([`Store::ordered_range`]).
@@ -548,16 +856,35 @@ impl Store {
             self.log.appended_lsn()
         };
         let upto = appended.min(self.log.synced_lsn());
-        ordered.apply(upto, durable)
+        ordered.apply(upto, durable, self.log.oldest_segment())
     }
 
     /// Makes the ordered keyspace durable through `lsn` (a segment's end, before the
-    /// segment is removed), if it is not yet.
+    /// segment is removed), if it is not yet; with held spaces, through every change
+    /// noted so far, since compaction notes held keys it dropped or moved with no
+    /// record of their own in the segment.
     pub(crate) fn ordered_durable_through(&self, lsn: u64) -> Result<(), Error> {
         match self.ordered.as_ref() {
-            Some(ordered) if ordered.durable_lsn() < lsn => self.apply_ordered(true),
+            Some(ordered) if ordered.spaces().has_held() || ordered.durable_lsn() < lsn => {
+                self.apply_ordered(true)
+            }
             _ => Ok(()),
         }
+    }
+
+    /// The spaces kept in order (none without an ordered keyspace), the held ones
+    /// among them.
+    pub(crate) fn held_spaces(&self) -> OrderedSpaces {
+        self.ordered
+            .as_ref()
+            .map_or_else(OrderedSpaces::default, Ordered::spaces)
+    }
+
+    /// Whether `key` is of a held space.
+    pub(crate) fn is_held(&self, key: Key<'_>) -> bool {
+        self.ordered
+            .as_ref()
+            .is_some_and(|o| o.spaces().is_held(key.space))
     }
 
     /// Notes in the overlay every change the log holds after the B-tree's LSN: at open.
@@ -580,19 +907,45 @@ impl Store {
             return Ok(0);
         };
         let mut noted = 0;
-        cursor.read(&self.log, end, u64::MAX, |_, record, _, lsn| {
+        let mut failed = None;
+        cursor.read(&self.log, end, u64::MAX, |here, record, _, lsn| {
             let change = match *record {
-                Record::Put { key, .. } => Some((key, true)),
-                Record::Delete { key } => Some((key, false)),
+                Record::Put { key, value, .. } => {
+                    let data = data_len(key.bytes, value) as u32;
+                    Some((key, Some(Place { location: here, data })))
+                }
+                Record::Delete { key } => Some((key, None)),
                 _ => None,
             };
-            if let Some((key, live)) = change {
-                if ordered.spaces().contains(key.space) {
-                    ordered.note(key, lsn, live);
-                    noted += 1;
-                }
+            let Some((key, new)) = change else { return };
+            if !ordered.spaces().contains(key.space) || failed.is_some() {
+                return;
             }
+            // A held key's record before this one, in the B-tree or noted just now.
+            let old = if ordered.spaces().is_held(key.space) {
+                match ordered.place(key) {
+                    Ok((old, _)) => old,
+                    Err(e) => {
+                        failed = Some(e);
+                        return;
+                    }
+                }
+            } else {
+                None
+            };
+            ordered.note(key, lsn, old, new);
+            noted += 1;
         })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        // The held records' live bytes, which replay of the index left out, and their
+        // keys.
+        let (account, held) = ordered.held_account();
+        for (segment, bytes) in account {
+            self.log.hold_bytes(segment, bytes);
+        }
+        self.count_items(crate::key::Class::Tables, held.items as i64);
         Ok(noted)
     }
 }

@@ -98,6 +98,9 @@ impl ReplayReader<'_> {
 /// State rebuilt by replaying the log.
 struct Replay<'d> {
     index: Index,
+    /// The spaces kept in order: those held are the ordered keyspace's to replay
+    /// (`Store::catch_up_ordered`), slots and account alike.
+    held: crate::OrderedSpaces,
     reader: ReplayReader<'d>,
     /// The memory budget for the index and the cache (None: none).
     budget: Option<u64>,
@@ -143,6 +146,10 @@ impl Replay<'_> {
             } => {
                 if item_flags & ITEM_EXPLICIT_CAS == 0 {
                     self.max_cas = self.max_cas.max(cas);
+                }
+                if self.held.is_held(key.space) {
+                    self.records += 1;
+                    return Ok(());
                 }
                 // Never judge expiry mid-replay: a later touch may have extended this
                 // version. The sweep after replay drops what is dead now.
@@ -203,6 +210,7 @@ impl Replay<'_> {
                     }
                 }
             }
+            Record::Delete { key } | Record::Touch { key, .. } if self.held.is_held(key.space) => {}
             Record::Delete { key } => {
                 let h = self.index.hash(key);
                 let mut shard = self.index.shard(h).write();
@@ -428,8 +436,24 @@ impl Store {
                 )));
             }
         }
-        let checkpoint = usable_checkpoint(&*disk, &sequences)?;
+        // The ordered keyspace first: one built for other held spaces (or from before
+        // there were any) is emptied and filled again from the whole log, and then the
+        // index checkpoint, whose slots may be held keys', is not used either.
+        let ordered = if options.ordered_spaces.is_empty() {
+            None
+        } else {
+            Some(crate::ordered::Ordered::open(
+                &*disk,
+                options.ordered_spaces,
+                options.ordered_cache_bytes,
+            )?)
+        };
+        let checkpoint = match &ordered {
+            Some(o) if o.rebuilt => None,
+            _ => usable_checkpoint(&*disk, &sequences)?,
+        };
         let mut replay = Replay {
+            held: options.ordered_spaces,
             index: match &checkpoint {
                 Some(c) => Index::with_keys(options.crowded_index, c.keys),
                 None => Index::new(options.crowded_index),
@@ -659,15 +683,6 @@ impl Store {
         let values_out = replay.index.shards().iter().any(|s| s.read().has_cold());
         let touched = std::mem::take(&mut replay.touched);
         let history = History::load_or_create(&*disk)?;
-        let ordered = if options.ordered_spaces.is_empty() {
-            None
-        } else {
-            Some(crate::ordered::Ordered::open(
-                &*disk,
-                options.ordered_spaces,
-                options.ordered_cache_bytes,
-            )?)
-        };
         let store = Store {
             index: replay.index,
             log,

@@ -37,6 +37,7 @@ impl Store {
             return Ok(0);
         };
         let mut visited = 0;
+        let mut failed = None;
         cursor.read(&self.log, until, u64::MAX, |here, rec, _, _| {
             let Record::Put {
                 key,
@@ -56,8 +57,22 @@ impl Store {
             let raw = index::raw_address(here.segment, here.offset);
             let h = self.index.hash(key);
             let found = {
-                let shard = self.index.shard(h).read();
+                let (shard, place) = if self.is_held(key) {
+                    match self.lock_with_place(key, h) {
+                        Ok(locked) => locked,
+                        Err(e) => {
+                            failed.get_or_insert(e);
+                            return;
+                        }
+                    }
+                } else {
+                    (self.index.shard(h).write(), None)
+                };
                 match shard.find_location(h, raw, here) {
+                    // A held key with no version in memory, live here.
+                    None if crate::held::is_at(place, here).is_some() => {
+                        Some((client_flags, exptime, time, cas, 0))
+                    }
                     None => None,
                     // In memory, its metadata is what counts.
                     Some((_, Some(idx))) => {
@@ -90,6 +105,9 @@ impl Store {
             visit(key.bytes, item);
             visited += 1;
         })?;
-        Ok(visited)
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(visited),
+        }
     }
 }

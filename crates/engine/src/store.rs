@@ -23,6 +23,7 @@ use crate::clock::Clock;
 use crate::cold::{version_item, Unresolved, MAX_ROUNDS};
 use crate::disk::Disk;
 use crate::expiry::{entry_liveness, exptime_to_absolute, liveness, Liveness};
+use crate::held::{HeldRead, HeldStep, PlaceRead};
 use crate::history::{Epoch, History};
 use crate::index::{self, Entry, Found, Hashed, Index, Loaded};
 use crate::item::{Access, Change, Item, ItemRef, Written};
@@ -285,6 +286,10 @@ impl Store {
         let none = Loaded::new();
         for (i, (&key, &h)) in keys.iter().zip(&hashes).enumerate() {
             match self.look(key, h, &none, Access::Fetch) {
+                Look::Found(None) if self.is_held(key) => {
+                    out.push(None);
+                    later.push(i);
+                }
                 Look::Found(item) => out.push(item),
                 Look::Dead => {
                     out.push(None);
@@ -313,8 +318,38 @@ impl Store {
 
     fn read_hashed(&self, key: Key<'_>, h: Hashed, access: Access) -> Result<Option<Item>, Error> {
         let mut loaded = Loaded::new();
+        let mut place: PlaceRead = None;
         for _ in 0..MAX_ROUNDS {
             match self.look(key, h, &loaded, access) {
+                // No slot: a held key may be in the ordered keyspace.
+                Look::Found(None) if self.is_held(key) => {
+                    let mut shard = self.index.shard(h).write();
+                    if !matches!(shard.find(key, h, &loaded), Found::Absent) {
+                        continue;
+                    }
+                    match self.held_step(&mut shard, key, h, place, &loaded) {
+                        HeldStep::Absent => return Ok(None),
+                        HeldStep::Installed(idx) => {
+                            // Read now: the budget may send it out again at once.
+                            let entry = shard.entry(idx);
+                            let now = self.now_secs();
+                            let deadline = self.flush_deadline.load(Ordering::Acquire);
+                            let live = entry_liveness(entry, now, deadline) == Liveness::Live;
+                            let item = live.then(|| snapshot(entry));
+                            if !live {
+                                // Met dead: it goes, as any version a read meets dead.
+                                let pos = shard.slot_of_entry(h, idx);
+                                self.drop_if_dead(&mut shard, pos, idx, now, deadline);
+                            }
+                            self.enforce_budget(&mut shard);
+                            return Ok(item);
+                        }
+                        HeldStep::Read(what) => {
+                            drop(shard);
+                            self.held_read(key, h, what, &mut place, &mut loaded)?;
+                        }
+                    }
+                }
                 Look::Found(item) => return Ok(item),
                 // Dead: drop it now rather than keep it until overwritten.
                 Look::Dead => {
@@ -375,6 +410,7 @@ impl Store {
         let h = self.index.hash(key);
         let shard_lock = self.index.shard(h);
         let mut loaded = Loaded::new();
+        let mut place: PlaceRead = None;
         let mut rounds = 0;
         // Declared before the lock, so it drops after it (see `Log::wake_later`).
         let _wake = self.log.wake_later();
@@ -389,7 +425,19 @@ impl Store {
                     let entry = Entry::from_version(h, &loaded[which].1);
                     Some((pos, shard.install(pos, entry)))
                 }
-                Found::Absent => None,
+                Found::Absent => match self.held_step(&mut shard, key, h, place, &loaded) {
+                    HeldStep::Absent => None,
+                    HeldStep::Installed(idx) => Some((shard.slot_of_entry(h, idx), idx)),
+                    HeldStep::Read(what) => {
+                        drop(shard);
+                        rounds += 1;
+                        if rounds > MAX_ROUNDS {
+                            return Err(self.kept_moving(key));
+                        }
+                        self.held_read(key, h, what, &mut place, &mut loaded)?;
+                        continue;
+                    }
+                },
                 Found::Unknown(raws) => {
                     let records = self.addresses(&raws);
                     drop(shard);
@@ -555,6 +603,7 @@ impl Store {
             .map(|h| shard_numbers.partition_point(|&n| n < h.shard_number()))
             .collect();
         let mut loaded: Small<Loaded> = keys.iter().map(|_| Loaded::new()).collect();
+        let mut places: Small<PlaceRead> = keys.iter().map(|_| None).collect();
         let mut rounds = 0;
         let (now, guards, ats) = 'locked: loop {
             let now = self.now_secs();
@@ -565,6 +614,7 @@ impl Store {
                 .collect();
             let mut ats: Small<apply::At> = Small::new();
             let mut missing: Small<_> = Small::new();
+            let mut held_reads: Small<(usize, HeldRead)> = Small::new();
             for (i, &key) in keys.iter().enumerate() {
                 let shard = &mut guards[guard_of[i]];
                 let at = match shard.find(key, hashes[i], &loaded[i]) {
@@ -573,7 +623,16 @@ impl Store {
                         let entry = Entry::from_version(hashes[i], &loaded[i][which].1);
                         Some(shard.install(pos, entry))
                     }
-                    Found::Absent => None,
+                    Found::Absent => {
+                        match self.held_step(shard, key, hashes[i], places[i], &loaded[i]) {
+                            HeldStep::Absent => None,
+                            HeldStep::Installed(idx) => Some(idx),
+                            HeldStep::Read(what) => {
+                                held_reads.push((i, what));
+                                None
+                            }
+                        }
+                    }
                     Found::Unknown(raws) => {
                         missing.push((i, self.addresses(&raws)));
                         None
@@ -581,7 +640,7 @@ impl Store {
                 };
                 ats.push(at);
             }
-            if missing.is_empty() {
+            if missing.is_empty() && held_reads.is_empty() {
                 for (i, at) in ats.iter_mut().enumerate() {
                     let Some(idx) = *at else { continue };
                     let shard = &mut guards[guard_of[i]];
@@ -596,10 +655,14 @@ impl Store {
             drop(guards);
             rounds += 1;
             if rounds > MAX_ROUNDS {
-                return Err(self.kept_moving(keys[missing[0].0]));
+                let first = missing.first().map_or_else(|| held_reads[0].0, |m| m.0);
+                return Err(self.kept_moving(keys[first]));
             }
             for (i, records) in missing {
                 self.load(hashes[i], records, &mut loaded[i])?;
+            }
+            for (i, what) in held_reads {
+                self.held_read(keys[i], hashes[i], what, &mut places[i], &mut loaded[i])?;
             }
         };
         Ok(Locked {
@@ -781,6 +844,10 @@ impl Store {
             table_bytes += shard.table_bytes;
             cache_bytes += shard.cached_bytes();
             cached_values += shard.cached_values;
+        }
+        // Held keys' bytes are the ordered keyspace's count.
+        if let Some(ordered) = &self.ordered {
+            table_bytes += ordered.held_account().1.bytes;
         }
         Stats {
             index_bytes: self.index.bytes(),

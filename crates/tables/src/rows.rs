@@ -56,12 +56,14 @@ pub(crate) const CATALOG_KEY: &[u8] = b"catalog";
 
 /// The key spaces the store keeps in order for the tables: the rows and every index's
 /// entries, so the primary key and every index are read by range
-/// ([`kura_engine::Store::ordered_range`]).
+/// ([`kura_engine::Store::ordered_range`]). The entries are held there: they have no
+/// slot in the store's index, so a table's indexes cost no memory per entry (a
+/// unique entry read by value is found through the B-tree).
 pub fn ordered_spaces() -> kura_engine::OrderedSpaces {
     kura_engine::OrderedSpaces::default()
         .with(ROW_SPACE)
-        .with(UNIQUE_SPACE)
-        .with(INDEX_SPACE)
+        .with_held(UNIQUE_SPACE)
+        .with_held(INDEX_SPACE)
 }
 
 /// The key space index `index` of `def` keeps its entries in.

@@ -120,7 +120,7 @@ proptest! {
                     model.remove(&key);
                 }
                 Op::Evict(budget) => {
-                    shard.evict_to(budget, u64::MAX);
+                    shard.evict_to(budget, u64::MAX, crate::OrderedSpaces::default());
                     if budget == 0 {
                         prop_assert_eq!(shard.cached_values, 0);
                     }
