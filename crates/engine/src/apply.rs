@@ -127,13 +127,7 @@ impl Store {
     /// Notes in the ordered keyspace that `key`'s live record moved from `old` to
     /// `new`, if `key` is of a held space (whose B-tree keeps every key's place; a
     /// space only kept in order notes a key coming and going, which the caller does).
-    pub(crate) fn note_held(
-        &self,
-        key: Key<'_>,
-        lsn: u64,
-        old: Option<Place>,
-        new: Option<Place>,
-    ) {
+    pub(crate) fn note_held(&self, key: Key<'_>, lsn: u64, old: Option<Place>, new: Option<Place>) {
         if let Some(ordered) = &self.ordered {
             if ordered.spaces().is_held(key.space) {
                 ordered.note(key, lsn, old, new);

@@ -134,10 +134,10 @@ impl Store {
         // Held keys have no slot to walk to.
         let walk = !self.held_spaces().has_held()
             && match how {
-            FindLive::Cheaper => {
-                let live_total: u64 = usage.iter().map(|(_, u)| u.live_bytes).sum();
-                live_total <= WALK_INDEX_RATIO * segment_usage.bytes
-            }
+                FindLive::Cheaper => {
+                    let live_total: u64 = usage.iter().map(|(_, u)| u.live_bytes).sum();
+                    live_total <= WALK_INDEX_RATIO * segment_usage.bytes
+                }
                 FindLive::ReadSegment => false,
                 FindLive::WalkIndex => true,
             };
@@ -207,8 +207,7 @@ impl Store {
                         // A held key with no version in memory, live here.
                         match liveness(key.space, rec_exptime, rec_time, now, deadline) {
                             Liveness::Live => {
-                                let appended =
-                                    self.log.append(&rec, Holds::Version, Some(here))?;
+                                let appended = self.log.append(&rec, Holds::Version, Some(here))?;
                                 report.copied_bytes += u64::from(appended.location.len);
                                 moved.push(Moved {
                                     h,
@@ -260,9 +259,8 @@ impl Store {
                                     class: key.space.class(),
                                     from: here,
                                     to: appended.location,
-                                    held: held.then(|| {
-                                        (key.space, key.bytes.into(), data, appended.lsn)
-                                    }),
+                                    held: held
+                                        .then(|| (key.space, key.bytes.into(), data, appended.lsn)),
                                 });
                             }
                             state => {

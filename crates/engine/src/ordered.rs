@@ -189,7 +189,12 @@ fn place_of((segment, offset, len, data): (u64, u32, u32, u32)) -> Place {
 }
 
 fn stored_place(p: &Place) -> (u64, u32, u32, u32) {
-    (p.location.segment, p.location.offset, p.location.len, p.data)
+    (
+        p.location.segment,
+        p.location.offset,
+        p.location.len,
+        p.data,
+    )
 }
 
 /// What waits for the B-tree, under one lock: each changed key's states, and as of
@@ -324,7 +329,10 @@ impl Ordered {
             let (lsn, held_spaces, held) = match tx.open_table(META) {
                 Ok(meta) => {
                     let get = |name: &str| -> Result<u64, Error> {
-                        Ok(meta.get(name).map_err(btree_error)?.map_or(0, |v| v.value()))
+                        Ok(meta
+                            .get(name)
+                            .map_err(btree_error)?
+                            .map_or(0, |v| v.value()))
                     };
                     let held = Held {
                         items: get("held_items")?,
@@ -399,7 +407,10 @@ impl Ordered {
         }
         let states = overlay.states.entry(stored(key)).or_default();
         if !held {
-            if states.last().is_some_and(|&(_, was)| was.is_some() == new.is_some()) {
+            if states
+                .last()
+                .is_some_and(|&(_, was)| was.is_some() == new.is_some())
+            {
                 return;
             }
             states.push((lsn, new.map(|_| LIVE)));
@@ -447,6 +458,11 @@ impl Ordered {
             return Some(state);
         }
         (self.generation.load(Ordering::Acquire) == generation).then_some(read)
+    }
+
+    /// How many held keys there are and their bytes of key and value, as noted so far.
+    pub(crate) fn held(&self) -> Held {
+        self.overlay.lock().held
     }
 
     /// The held keys' live record bytes by segment, and their number and bytes of key
@@ -507,8 +523,14 @@ impl Ordered {
             // account is exactly its places'.
             let mut deltas: BTreeMap<u64, i64> = BTreeMap::new();
             let mut count = Held::default();
-            for (name, to) in [("held_items", &mut count.items), ("held_bytes", &mut count.bytes)] {
-                *to = meta.get(name).map_err(btree_error)?.map_or(0, |v| v.value());
+            for (name, to) in [
+                ("held_items", &mut count.items),
+                ("held_bytes", &mut count.bytes),
+            ] {
+                *to = meta
+                    .get(name)
+                    .map_err(btree_error)?
+                    .map_or(0, |v| v.value());
             }
             for (key, state) in &changes {
                 if !self.spaces.is_held(Space(key[0])) {
@@ -526,12 +548,10 @@ impl Ordered {
                 .map_err(btree_error)?
                 .map(|v| place_of(v.value()));
                 if let Some(old) = &old {
-                    *deltas.entry(old.location.segment).or_default() -=
-                        i64::from(old.location.len);
+                    *deltas.entry(old.location.segment).or_default() -= i64::from(old.location.len);
                 }
                 if let Some(new) = state {
-                    *deltas.entry(new.location.segment).or_default() +=
-                        i64::from(new.location.len);
+                    *deltas.entry(new.location.segment).or_default() += i64::from(new.location.len);
                 }
                 count.moved(old.as_ref(), state.as_ref());
             }
@@ -548,9 +568,13 @@ impl Ordered {
                     account.insert(segment, now).map_err(btree_error)?;
                 }
             }
-            account.retain_in(..oldest, |_, _| false).map_err(btree_error)?;
-            meta.insert("held_items", count.items).map_err(btree_error)?;
-            meta.insert("held_bytes", count.bytes).map_err(btree_error)?;
+            account
+                .retain_in(..oldest, |_, _| false)
+                .map_err(btree_error)?;
+            meta.insert("held_items", count.items)
+                .map_err(btree_error)?;
+            meta.insert("held_bytes", count.bytes)
+                .map_err(btree_error)?;
             meta.insert("lsn", upto).map_err(btree_error)?;
         }
         tx.commit().map_err(btree_error)?;
@@ -659,7 +683,10 @@ impl Ordered {
             let in_range = overlay.states.range::<[u8], _>(bounds);
             #[allow(clippy::borrowed_box)]
             let pick = |(k, s): (&Box<[u8]>, &States)| {
-                (k[1..].to_vec(), s.last().is_some_and(|&(_, live)| live.is_some()))
+                (
+                    k[1..].to_vec(),
+                    s.last().is_some_and(|&(_, live)| live.is_some()),
+                )
             };
             // Keys without their space's byte, as the batch gives them.
             let overlaid: Vec<(Vec<u8>, bool)> = if reverse {
@@ -671,12 +698,11 @@ impl Ordered {
             let cut = (overlaid.len() > max).then(|| overlaid[max - 1].0.clone());
             (tx, overlaid, cut)
         };
-        let mut from_tree: Box<dyn Iterator<Item = Result<Vec<u8>, Error>>> =
-            if self.spaces.is_held(space) {
-                tree_keys(&tx, HELD, bounds, reverse)?
-            } else {
-                tree_keys(&tx, KEYS, bounds, reverse)?
-            };
+        let mut from_tree: TreeKeys = if self.spaces.is_held(space) {
+            tree_keys(&tx, HELD, bounds, reverse)?
+        } else {
+            tree_keys(&tx, KEYS, bounds, reverse)?
+        };
         let before = |a: &[u8], b: &[u8]| if reverse { a > b } else { a < b };
         let mut keys = Vec::new();
         let mut overlaid = overlaid.into_iter().peekable();
@@ -720,6 +746,9 @@ impl Ordered {
     }
 }
 
+/// Keys read from the B-tree one by one, without their space's byte.
+type TreeKeys = Box<dyn Iterator<Item = Result<Vec<u8>, Error>>>;
+
 /// The keys of `table` within `bounds` (stored keys), without their space's byte, in
 /// order or the reverse.
 fn tree_keys<V: redb::Value + 'static>(
@@ -727,7 +756,7 @@ fn tree_keys<V: redb::Value + 'static>(
     table: TableDefinition<'static, &'static [u8], V>,
     bounds: (Bound<&[u8]>, Bound<&[u8]>),
     reverse: bool,
-) -> Result<Box<dyn Iterator<Item = Result<Vec<u8>, Error>>>, Error> {
+) -> Result<TreeKeys, Error> {
     let table = match tx.open_table(table) {
         Ok(table) => table,
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Box::new(std::iter::empty())),
@@ -912,7 +941,13 @@ impl Store {
             let change = match *record {
                 Record::Put { key, value, .. } => {
                     let data = data_len(key.bytes, value) as u32;
-                    Some((key, Some(Place { location: here, data })))
+                    Some((
+                        key,
+                        Some(Place {
+                            location: here,
+                            data,
+                        }),
+                    ))
                 }
                 Record::Delete { key } => Some((key, None)),
                 _ => None,

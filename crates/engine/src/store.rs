@@ -847,7 +847,7 @@ impl Store {
         }
         // Held keys' bytes are the ordered keyspace's count.
         if let Some(ordered) = &self.ordered {
-            table_bytes += ordered.held_account().1.bytes;
+            table_bytes += ordered.held().bytes;
         }
         Stats {
             index_bytes: self.index.bytes(),
