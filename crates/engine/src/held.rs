@@ -116,6 +116,21 @@ impl Store {
         }
     }
 
+    /// Whether `key` is of a held space and has no version in memory: a lookup of it
+    /// reads the ordered keyspace and then the log, which may block on the disk, so a
+    /// caller that must not block reads it elsewhere first.
+    pub fn held_out_of_memory(&self, key: Key<'_>) -> bool {
+        if !self.is_held(key) {
+            return false;
+        }
+        let h = self.index.hash(key);
+        let shard = self.index.shard(h).read();
+        !matches!(
+            shard.find(key, h, &Loaded::new()),
+            index::Found::Cached { .. }
+        )
+    }
+
     /// `key`'s shard (hashed `h`) locked for writing, and the place of `key`, of a held
     /// space, which holds while the lock does. The place is read before the lock and
     /// checked under it, as a request's is; for compaction and scans, which meet held

@@ -169,6 +169,14 @@ pub async fn load_values(shared: &Arc<Shared>, session: &mut Session, request: &
         }
     });
     resolve(shared, missing).await;
+    // An index entry has no slot while it is only in the log: it is found through
+    // the ordered keyspace, on a reader thread, which puts it in memory.
+    let held: Vec<Vec<u8>> = entries
+        .iter()
+        .filter(|(_, _, k)| shared.store.held_out_of_memory(Key::new(UNIQUE_SPACE, k)))
+        .map(|(_, _, k)| k.clone())
+        .collect();
+    read_elsewhere(shared, held).await;
     let mut rows = Vec::new();
     for (catalog, table, entry_key) in entries {
         // In memory now, unless it was evicted again meanwhile (then read inline).
@@ -190,6 +198,29 @@ pub async fn load_key(shared: &Arc<Shared>, key: &[u8]) {
     }
     if let Some(at) = shared.store.unresolved(key) {
         resolve(shared, vec![at]).await;
+    }
+}
+
+/// Looks up the index entries `keys` (of held unique entries, not in memory) on the
+/// reader threads, which brings them into memory, and waits for them.
+async fn read_elsewhere(shared: &Arc<Shared>, keys: Vec<Vec<u8>>) {
+    if keys.is_empty() {
+        return;
+    }
+    let (done, wait) = oneshot::channel::<()>();
+    let store_shared = Arc::clone(shared);
+    let job: Job = Box::new(move || {
+        for key in keys {
+            let _ = store_shared.store.peek(Key::new(UNIQUE_SPACE, &key));
+        }
+        let _ = done.send(());
+    });
+    match shared.reader.queue.push(job) {
+        Ok(()) => {
+            let _ = wait.await;
+        }
+        // Full (or stopped): read here rather than queue without bound.
+        Err(job) => job(),
     }
 }
 
