@@ -15,9 +15,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::expiry::{liveness, Liveness};
-use crate::index;
+use crate::index::{self, Shard};
 use crate::item::Item;
 use crate::key::Space;
+use crate::ordered::Place;
 use crate::record::{Record, ITEM_BINARY_KEY, ITEM_STALE};
 use crate::{Error, Store};
 
@@ -56,31 +57,30 @@ impl Store {
             }
             let raw = index::raw_address(here.segment, here.offset);
             let h = self.index.hash(key);
-            let found = {
-                let (shard, place) = if self.is_held(key) {
-                    match self.lock_with_place(key, h) {
-                        Ok(locked) => locked,
-                        Err(e) => {
-                            failed.get_or_insert(e);
-                            return;
-                        }
-                    }
-                } else {
-                    (self.index.shard(h).write(), None)
-                };
-                match shard.find_location(h, raw, here) {
-                    // A held key with no version in memory, live here.
-                    None if crate::held::is_at(place, here).is_some() => {
-                        Some((client_flags, exptime, time, cas, 0))
-                    }
-                    None => None,
-                    // In memory, its metadata is what counts.
-                    Some((_, Some(idx))) => {
-                        let e = shard.entry(idx);
-                        Some((e.client_flags, e.exptime, e.time, e.cas, e.lsn))
-                    }
-                    Some((_, None)) => Some((client_flags, exptime, time, cas, 0)),
+            // The record's metadata if it is the key's live version: in memory, its
+            // entry's; a held key with no version in memory, live here, the record's.
+            let meta = |shard: &Shard, place: Option<Place>| match shard.find_location(h, raw, here)
+            {
+                None if crate::held::is_at(place, here).is_some() => {
+                    Some((client_flags, exptime, time, cas, 0))
                 }
+                None => None,
+                Some((_, Some(idx))) => {
+                    let e = shard.entry(idx);
+                    Some((e.client_flags, e.exptime, e.time, e.cas, e.lsn))
+                }
+                Some((_, None)) => Some((client_flags, exptime, time, cas, 0)),
+            };
+            let found = if self.is_held(key) {
+                match self.lock_with_place(key, h) {
+                    Ok((shard, place)) => meta(&shard, place),
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                        return;
+                    }
+                }
+            } else {
+                meta(&self.index.shard(h).read(), None)
             };
             let now = self.now_secs();
             let deadline = self.flush_deadline.load(Ordering::Acquire);
