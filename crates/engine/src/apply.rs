@@ -180,10 +180,10 @@ impl Store {
                 Some(idx),
             ) => {
                 if let (Some(exptime), Some(appended)) = (exptime, appended) {
+                    shard.set_exptime(idx, exptime);
                     let entry = shard.entry_mut(idx);
                     let data = data_len(&entry.key, &entry.value);
                     let old = entry.location;
-                    entry.exptime = exptime;
                     entry.location = appended.location;
                     entry.lsn = appended.lsn;
                     self.note_held(

@@ -142,16 +142,22 @@ impl Store {
 
     /// Drops every expired version in memory (its disk space becomes garbage for
     /// compaction to reclaim), one shard at a time. Expired versions only in the log
-    /// go when a request meets them or compaction reaches their segment. Returns how
-    /// many went.
+    /// go when a request meets them or compaction reaches their segment. A shard none
+    /// of whose versions in memory can have expired yet (its expiry bound) is not read:
+    /// with ten million rows and no exptimes, reading them all each second took a
+    /// quarter of a core. Returns how many went.
     pub fn purge_expired(&self) -> u64 {
         let mut purged = 0;
         for shard in self.index.shards() {
+            if !shard.read().may_have_expired(self.now_secs()) {
+                continue;
+            }
             let now = self.now_secs();
             let deadline = self.flush_deadline.load(Ordering::Acquire);
             let mut guard = shard.write();
-            let expired =
-                guard.cached_keys(|e| entry_liveness(e, now, deadline) == Liveness::Expired);
+            let expired = guard.expired_keys(now, |e| {
+                entry_liveness(e, now, deadline) == Liveness::Expired
+            });
             for key in expired {
                 let h = self.index.hash(key.as_key());
                 if let Found::Cached { pos, idx } = guard.find(key.as_key(), h, &Loaded::new()) {

@@ -278,9 +278,8 @@ impl Store {
                 // the new expiry, in memory, as replay takes it.
                 Record::Touch { exptime, .. } => {
                     if let Some(idx) = ats[k] {
-                        let entry = shard.entry_mut(idx);
-                        entry.exptime = exptime;
-                        entry.lsn = u64::MAX;
+                        shard.set_exptime(idx, exptime);
+                        shard.entry_mut(idx).lsn = u64::MAX;
                     }
                 }
                 _ => {}

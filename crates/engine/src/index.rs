@@ -202,6 +202,11 @@ pub(crate) struct Shard {
     /// shard lock, rather than in one counter every core would write on every store.
     pub data_bytes: u64,
     pub table_bytes: u64,
+    /// No version in memory expires before this (Unix seconds; `u32::MAX`: none
+    /// expires): every exptime given to one lowers it, and only a sweep of the shard
+    /// ([`Shard::expired_keys`]) raises it again. The maintenance pass skips a shard
+    /// whose bound has not come, instead of reading every version it holds.
+    soonest_expiry: u32,
 }
 
 impl Shard {
@@ -219,6 +224,7 @@ impl Shard {
             cached_values: 0,
             data_bytes: 0,
             table_bytes: 0,
+            soonest_expiry: u32::MAX,
         }
     }
 
@@ -377,6 +383,8 @@ impl Shard {
         }
     }
 
+    /// The version in memory at slab place `idx`, to change anything but its
+    /// exptime ([`Shard::set_exptime`]).
     pub fn entry_mut(&mut self, idx: usize) -> &mut Entry {
         match &mut self.entries[idx] {
             Some(entry) => entry,
@@ -384,7 +392,25 @@ impl Shard {
         }
     }
 
+    /// Gives the version in memory at slab place `idx` a new exptime.
+    pub fn set_exptime(&mut self, idx: usize, exptime: u32) {
+        self.entry_mut(idx).exptime = exptime;
+        self.note_expiry(exptime);
+    }
+
+    fn note_expiry(&mut self, exptime: u32) {
+        if exptime != 0 {
+            self.soonest_expiry = self.soonest_expiry.min(exptime);
+        }
+    }
+
+    /// Whether a version in memory may have expired by `now`.
+    pub fn may_have_expired(&self, now: u32) -> bool {
+        self.soonest_expiry <= now
+    }
+
     fn slab_put(&mut self, entry: Entry) -> usize {
+        self.note_expiry(entry.exptime);
         self.entry_bytes += entry_cost(&entry);
         self.cached_values += 1;
         match self.free.pop() {
@@ -486,6 +512,7 @@ impl Shard {
         if slot & CACHED != 0 {
             let idx = (slot & PAYLOAD) as usize;
             let cost = entry_cost(&entry);
+            self.note_expiry(entry.exptime);
             let Some(old) = self.entries[idx].replace(entry) else {
                 panic!("slab place {idx} is empty but a slot names it");
             };
@@ -514,8 +541,9 @@ impl Shard {
         entry.value = value;
         entry.location = location;
         fill(entry);
-        let after = entry_cost(entry);
+        let (after, exptime) = (entry_cost(entry), entry.exptime);
         self.entry_bytes = self.entry_bytes + after - before;
+        self.note_expiry(exptime);
         old_data
     }
 
@@ -603,11 +631,33 @@ impl Shard {
         self.cached_values = 0;
         self.data_bytes = 0;
         self.table_bytes = 0;
+        self.soonest_expiry = u32::MAX;
     }
 
     /// Whether any key is cold.
     pub fn has_cold(&self) -> bool {
         self.cached_values < self.len as u64
+    }
+
+    /// The keys of the versions in memory that `dead` finds dead at `now`; the
+    /// shard's expiry bound becomes the soonest exptime of the others.
+    pub fn expired_keys(
+        &mut self,
+        now: u32,
+        mut dead: impl FnMut(&Entry) -> bool,
+    ) -> Vec<OwnedKey> {
+        let mut soonest = u32::MAX;
+        let keys = self.cached_keys(|e| {
+            if dead(e) {
+                return true;
+            }
+            if e.exptime > now {
+                soonest = soonest.min(e.exptime);
+            }
+            false
+        });
+        self.soonest_expiry = soonest;
+        keys
     }
 
     /// The keys of the versions in memory that `pick` chooses.

@@ -234,8 +234,8 @@ impl Replay<'_> {
                     Found::Absent | Found::Unknown(_) => None,
                 };
                 if let Some(idx) = idx {
+                    shard.set_exptime(idx, exptime);
                     let entry = shard.entry_mut(idx);
-                    entry.exptime = exptime;
                     // Its record does not say this expiry: it stays in memory (at an LSN
                     // no write reaches) until it is written anew after replay.
                     entry.lsn = u64::MAX;
