@@ -269,6 +269,37 @@ impl Shard {
         }
     }
 
+    /// Asks the CPU for what a lookup of `h` reads after its slot: the slab place of
+    /// each version in memory with its fingerprint, or (`deep`, once those are in) that
+    /// version's value. A batch that asks for all of its keys' places, then all of
+    /// their values, before it reads any waits for those misses side by side, not one
+    /// after another ([`Store::get_many`](crate::Store::get_many)).
+    pub fn prefetch_version(&self, h: Hashed, deep: bool) {
+        if self.slots.is_empty() {
+            return;
+        }
+        let mut pos = self.home(h.fp);
+        loop {
+            let slot = self.slots[pos];
+            if slot == 0 {
+                return;
+            }
+            if slot >> FP_SHIFT == h.fp && slot & CACHED != 0 {
+                let idx = (slot & PAYLOAD) as usize;
+                if !deep {
+                    let place = self.entries.as_ptr().wrapping_add(idx).cast::<u8>();
+                    prefetch(place);
+                    prefetch(place.wrapping_add(64));
+                } else if let Some(Some(entry)) = self.entries.get(idx) {
+                    // The count an Arc keeps before its bytes, and the bytes.
+                    let value = Arc::as_ptr(&entry.value).cast::<u8>();
+                    prefetch(value.wrapping_sub(16));
+                }
+            }
+            pos = self.next(pos);
+        }
+    }
+
     /// Finds `key`, using the records in `loaded` for cold slots they cover.
     pub fn find(&self, key: EngineKey<'_>, h: Hashed, loaded: &Loaded) -> Found {
         if self.slots.is_empty() {

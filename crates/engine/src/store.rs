@@ -282,6 +282,11 @@ impl Store {
             self.index.prefetch_home(h);
             hashes.push(h);
         }
+        for deep in [false, true] {
+            for &h in &hashes {
+                self.index.shard(h).read().prefetch_version(h, deep);
+            }
+        }
         let (mut out, mut later, mut cold) = (Vec::with_capacity(keys.len()), vec![], vec![]);
         let none = Loaded::new();
         for (i, (&key, &h)) in keys.iter().zip(&hashes).enumerate() {
