@@ -439,6 +439,23 @@ unsafe impl<'vtab> VTab<'vtab> for KuraTab {
                 .ordered_via(column)
                 .map(|(_, n)| n.to_string())
                 .unwrap_or_default();
+            // SQLite's LIMIT and OFFSET come last, so its other terms keep their
+            // arguments' places (it drops them if a term of the WHERE goes unused).
+            let mut binds = binds;
+            for (i, c) in info.constraints().enumerate() {
+                if !c.is_usable() {
+                    continue;
+                }
+                match c.operator() {
+                    IndexConstraintOp::SQLITE_INDEX_CONSTRAINT_LIMIT => {
+                        binds.push((i, Bind::Limit))
+                    }
+                    IndexConstraintOp::SQLITE_INDEX_CONSTRAINT_OFFSET => {
+                        binds.push((i, Bind::Offset))
+                    }
+                    _ => {}
+                }
+            }
             for (argv, (i, _)) in binds.iter().enumerate() {
                 let mut usage = info.constraint_usage(*i);
                 usage.set_argv_index(argv as c_int + 1);

@@ -298,6 +298,30 @@ fn primary_key_ranges_read_about_the_rows_they_return() {
         if !transaction {
             // A transaction notes the whole range's keys, to check them at COMMIT.
             assert!(n <= 5, "read {n} rows for 3");
+            // A LIMIT SQLite passes on is read in one group: its rows and no more
+            // (and the range's one look by key).
+            let (got, n) = read(&mut s, "SELECT id FROM players ORDER BY id DESC LIMIT 10");
+            assert_eq!(
+                ids(&got),
+                (390..400).rev().map(Cell::Int).collect::<Vec<_>>()
+            );
+            assert_eq!(n, 11, "read {n} rows for 10");
+            let (got, n) = read(
+                &mut s,
+                "SELECT id FROM players WHERE id >= 100 ORDER BY id LIMIT 5 OFFSET 20",
+            );
+            assert_eq!(ids(&got), (120..125).map(Cell::Int).collect::<Vec<_>>());
+            assert_eq!(n, 26, "read {n} rows for 5 after 20");
+            // A row SQLite's own check drops (the bound widened to the column's type)
+            // is made up for by reading on.
+            let (got, _) = read(
+                &mut s,
+                "SELECT id FROM players WHERE id > 150.5 AND name <> 'p151' ORDER BY id LIMIT 3",
+            );
+            assert_eq!(
+                ids(&got),
+                vec![Cell::Int(152), Cell::Int(153), Cell::Int(154)]
+            );
         }
         let (got, _) = read(
             &mut s,

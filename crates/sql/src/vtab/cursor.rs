@@ -24,6 +24,8 @@ use crate::like;
 /// How many rows of a range whose keys were read whole are read from the store at a
 /// time: enough for their lookups' cache misses to overlap.
 const TOGETHER: usize = 16;
+/// The most rows a range's first group reads for a `LIMIT` (more come as asked).
+const MAX_WANTED: usize = 1024;
 
 #[repr(C)]
 pub struct KuraCursor<'vtab> {
@@ -48,6 +50,9 @@ pub struct KuraCursor<'vtab> {
     /// How many rows the next group of a range's first batch is (see
     /// [`KuraCursor::read_range_row`]).
     group: usize,
+    /// How many rows the statement's `LIMIT` and `OFFSET` will show at most (0: no
+    /// LIMIT): the range's first group, read together.
+    wanted: usize,
     /// A range's keys still to read from the store, a batch at a time, and how many
     /// batches it gave.
     pk_stream: Option<(PkCursor, usize)>,
@@ -67,6 +72,7 @@ impl<'vtab> KuraCursor<'vtab> {
             unseen: 0,
             used: u64::MAX,
             group: 1,
+            wanted: 0,
             pk_stream: None,
             scan: None,
             current: None,
@@ -259,9 +265,15 @@ impl KuraCursor<'_> {
             // batch of keys is read in groups of 1, 2, 4 and 8 rows, so that a LIMIT
             // reads at most twice what it shows, and its next batches whole. Through
             // an index, the first batch's rows (each somewhere else in the log) are
-            // read one at a time. Keys read whole before the rows (to be checked at
+            // read one at a time. A LIMIT that SQLite passes on (`wanted`) is read in
+            // one group first, no more rows than it shows unless SQLite asks on. Keys read whole before the rows (to be checked at
             // COMMIT) are read a few at a time.
             let group = match self.pk_stream {
+                Some(_) if self.wanted > 0 => {
+                    let group = self.wanted.min(self.pks.len() + 1);
+                    self.wanted -= group;
+                    group
+                }
                 Some((_, batches)) if batches > 1 => self.pks.len() + 1,
                 Some(_) if entry.is_none() => {
                     self.group *= 2;
@@ -312,6 +324,7 @@ impl KuraCursor<'_> {
         self.unseen = 0;
         self.used = u64::MAX;
         self.group = 1;
+        self.wanted = 0;
         self.pk_stream = None;
         self.scan = None;
         self.current = None;
@@ -367,8 +380,22 @@ impl KuraCursor<'_> {
                     upper: Bound::Unbounded,
                     folded: false,
                 };
+                let (mut limit, mut offset) = (None, 0usize);
                 for (argv, bind) in binds.iter().enumerate() {
                     let v = args[argv].get_raw();
+                    if matches!(bind, Bind::Limit | Bind::Offset) {
+                        // A negative LIMIT is none; a negative OFFSET, 0.
+                        let n = match v {
+                            ValueRef::Integer(n) => usize::try_from(n).ok(),
+                            _ => None,
+                        };
+                        if *bind == Bind::Limit {
+                            limit = n;
+                        } else {
+                            offset = n.unwrap_or(0);
+                        }
+                        continue;
+                    }
                     if matches!(v, ValueRef::Null) {
                         // Nothing compares with NULL.
                         return Ok(());
@@ -408,8 +435,11 @@ impl KuraCursor<'_> {
                         Bind::Ge => range.lower = Bound::Included(value),
                         Bind::Lt => range.upper = Bound::Excluded(value),
                         Bind::Le => range.upper = Bound::Included(value),
-                        Bind::In | Bind::Like => {}
+                        Bind::In | Bind::Like | Bind::Limit | Bind::Offset => {}
                     }
+                }
+                if let Some(limit) = limit {
+                    self.wanted = limit.saturating_add(offset).min(MAX_WANTED);
                 }
                 let streams = {
                     let mut state = self.tab.shared.state.lock();

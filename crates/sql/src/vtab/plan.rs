@@ -26,6 +26,11 @@ pub(crate) enum Bind {
     Le,
     /// A `LIKE` pattern: the range its literal prefix allows.
     Like,
+    /// The statement's `LIMIT` and `OFFSET` (SQLite passes them to a single table
+    /// whose every `WHERE` term it passes too): how many rows the range's first read
+    /// asks for at once. SQLite still applies them; the range reads on if asked.
+    Limit,
+    Offset,
 }
 
 impl Bind {
@@ -38,6 +43,8 @@ impl Bind {
             Bind::Lt => "lt",
             Bind::Le => "le",
             Bind::Like => "like",
+            Bind::Limit => "limit",
+            Bind::Offset => "offset",
         }
     }
 
@@ -50,6 +57,8 @@ impl Bind {
             "lt" => Bind::Lt,
             "le" => Bind::Le,
             "like" => Bind::Like,
+            "limit" => Bind::Limit,
+            "offset" => Bind::Offset,
             _ => return None,
         })
     }
