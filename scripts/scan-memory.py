@@ -7,13 +7,15 @@ within -m plus 10%"). A benchmark: it prints what it measured and asserts nothin
 Starts target/release/kura (`-m MiB --durability interval`, its own data directory
 under target/, ports of its own), loads ROWS rows of (id INT, v INT, s VARCHAR(100))
 in 1,000-row INSERTs, then for each query resets the process's peak resident set
-(`/proc/PID/clear_refs`, 5), runs the query, and reads the peak (`VmHWM`). Needs
+(`/proc/PID/clear_refs`, 5), runs the query, and reads the peak (`VmHWM`); then the
+same for range reads through the memcached port (`get @@t.@>=...`). Needs
 PyMySQL (scripts/install-test-deps.sh puts it in target/pyenv).
 """
 
 import argparse
 import os
 import shutil
+import socket
 import tempfile
 import time
 
@@ -32,6 +34,25 @@ QUERIES = [
     "DELETE FROM t WHERE v = -1",
     "UPDATE t SET v = v + 1 WHERE v = 7",
 ]
+# Range reads through the memcached port (docs/tables.md, "Ranges"): at most 1,000
+# rows a reply.
+RANGE_GETS = [
+    "get @@t.@>=0",
+    "get @@t.@>=100000@<100500",
+]
+
+
+def memcached_get(port, command):
+    """Sends one text `get` and returns the reply's bytes, up to its final END."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(command.encode() + b"\r\n")
+        reply = b""
+        while not reply.endswith(b"\r\nEND\r\n") and reply != b"END\r\n":
+            chunk = s.recv(1 << 16)
+            if not chunk:
+                break
+            reply += chunk
+        return reply
 
 
 def status(pid, field):
@@ -49,7 +70,8 @@ def main():
     ap.add_argument("--kura", default=os.path.join(ROOT, "target/release/kura"))
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="scan-memory.", dir=os.path.join(ROOT, "target"))
-    proc, port = kuraproc.start(args.kura, os.path.join(work, "data"), args.memory_mib)
+    proc, port, mc_port = kuraproc.start_both(
+        args.kura, os.path.join(work, "data"), args.memory_mib)
     try:
         db = pymysql.connect(host="127.0.0.1", port=port, user="root", autocommit=True)
         cur = db.cursor()
@@ -76,6 +98,14 @@ def main():
             else:
                 shown = rows[0] if len(rows) == 1 else f"{len(rows)} rows"
             print(f"{q:<58} peak {status(proc.pid, 'VmHWM'):6.1f} MiB  {took:6.2f} s  -> {shown}")
+        for command in RANGE_GETS:
+            with open(f"/proc/{proc.pid}/clear_refs", "w") as f:
+                f.write("5")
+            start = time.time()
+            reply = memcached_get(mc_port, command)
+            took = time.time() - start
+            shown = f"{reply.count(b'ROW ')} rows, {len(reply)} bytes"
+            print(f"{command:<58} peak {status(proc.pid, 'VmHWM'):6.1f} MiB  {took:6.2f} s  -> {shown}")
         db.close()
     finally:
         proc.terminate()
