@@ -131,8 +131,16 @@ impl Store {
         // small beside the segment: a small set of keys written over and over, whose
         // old segments are nearly all garbage.
         let file = self.log.reader(segment)?;
-        // Held keys have no slot to walk to.
-        let walk = !self.held_spaces().has_held()
+        // A held key has no slot to walk to unless its version is in memory: the
+        // index is walked only for a segment that holds no live held record, as the
+        // ordered keyspace's account of it says (a sealed segment gains none, and
+        // compaction alone moves them out). Rows rewritten over and over leave such
+        // segments behind them; their index entries stay where the rows were made.
+        let held_live = self
+            .ordered
+            .as_ref()
+            .map_or(0, |ordered| ordered.held_live_in(segment));
+        let walk = held_live == 0
             && match how {
                 FindLive::Cheaper => {
                     let live_total: u64 = usage.iter().map(|(_, u)| u.live_bytes).sum();
@@ -196,13 +204,8 @@ impl Store {
                     let now = self.now_secs();
                     let deadline = self.flush_deadline.load(Ordering::Acquire);
                     let held = self.is_held(key);
-                    let (mut shard, place) = if held {
-                        self.lock_with_place(key, h)?
-                    } else {
-                        (self.index.shard(h).write(), None)
-                    };
+                    let (mut shard, found, place) = self.find_record(key, h, raw, here)?;
                     let data = data_len(key.bytes, value);
-                    let found = shard.find_location(h, raw, here);
                     if found.is_none() && held_at(place, here).is_some() {
                         // A held key with no version in memory, live here.
                         match liveness(key.space, rec_exptime, rec_time, now, deadline) {
@@ -289,6 +292,29 @@ impl Store {
         self.retire_segment(report, flush).map(Some)
     }
 
+    /// `key`'s shard (hashed `h`) locked for writing, the slot and slab place of its
+    /// version at `here` (raw address `raw`) if the index has it there, and, for a key
+    /// of a held space that the index does not have there, its place in the ordered
+    /// keyspace, which holds while the lock does. A held key whose version is in memory
+    /// has its slot: the B-tree is read only for one that is not.
+    fn find_record(
+        &self,
+        key: Key<'_>,
+        h: Hashed,
+        raw: u64,
+        here: Location,
+    ) -> Result<FoundRecord<'_>, Error> {
+        let shard = self.index.shard(h).write();
+        let found = shard.find_location(h, raw, here);
+        if found.is_some() || !self.is_held(key) {
+            return Ok((shard, found, None));
+        }
+        drop(shard);
+        let (shard, place) = self.lock_with_place(key, h)?;
+        let found = shard.find_location(h, raw, here);
+        Ok((shard, found, place))
+    }
+
     /// Points the index at copies compaction made, once they are on disk: each key
     /// still at its original moves to the copy; for a key written since, the copy is
     /// garbage.
@@ -299,9 +325,17 @@ impl Store {
         self.log.force_sync()?;
         for m in moved.drain(..) {
             let raw = index::raw_address(m.from.segment, m.from.offset);
-            let (mut shard, place) = match &m.held {
-                Some((space, key, ..)) => self.lock_with_place(Key::new(*space, key), m.h)?,
-                None => (self.index.shard(m.h).write(), None),
+            let key = m
+                .held
+                .as_ref()
+                .map(|(space, key, ..)| Key::new(*space, key));
+            let (mut shard, found, place) = match key {
+                Some(key) => self.find_record(key, m.h, raw, m.from)?,
+                None => {
+                    let shard = self.index.shard(m.h).write();
+                    let found = shard.find_location(m.h, raw, m.from);
+                    (shard, found, None)
+                }
             };
             // A held key's place moves with its copy (its version in memory too).
             let note = |store: &Store| {
@@ -314,7 +348,7 @@ impl Store {
                     );
                 }
             };
-            match shard.find_location(m.h, raw, m.from) {
+            match found {
                 Some((slot, None)) => {
                     shard.set_cold(slot, index::raw_address(m.to.segment, m.to.offset));
                 }
@@ -382,6 +416,14 @@ impl Store {
         }
     }
 }
+
+/// What [`Store::find_record`] finds: the locked shard, the slot and slab place of the
+/// version at a location, and a held key's place.
+type FoundRecord<'a> = (
+    parking_lot::RwLockWriteGuard<'a, crate::index::Shard>,
+    Option<(usize, Option<usize>)>,
+    Option<crate::ordered::Place>,
+);
 
 /// How many copies compaction makes before it writes them out and points the index at
 /// them.

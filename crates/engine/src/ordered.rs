@@ -470,6 +470,16 @@ impl Ordered {
         (overlay.account.clone(), overlay.held)
     }
 
+    /// The held keys' live record bytes in `segment`, as noted so far.
+    pub(crate) fn held_live_in(&self, segment: u64) -> u64 {
+        self.overlay
+            .lock()
+            .account
+            .get(&segment)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// Keys changed and not yet in the B-tree.
     pub(crate) fn pending(&self) -> usize {
         self.overlay.lock().states.len()
