@@ -291,6 +291,10 @@ fn weights(text: &[u8], pad: bool) -> impl Iterator<Item = u16> + '_ {
 /// A character's weight under `utf8mb4_general_ci`.
 pub fn weight(c: char) -> u16 {
     let code = c as u32;
+    if code < 0x80 {
+        // ASCII, most text: its upper case without Unicode's tables.
+        return u16::from((code as u8).to_ascii_uppercase());
+    }
     if code > 0xFFFF {
         return 0xFFFD;
     }
@@ -413,6 +417,16 @@ mod tests {
                 let want = weights(a.as_bytes(), true).cmp(weights(b.as_bytes(), true));
                 assert_eq!(ci.compare(a.as_bytes(), b.as_bytes()), want, "{a:?} {b:?}");
             }
+        }
+    }
+
+    #[test]
+    fn an_ascii_character_weighs_as_its_unicode_upper_case() {
+        for c in (0u8..0x80).map(char::from) {
+            let mut upper = c.to_uppercase();
+            let want = upper.next().map(|u| u as u16);
+            assert_eq!(upper.next(), None);
+            assert_eq!(Some(weight(c)), want, "{c:?}");
         }
     }
 
