@@ -204,7 +204,7 @@ impl Store {
                     let now = self.now_secs();
                     let deadline = self.flush_deadline.load(Ordering::Acquire);
                     let held = self.is_held(key);
-                    let (mut shard, found, place) = self.find_record(key, h, raw, here)?;
+                    let (mut shard, found, place) = self.lock_record(key, h, raw, here)?;
                     let data = data_len(key.bytes, value);
                     if found.is_none() && held_at(place, here).is_some() {
                         // A held key with no version in memory, live here.
@@ -292,29 +292,6 @@ impl Store {
         self.retire_segment(report, flush).map(Some)
     }
 
-    /// `key`'s shard (hashed `h`) locked for writing, the slot and slab place of its
-    /// version at `here` (raw address `raw`) if the index has it there, and, for a key
-    /// of a held space that the index does not have there, its place in the ordered
-    /// keyspace, which holds while the lock does. A held key whose version is in memory
-    /// has its slot: the B-tree is read only for one that is not.
-    fn find_record(
-        &self,
-        key: Key<'_>,
-        h: Hashed,
-        raw: u64,
-        here: Location,
-    ) -> Result<FoundRecord<'_>, Error> {
-        let shard = self.index.shard(h).write();
-        let found = shard.find_location(h, raw, here);
-        if found.is_some() || !self.is_held(key) {
-            return Ok((shard, found, None));
-        }
-        drop(shard);
-        let (shard, place) = self.lock_with_place(key, h)?;
-        let found = shard.find_location(h, raw, here);
-        Ok((shard, found, place))
-    }
-
     /// Points the index at copies compaction made, once they are on disk: each key
     /// still at its original moves to the copy; for a key written since, the copy is
     /// garbage.
@@ -330,7 +307,7 @@ impl Store {
                 .as_ref()
                 .map(|(space, key, ..)| Key::new(*space, key));
             let (mut shard, found, place) = match key {
-                Some(key) => self.find_record(key, m.h, raw, m.from)?,
+                Some(key) => self.lock_record(key, m.h, raw, m.from)?,
                 None => {
                     let shard = self.index.shard(m.h).write();
                     let found = shard.find_location(m.h, raw, m.from);
@@ -416,14 +393,6 @@ impl Store {
         }
     }
 }
-
-/// What [`Store::find_record`] finds: the locked shard, the slot and slab place of the
-/// version at a location, and a held key's place.
-type FoundRecord<'a> = (
-    parking_lot::RwLockWriteGuard<'a, crate::index::Shard>,
-    Option<(usize, Option<usize>)>,
-    Option<crate::ordered::Place>,
-);
 
 /// How many copies compaction makes before it writes them out and points the index at
 /// them.

@@ -10,8 +10,10 @@
 //! place until the lock is let go. The record there is read with the lock let go too,
 //! as a cold slot's is, and put in memory under the lock if its place still holds.
 //!
-//! Compaction and a scan of a space lock a held key's shard with its place
-//! ([`Store::lock_with_place`]) to tell whether a record they meet is its live one.
+//! Compaction and a scan of a space meet records in the log and ask whether each is its
+//! key's live version ([`Store::lock_record`]): a slot at the record answers for a key
+//! in memory, held or not; only for a held key with none is its place read
+//! ([`Store::lock_with_place`]).
 
 use std::sync::atomic::Ordering;
 
@@ -157,7 +159,38 @@ impl Store {
         let (place, _) = ordered.place(key)?;
         Ok((shard, place))
     }
+
+    /// `key`'s shard (hashed `h`) locked for writing, the slot and slab place of its
+    /// version at `here` (raw address `raw`) if the index has it there, and, for a key
+    /// of a held space that the index does not have there, its place in the ordered
+    /// keyspace, which holds while the lock does. A held key whose version is in memory
+    /// has its slot: the B-tree is read only for one that is not.
+    pub(crate) fn lock_record(
+        &self,
+        key: Key<'_>,
+        h: Hashed,
+        raw: u64,
+        here: Location,
+    ) -> Result<FoundRecord<'_>, Error> {
+        let shard = self.index.shard(h).write();
+        let found = shard.find_location(h, raw, here);
+        if found.is_some() || !self.is_held(key) {
+            return Ok((shard, found, None));
+        }
+        drop(shard);
+        let (shard, place) = self.lock_with_place(key, h)?;
+        let found = shard.find_location(h, raw, here);
+        Ok((shard, found, place))
+    }
 }
+
+/// What [`Store::lock_record`] finds: the locked shard, the slot and slab place of the
+/// version at a location, and a held key's place.
+pub(crate) type FoundRecord<'a> = (
+    RwLockWriteGuard<'a, Shard>,
+    Option<(usize, Option<usize>)>,
+    Option<Place>,
+);
 
 /// Whether `place` is the record at `here`.
 pub(crate) fn is_at(place: Option<Place>, here: Location) -> Option<Place> {

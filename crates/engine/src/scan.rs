@@ -18,7 +18,6 @@ use crate::expiry::{liveness, Liveness};
 use crate::index::{self, Shard};
 use crate::item::Item;
 use crate::key::Space;
-use crate::ordered::Place;
 use crate::record::{Record, ITEM_BINARY_KEY, ITEM_STALE};
 use crate::{Error, Store};
 
@@ -59,8 +58,7 @@ impl Store {
             let h = self.index.hash(key);
             // The record's metadata if it is the key's live version: in memory, its
             // entry's; a held key with no version in memory, live here, the record's.
-            let meta = |shard: &Shard, place: Option<Place>| match shard.find_location(h, raw, here)
-            {
+            let meta = |shard: &Shard, found: Option<(usize, Option<usize>)>, place| match found {
                 None if crate::held::is_at(place, here).is_some() => {
                     Some((client_flags, exptime, time, cas, 0))
                 }
@@ -72,15 +70,16 @@ impl Store {
                 Some((_, None)) => Some((client_flags, exptime, time, cas, 0)),
             };
             let found = if self.is_held(key) {
-                match self.lock_with_place(key, h) {
-                    Ok((shard, place)) => meta(&shard, place),
+                match self.lock_record(key, h, raw, here) {
+                    Ok((shard, found, place)) => meta(&shard, found, place),
                     Err(e) => {
                         failed.get_or_insert(e);
                         return;
                     }
                 }
             } else {
-                meta(&self.index.shard(h).read(), None)
+                let shard = self.index.shard(h).read();
+                meta(&shard, shard.find_location(h, raw, here), None)
             };
             let now = self.now_secs();
             let deadline = self.flush_deadline.load(Ordering::Acquire);
