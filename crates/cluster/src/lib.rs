@@ -32,13 +32,17 @@
 //! - `shards/<shard>/positions/<advertise>`: `<epoch> <lsn>`, under the node's lease,
 //!   while it has no primary.
 //! - `ring`: the shards that place keys and how ([`RingSpec`], issue 42).
+//! - `next_ring`, `moves/<from>/<to>`, `move_progress/<from>/<to>`: a change of the
+//!   ring in progress and its moves ([`RingChange`]).
 //!
 //! What it is not for: replication itself (the server's), and acting on a term.
 
 use std::time::{Duration, Instant};
 
+mod moves;
 mod ring;
 
+pub use moves::{Move, MoveProgress, MoveState, RingChange};
 pub use ring::{ring_key, RingSet, RingShard, RingSpec};
 
 use etcd_client::{Client, ConnectOptions, GetOptions, LeaderKey, PutOptions, ResignOptions};
@@ -241,6 +245,14 @@ pub struct Primary {
 pub struct Term {
     pub epoch: i64,
     leader: LeaderKey,
+}
+
+impl Term {
+    /// The term's key in etcd: it exists while the term lasts, so an etcd
+    /// transaction that compares it acts only under this term (a fence).
+    pub fn key(&self) -> &[u8] {
+        self.leader.key()
+    }
 }
 
 /// Until when this member's lease is certainly alive at etcd (None: it is gone).

@@ -821,6 +821,15 @@ impl Store {
     /// Blocks until `lsn` is on this node's disk whatever the durability mode, syncing
     /// now if the mode would sync later: for a change that asks for more than the
     /// mode gives.
+    /// Makes every CAS this store hands out from now on greater than `cas`: for
+    /// versions copied in from another store with their CAS (a shard's keys moving
+    /// to this one), so that no later change of such a key can be given the CAS a
+    /// client already holds for it.
+    pub fn raise_cas_past(&self, cas: u64) {
+        self.next_cas
+            .fetch_max(cas.saturating_add(1), Ordering::AcqRel);
+    }
+
     pub fn sync_through(&self, lsn: u64) -> Result<(), Error> {
         self.log.sync_through(lsn)
     }

@@ -14,12 +14,13 @@ pub const FRAME_MAX_BYTES: usize = 256 << 20;
 const HEADER_BYTES: usize = 5;
 
 /// What a stream is for: a replica, which counts toward a primary's
-/// `--min-sync-replicas` and `Y<n>`, or `kura backup`'s copy, which does not (it
-/// leaves once it holds its point).
+/// `--min-sync-replicas` and `Y<n>`, or `kura backup`'s copy, or a move's target
+/// shard copying the keys that move to it (issue 42), which do not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
     Replica,
     Backup,
+    Move,
 }
 
 impl Purpose {
@@ -29,6 +30,7 @@ impl Purpose {
         match self {
             Purpose::Replica => "",
             Purpose::Backup => " backup",
+            Purpose::Move => " move",
         }
     }
 }
@@ -59,6 +61,7 @@ impl Replicate {
         let purpose = match next() {
             None => Purpose::Replica,
             Some("backup") => Purpose::Backup,
+            Some("move") => Purpose::Move,
             Some(_) => return None,
         };
         if next().is_some() || id.len() != 32 || tag.len() != 16 {
@@ -137,6 +140,43 @@ pub enum Frame<'a> {
     /// Primary → replica, last: the primary handed its role to `to` (`host:port`) in
     /// a planned failover, once `to` held all of its log; the replica follows `to`.
     Moved { to: &'a str },
+    /// A move's hand-off (issue 42), on a `move` stream, either way: `step` is one of
+    /// [`HandOffStep`]'s, `lsn` the log position it names, `shard` the target's name.
+    HandOff {
+        step: HandOffStep,
+        lsn: u64,
+        shard: &'a str,
+    },
+}
+
+/// The steps of a move's hand-off between the source's primary (S) and the target's
+/// (T).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandOffStep {
+    /// T → S: T is close behind; S may hold changes to the moving keys.
+    Ask = 1,
+    /// S → T: S holds them; its log holds every change to them up to `lsn`. T
+    /// acknowledges that position once it holds it durably.
+    Held = 2,
+    /// S → T: the move flipped in etcd: T owns the keys.
+    Flipped = 3,
+    /// T → S: T serves the keys as their owner.
+    Owning = 4,
+    /// S → T: S let go of the changes it held without a flip; T asks again later.
+    Released = 5,
+}
+
+impl HandOffStep {
+    fn of(byte: u8) -> Option<HandOffStep> {
+        Some(match byte {
+            1 => HandOffStep::Ask,
+            2 => HandOffStep::Held,
+            3 => HandOffStep::Flipped,
+            4 => HandOffStep::Owning,
+            5 => HandOffStep::Released,
+            _ => return None,
+        })
+    }
 }
 
 /// Bytes that are not a frame.
@@ -224,6 +264,12 @@ pub fn encode(frame: &Frame<'_>, out: &mut Vec<u8>) {
         Frame::Moved { to } => {
             out.extend_from_slice(to.as_bytes());
             b'M'
+        }
+        Frame::HandOff { step, lsn, shard } => {
+            out.push(*step as u8);
+            put_u64(out, *lsn);
+            out.extend_from_slice(shard.as_bytes());
+            b'O'
         }
     };
     let len = u32::try_from(out.len() - at - HEADER_BYTES).unwrap_or(u32::MAX);
@@ -346,6 +392,18 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, WireError> {
             to: std::str::from_utf8(payload)
                 .map_err(|_| WireError("a new primary's address that is not UTF-8".to_string()))?,
         },
+        b'O' => {
+            let step = f.take(1)?[0];
+            let step = HandOffStep::of(step)
+                .ok_or_else(|| WireError(format!("a hand-off step {step:#x}")))?;
+            let lsn = f.u64()?;
+            Frame::HandOff {
+                step,
+                lsn,
+                shard: std::str::from_utf8(f.rest)
+                    .map_err(|_| WireError("a shard name that is not UTF-8".to_string()))?,
+            }
+        }
         other => return Err(WireError(format!("a frame of kind {other:#x}"))),
     };
     Ok(Some((frame, HEADER_BYTES + len)))
@@ -385,6 +443,10 @@ mod tests {
             &format!("{id} 2 {tag} 300 100 backup"),
             replicate(Purpose::Backup),
         );
+        check_replicate(
+            &format!("{id} 2 {tag} 300 100 move"),
+            replicate(Purpose::Move),
+        );
         check_replicate(&format!("{id} 2 {tag} 300 100 replica"), None);
         check_replicate(&format!("{id} 2 {tag} 300 100 backup x"), None);
         check_replicate(&format!("{id} 2 {tag} 300"), None);
@@ -417,6 +479,11 @@ mod tests {
                 segment: 4,
                 start_lsn: 100,
                 bytes: b"record bytes",
+            },
+            Frame::HandOff {
+                step: HandOffStep::Held,
+                lsn: 4242,
+                shard: "c",
             },
             Frame::Trim {
                 oldest: 2,

@@ -56,7 +56,22 @@ pub trait Node: Send + Sync + 'static {
     fn stopping(&self) -> bool;
     /// Where the memcached port listens.
     fn listen_addr(&self) -> std::net::SocketAddr;
+    /// A step of a move's hand-off from the target on the `move` stream `link`
+    /// (issue 42). The cluster's side runs the hand-off and answers through
+    /// [`primary::Link::send_hand_off`]; a node outside a cluster ends the stream.
+    fn hand_off(
+        self: Arc<Self>,
+        link: Arc<primary::Link>,
+        step: HandOffStep,
+        lsn: u64,
+        shard: &str,
+    ) {
+        let _ = (lsn, shard, step);
+        link.send_hand_off(HandOffStep::Released, 0, "");
+    }
 }
+
+pub use kura_protocol::replication::HandOffStep;
 
 /// TLS toward other nodes (`--tls-replication`): the client configuration, made
 /// anew for each connection (certificates may have been reloaded).

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kura_protocol::replication::{decode, encode, Frame, Start};
+use kura_protocol::replication::{decode, encode, Frame, HandOffStep, Start};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::Node;
@@ -50,9 +50,23 @@ pub struct Link {
     pub acked_lsn: AtomicU64,
     /// How far the stream has sent.
     pub sent_lsn: AtomicU64,
+    /// Hand-off frames waiting to go (a `move` stream's), encoded.
+    outbox: parking_lot::Mutex<Vec<u8>>,
+    outbox_ready: tokio::sync::Notify,
+    /// Told when the replica's acknowledged position rises.
+    pub acked: tokio::sync::Notify,
 }
 
 impl Link {
+    /// Sends a hand-off frame on the stream, after what it is sending now.
+    pub fn send_hand_off(&self, step: HandOffStep, lsn: u64, shard: &str) {
+        encode(
+            &Frame::HandOff { step, lsn, shard },
+            &mut self.outbox.lock(),
+        );
+        self.outbox_ready.notify_one();
+    }
+
     /// Whether the replica is in a full copy it has not yet confirmed to its end.
     fn is_copying(&self) -> bool {
         self.copying.load(Ordering::Relaxed)
@@ -138,6 +152,9 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         // it asked from may not be synced there yet (its first ack comes at once).
         acked_lsn: AtomicU64::new(0),
         sent_lsn: AtomicU64::new(request.lsn),
+        outbox: parking_lot::Mutex::new(Vec::new()),
+        outbox_ready: tokio::sync::Notify::new(),
+        acked: tokio::sync::Notify::new(),
     });
     let n = shared.replication().add_link(Arc::clone(&link));
     let (reader, writer) = tokio::io::split(stream);
@@ -145,7 +162,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     // stream said goodbye (or failed).
     let ended = tokio::select! {
         ended = stream_log(&shared, writer, request, &link) => ended,
-        () = read_acks(reader, &link, &*shared) => Ok(()),
+        () = read_acks(reader, &link, &shared) => Ok(()),
     };
     if let Err(e) = ended {
         if shared.verbosity() > 0 {
@@ -371,6 +388,7 @@ async fn stream_log(
             );
             trimmed = oldest;
         }
+        out.append(&mut link.outbox.lock());
         if last_progress.elapsed() >= PROGRESS_EVERY {
             encode(
                 &Frame::Progress {
@@ -386,7 +404,10 @@ async fn stream_log(
         }
         link.sent_lsn.store(lsn, Ordering::Relaxed);
         if read == 0 {
-            crate::synced::synced_past(&mut synced, lsn, IDLE_WAIT).await;
+            tokio::select! {
+                () = crate::synced::synced_past(&mut synced, lsn, IDLE_WAIT) => {}
+                () = link.outbox_ready.notified() => {}
+            }
         } else if lsn >= until
             && shared.replication().settings.min_sync_replicas == 0
             && shared.replication().settings.replica_linger_ms > 0
@@ -402,7 +423,7 @@ async fn stream_log(
 
 /// Reads the replica's acknowledgements until it closes, sends something else, or
 /// says nothing for [`SILENT_LIMIT`].
-async fn read_acks(mut stream: impl AsyncRead + Unpin, link: &Link, shared: &dyn Node) {
+async fn read_acks(mut stream: impl AsyncRead + Unpin, link: &Arc<Link>, shared: &Arc<dyn Node>) {
     let mut buf = Vec::with_capacity(256);
     let mut chunk = [0u8; 256];
     loop {
@@ -413,11 +434,18 @@ async fn read_acks(mut stream: impl AsyncRead + Unpin, link: &Link, shared: &dyn
         loop {
             match decode(&buf) {
                 Ok(Some((frame, len))) => {
-                    if let Frame::Ack { synced_lsn } = frame {
-                        let before = link.acked_lsn.fetch_max(synced_lsn, Ordering::AcqRel);
-                        if synced_lsn > before {
-                            shared.replication().confirm();
+                    match frame {
+                        Frame::Ack { synced_lsn } => {
+                            let before = link.acked_lsn.fetch_max(synced_lsn, Ordering::AcqRel);
+                            if synced_lsn > before {
+                                shared.replication().confirm();
+                                link.acked.notify_waiters();
+                            }
                         }
+                        Frame::HandOff { step, lsn, shard } if link.purpose == Purpose::Move => {
+                            Arc::clone(shared).hand_off(Arc::clone(link), step, lsn, shard);
+                        }
+                        _ => {}
                     }
                     buf.drain(..len);
                 }

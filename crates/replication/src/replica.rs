@@ -497,6 +497,7 @@ fn apply_frames(
             Frame::Bye { reason } => return Err(ReplicationError::Ended(reason.to_string())),
             Frame::Moved { to } => return Err(ReplicationError::HandedOver(to.to_string())),
             Frame::Ack { .. } => return Err(ReplicationError::Unexpected("an acknowledgement")),
+            Frame::HandOff { .. } => return Err(ReplicationError::Unexpected("a hand-off")),
         }
     }
     let end = store.appended_lsn();

@@ -45,6 +45,9 @@ pub struct Seen {
     pub primary: Option<String>,
     /// The epoch of the term this node holds.
     pub term: Option<i64>,
+    /// That term's key in etcd, which lasts as long as the term (a fence for etcd
+    /// transactions made as the shard's primary).
+    pub term_key: Option<Vec<u8>>,
     /// The shard's registered members.
     pub members: usize,
     /// Until when this node's lease is certainly alive.
@@ -221,6 +224,7 @@ async fn take_part(
         shared.replication().shard.update(|seen| {
             seen.primary = named.as_ref().map(|p| p.advertise.clone());
             seen.term = None;
+            seen.term_key = None;
         });
         match named {
             Some(primary) if primary.advertise == me => {
@@ -413,10 +417,11 @@ async fn serve_term(
         return Err(ClusterError::Invalid(format!("promotion failed: {e}")));
     }
     tracing::info!("cluster: primary under term {}", term.epoch);
-    let (me, epoch) = (me.to_string(), term.epoch);
+    let (me, epoch, key) = (me.to_string(), term.epoch, term.key().to_vec());
     shared.replication().shard.update(|seen| {
         seen.primary = Some(me);
         seen.term = Some(epoch);
+        seen.term_key = Some(key);
     });
     Ok(member)
 }

@@ -165,17 +165,52 @@ impl Ring {
 
     /// The index of the member that owns `key`.
     pub fn owner(&self, key: &[u8]) -> usize {
+        self.owner_of_hash(self.hash_of(key))
+    }
+
+    /// Where `key` falls on the ring, by the ring's hashing options.
+    pub fn hash_of(&self, key: &[u8]) -> u32 {
         let key = match self.options.hash_tag {
             Some(tag) => tagged(key, tag),
             None => key,
         };
-        let hash = match self.options.hash {
+        match self.options.hash {
             KeyHash::Md5 => key_hash(key),
             KeyHash::Fnv1a64 => fnv1a_64(key),
-        };
+        }
+    }
+
+    /// The index of the member owning the place `hash`: the first point at or after
+    /// it, or the ring's first.
+    pub fn owner_of_hash(&self, hash: u32) -> usize {
         let at = self.points.partition_point(|&(value, _)| value < hash);
         let (_, index) = self.points.get(at).copied().unwrap_or(self.points[0]);
         index as usize
+    }
+
+    /// Every pair (member of this ring, member of `next`) such that some key this
+    /// ring gives the first and `next` the second, the two being different; by their
+    /// indexes in each ring's members. Both rings must hash keys alike.
+    ///
+    /// Each ring owns the arc up to and including each of its points by that point's
+    /// member, so between two neighbouring points of the two rings together, both
+    /// owners are the owners of the upper point: trying every point of both rings
+    /// finds every pair.
+    pub fn moves_to(
+        &self,
+        next: &Ring,
+        same: impl Fn(usize, usize) -> bool,
+    ) -> Vec<(usize, usize)> {
+        let mut pairs: Vec<(usize, usize)> = self
+            .points
+            .iter()
+            .chain(&next.points)
+            .map(|&(value, _)| (self.owner_of_hash(value), next.owner_of_hash(value)))
+            .filter(|&(from, to)| !same(from, to))
+            .collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        pairs
     }
 }
 
@@ -271,6 +306,25 @@ mod tests {
                 .1 as usize;
             assert_eq!(ring.owner(key), want);
         }
+    }
+
+    #[test]
+    fn the_pairs_a_ring_change_moves_are_those_its_keys_take() {
+        let two = equal(2, 40000);
+        let four = equal(4, 40000);
+        // Members 0 and 1 are the same hosts in both rings.
+        let pairs = two.moves_to(&four, |a, b| a == b);
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..20_000u32 {
+            let key = format!("key:{i}");
+            let (from, to) = (two.owner(key.as_bytes()), four.owner(key.as_bytes()));
+            if from != to {
+                seen.insert((from, to));
+            }
+        }
+        assert_eq!(pairs, seen.into_iter().collect::<Vec<_>>());
+        assert!(pairs.iter().all(|&(from, to)| from < 2 && to >= 2));
+        assert!(two.moves_to(&two, |a, b| a == b).is_empty());
     }
 
     #[test]
