@@ -139,6 +139,21 @@ async fn run_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step {
             flow: Flow::Continue,
         };
     }
+    // While the ring changes, a change to a key this shard is handing to another
+    // waits for the hand-off, and is counted until it is made.
+    let _admitted = match key_of(&command).filter(|_| changes(&command)) {
+        Some(key) => match crate::cluster::admit(shared, &[key]).await {
+            Ok(admitted) => admitted,
+            Err(why) => {
+                binary::error(&mut conn.out, to, Status::Internal, Some(why.as_bytes()));
+                return Step::Ran {
+                    consumed,
+                    flow: Flow::Continue,
+                };
+            }
+        },
+        None => None,
+    };
     // In a cluster, a replica passes changes (and reads) on to its primary.
     let read = matches!(command, Command::Get { .. });
     if let Some(forwarding) = crate::cluster::forwarded_binary(

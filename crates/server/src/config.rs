@@ -168,6 +168,13 @@ pub struct Config {
     #[arg(long = "lease-ttl-ms", default_value_t = 3000,
           value_parser = clap::value_parser!(u64).range(1000..=600_000))]
     pub lease_ttl_ms: u64,
+    /// While the ring changes (`kura cluster ring`), the longest a source shard's
+    /// primary holds changes to the keys it hands to another shard, in milliseconds:
+    /// reads go on; a held change goes on to the new owner once the hand-off is
+    /// done, or is made here if the hand-off gives up.
+    #[arg(long = "move-pause-ms", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(50..=60_000))]
+    pub move_pause_ms: u64,
     /// Acknowledge a change only once this many replicas have it on their disk (and
     /// this node has it on its own). With fewer replicas connected a change is refused
     /// before it is made; past `--sync-timeout-ms` the client gets `SERVER_ERROR`, never

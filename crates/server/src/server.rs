@@ -90,6 +90,16 @@ impl kura_replication::Node for Shared {
     fn listen_addr(&self) -> SocketAddr {
         self.listen_addr
     }
+
+    fn hand_off(
+        self: Arc<Self>,
+        link: Arc<kura_replication::primary::Link>,
+        step: kura_replication::HandOffStep,
+        _lsn: u64,
+        shard: &str,
+    ) {
+        crate::cluster::hand_off(self, link, step, shard);
+    }
 }
 
 impl Shared {
@@ -725,6 +735,27 @@ async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step 
                     flow: Flow::Continue,
                 };
             }
+            // While the ring changes, a change to a key this shard is handing to
+            // another waits for the hand-off, and is counted until it is made.
+            let _admitted = if crate::sync_replies::changes(&request) {
+                let mut keys = Vec::new();
+                crate::reader::keys_of(&request, |k| keys.push(k));
+                match crate::cluster::admit(shared, &keys).await {
+                    Ok(admitted) => admitted,
+                    Err(why) => {
+                        if !request.noreply() {
+                            conn.out
+                                .extend_from_slice(format!("SERVER_ERROR {why}\r\n").as_bytes());
+                        }
+                        return Step::Ran {
+                            consumed,
+                            flow: Flow::Continue,
+                        };
+                    }
+                }
+            } else {
+                None
+            };
             // In a cluster, a key another shard owns goes on to that shard's primary,
             // and a replica passes changes (and reads) on to its primary.
             let in_container = conn.session.container.is_some();

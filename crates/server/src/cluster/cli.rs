@@ -72,7 +72,7 @@ struct RingFlags {
         long = "shards",
         value_name = "SHARD=HOST:PORT,...",
         value_delimiter = ',',
-        required = true
+        required_unless_present = "abort"
     )]
     shards: Vec<String>,
     /// The shards' weights, in the same order (each 1 if not given).
@@ -85,6 +85,10 @@ struct RingFlags {
     /// nutcracker's hash_tag: two characters around the part of a key hashed.
     #[arg(long = "hash-tag", value_name = "XY")]
     hash_tag: Option<String>,
+    /// Abandons the change of the ring in progress, if none of its moves has
+    /// flipped: the cluster stays on its ring, and nothing is lost.
+    #[arg(long = "abort", conflicts_with_all = ["shards", "weights"])]
+    abort: bool,
 }
 
 /// `kura cluster nutcracker`: a nutcracker (twemproxy) pool for the cluster's ring.
@@ -147,12 +151,33 @@ fn status(flags: &StatusFlags) -> anyhow::Result<String> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let shards = runtime.block_on(async {
+    let (shards, ring) = runtime.block_on(async {
         let mut observer =
             kura_cluster::Observer::connect(&flags.at.etcd, &flags.at.cluster).await?;
-        observer.shards().await
+        let shards = observer.shards().await?;
+        let ring = match observer.ring().await? {
+            None => None,
+            Some(ring) => {
+                let change = observer.ring_change().await?;
+                let line = match &change {
+                    Some(c) => progress_line(&mut observer, c).await?,
+                    None => String::new(),
+                };
+                Some((ring, change, line))
+            }
+        };
+        anyhow::Ok((shards, ring))
     })?;
     let mut text = format!("cluster {}\n", flags.at.cluster);
+    if let Some((ring, change, line)) = &ring {
+        text.push_str(&describe_ring(ring));
+        if let Some(change) = change {
+            text.push_str(&format!(
+                "changing to {}moves: {line}\n",
+                describe_ring(&change.next)
+            ));
+        }
+    }
     if shards.is_empty() {
         text.push_str("no shard has a member\n");
     }
@@ -296,22 +321,182 @@ fn describe_ring(spec: &kura_cluster::RingSpec) -> String {
 }
 
 fn ring(flags: &RingFlags) -> anyhow::Result<String> {
+    let runtime = runtime()?;
+    if flags.abort {
+        return runtime.block_on(abort(flags));
+    }
     let spec = ring_spec(flags)?;
-    let set = runtime()?.block_on(async {
+    runtime.block_on(async {
         let mut observer =
             kura_cluster::Observer::connect(&flags.at.etcd, &flags.at.cluster).await?;
-        observer.set_ring(spec).await
-    })?;
-    match set {
-        kura_cluster::RingSet::Created(spec) => Ok(format!("set {}", describe_ring(&spec))),
-        kura_cluster::RingSet::Unchanged(spec) => {
-            Ok(format!("unchanged: {}", describe_ring(&spec)))
-        }
-        kura_cluster::RingSet::Differs(current) => anyhow::bail!(
-            "the cluster's ring is {}changing it moves keys between shards, which Kura does not do yet (issue 42)",
-            describe_ring(&current)
-        ),
+        let current = match observer.set_ring(spec.clone()).await? {
+            kura_cluster::RingSet::Created(spec) => {
+                return Ok(format!("set {}", describe_ring(&spec)))
+            }
+            kura_cluster::RingSet::Unchanged(current) => match observer.ring_change().await? {
+                // The ring places keys so already; a change away from it goes on.
+                Some(change) => anyhow::bail!(
+                    "the ring is changing to {}wait for it, or abandon it with --abort",
+                    describe_ring(&change.next)
+                ),
+                None => return Ok(format!("unchanged: {}", describe_ring(&current))),
+            },
+            kura_cluster::RingSet::Differs(current) => current,
+        };
+        let change = match observer.ring_change().await? {
+            // A change to this ring in progress (begun by a `kura cluster ring` that
+            // stopped): it is followed to its end.
+            Some(change) if change.next.places_as(&spec) => change,
+            Some(change) => anyhow::bail!(
+                "the ring is changing to {}wait for it, or abandon it with --abort",
+                describe_ring(&change.next)
+            ),
+            None => begin(&mut observer, &current, spec).await?,
+        };
+        follow(&mut observer, change).await
+    })
+}
+
+/// Begins changing the ring from `current` to `spec`: the moves are the pairs of
+/// shards between which some key changes owner.
+async fn begin(
+    observer: &mut kura_cluster::Observer,
+    current: &kura_cluster::RingSpec,
+    mut spec: kura_cluster::RingSpec,
+) -> anyhow::Result<kura_cluster::RingChange> {
+    if spec.hash != current.hash || spec.hash_tag != current.hash_tag {
+        anyhow::bail!(
+            "the ring hashes keys by {} (hash tag {:?}): a change keeps that; give the same --hash and --hash-tag",
+            current.hash,
+            current.hash_tag
+        );
     }
+    spec.version = current.version + 1;
+    let (old, new) = (
+        super::ring::placement_of(current).map_err(|why| anyhow::anyhow!("{why}"))?,
+        super::ring::placement_of(&spec).map_err(|why| anyhow::anyhow!("{why}"))?,
+    );
+    let name_old = |i: usize| current.shards[i].shard.clone();
+    let name_new = |i: usize| spec.shards[i].shard.clone();
+    let pairs: Vec<(String, String)> = old
+        .moves_to(&new, |a, b| name_old(a) == name_new(b))
+        .into_iter()
+        .map(|(a, b)| (name_old(a), name_new(b)))
+        .collect();
+    if !observer.begin_ring_change(current, &spec, &pairs).await? {
+        anyhow::bail!("the ring changed meanwhile; look again (kura cluster status)");
+    }
+    eprintln!(
+        "changing {}to {}{} moves: {}",
+        describe_ring(current),
+        describe_ring(&spec),
+        pairs.len(),
+        pairs
+            .iter()
+            .map(|(a, b)| format!("{a} → {b}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    observer
+        .ring_change()
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the change went as it was made"))
+}
+
+/// Follows `change` until every move is purged, showing each move's progress, then
+/// makes its next ring the ring.
+async fn follow(
+    observer: &mut kura_cluster::Observer,
+    mut change: kura_cluster::RingChange,
+) -> anyhow::Result<String> {
+    let started = Instant::now();
+    let mut shown = String::new();
+    loop {
+        if change
+            .moves
+            .iter()
+            .all(|m| m.state == kura_cluster::MoveState::Purged)
+        {
+            if observer.finish_ring_change(&change).await? {
+                return Ok(format!(
+                    "set {}in {:.1} s\n",
+                    describe_ring(&change.next),
+                    started.elapsed().as_secs_f64()
+                ));
+            }
+        } else {
+            let line = progress_line(observer, &change).await?;
+            if line != shown {
+                eprintln!("{line}");
+                shown = line;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        match observer.ring_change().await? {
+            Some(now) if now.next == change.next => change = now,
+            // Ended by another: done if the ring is the one this change went to.
+            _ => {
+                let ring = observer.ring().await?;
+                return match ring {
+                    Some(ring) if ring.places_as(&change.next) => {
+                        Ok(format!("set {}", describe_ring(&ring)))
+                    }
+                    _ => anyhow::bail!("the change of the ring was abandoned"),
+                };
+            }
+        }
+    }
+}
+
+/// One line of a change's progress: each move's state, and how much of the source's
+/// log its target has applied.
+async fn progress_line(
+    observer: &mut kura_cluster::Observer,
+    change: &kura_cluster::RingChange,
+) -> anyhow::Result<String> {
+    let mut parts = Vec::new();
+    for m in &change.moves {
+        let state = match m.state {
+            kura_cluster::MoveState::Copying => {
+                match observer.move_progress(&m.from, &m.to).await? {
+                    Some(p) if p.source_lsn > 0 => format!(
+                        "copying {:>3}%",
+                        p.applied_lsn.min(p.source_lsn) * 100 / p.source_lsn
+                    ),
+                    _ => "copying".to_string(),
+                }
+            }
+            kura_cluster::MoveState::Flipped => "flipped, purging".to_string(),
+            kura_cluster::MoveState::Purged => "done".to_string(),
+        };
+        parts.push(format!("{} → {}: {state}", m.from, m.to));
+    }
+    Ok(parts.join("; "))
+}
+
+/// `kura cluster ring --abort`.
+async fn abort(flags: &RingFlags) -> anyhow::Result<String> {
+    let mut observer = kura_cluster::Observer::connect(&flags.at.etcd, &flags.at.cluster).await?;
+    let Some(change) = observer.ring_change().await? else {
+        anyhow::bail!("the ring is not changing");
+    };
+    if change
+        .moves
+        .iter()
+        .any(|m| m.state != kura_cluster::MoveState::Copying)
+    {
+        anyhow::bail!(
+            "a move has flipped: the change cannot be abandoned; let it finish (kura cluster ring with the same shards), then change the ring back"
+        );
+    }
+    if !observer.abort_ring_change(&change).await? {
+        anyhow::bail!("the change moved on meanwhile; look again");
+    }
+    Ok(format!(
+        "abandoned the change to {}the ring stays {}",
+        describe_ring(&change.next),
+        describe_ring(&change.current)
+    ))
 }
 
 fn nutcracker(flags: &NutcrackerFlags) -> anyhow::Result<String> {

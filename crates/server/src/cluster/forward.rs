@@ -64,10 +64,19 @@ fn by_owner(
     keys: &[&[u8]],
     bytes: impl FnOnce() -> Vec<u8>,
 ) -> Option<Forwarding> {
-    if in_container || keys.iter().any(|k| k.starts_with(b"@@")) {
+    if keys.is_empty() || in_container || keys.iter().any(|k| k.starts_with(b"@@")) {
         return None;
     }
-    let placement = shared.cluster.placement()?;
+    let Some(placement) = shared.cluster.placement() else {
+        // Until the node has read etcd it cannot know whether a ring places this
+        // key on another shard: serving it here could put it where no one looks.
+        if super::enabled(&shared.config) && !shared.cluster.has_read_ring() {
+            return Some(Forwarding::Refused(
+                "this node has not read the cluster's ring from etcd yet, try again".into(),
+            ));
+        }
+        return None;
+    };
     let forwarding = match placement.owner_of(keys.iter().copied()) {
         Owner::Here => return None,
         Owner::Split => Forwarding::Split(placement),

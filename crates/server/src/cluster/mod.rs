@@ -14,6 +14,7 @@ use crate::server::Shared;
 
 mod cli;
 mod forward;
+mod moves;
 mod ring;
 mod split;
 mod sql_forward;
@@ -21,6 +22,7 @@ mod status;
 
 pub use cli::command;
 pub use forward::{forward, forward_binary, forwarded, forwarded_binary, Forwarder, Forwarding};
+pub use moves::{admit, hand_off};
 pub use split::split_get;
 pub use sql_forward::pass_on;
 pub use status::{view, write_stats, Status};

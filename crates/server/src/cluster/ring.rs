@@ -1,36 +1,63 @@
 //! The ring in a node (issue 42): which shard owns a key, and where that shard's
 //! primary is now.
 //!
-//! A task reads the cluster's ring (`kura cluster ring` sets it in etcd) and every
-//! shard's primary, a poll at a time, into a [`Placement`] the request path reads. A
-//! node then serves a key its own shard owns as before (a replica passing changes on
-//! to its primary), and passes a request for another shard's key on to that shard's
-//! primary, whole, so a client that hashes differently from the ring, or lists one
-//! node only, still reaches every key. A multi-key get whose keys live on several
-//! shards is split by owner and the replies merged in the keys' order
-//! (`super::forward`).
+//! A task reads the cluster's ring (`kura cluster ring` sets it in etcd), any change
+//! of it in progress, and every shard's primary, a poll at a time, into a
+//! [`Placement`] the request path reads. A node then serves a key its own shard owns
+//! as before (a replica passing changes on to its primary), and passes a request for
+//! another shard's key on to that shard's primary, whole, so a client that hashes
+//! differently from the ring, or lists one node only, still reaches every key. A
+//! multi-key get whose keys live on several shards is split by owner and the replies
+//! merged in the keys' order (`super::forward`).
 //!
-//! What it is not for: the ring's arithmetic (`kura-ring`), and moving keys when the
-//! ring changes (not built: `kura cluster ring` refuses a change).
+//! While the ring changes, a key whose owner differs between the ring and the next
+//! one stays its old owner's until the move between the two shards flips
+//! (`super::moves`). A move's state only goes forward in a node's placement: what a
+//! hand-off learns first (its own flip) is not taken back by a poll that read etcd
+//! before it.
+//!
+//! What it is not for: the ring's arithmetic (`kura-ring`), and copying the keys
+//! that move (`super::moves`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use kura_cluster::RingSpec;
+use kura_cluster::{MoveState, RingChange, RingSpec};
 use kura_ring::{KeyHash, Member, Options, Ring};
 
 use crate::server::Shared;
 
 /// The ring as a node uses it.
 pub struct Placement {
+    /// The ring's version (the next ring's is one more).
     pub version: u64,
     ring: Ring,
-    /// The shards' names, in the ring's order.
+    /// The ring being moved to, if a change is in progress.
+    next: Option<Next>,
+    /// The shards' names: the ring's, in its order, then the next ring's others.
     pub shards: Vec<String>,
     /// Each shard's primary as etcd last named it.
     pub primaries: Vec<Option<String>>,
-    /// This node's shard, if the ring has it.
+    /// This node's shard, if either ring has it.
     pub mine: Option<usize>,
+}
+
+/// A change of the ring in progress, as a node places keys by it.
+#[derive(Clone)]
+struct Next {
+    spec: RingSpec,
+    ring: Ring,
+    /// Each of the next ring's members as an index into [`Placement::shards`].
+    index: Vec<usize>,
+    moves: Vec<Moving>,
+}
+
+/// One move of a change in progress, by shard index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Moving {
+    pub from: usize,
+    pub to: usize,
+    pub state: MoveState,
 }
 
 /// Where a request's keys live.
@@ -46,7 +73,84 @@ pub enum Owner {
 impl Placement {
     /// The shard owning `key`.
     pub fn owner(&self, key: &[u8]) -> usize {
-        self.ring.owner(key)
+        match self.moving(key) {
+            None => self.ring.owner(key),
+            Some(m) if m.state >= MoveState::Flipped => m.to,
+            Some(m) => m.from,
+        }
+    }
+
+    /// The move `key` is in, if the ring is changing and its owner changes with it.
+    pub fn moving(&self, key: &[u8]) -> Option<Moving> {
+        let next = self.next.as_ref()?;
+        let hash = self.ring.hash_of(key);
+        let (from, to) = (
+            self.ring.owner_of_hash(hash),
+            next.index[next.ring.owner_of_hash(hash)],
+        );
+        if from == to {
+            return None;
+        }
+        // A pair the change has no move for cannot be (`Ring::moves_to` lists them
+        // all); the key stays with its owner in the ring.
+        let found = next.moves.iter().find(|m| m.from == from && m.to == to);
+        Some(found.copied().unwrap_or(Moving {
+            from,
+            to,
+            state: MoveState::Copying,
+        }))
+    }
+
+    /// The change's moves, if the ring is changing.
+    pub fn moves(&self) -> &[Moving] {
+        self.next.as_ref().map_or(&[], |n| &n.moves)
+    }
+
+    /// The next ring's version, if the ring is changing.
+    pub fn next_version(&self) -> Option<u64> {
+        self.next.as_ref().map(|_| self.version + 1)
+    }
+
+    /// This placement with the move from `from` to `to` at least at `state`.
+    pub fn advanced(&self, from: usize, to: usize, state: MoveState) -> Placement {
+        let mut next = self.next.clone();
+        if let Some(n) = next.as_mut() {
+            for m in n.moves.iter_mut().filter(|m| m.from == from && m.to == to) {
+                m.state = m.state.max(state);
+            }
+        }
+        Placement {
+            version: self.version,
+            ring: self.ring.clone(),
+            next,
+            shards: self.shards.clone(),
+            primaries: self.primaries.clone(),
+            mine: self.mine,
+        }
+    }
+
+    /// This placement, with each move's state no earlier than in `known` when both
+    /// are of the same change.
+    pub fn keeping_progress_of(mut self, known: &Placement) -> Placement {
+        if self.version != known.version || self.shards != known.shards {
+            return self;
+        }
+        if let (Some(next), Some(k)) = (self.next.as_mut(), known.next.as_ref()) {
+            if next.spec == k.spec {
+                for m in &mut next.moves {
+                    if let Some(before) = k.moves.iter().find(|b| b.from == m.from && b.to == m.to)
+                    {
+                        m.state = m.state.max(before.state);
+                    }
+                }
+            }
+        }
+        self
+    }
+
+    /// The index of the shard named `name`.
+    pub fn shard_index(&self, name: &str) -> Option<usize> {
+        self.shards.iter().position(|s| s == name)
     }
 
     /// Where `keys` live, for a node of shard `mine`.
@@ -134,26 +238,42 @@ pub fn start(shared: Arc<Shared>, every: Duration) {
                     observer = None;
                 }
             }
+            super::moves::run_tasks(&shared);
             tokio::time::sleep(every).await;
         }
     });
 }
 
-/// Reads the ring and its shards' primaries once.
+/// Reads the ring, any change of it, and its shards' primaries once.
 async fn refresh(
     shared: &Shared,
     observer: &mut kura_cluster::Observer,
     shard: &str,
 ) -> Result<(), kura_cluster::ClusterError> {
-    let Some(spec) = observer.ring().await? else {
+    let (ring, change) = observer.ring_state().await?;
+    let Some(spec) = ring else {
+        shared
+            .cluster
+            .ring_read
+            .store(true, std::sync::atomic::Ordering::Release);
         return Ok(());
     };
-    let mut primaries = Vec::with_capacity(spec.shards.len());
-    for s in &spec.shards {
-        primaries.push(observer.primary(&s.shard).await?.map(|p| p.advertise));
+    let change = change.filter(|c| c.current.version == spec.version);
+    let mut shards: Vec<String> = spec.shards.iter().map(|s| s.shard.clone()).collect();
+    if let Some(c) = &change {
+        for s in &c.next.shards {
+            if !shards.contains(&s.shard) {
+                shards.push(s.shard.clone());
+            }
+        }
+    }
+    let mut primaries = Vec::with_capacity(shards.len());
+    for s in &shards {
+        primaries.push(observer.primary(s).await?.map(|p| p.advertise));
     }
     let current = shared.cluster.placement();
-    let ring = match current.as_ref().filter(|p| p.version == spec.version) {
+    let same_ring = current.as_ref().filter(|p| p.version == spec.version);
+    let ring = match same_ring {
         Some(p) => p.ring.clone(),
         None => match placement_of(&spec) {
             Ok(ring) => {
@@ -170,18 +290,88 @@ async fn refresh(
             }
         },
     };
-    let unchanged = current
-        .as_ref()
-        .is_some_and(|p| p.version == spec.version && p.primaries == primaries);
+    let next = match &change {
+        None => None,
+        Some(c) => match next_of(
+            c,
+            &shards,
+            same_ring
+                .and_then(|p| p.next.as_ref())
+                .filter(|n| n.spec == c.next),
+        ) {
+            Ok(next) => Some(next),
+            Err(why) => {
+                tracing::warn!("cluster: the next ring in etcd cannot be built: {why}");
+                return Ok(());
+            }
+        },
+    };
+    let unchanged = same_ring.is_some_and(|p| {
+        p.primaries == primaries
+            && p.shards == shards
+            && p.next.as_ref().map(|n| &n.moves) == next.as_ref().map(|n| &n.moves)
+    });
     if !unchanged {
-        let shards: Vec<String> = spec.shards.iter().map(|s| s.shard.clone()).collect();
+        if let Some(n) = &next {
+            if same_ring.and_then(|p| p.next.as_ref()).is_none() {
+                tracing::info!(
+                    "cluster: the ring changes to v{}: {} moves",
+                    spec.version + 1,
+                    n.moves.len()
+                );
+            }
+        }
         shared.cluster.set_placement(Placement {
             version: spec.version,
             ring,
+            next,
             mine: shards.iter().position(|s| s == shard),
             shards,
             primaries,
         });
     }
+    shared
+        .cluster
+        .ring_read
+        .store(true, std::sync::atomic::Ordering::Release);
     Ok(())
+}
+
+/// The change `change` as a node places keys by it; a move's state no earlier than
+/// in `known`, the node's placement so far.
+fn next_of(change: &RingChange, shards: &[String], known: Option<&Next>) -> Result<Next, String> {
+    let ring = match known {
+        Some(k) => k.ring.clone(),
+        None => placement_of(&change.next)?,
+    };
+    let index_of = |name: &str| {
+        shards
+            .iter()
+            .position(|s| s == name)
+            .ok_or_else(|| format!("a move names shard {name}, which neither ring has"))
+    };
+    let index = change
+        .next
+        .shards
+        .iter()
+        .map(|s| index_of(&s.shard))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut moves = Vec::with_capacity(change.moves.len());
+    for m in &change.moves {
+        let (from, to) = (index_of(&m.from)?, index_of(&m.to)?);
+        let before = known
+            .and_then(|k| k.moves.iter().find(|k| k.from == from && k.to == to))
+            .map_or(MoveState::Copying, |k| k.state);
+        moves.push(Moving {
+            from,
+            to,
+            state: m.state.max(before),
+        });
+    }
+    Ok(Next {
+        spec: change.next.clone(),
+        ring,
+        index,
+        moves,
+    })
 }

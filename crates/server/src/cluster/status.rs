@@ -19,6 +19,11 @@ pub struct Status {
     /// between shards.
     pub(super) owner_forwarded: AtomicU64,
     pub(super) split_gets: AtomicU64,
+    /// Whether the ring task has read etcd once (whether or not it holds a ring):
+    /// until then a node cannot know which keys are its shard's.
+    pub(super) ring_read: std::sync::atomic::AtomicBool,
+    /// The moves this node's shard is in (`super::moves`).
+    pub(super) moves: super::moves::Moves,
 }
 
 impl Status {
@@ -27,8 +32,23 @@ impl Status {
         self.placement.read().clone()
     }
 
+    /// Whether the ring task has read etcd once.
+    pub fn has_read_ring(&self) -> bool {
+        self.ring_read.load(Ordering::Acquire)
+    }
+
+    /// Sets the placement; a move's state stays where the current one has it if
+    /// that is further (a hand-off may have learnt of its flip since `placement`
+    /// was read from etcd).
     pub(super) fn set_placement(&self, placement: Placement) {
-        *self.placement.write() = Some(Arc::new(placement));
+        let mut current = self.placement.write();
+        let merged = match current.as_deref() {
+            // An older ring never replaces a newer one.
+            Some(now) if now.version > placement.version => return,
+            Some(now) => placement.keeping_progress_of(now),
+            None => placement,
+        };
+        *current = Some(Arc::new(merged));
     }
 }
 
@@ -104,9 +124,30 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
         Some(p) => {
             stat("ring_version", &p.version);
             stat("ring_shards", &p.shards.len());
+            if let Some(next) = p.next_version() {
+                stat("ring_next_version", &next);
+                let moves: Vec<String> = p
+                    .moves()
+                    .iter()
+                    .map(|m| {
+                        format!(
+                            "{}>{}:{}",
+                            p.shards[m.from],
+                            p.shards[m.to],
+                            format!("{:?}", m.state).to_lowercase()
+                        )
+                    })
+                    .collect();
+                stat("ring_moves", &moves.join(","));
+            }
         }
         None => stat("ring_version", &0),
     }
+    let moves = &shared.cluster.moves;
+    stat("move_copied", &moves.copied.load(Ordering::Relaxed));
+    stat("move_purged", &moves.purged.load(Ordering::Relaxed));
+    stat("move_flips", &moves.flips.load(Ordering::Relaxed));
+    stat("move_releases", &moves.releases.load(Ordering::Relaxed));
     stat(
         "owner_forwarded",
         &shared.cluster.owner_forwarded.load(Ordering::Relaxed),

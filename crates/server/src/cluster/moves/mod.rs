@@ -1,0 +1,235 @@
+//! Moving keys between shards when the ring changes (issue 42), on the nodes: each
+//! move (source shard S, target shard T) is copied, handed off, flipped and purged by
+//! the two shards' primaries, as `docs/cluster.md` tells.
+//!
+//! - `target.rs`: T's primary pulls S's log on a `move` stream (from its oldest
+//!   segment, or from where it got to), keeps the records of the moving keys and
+//!   applies them as its own changes, with its position in S's log in the same batch.
+//! - `source.rs`: S's primary, asked by T, holds changes to the moving keys, waits
+//!   until T holds S's log up to that point durably, flips the move in etcd, and lets
+//!   the held changes go on to T; once flipped, it deletes its copies (the purge).
+//! - here: the hold each change to a moving key passes ([`admit`]), and the tasks
+//!   each primary runs for the moves its shard is in ([`run_tasks`]).
+//!
+//! What it is not for: which shard owns a key (`super::ring`), and the etcd
+//! transactions (`kura_cluster`'s).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kura_cluster::MoveState;
+use kura_engine::{Key, Space};
+use parking_lot::Mutex;
+
+use crate::server::Shared;
+
+mod source;
+mod target;
+
+pub use source::hand_off;
+
+/// The key space of a target's position in each source's log: one key a source
+/// shard, named by it. Spaces 1 to 4 are the tables'.
+pub const POSITION_SPACE: Space = Space(16);
+
+/// What a node keeps of the moves its shard is in.
+#[derive(Default)]
+pub struct Moves {
+    /// The hold on the keys moving to each target (by name) from this shard.
+    holds: Mutex<HashMap<String, Arc<Hold>>>,
+    /// The moves (source, target) this node runs a task for now.
+    running: Mutex<HashSet<(String, String)>>,
+    /// Changes applied by this node as a move's target, and keys its purges
+    /// deleted, for `stats cluster`.
+    pub copied: AtomicU64,
+    pub purged: AtomicU64,
+    /// Hand-offs this node made as a source: flipped, and given up.
+    pub flips: AtomicU64,
+    pub releases: AtomicU64,
+}
+
+/// The hold on the keys one move takes from this shard.
+#[derive(Default)]
+pub struct Hold {
+    /// Set while changes to the keys wait for the hand-off.
+    held: AtomicBool,
+    /// Changes to the keys admitted and not yet made.
+    inflight: AtomicU64,
+    /// Told when the hold ends.
+    released: tokio::sync::Notify,
+    /// Told when the target says it owns the keys.
+    owning: tokio::sync::Notify,
+}
+
+impl Hold {
+    fn release(&self) {
+        self.held.store(false, Ordering::SeqCst);
+        self.released.notify_waiters();
+    }
+}
+
+impl Moves {
+    fn hold(&self, target: &str) -> Arc<Hold> {
+        Arc::clone(self.holds.lock().entry(target.to_string()).or_default())
+    }
+}
+
+/// A change admitted past a move's hold: it is counted until it is made (dropped).
+pub struct Admitted(Arc<Hold>);
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.0.inflight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// How much longer than the pause a change waits for a hold before it is refused:
+/// the hand-off ends its hold within the pause unless etcd does not answer.
+const HOLD_MARGIN: Duration = Duration::from_millis(500);
+
+/// Lets a change to `keys` go on, once no hand-off holds them. A change to a key
+/// this shard is handing to another waits while the hand-off holds it (at most the
+/// pause), and is counted while it is made, so the hand-off knows when every change
+/// admitted before the hold is in the log. Reads, and keys no move takes from this
+/// shard, pass at once. Err: the hold outlasted the pause (etcd did not say whether
+/// the move flipped); the change was not made.
+pub async fn admit(shared: &Shared, keys: &[&[u8]]) -> Result<Option<Admitted>, String> {
+    if !super::enabled(&shared.config) {
+        return Ok(None);
+    }
+    let pause = Duration::from_millis(shared.config.move_pause_ms);
+    let deadline = Instant::now() + pause + HOLD_MARGIN;
+    loop {
+        let Some(placement) = shared.cluster.placement() else {
+            return Ok(None);
+        };
+        let Some(mine) = placement.mine else {
+            return Ok(None);
+        };
+        if !placement.moves().iter().any(|m| m.from == mine) {
+            return Ok(None);
+        }
+        let target = keys.iter().find_map(|k| {
+            placement
+                .moving(k)
+                .filter(|m| m.from == mine && m.state == MoveState::Copying)
+                .map(|m| m.to)
+        });
+        let Some(target) = target else {
+            return Ok(None);
+        };
+        let hold = shared.cluster.moves.hold(&placement.shards[target]);
+        hold.inflight.fetch_add(1, Ordering::SeqCst);
+        if !hold.held.load(Ordering::SeqCst) {
+            return Ok(Some(Admitted(hold)));
+        }
+        hold.inflight.fetch_sub(1, Ordering::SeqCst);
+        let released = hold.released.notified();
+        tokio::pin!(released);
+        released.as_mut().enable();
+        if !hold.held.load(Ordering::SeqCst) {
+            continue;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || tokio::time::timeout(left, released).await.is_err() {
+            return Err(format!(
+                "the key is being handed to shard {} and etcd has not said whether it was; try again",
+                placement.shards[target]
+            ));
+        }
+    }
+}
+
+/// The key under which this node's store keeps its position in `source`'s log.
+fn position_key(source: &str) -> Key<'_> {
+    Key::new(POSITION_SPACE, source.as_bytes())
+}
+
+/// Starts the tasks this node runs for the ring's change, if it is its shard's
+/// primary: a copy for each move to its shard still copying, a purge for each
+/// flipped move from it. Each ends on its own once its part is done or the node is
+/// no longer primary.
+pub fn run_tasks(shared: &Arc<Shared>) {
+    if shared.store.is_read_only() {
+        return;
+    }
+    let Some(placement) = shared.cluster.placement() else {
+        return;
+    };
+    let Some(mine) = placement.mine else {
+        return;
+    };
+    for m in placement.moves() {
+        let (from, to) = (
+            placement.shards[m.from].clone(),
+            placement.shards[m.to].clone(),
+        );
+        let task = if m.to == mine && m.state == MoveState::Copying {
+            Task::Copy
+        } else if m.from == mine && m.state == MoveState::Flipped {
+            Task::Purge
+        } else {
+            continue;
+        };
+        if !shared
+            .cluster
+            .moves
+            .running
+            .lock()
+            .insert((from.clone(), to.clone()))
+        {
+            continue;
+        }
+        let s = Arc::clone(shared);
+        let runtime = tokio::runtime::Handle::current();
+        let name = format!("kura-move-{from}-{to}");
+        let spawned = std::thread::Builder::new().name(name).spawn(move || {
+            let ended = match task {
+                Task::Copy => target::copy(&s, &runtime, &from, &to),
+                Task::Purge => source::purge(&s, &runtime, &from, &to),
+            };
+            if let Err(e) = ended {
+                tracing::warn!("cluster: move {from} → {to}: {e}");
+            }
+            s.cluster.moves.running.lock().remove(&(from, to));
+        });
+        if let Err(e) = spawned {
+            tracing::warn!("cluster: starting a move's thread: {e}");
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Task {
+    Copy,
+    Purge,
+}
+
+/// Whether this node is still the primary of shard `shard` in the move
+/// `from` → `to`, and the move still at `state`.
+fn still(shared: &Shared, from: &str, to: &str, state: MoveState) -> bool {
+    if shared.store.is_read_only() || shared.stopping.load(Ordering::Acquire) {
+        return false;
+    }
+    let Some(p) = shared.cluster.placement() else {
+        return false;
+    };
+    let (Some(f), Some(t)) = (p.shard_index(from), p.shard_index(to)) else {
+        return false;
+    };
+    p.moves()
+        .iter()
+        .any(|m| m.from == f && m.to == t && m.state == state)
+}
+
+/// Marks the move `from` → `to` at least at `state` in this node's placement, ahead
+/// of the next poll of etcd.
+fn advance(shared: &Shared, from: &str, to: &str, state: MoveState) {
+    if let Some(p) = shared.cluster.placement() {
+        if let (Some(f), Some(t)) = (p.shard_index(from), p.shard_index(to)) {
+            shared.cluster.set_placement(p.advanced(f, t, state));
+        }
+    }
+}

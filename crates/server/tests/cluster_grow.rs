@@ -1,0 +1,322 @@
+//! Growing a ring from 2 shards to 4 under load (issue 42), with a private etcd:
+//! shard `a` of a primary and a replica (`--min-sync-replicas 1`), shards `b`, `c`,
+//! `d` of one node each. The ring is `a,b`; writers run through the clients users
+//! run (`tests/cluster/grow.py`: pylibmc's ketama over the old ring and over the new,
+//! pymemcache's rendezvous `HashClient`, gets/cas, nutcracker with the old ring's
+//! pool), logging every acknowledgement, while `kura cluster ring` grows the ring to
+//! `a,b,c,d` and returns once every move has copied, flipped and purged.
+//!
+//! Afterwards every acknowledged change is there (`grow.py check`, through pylibmc's
+//! ketama over the new ring, which reaches each key's owner with nothing passed on),
+//! each key is held once: the shards' primaries hold as many keys as live, no more,
+//! and shard `a`'s replica holds what its primary holds.
+
+#![allow(clippy::expect_used)]
+
+mod clusters;
+mod replicas;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use clusters::*;
+use kura_testkit::etcd::Etcd;
+use kura_testkit::python::run_script;
+use kura_testkit::KuraServer;
+
+/// `kura cluster <args>` against `etcd`'s cluster `test`: whether it succeeded, and
+/// what it printed.
+fn kura_cluster(etcd: &Etcd, args: &[&str]) -> (bool, String) {
+    let out = Command::new(kura_testkit::kura_bin(env!("CARGO_BIN_EXE_kura")))
+        .arg("cluster")
+        .arg(args[0])
+        .args(["--etcd", &etcd.endpoint(), "--cluster", "test"])
+        .args(&args[1..])
+        .output()
+        .expect("run kura cluster");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+fn stats(server: &KuraServer, which: &str) -> BTreeMap<String, String> {
+    let mut c = replicas::client(server);
+    let reply = replicas::request(&mut c, format!("stats{which}\r\n").as_bytes(), b"END\r\n");
+    reply
+        .lines()
+        .filter_map(|l| l.strip_prefix("STAT "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn number(server: &KuraServer, which: &str, name: &str) -> u64 {
+    stats(server, which)
+        .get(name)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("stats{which} shows no {name}"))
+}
+
+/// Waits until every node has read ring `version` with no change in progress.
+fn ring_seen(nodes: &[&Node], version: u64) {
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    while !nodes.iter().all(|n| {
+        let s = stats(&n.server, " cluster");
+        s.get("ring_version").map(String::as_str) == Some(&version.to_string())
+            && !s.contains_key("ring_next_version")
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "ring v{version} not seen\n{}",
+            moves_log(nodes)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// nutcracker with `pool`, listening on `listen`; killed when dropped.
+struct Nutcracker(std::process::Child, #[allow(dead_code)] tempfile::TempDir);
+
+impl Nutcracker {
+    fn start(pool: &str, listen: u16) -> Nutcracker {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("pool.yml"), pool).expect("write pool");
+        let child = Command::new("nutcracker")
+            .arg("-c")
+            .arg(dir.path().join("pool.yml"))
+            .args(["-s", &kura_testkit::free_port().to_string()])
+            .arg("-o")
+            .arg(dir.path().join("nutcracker.log"))
+            .spawn()
+            .expect("run nutcracker (scripts/install-peers.sh installs it)");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", listen)).is_err() {
+            assert!(Instant::now() < deadline, "nutcracker does not listen");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Nutcracker(child, dir)
+    }
+}
+
+impl Drop for Nutcracker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_ring_grows_from_two_shards_to_four_under_load_and_loses_nothing() {
+    let etcd = Etcd::start(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let endpoint = etcd.endpoint();
+    let shard = |name: &str, shard: &str, sync: u32| {
+        node_of_shard(&endpoint, name, shard, sync, "127.0.0.1", None, LOCAL)
+    };
+    let a = [
+        shard("kura-grow-a1-", "a", 1),
+        shard("kura-grow-a2-", "a", 1),
+    ];
+    let (b, c, d) = (
+        shard("kura-grow-b-", "b", 0),
+        shard("kura-grow-c-", "c", 0),
+        shard("kura-grow-d-", "d", 0),
+    );
+    let p = elected(&[&a[0], &a[1]]);
+    let (a_primary, a_replica) = (&a[p], &a[1 - p]);
+    for n in [&b, &c, &d] {
+        elected(&[n]);
+    }
+    let all = [&a[0], &a[1], &b, &c, &d];
+    let old = format!("a={},b={}", a_primary.advertise, b.advertise);
+    let new = format!("{old},c={},d={}", c.advertise, d.advertise);
+    let (ok, text) = kura_cluster(&etcd, &["ring", "--shards", &old]);
+    assert!(ok && text.starts_with("set ring v1"), "{text}");
+    ring_seen(&all, 1);
+
+    // Grown from 2 shards to 4, then shrunk back, each under load; the first
+    // phase's keys are checked again after the second.
+    let mut phases = Vec::new();
+    let (two, four) = ([a_primary, &b], [&c, &d]);
+    for (phase, (from, to), version) in [(0, (&old, &new), 2), (1, (&new, &old), 3)] {
+        let (sources, targets) = if phase == 0 { (two, four) } else { (four, two) };
+        let acks = change_under_load(&etcd, &all, phase, (from, to), (&sources, &targets));
+        ring_seen(&all, version);
+        phases.push(acks);
+        let mut live = 0;
+        for (p, acks) in phases.iter().enumerate() {
+            live += check(&all, p, acks, to);
+        }
+        // Held once each: the primaries hold the live keys and no more; the
+        // replica holds what its primary holds.
+        let items = |n: &Node| number(&n.server, "", "curr_items");
+        let each: Vec<u64> = [a_primary, &b, &c, &d].iter().map(|n| items(n)).collect();
+        assert_eq!(
+            each.iter().sum::<u64>(),
+            live,
+            "keys held by the shards' primaries a, b, c, d: {each:?}\n{}",
+            moves_log(&all)
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while items(a_replica) != items(a_primary) {
+            assert!(
+                Instant::now() < deadline,
+                "shard a's replica holds {} keys, its primary {}",
+                items(a_replica),
+                items(a_primary)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    // Shrunk: c and d own nothing and hold nothing.
+    for n in [&c, &d] {
+        assert_eq!(
+            number(&n.server, "", "curr_items"),
+            0,
+            "{}",
+            moves_log(&all)
+        );
+    }
+}
+
+/// What `nodes` logged of the cluster (their `-v` logs hold etcd's client's debug
+/// lines too), one after the other.
+fn moves_log(nodes: &[&Node]) -> String {
+    let logs: Vec<String> = nodes
+        .iter()
+        .map(|n| {
+            let log = n.server.log();
+            let lines: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains("cluster") || l.contains("WARN") || l.contains("ERROR"))
+                .collect();
+            format!("{}:\n{}", n.advertise, lines.join("\n"))
+        })
+        .collect();
+    logs.join("\n----\n")
+}
+
+/// The addresses of a ring given as `SHARD=ADDRESS,...`.
+fn addresses(ring: &str) -> String {
+    ring.split(',')
+        .map(|s| s.split_once('=').expect("SHARD=ADDRESS").1)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Changes the ring from `from` to `to` while `grow.py load` runs (keys prefixed by
+/// the phase), through nutcracker too with `from`'s pool; returns the load's log.
+fn change_under_load(
+    etcd: &Etcd,
+    all: &[&Node],
+    phase: usize,
+    (from, to): (&str, &str),
+    (sources, targets): (&[&Node], &[&Node]),
+) -> tempfile::TempDir {
+    let listen = kura_testkit::free_port();
+    let (ok, pool) = kura_cluster(
+        etcd,
+        &["nutcracker", "--listen", &format!("127.0.0.1:{listen}")],
+    );
+    assert!(ok, "{pool}");
+    let nutcracker = Nutcracker::start(&pool, listen);
+    let counts = |nodes: &[&Node], what: &str| -> Vec<u64> {
+        nodes
+            .iter()
+            .map(|n| number(&n.server, " cluster", what))
+            .collect()
+    };
+    let (copied, flips, purged) = (
+        counts(targets, "move_copied"),
+        counts(sources, "move_flips"),
+        counts(sources, "move_purged"),
+    );
+    let out = tempfile::tempdir().expect("tempdir");
+    let acks = out.path().join("acks.json").display().to_string();
+    let load = std::thread::spawn({
+        let args = vec![
+            "load".to_string(),
+            acks,
+            "12".into(),
+            addresses(from),
+            addresses(to),
+            format!("127.0.0.1:{listen}"),
+        ];
+        let prefix = format!("{phase}/");
+        move || {
+            run_script(
+                Path::new("tests/cluster/grow.py"),
+                &args,
+                &[("GROW_PREFIX", &prefix)],
+            )
+        }
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let (ok, text) = kura_cluster(etcd, &["ring", "--shards", to]);
+    print!("{text}");
+    assert!(
+        ok && text.contains("set ring v"),
+        "{text}\n{}",
+        moves_log(all)
+    );
+    match load.join().expect("the load's thread") {
+        Ok(output) => print!("{output}"),
+        Err(e) => panic!("grow.py load: {e}\n{}", moves_log(all)),
+    }
+    drop(nutcracker);
+    // Every source handed keys over and purged them; every target copied some.
+    let grew = |before: &[u64], now: Vec<u64>| before.iter().zip(&now).all(|(b, n)| n > b);
+    assert!(
+        grew(&flips, counts(sources, "move_flips")),
+        "{}",
+        moves_log(all)
+    );
+    assert!(
+        grew(&purged, counts(sources, "move_purged")),
+        "{}",
+        moves_log(all)
+    );
+    assert!(
+        grew(&copied, counts(targets, "move_copied")),
+        "{}",
+        moves_log(all)
+    );
+    out
+}
+
+/// `grow.py check` of phase `phase`'s log against ring `ring`, reading each key from
+/// its owner with nothing passed on; the number of its keys that live.
+fn check(all: &[&Node], phase: usize, acks: &tempfile::TempDir, ring: &str) -> u64 {
+    let forwarded = || -> Vec<u64> {
+        all.iter()
+            .map(|n| number(&n.server, " cluster", "owner_forwarded"))
+            .collect()
+    };
+    let before = forwarded();
+    let args = vec![
+        "check".to_string(),
+        acks.path().join("acks.json").display().to_string(),
+        addresses(ring),
+    ];
+    let prefix = format!("{phase}/");
+    let checked = match run_script(
+        Path::new("tests/cluster/grow.py"),
+        &args,
+        &[("GROW_PREFIX", &prefix)],
+    ) {
+        Ok(output) => output,
+        Err(e) => panic!("grow.py check of phase {phase}: {e}\n{}", moves_log(all)),
+    };
+    print!("{checked}");
+    assert_eq!(
+        forwarded(),
+        before,
+        "a key read by the ring was not at its owner"
+    );
+    checked
+        .lines()
+        .find_map(|l| l.strip_prefix("live "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("grow.py check says how many keys live")
+}
