@@ -13,6 +13,10 @@ Cases:
           set then append (p:*), set then delete (d:*);
         - pylibmc over OLD: gets then cas (s:*);
         - PROXY, if given (nutcracker with OLD's pool): set and overwrite (t:*).
+  fill OLD N
+      Sets N keys (f:*, 200-byte values) through pylibmc over OLD, 500 at a time.
+  filled NEW N
+      Reads them back through pylibmc over NEW.
   check OUT NEW
       Reads every key back through pylibmc over NEW: each holds its last
       acknowledged value or a later attempted one, counters hold their acknowledged
@@ -118,7 +122,10 @@ def counters_appends_deletes(old, log, stop):
                     log.attempt(d, "x")
                     log.ack(d)
             else:
-                for key, step in ((c, lambda: client.incr(c, 1, noreply=False) is not None),
+                # HashClient answers False, not None, for a server it holds as
+                # failed, without sending: only a number is an acknowledgement.
+                incr = lambda: type(client.incr(c, 1, noreply=False)) is int  # noqa: E731
+                for key, step in ((c, incr),
                                   (p, lambda: client.append(p, b"b", noreply=False))):
                     if key not in log.counts:
                         continue
@@ -239,12 +246,48 @@ def check_all(out, new):
     print(f"live {live}")
 
 
+def fill_value(i):
+    return f"v{i}".ljust(200, ".").encode()
+
+
+def fill(old, n):
+    client = ketama(old.split(","))
+    n = int(n)
+    for start in range(0, n, 500):
+        batch = {f"{PREFIX}f:{i}": fill_value(i) for i in range(start, min(n, start + 500))}
+        failed = client.set_multi(batch)
+        check(f"keys not stored from {start}", failed, [])
+    if FAILURES:
+        sys.exit("\n".join(FAILURES[:20]))
+    print(f"filled {n}")
+
+
+def filled(new, n):
+    client = ketama(new.split(","))
+    n, missing = int(n), 0
+    for start in range(0, n, 500):
+        keys = [f"{PREFIX}f:{i}" for i in range(start, min(n, start + 500))]
+        got = client.get_multi(keys)
+        for i, key in zip(range(start, start + 500), keys):
+            if got.get(key) != fill_value(i):
+                missing += 1
+                if missing <= 10:
+                    fail(f"{key}: {got.get(key)!r}")
+    if FAILURES:
+        sys.exit(f"{missing} of {n} filled keys wrong:\n" + "\n".join(FAILURES[:10]))
+    print(f"all {n} filled keys there")
+
+
 def main():
     case, args = sys.argv[1], sys.argv[2:]
     if case == "load":
         load(*args)
     elif case == "check":
         check_all(*args)
+    elif case == "fill":
+        fill(*args)
+    elif case == "filled":
+        filled(*args)
     else:
         sys.exit(f"no case {case}")
 

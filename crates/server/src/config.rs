@@ -175,6 +175,11 @@ pub struct Config {
     #[arg(long = "move-pause-ms", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(50..=60_000))]
     pub move_pause_ms: u64,
+    /// While the ring changes, the most changes a second a target shard's primary
+    /// copies from each source (0: as fast as it can), so that a move leaves the
+    /// disks and the network to the clients.
+    #[arg(long = "move-copy-rate", value_name = "CHANGES", default_value_t = 0)]
+    pub move_copy_rate: u64,
     /// Acknowledge a change only once this many replicas have it on their disk (and
     /// this node has it on its own). With fewer replicas connected a change is refused
     /// before it is made; past `--sync-timeout-ms` the client gets `SERVER_ERROR`, never

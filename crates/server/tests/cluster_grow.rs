@@ -16,7 +16,6 @@
 mod clusters;
 mod replicas;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -24,57 +23,6 @@ use std::time::{Duration, Instant};
 use clusters::*;
 use kura_testkit::etcd::Etcd;
 use kura_testkit::python::run_script;
-use kura_testkit::KuraServer;
-
-/// `kura cluster <args>` against `etcd`'s cluster `test`: whether it succeeded, and
-/// what it printed.
-fn kura_cluster(etcd: &Etcd, args: &[&str]) -> (bool, String) {
-    let out = Command::new(kura_testkit::kura_bin(env!("CARGO_BIN_EXE_kura")))
-        .arg("cluster")
-        .arg(args[0])
-        .args(["--etcd", &etcd.endpoint(), "--cluster", "test"])
-        .args(&args[1..])
-        .output()
-        .expect("run kura cluster");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
-}
-
-fn stats(server: &KuraServer, which: &str) -> BTreeMap<String, String> {
-    let mut c = replicas::client(server);
-    let reply = replicas::request(&mut c, format!("stats{which}\r\n").as_bytes(), b"END\r\n");
-    reply
-        .lines()
-        .filter_map(|l| l.strip_prefix("STAT "))
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-fn number(server: &KuraServer, which: &str, name: &str) -> u64 {
-    stats(server, which)
-        .get(name)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("stats{which} shows no {name}"))
-}
-
-/// Waits until every node has read ring `version` with no change in progress.
-fn ring_seen(nodes: &[&Node], version: u64) {
-    let deadline = Instant::now() + ELECTED_WITHIN;
-    while !nodes.iter().all(|n| {
-        let s = stats(&n.server, " cluster");
-        s.get("ring_version").map(String::as_str) == Some(&version.to_string())
-            && !s.contains_key("ring_next_version")
-    }) {
-        assert!(
-            Instant::now() < deadline,
-            "ring v{version} not seen\n{}",
-            moves_log(nodes)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// nutcracker with `pool`, listening on `listen`; killed when dropped.
 struct Nutcracker(std::process::Child, #[allow(dead_code)] tempfile::TempDir);
@@ -133,7 +81,7 @@ fn a_ring_grows_from_two_shards_to_four_under_load_and_loses_nothing() {
     let new = format!("{old},c={},d={}", c.advertise, d.advertise);
     let (ok, text) = kura_cluster(&etcd, &["ring", "--shards", &old]);
     assert!(ok && text.starts_with("set ring v1"), "{text}");
-    ring_seen(&all, 1);
+    ring_settled(&all, 1);
 
     // Grown from 2 shards to 4, then shrunk back, each under load; the first
     // phase's keys are checked again after the second.
@@ -142,7 +90,7 @@ fn a_ring_grows_from_two_shards_to_four_under_load_and_loses_nothing() {
     for (phase, (from, to), version) in [(0, (&old, &new), 2), (1, (&new, &old), 3)] {
         let (sources, targets) = if phase == 0 { (two, four) } else { (four, two) };
         let acks = change_under_load(&etcd, &all, phase, (from, to), (&sources, &targets));
-        ring_seen(&all, version);
+        ring_settled(&all, version);
         phases.push(acks);
         let mut live = 0;
         for (p, acks) in phases.iter().enumerate() {
@@ -178,31 +126,6 @@ fn a_ring_grows_from_two_shards_to_four_under_load_and_loses_nothing() {
             moves_log(&all)
         );
     }
-}
-
-/// What `nodes` logged of the cluster (their `-v` logs hold etcd's client's debug
-/// lines too), one after the other.
-fn moves_log(nodes: &[&Node]) -> String {
-    let logs: Vec<String> = nodes
-        .iter()
-        .map(|n| {
-            let log = n.server.log();
-            let lines: Vec<&str> = log
-                .lines()
-                .filter(|l| l.contains("cluster") || l.contains("WARN") || l.contains("ERROR"))
-                .collect();
-            format!("{}:\n{}", n.advertise, lines.join("\n"))
-        })
-        .collect();
-    logs.join("\n----\n")
-}
-
-/// The addresses of a ring given as `SHARD=ADDRESS,...`.
-fn addresses(ring: &str) -> String {
-    ring.split(',')
-        .map(|s| s.split_once('=').expect("SHARD=ADDRESS").1)
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// Changes the ring from `from` to `to` while `grow.py load` runs (keys prefixed by

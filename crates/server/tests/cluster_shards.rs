@@ -23,21 +23,6 @@ use clusters::*;
 use kura_testkit::etcd::Etcd;
 use kura_testkit::python::run_script;
 
-/// `kura cluster <args>` against `etcd`'s cluster `test`: whether it succeeded, and
-/// what it printed.
-fn kura_cluster(etcd: &Etcd, args: &[&str]) -> (bool, String) {
-    let out = Command::new(kura_testkit::kura_bin(env!("CARGO_BIN_EXE_kura")))
-        .arg("cluster")
-        .arg(args[0])
-        .args(["--etcd", &etcd.endpoint(), "--cluster", "test"])
-        .args(&args[1..])
-        .output()
-        .expect("run kura cluster");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
-}
-
 fn stat(node: &Node, name: &str) -> u64 {
     cluster_stats(&node.server)
         .get(name)

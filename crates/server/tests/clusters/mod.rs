@@ -161,6 +161,85 @@ pub fn switchover(etcd: &Etcd, to: &str) -> Result<String, String> {
     }
 }
 
+/// `kura cluster <args>` against `etcd`'s cluster `test`: whether it succeeded, and
+/// what it printed.
+pub fn kura_cluster(etcd: &Etcd, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(kura_testkit::kura_bin(env!("CARGO_BIN_EXE_kura")))
+        .arg("cluster")
+        .arg(args[0])
+        .args(["--etcd", &etcd.endpoint(), "--cluster", "test"])
+        .args(&args[1..])
+        .output()
+        .expect("run kura cluster");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// A node's `stats<which>` (`""`, `" cluster"`, ...) as a map.
+pub fn stats_of(server: &KuraServer, which: &str) -> BTreeMap<String, String> {
+    request(
+        &mut client(server),
+        format!("stats{which}\r\n").as_bytes(),
+        b"END\r\n",
+    )
+    .lines()
+    .filter_map(|l| l.strip_prefix("STAT "))
+    .filter_map(|l| l.split_once(' '))
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// A number of a node's `stats<which>`.
+pub fn number(server: &KuraServer, which: &str, name: &str) -> u64 {
+    stats_of(server, which)
+        .get(name)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("stats{which} shows no {name}"))
+}
+
+/// What `nodes` logged of the cluster (their `-v` logs hold etcd's client's debug
+/// lines too), one after the other.
+pub fn moves_log(nodes: &[&Node]) -> String {
+    let logs: Vec<String> = nodes
+        .iter()
+        .map(|n| {
+            let log = n.server.log();
+            let lines: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains("cluster") || l.contains("WARN") || l.contains("ERROR"))
+                .collect();
+            format!("{}:\n{}", n.advertise, lines.join("\n"))
+        })
+        .collect();
+    logs.join("\n----\n")
+}
+
+/// The addresses of a ring given as `SHARD=ADDRESS,...`.
+pub fn addresses(ring: &str) -> String {
+    ring.split(',')
+        .map(|s| s.split_once('=').expect("SHARD=ADDRESS").1)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Waits until every node has read ring `version` with no change in progress.
+pub fn ring_settled(nodes: &[&Node], version: u64) {
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    while !nodes.iter().all(|n| {
+        let s = stats_of(&n.server, " cluster");
+        s.get("ring_version").map(String::as_str) == Some(&version.to_string())
+            && !s.contains_key("ring_next_version")
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "ring v{version} not seen\n{}",
+            moves_log(nodes)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// A node's `stats cluster`.
 pub fn cluster_stats(server: &KuraServer) -> BTreeMap<String, String> {
     request(&mut client(server), b"stats cluster\r\n", b"END\r\n")

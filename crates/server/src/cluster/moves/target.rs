@@ -13,9 +13,10 @@
 //! Once T is close behind S's log end, it asks S to hand off (`source.rs`): S holds
 //! changes to the keys and names its log's end; T applies up to there, syncs, and
 //! acknowledges it; S flips the move in etcd and says so; T then serves the keys as
-//! their owner and the copy ends. T applies nothing of S's log past the hold's LSN:
-//! S changes no moving key there, but S's purge deletes them once the move flips,
-//! possibly before T reads the flip.
+//! their owner and the copy ends. What comes of S's log past the hold's LSN waits
+//! until the hand-off ends: S changes no moving key there while it holds, but if the
+//! move flips S's purge deletes them (possibly before T reads the flip: those T
+//! drops), and if S lets the hold go, the changes it then makes are T's to apply.
 //!
 //! A `flush_all` on S while the keys move deletes what T holds of them; a delayed one
 //! (`flush_all <delay>`) is not carried (`docs/cluster.md`).
@@ -42,8 +43,9 @@ const READ_WAIT: Duration = Duration::from_millis(100);
 /// and records its progress in etcd.
 const ACK_EVERY: Duration = Duration::from_millis(500);
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
-/// How close behind S's synced log end T asks for the hand-off.
-const CLOSE_BEHIND: u64 = 1 << 20;
+/// How close behind S's synced log end T asks for the hand-off: little enough to
+/// apply well within the pause.
+const CLOSE_BEHIND: u64 = 64 << 10;
 /// How long after S let a hand-off go T asks again.
 const ASK_AGAIN_AFTER: Duration = Duration::from_millis(500);
 /// The most changes one batch applies.
@@ -112,6 +114,11 @@ struct Copying<'a> {
     epochs: Vec<(u64, u64, u64)>,
     /// How far into S's log T has applied (in memory).
     lsn: u64,
+    /// Records past the hold's point, kept unapplied until the hand-off ends: S's
+    /// purge deletes them once the move flips (possibly before T reads the flip),
+    /// but if S lets the hold go without a flip they are changes T must make. Each
+    /// run with the LSN it starts at, back to back from `lsn`.
+    stash: Vec<(u64, Vec<u8>)>,
     /// Until where a full copy is not yet consistent.
     consistent_lsn: u64,
     /// S's synced log end, as it last said (None: not yet).
@@ -120,6 +127,10 @@ struct Copying<'a> {
     held: Option<u64>,
     asked: Option<Instant>,
     acked: u64,
+    /// `--move-copy-rate`'s account: when the stream began, and the changes
+    /// applied since.
+    began: Instant,
+    applied: u64,
 }
 
 /// One stream from S's primary. Ok(true): the move flipped; Ok(false): the stream
@@ -173,11 +184,14 @@ fn session(
         history_id: 0,
         epochs: Vec::new(),
         lsn: 0,
+        stash: Vec::new(),
         consistent_lsn: 0,
         source_lsn: None,
         held: None,
         asked: None,
         acked: 0,
+        began: Instant::now(),
+        applied: 0,
     };
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
     let mut chunk = vec![0u8; 256 << 10];
@@ -209,6 +223,7 @@ fn session(
                     start,
                 } => {
                     copying.history_id = history_id;
+                    copying.stash.clear();
                     copying.epochs = epochs;
                     copying.lsn = match start {
                         Start::Partial { lsn } => lsn,
@@ -227,26 +242,26 @@ fn session(
                 Frame::Records {
                     start_lsn, bytes, ..
                 } if hello => {
-                    if start_lsn != copying.lsn {
+                    if start_lsn != copying.received() {
                         return Err(format!(
                             "records from LSN {start_lsn} where the copy is at {}",
-                            copying.lsn
+                            copying.received()
                         ));
                     }
-                    // Past S's hold, S's log has no change to the moving keys
-                    // but its purge's deletes, once the move flips: none is T's.
-                    let upto = copying.held.map_or(bytes.len() as u64, |held| {
-                        held.saturating_sub(start_lsn).min(bytes.len() as u64)
-                    });
-                    copying.apply(&bytes[..upto as usize])?;
-                    copying.lsn = start_lsn + bytes.len() as u64;
+                    copying.take(start_lsn, bytes)?;
                 }
                 Frame::Progress { synced_lsn, .. } => copying.source_lsn = Some(synced_lsn),
                 Frame::HandOff { step, lsn, .. } => match step {
                     HandOffStep::Held => copying.held = Some(lsn),
                     HandOffStep::Released => {
+                        // S made the held changes itself: they, and what came
+                        // after the hold's point, are T's to apply.
                         copying.held = None;
                         copying.asked = Some(Instant::now());
+                        for (start, run) in std::mem::take(&mut copying.stash) {
+                            debug_assert_eq!(start, copying.lsn);
+                            copying.apply(&run)?;
+                        }
                     }
                     HandOffStep::Flipped => flipped = true,
                     _ => {}
@@ -335,6 +350,32 @@ enum Op<'a> {
 }
 
 impl Copying<'_> {
+    /// Where the next run of records must start: after the applied ones and the
+    /// stashed ones.
+    fn received(&self) -> u64 {
+        self.stash
+            .last()
+            .map_or(self.lsn, |(start, run)| start + run.len() as u64)
+    }
+
+    /// Takes a run of S's records starting at `start`: applies what lies before the
+    /// hold's point (all of it with no hold) and stashes the rest.
+    fn take(&mut self, start: u64, run: &[u8]) -> Result<(), String> {
+        let upto = match self.held {
+            Some(held) if self.stash.is_empty() => held.saturating_sub(start),
+            Some(_) => 0,
+            None => run.len() as u64,
+        }
+        .min(run.len() as u64) as usize;
+        if upto > 0 {
+            self.apply(&run[..upto])?;
+        }
+        if upto < run.len() {
+            self.stash.push((start + upto as u64, run[upto..].to_vec()));
+        }
+        Ok(())
+    }
+
     fn progress(&self) -> MoveProgress {
         MoveProgress {
             applied_lsn: self.lsn,
@@ -470,8 +511,9 @@ impl Copying<'_> {
         Ok(())
     }
 
-    /// Makes `ops` as one batch with T's position, `lsn` in S's log, and empties it.
-    fn write(&self, ops: &mut Vec<(Key<'_>, Op<'_>)>, lsn: u64) -> Result<(), String> {
+    /// Makes `ops` as one batch with T's position, `lsn` in S's log, and empties it;
+    /// then waits as long as `--move-copy-rate` asks.
+    fn write(&mut self, ops: &mut Vec<(Key<'_>, Op<'_>)>, lsn: u64) -> Result<(), String> {
         if ops.is_empty() {
             return Ok(());
         }
@@ -532,7 +574,16 @@ impl Copying<'_> {
             .moves
             .copied
             .fetch_add(ops.len() as u64, Ordering::Relaxed);
+        self.applied += ops.len() as u64;
         ops.clear();
+        let rate = self.shared.config.move_copy_rate;
+        // A hand-off in progress holds the source's changes: no pause then.
+        if rate > 0 && self.held.is_none() {
+            let due = Duration::from_secs_f64(self.applied as f64 / rate as f64);
+            if let Some(wait) = due.checked_sub(self.began.elapsed()) {
+                std::thread::sleep(wait);
+            }
+        }
         Ok(())
     }
 }

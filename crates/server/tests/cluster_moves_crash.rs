@@ -1,0 +1,334 @@
+//! A ring change survives crashes (issue 42), with a private etcd: shard `a` of a
+//! primary and a replica (`--min-sync-replicas 1`), shards `b` and `c` of one node
+//! each, 30,000 keys filled on the ring `a,b`, and writers running through the
+//! clients users run (`tests/cluster/grow.py load`) while the ring grows to `a,b,c`
+//! with each target copying at most 3,000 changes a second (`--move-copy-rate`), so
+//! that the crashes land mid-copy:
+//!
+//! 1. the `kura cluster ring` process is SIGKILLed once its etcd transaction is
+//!    made;
+//! 2. the target `c` is SIGKILLed while it copies, and started again: it goes on
+//!    from its position;
+//! 3. shard `a`'s primary, a source, is SIGKILLed while `c` copies from it: its
+//!    replica takes over with the same log, `c` goes on from there, and the old
+//!    primary comes back as a replica;
+//! 4. etcd is stopped and started again;
+//! 5. `kura cluster ring` again follows the change to its end.
+//!
+//! Afterwards every filled key and every acknowledged change is read back through
+//! pylibmc's ketama over the new ring with nothing passed on, the primaries hold each
+//! key once, and shard `a`'s replica holds what its primary holds.
+//!
+//! A change abandoned with `--abort` before any move flipped leaves the ring as it
+//! was with every key where it was (`an_abandoned_change_leaves_the_ring_and_its_keys`).
+
+#![allow(clippy::expect_used)]
+
+mod clusters;
+mod replicas;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use clusters::*;
+use kura_testkit::etcd::Etcd;
+use kura_testkit::python::run_script;
+
+const FILLED: usize = 30_000;
+const RATE: &[&str] = &["--replica-reads", "local", "--move-copy-rate", "3000"];
+
+fn grow_py(nodes: &[&Node], args: &[String], prefix: &str) -> String {
+    match run_script(
+        Path::new("tests/cluster/grow.py"),
+        args,
+        &[("GROW_PREFIX", prefix)],
+    ) {
+        Ok(output) => {
+            print!("{output}");
+            output
+        }
+        Err(e) => panic!("grow.py {args:?}: {e}\n{}", moves_log(nodes)),
+    }
+}
+
+/// Waits until `node`'s `stats cluster` satisfies `ready`.
+fn until(
+    nodes: &[&Node],
+    node: &Node,
+    what: &str,
+    ready: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
+) {
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    loop {
+        if let Ok(stats) = std::panic::catch_unwind(|| stats_of(&node.server, " cluster")) {
+            if ready(&stats) {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "{what}\n{}", moves_log(nodes));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Whether a node's `stats cluster` shows a move into `to` still copying.
+fn copying_into(stats: &std::collections::BTreeMap<String, String>, to: &str) -> bool {
+    stats
+        .get("ring_moves")
+        .is_some_and(|m| m.split(',').any(|m| m.ends_with(&format!(">{to}:copying"))))
+}
+
+/// Checks, after a change to `ring`: the filled keys, the writers' log `acks` (if
+/// any), and that `primaries` hold the live keys once each and `replica` what
+/// `primary_of_replica` holds.
+fn settled(
+    all: &[&Node],
+    ring: &str,
+    acks: Option<&Path>,
+    primaries: &[&Node],
+    (replica, primary_of_replica): (&Node, &Node),
+) {
+    let forwarded = || -> Vec<u64> {
+        all.iter()
+            .map(|n| number(&n.server, " cluster", "owner_forwarded"))
+            .collect()
+    };
+    let before = forwarded();
+    grow_py(
+        all,
+        &["filled".into(), addresses(ring), FILLED.to_string()],
+        "",
+    );
+    let mut live = FILLED as u64;
+    if let Some(acks) = acks {
+        let checked = grow_py(
+            all,
+            &["check".into(), acks.display().to_string(), addresses(ring)],
+            "w/",
+        );
+        live += checked
+            .lines()
+            .find_map(|l| l.strip_prefix("live "))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .expect("grow.py check says how many keys live");
+    }
+    assert_eq!(
+        forwarded(),
+        before,
+        "a key read by the ring was not at its owner"
+    );
+    let items = |n: &Node| number(&n.server, "", "curr_items");
+    let each: Vec<u64> = primaries.iter().map(|n| items(n)).collect();
+    assert_eq!(
+        each.iter().sum::<u64>(),
+        live,
+        "keys held by the primaries: {each:?}\n{}",
+        moves_log(all)
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while items(replica) != items(primary_of_replica) {
+        assert!(
+            Instant::now() < deadline,
+            "the replica holds {} keys, its primary {}",
+            items(replica),
+            items(primary_of_replica)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_ring_change_survives_kill_9_of_its_nodes_its_command_and_etcd() {
+    let mut etcd = Etcd::start(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let endpoint = etcd.endpoint();
+    let shard = |name: &str, shard: &str, sync: u32| {
+        node_of_shard(&endpoint, name, shard, sync, "127.0.0.1", None, RATE)
+    };
+    let mut a = [
+        shard("kura-movecrash-a1-", "a", 1),
+        shard("kura-movecrash-a2-", "a", 1),
+    ];
+    let mut c = shard("kura-movecrash-c-", "c", 0);
+    let b = shard("kura-movecrash-b-", "b", 0);
+    let p = elected(&[&a[0], &a[1]]);
+    elected(&[&b]);
+    elected(&[&c]);
+    let old = format!("a={},b={}", a[p].advertise, b.advertise);
+    let new = format!("{old},c={}", c.advertise);
+    {
+        let all = [&a[0], &a[1], &b, &c];
+        let (ok, text) = kura_cluster(&etcd, &["ring", "--shards", &old]);
+        assert!(ok, "{text}");
+        ring_settled(&all, 1);
+        grow_py(
+            &all,
+            &["fill".into(), addresses(&old), FILLED.to_string()],
+            "",
+        );
+    }
+    let out = tempfile::tempdir().expect("tempdir");
+    let acks = out.path().join("acks.json");
+    let load = std::thread::spawn({
+        let args = vec![
+            "load".to_string(),
+            acks.display().to_string(),
+            "25".into(),
+            addresses(&old),
+            addresses(&new),
+        ];
+        move || {
+            run_script(
+                Path::new("tests/cluster/grow.py"),
+                &args,
+                &[("GROW_PREFIX", "w/")],
+            )
+        }
+    });
+
+    // 1. The command, killed once its transaction is made.
+    let mut command = Command::new(kura_testkit::kura_bin(env!("CARGO_BIN_EXE_kura")))
+        .args(["cluster", "ring", "--etcd", &endpoint, "--cluster", "test"])
+        .args(["--shards", &new])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run kura cluster ring");
+    {
+        let all = [&a[0], &a[1], &b, &c];
+        until(&all, &c, "the change never began", |s| {
+            s.contains_key("ring_next_version")
+        });
+    }
+    command.kill().expect("SIGKILL kura cluster ring");
+    let _ = command.wait();
+
+    // 2. The target, killed mid-copy and started again.
+    {
+        let all = [&a[0], &a[1], &b, &c];
+        until(&all, &c, "c never copied", |s| {
+            copying_into(s, "c") && s.get("move_copied").is_some_and(|n| n != "0")
+        });
+    }
+    c.server.kill().expect("SIGKILL c");
+    c.server.restart().expect("restart c");
+    elected(&[&c]);
+
+    // 3. The source a's primary, killed while c copies from it; its replica takes
+    // over and the old primary comes back as a replica.
+    {
+        let all = [&a[0], &a[1], &b, &c];
+        until(&all, &c, "c never copied again", |s| {
+            copying_into(s, "c") && s.get("move_copied").is_some_and(|n| n != "0")
+        });
+    }
+    a[p].server.kill().expect("SIGKILL a's primary");
+    let q = 1 - p;
+    {
+        let deadline = Instant::now() + ELECTED_WITHIN;
+        while role(&a[q]) != "primary" {
+            assert!(Instant::now() < deadline, "a's replica never took over");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    a[p].server.restart().expect("restart a's old primary");
+
+    // 4. etcd, stopped and started again.
+    etcd.stop();
+    std::thread::sleep(Duration::from_secs(1));
+    etcd.restart();
+
+    // 5. The command again: it follows the change to its end.
+    let all = [&a[0], &a[1], &b, &c];
+    let (ok, text) = kura_cluster(&etcd, &["ring", "--shards", &new]);
+    print!("{text}");
+    assert!(
+        ok && text.contains("set ring v2"),
+        "{text}\n{}",
+        moves_log(&all)
+    );
+    match load.join().expect("the load's thread") {
+        Ok(output) => print!("{output}"),
+        Err(e) => panic!("grow.py load: {e}\n{}", moves_log(&all)),
+    }
+    ring_settled(&all, 2);
+    let p = elected(&[&a[0], &a[1]]);
+    settled(
+        &all,
+        &new,
+        Some(&acks),
+        &[&a[p], &b, &c],
+        (&a[1 - p], &a[p]),
+    );
+}
+
+#[test]
+fn an_abandoned_change_leaves_the_ring_and_its_keys() {
+    let etcd = Etcd::start(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let endpoint = etcd.endpoint();
+    // A target that copies slowly, so the change is abandoned before it flips.
+    let slow = &["--replica-reads", "local", "--move-copy-rate", "500"];
+    let shard = |name: &str, shard: &str, sync: u32, extra: &[&str]| {
+        node_of_shard(&endpoint, name, shard, sync, "127.0.0.1", None, extra)
+    };
+    let a = [
+        shard("kura-moveabort-a1-", "a", 1, LOCAL),
+        shard("kura-moveabort-a2-", "a", 1, LOCAL),
+    ];
+    let c = shard("kura-moveabort-c-", "c", 0, slow);
+    let p = elected(&[&a[0], &a[1]]);
+    elected(&[&c]);
+    let all = [&a[0], &a[1], &c];
+    let old = format!("a={}", a[p].advertise);
+    let new = format!("{old},c={}", c.advertise);
+    let (ok, text) = kura_cluster(&etcd, &["ring", "--shards", &old]);
+    assert!(ok, "{text}");
+    ring_settled(&all, 1);
+    grow_py(
+        &all,
+        &["fill".into(), addresses(&old), FILLED.to_string()],
+        "",
+    );
+
+    let mut command = Command::new(kura_testkit::kura_bin(env!("CARGO_BIN_EXE_kura")))
+        .args(["cluster", "ring", "--etcd", &endpoint, "--cluster", "test"])
+        .args(["--shards", &new])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run kura cluster ring");
+    until(&all, &c, "c never copied", |s| {
+        copying_into(s, "c") && s.get("move_copied").is_some_and(|n| n != "0")
+    });
+    let (ok, text) = kura_cluster(&etcd, &["ring", "--abort"]);
+    assert!(
+        ok && text.contains("abandoned"),
+        "{text}\n{}",
+        moves_log(&all)
+    );
+    // The command that began it says the change was abandoned.
+    let status = command.wait().expect("kura cluster ring");
+    assert!(!status.success());
+    ring_settled(&all, 1);
+    // Every key where it was: on a, nothing passed on; a's replica holds as much.
+    let forwarded = number(&a[p].server, " cluster", "owner_forwarded");
+    grow_py(
+        &all,
+        &["filled".into(), addresses(&old), FILLED.to_string()],
+        "",
+    );
+    assert_eq!(
+        number(&a[p].server, " cluster", "owner_forwarded"),
+        forwarded
+    );
+    assert_eq!(number(&a[p].server, "", "curr_items"), FILLED as u64);
+    // c's copies stay behind, unreachable: the next change to c deletes them
+    // before it copies.
+    let (ok, text) = kura_cluster(&etcd, &["ring", "--shards", &new]);
+    assert!(
+        ok && text.contains("set ring v2"),
+        "{text}\n{}",
+        moves_log(&all)
+    );
+    ring_settled(&all, 2);
+    settled(&all, &new, None, &[&a[p], &c], (&a[1 - p], &a[p]));
+}
