@@ -17,43 +17,11 @@ mod clusters;
 mod replicas;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use clusters::*;
 use kura_testkit::etcd::Etcd;
 use kura_testkit::python::run_script;
-
-/// nutcracker with `pool`, listening on `listen`; killed when dropped.
-struct Nutcracker(std::process::Child, #[allow(dead_code)] tempfile::TempDir);
-
-impl Nutcracker {
-    fn start(pool: &str, listen: u16) -> Nutcracker {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(dir.path().join("pool.yml"), pool).expect("write pool");
-        let child = Command::new("nutcracker")
-            .arg("-c")
-            .arg(dir.path().join("pool.yml"))
-            .args(["-s", &kura_testkit::free_port().to_string()])
-            .arg("-o")
-            .arg(dir.path().join("nutcracker.log"))
-            .spawn()
-            .expect("run nutcracker (scripts/install-peers.sh installs it)");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", listen)).is_err() {
-            assert!(Instant::now() < deadline, "nutcracker does not listen");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Nutcracker(child, dir)
-    }
-}
-
-impl Drop for Nutcracker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[test]
 fn a_ring_grows_from_two_shards_to_four_under_load_and_loses_nothing() {

@@ -137,6 +137,29 @@ fn settled(
     }
 }
 
+/// Sets the first ring, `ring`, and fills it.
+fn ring_and_fill(etcd: &Etcd, all: &[&Node], ring: &str) {
+    let (ok, text) = kura_cluster(etcd, &["ring", "--shards", ring]);
+    assert!(ok, "{text}");
+    ring_settled(all, 1);
+    grow_py(
+        all,
+        &["fill".into(), addresses(ring), FILLED.to_string()],
+        "",
+    );
+}
+
+/// `kura cluster ring` to `ring`, running on its own.
+fn change_ring(endpoint: &str, ring: &str) -> std::process::Child {
+    Command::new(kura_testkit::kura_bin(env!("CARGO_BIN_EXE_kura")))
+        .args(["cluster", "ring", "--etcd", endpoint, "--cluster", "test"])
+        .args(["--shards", ring])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run kura cluster ring")
+}
+
 #[test]
 fn a_ring_change_survives_kill_9_of_its_nodes_its_command_and_etcd() {
     let mut etcd = Etcd::start(Path::new(env!("CARGO_TARGET_TMPDIR")));
@@ -155,17 +178,7 @@ fn a_ring_change_survives_kill_9_of_its_nodes_its_command_and_etcd() {
     elected(&[&c]);
     let old = format!("a={},b={}", a[p].advertise, b.advertise);
     let new = format!("{old},c={}", c.advertise);
-    {
-        let all = [&a[0], &a[1], &b, &c];
-        let (ok, text) = kura_cluster(&etcd, &["ring", "--shards", &old]);
-        assert!(ok, "{text}");
-        ring_settled(&all, 1);
-        grow_py(
-            &all,
-            &["fill".into(), addresses(&old), FILLED.to_string()],
-            "",
-        );
-    }
+    ring_and_fill(&etcd, &[&a[0], &a[1], &b, &c], &old);
     let out = tempfile::tempdir().expect("tempdir");
     let acks = out.path().join("acks.json");
     let load = std::thread::spawn({
@@ -186,13 +199,7 @@ fn a_ring_change_survives_kill_9_of_its_nodes_its_command_and_etcd() {
     });
 
     // 1. The command, killed once its transaction is made.
-    let mut command = Command::new(kura_testkit::kura_bin(env!("CARGO_BIN_EXE_kura")))
-        .args(["cluster", "ring", "--etcd", &endpoint, "--cluster", "test"])
-        .args(["--shards", &new])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("run kura cluster ring");
+    let mut command = change_ring(&endpoint, &new);
     {
         let all = [&a[0], &a[1], &b, &c];
         until(&all, &c, "the change never began", |s| {
@@ -280,22 +287,9 @@ fn an_abandoned_change_leaves_the_ring_and_its_keys() {
     let all = [&a[0], &a[1], &c];
     let old = format!("a={}", a[p].advertise);
     let new = format!("{old},c={}", c.advertise);
-    let (ok, text) = kura_cluster(&etcd, &["ring", "--shards", &old]);
-    assert!(ok, "{text}");
-    ring_settled(&all, 1);
-    grow_py(
-        &all,
-        &["fill".into(), addresses(&old), FILLED.to_string()],
-        "",
-    );
+    ring_and_fill(&etcd, &all, &old);
 
-    let mut command = Command::new(kura_testkit::kura_bin(env!("CARGO_BIN_EXE_kura")))
-        .args(["cluster", "ring", "--etcd", &endpoint, "--cluster", "test"])
-        .args(["--shards", &new])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("run kura cluster ring");
+    let mut command = change_ring(&endpoint, &new);
     until(&all, &c, "c never copied", |s| {
         copying_into(s, "c") && s.get("move_copied").is_some_and(|n| n != "0")
     });

@@ -16,7 +16,6 @@ mod clusters;
 mod replicas;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use clusters::*;
@@ -96,26 +95,11 @@ fn any_node_serves_any_key_of_a_two_shard_ring() {
         &["nutcracker", "--listen", &format!("127.0.0.1:{listen}")],
     );
     assert!(ok, "{pool}");
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("pool.yml"), &pool).expect("write pool");
-    let mut nutcracker = Command::new("nutcracker")
-        .arg("-c")
-        .arg(dir.path().join("pool.yml"))
-        .args(["-s", &kura_testkit::free_port().to_string()])
-        .arg("-o")
-        .arg(dir.path().join("nutcracker.log"))
-        .spawn()
-        .expect("run nutcracker (scripts/install-peers.sh installs it)");
     let forwarded = |n: &Node| stat(n, "owner_forwarded");
     let before = (forwarded(a_primary), forwarded(&b));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", listen)).is_err() {
-        assert!(Instant::now() < deadline, "nutcracker does not listen");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let nutcracker = Nutcracker::start(&pool, listen);
     script(&all, &["direct".into(), format!("127.0.0.1:{listen}")]);
-    let _ = nutcracker.kill();
-    let _ = nutcracker.wait();
+    drop(nutcracker);
     assert_eq!(
         (forwarded(a_primary), forwarded(&b)),
         before,

@@ -176,6 +176,37 @@ pub fn kura_cluster(etcd: &Etcd, args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// nutcracker with `pool`, listening on `listen`; killed when dropped.
+pub struct Nutcracker(std::process::Child, #[allow(dead_code)] tempfile::TempDir);
+
+impl Nutcracker {
+    pub fn start(pool: &str, listen: u16) -> Nutcracker {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("pool.yml"), pool).expect("write pool");
+        let child = std::process::Command::new("nutcracker")
+            .arg("-c")
+            .arg(dir.path().join("pool.yml"))
+            .args(["-s", &kura_testkit::free_port().to_string()])
+            .arg("-o")
+            .arg(dir.path().join("nutcracker.log"))
+            .spawn()
+            .expect("run nutcracker (scripts/install-peers.sh installs it)");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", listen)).is_err() {
+            assert!(Instant::now() < deadline, "nutcracker does not listen");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Nutcracker(child, dir)
+    }
+}
+
+impl Drop for Nutcracker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A node's `stats<which>` (`""`, `" cluster"`, ...) as a map.
 pub fn stats_of(server: &KuraServer, which: &str) -> BTreeMap<String, String> {
     request(
