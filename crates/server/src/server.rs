@@ -737,7 +737,9 @@ async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step 
             }
             // While the ring changes, a change to a key this shard is handing to
             // another waits for the hand-off, and is counted until it is made.
-            let _admitted = if crate::sync_replies::changes(&request) {
+            let _admitted = if crate::cluster::enabled(&shared.config)
+                && crate::sync_replies::changes(&request)
+            {
                 let mut keys = Vec::new();
                 crate::reader::keys_of(&request, |k| keys.push(k));
                 match crate::cluster::admit(shared, &keys).await {

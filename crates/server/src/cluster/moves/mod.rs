@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kura_cluster::MoveState;
-use kura_engine::{Key, Space};
+use kura_engine::{Access, Change, Key, Space};
 use parking_lot::Mutex;
 
 use crate::server::Shared;
@@ -145,6 +145,44 @@ pub async fn admit(shared: &Shared, keys: &[&[u8]]) -> Result<Option<Admitted>, 
 /// The key under which this node's store keeps its position in `source`'s log.
 fn position_key(source: &str) -> Key<'_> {
     Key::new(POSITION_SPACE, source.as_bytes())
+}
+
+/// The memcached keys this node's store holds that the move `(from, to)` (shard
+/// indexes in `placement`) takes from one shard to the other. Blocks on the disk.
+fn moving_keys(
+    shared: &Shared,
+    placement: &super::ring::Placement,
+    (from, to): (usize, usize),
+) -> Result<Vec<Vec<u8>>, String> {
+    let mut keys = Vec::new();
+    shared
+        .store
+        .scan_space(Space::MEMCACHED, |key, _| {
+            if placement
+                .moving(key)
+                .is_some_and(|m| (m.from, m.to) == (from, to))
+            {
+                keys.push(key.to_vec());
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(keys)
+}
+
+/// Deletes the memcached key `key` through the log, if it is there.
+fn delete(shared: &Shared, key: &[u8]) -> Result<(), String> {
+    shared
+        .store
+        .update(Key::memcached(key), Access::NoAccess, |current, _| {
+            let change = if current.is_some() {
+                Change::Delete
+            } else {
+                Change::Keep
+            };
+            (change, ())
+        })
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// Starts the tasks this node runs for the ring's change, if it is its shard's

@@ -21,7 +21,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kura_cluster::{MoveState, Observer};
-use kura_engine::{Access, Change, Key, Space};
 use kura_replication::primary::Link;
 use kura_replication::HandOffStep;
 
@@ -151,18 +150,7 @@ pub fn purge(
         placement.shard_index(from).ok_or("no such shard")?,
         placement.shard_index(to).ok_or("no such shard")?,
     );
-    let mut keys = Vec::new();
-    shared
-        .store
-        .scan_space(Space::MEMCACHED, |key, _| {
-            if placement
-                .moving(key)
-                .is_some_and(|m| m.from == f && m.to == t)
-            {
-                keys.push(key.to_vec());
-            }
-        })
-        .map_err(|e| e.to_string())?;
+    let keys = super::moving_keys(shared, &placement, (f, t))?;
     let started = Instant::now();
     let mut deleted = 0u64;
     for batch in keys.chunks(PURGE_BATCH) {
@@ -170,17 +158,7 @@ pub fn purge(
             return Ok(());
         }
         for key in batch {
-            shared
-                .store
-                .update(Key::memcached(key), Access::NoAccess, |current, _| {
-                    let change = if current.is_some() {
-                        Change::Delete
-                    } else {
-                        Change::Keep
-                    };
-                    (change, ())
-                })
-                .map_err(|e| e.to_string())?;
+            super::delete(shared, key)?;
         }
         deleted += batch.len() as u64;
         shared

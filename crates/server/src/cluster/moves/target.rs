@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use kura_cluster::{MoveProgress, MoveState, Observer};
 use kura_engine::record::{self, Decoded, Record, ITEM_BINARY_KEY, ITEM_EXPLICIT_CAS, ITEM_STALE};
-use kura_engine::{Access, Change, Key, NewCas, NewItem, Space};
+use kura_engine::{Change, Key, NewCas, NewItem, Space};
 use kura_protocol::replication::{decode, encode, Frame, HandOffStep, Purpose, Replicate, Start};
 
 use super::{advance, position_key, still};
@@ -408,28 +408,9 @@ impl Copying<'_> {
     /// Deletes every moving key this store holds (before a full copy, or for S's
     /// `flush_all`).
     fn clear(&self) -> Result<(), String> {
-        let store = &self.shared.store;
-        let mut keys = Vec::new();
-        store
-            .scan_space(Space::MEMCACHED, |key, _| {
-                if self.moving(Key::memcached(key)) {
-                    keys.push(key.to_vec());
-                }
-            })
-            .map_err(|e| e.to_string())?;
+        let keys = super::moving_keys(self.shared, &self.placement, self.shards)?;
         for key in &keys {
-            store
-                .update(Key::memcached(key), Access::NoAccess, |current, _| {
-                    (
-                        if current.is_some() {
-                            Change::Delete
-                        } else {
-                            Change::Keep
-                        },
-                        (),
-                    )
-                })
-                .map_err(|e| e.to_string())?;
+            super::delete(self.shared, key)?;
         }
         if !keys.is_empty() {
             tracing::info!(
