@@ -65,7 +65,12 @@ pub fn share_mode(sql: &str) -> Cow<'_, str> {
     let mut rest = sql.trim_end().trim_end_matches(';');
     for word in ["MODE", "SHARE", "IN", "LOCK"] {
         let trimmed = rest.trim_end();
-        let Some(start) = trimmed.rfind(char::is_whitespace).map(|i| i + 1) else {
+        // After the last white space, which may take more than one byte (U+00A0).
+        let last_space = trimmed
+            .char_indices()
+            .rev()
+            .find(|(_, c)| c.is_whitespace());
+        let Some(start) = last_space.map(|(i, c)| i + c.len_utf8()) else {
             return Cow::Borrowed(sql);
         };
         if !trimmed[start..].eq_ignore_ascii_case(word) {
@@ -990,6 +995,20 @@ mod tests {
             Ok(t) => t.sql,
             Err(e) => e.to_string(),
         }
+    }
+
+    #[test]
+    fn share_mode_reads_past_white_space_of_several_bytes() {
+        // U+00A0 before the last word: the `sql_shape` fuzz
+        // target's find, a panic before.
+        assert_eq!(
+            share_mode("\u{a0}+\u{a4}\u{14}\u{14}"),
+            "\u{a0}+\u{a4}\u{14}\u{14}"
+        );
+        assert_eq!(
+            share_mode("SELECT 1\u{a0}LOCK IN SHARE\u{a0}MODE"),
+            "SELECT 1\u{a0}FOR SHARE"
+        );
     }
 
     #[test]
