@@ -1,7 +1,7 @@
-//! MySQL protocol, server side (`kura-mysql`): arbitrary bytes as a
-//! connection's input go through the packet reader, the login and command
-//! parsers and COM_STMT_EXECUTE's parameter parser without a panic; framing
-//! round-trips; a double's MySQL text reads back as the same double; and row
+//! MySQL protocol (`kura-mysql`): arbitrary bytes as a connection's input go
+//! through the packet reader, the login and command parsers, the client side's
+//! greeting and reply readers, and COM_STMT_EXECUTE's parameter parser without
+//! a panic; framing round-trips; a double's MySQL text reads back as the same double; and row
 //! encoding refuses, never panics on, values that do not fit their columns.
 #![no_main]
 
@@ -9,8 +9,8 @@ use std::collections::HashMap;
 
 use kura_mysql::{
     binary_row, double_text, is_ssl_request, parse_command, parse_execute, parse_login,
-    server_capabilities, text_row, write_packet, ColumnType, Command, PacketReader,
-    ProtocolError, Value,
+    server_capabilities, text_row, write_packet, CapabilityFlags, ColumnType, Command,
+    PacketReader, ProtocolError, Value,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -62,6 +62,19 @@ type Bound = HashMap<u32, Vec<(ColumnType, bool)>>;
 /// parameter types from one execute to the next, as the server keeps them (per
 /// statement: one statement's types say nothing of another's).
 fn check_payload(payload: &[u8], bound: &mut Bound) {
+    // The client side, as a cluster node reads another primary's replies.
+    let _ = kura_mysql::client::parse_greeting(payload);
+    for caps in [
+        CapabilityFlags::empty(),
+        CapabilityFlags::CLIENT_DEPRECATE_EOF,
+    ] {
+        let mut reply = kura_mysql::client::ReplyEnd::new(caps);
+        let _ = reply.step(payload);
+        let _ = reply.step(payload);
+        let mut copy = payload.to_vec();
+        kura_mysql::client::set_more_results(&mut copy, !caps.is_empty(), true);
+        assert_eq!(copy.len(), payload.len());
+    }
     for over_tls in [false, true] {
         if let Ok(login) = parse_login(payload, over_tls) {
             assert!(server_capabilities().contains(login.capabilities));
@@ -118,7 +131,11 @@ fn check_values(data: &[u8]) {
         let text = double_text(value);
         if value.is_finite() {
             let back: f64 = text.parse().unwrap_or(f64::NAN);
-            assert_eq!(back.to_bits(), value.to_bits(), "{value:e} printed as {text}");
+            assert_eq!(
+                back.to_bits(),
+                value.to_bits(),
+                "{value:e} printed as {text}"
+            );
         } else {
             assert_eq!(text, "0");
         }
@@ -156,4 +173,3 @@ fn check_values(data: &[u8]) {
     let row = text_row(&values);
     assert_eq!(row.last(), Some(&0xfb), "NULL is 0xfb");
 }
-

@@ -34,6 +34,7 @@
 //! - `ring`: the shards that place keys and how ([`RingSpec`], issue 42).
 //! - `next_ring`, `moves/<from>/<to>`, `move_progress/<from>/<to>`: a change of the
 //!   ring in progress and its moves ([`RingChange`]).
+//! - `tables/<name>`: the shard that holds a table (`tables.rs`).
 //!
 //! What it is not for: replication itself (the server's), and acting on a term.
 
@@ -41,6 +42,7 @@ use std::time::{Duration, Instant};
 
 mod moves;
 mod ring;
+mod tables;
 
 pub use moves::{Move, MoveProgress, MoveState, RingChange};
 pub use ring::{ring_key, RingSet, RingShard, RingSpec};
@@ -400,14 +402,7 @@ impl Member {
     /// The SQL address the member `advertise` registered (None: it has no SQL port,
     /// or is no member).
     pub async fn sql_of(&mut self, advertise: &str) -> Result<Option<String>, ClusterError> {
-        let key = format!("{}{advertise}", self.keys.members());
-        let got = self.client.get(key, None).await?;
-        Ok(got
-            .kvs()
-            .first()
-            .and_then(|kv| kv.value_str().ok())
-            .filter(|sql| !sql.is_empty())
-            .map(str::to_string))
+        sql_of(&mut self.client, &self.keys, advertise).await
     }
 
     /// The shard's registered members' addresses.
@@ -540,6 +535,21 @@ impl Observer {
         primary_of(&mut self.client, &Keys::new(&self.cluster, shard)).await
     }
 
+    /// The SQL address the member `advertise` of `shard` registered (None: it has
+    /// no SQL port, or is no member).
+    pub async fn sql_of(
+        &mut self,
+        shard: &str,
+        advertise: &str,
+    ) -> Result<Option<String>, ClusterError> {
+        sql_of(
+            &mut self.client,
+            &Keys::new(&self.cluster, shard),
+            advertise,
+        )
+        .await
+    }
+
     /// Asks `shard`'s primary to hand over (to `to`, or the furthest replica),
     /// pausing writes for at most `timeout`; the request ends with a lease a little
     /// longer than that.
@@ -618,6 +628,22 @@ async fn lease_gone(valid: &mut watch::Receiver<Validity>) {
 /// Keeps `lease` alive, a third of its TTL apart, and publishes until when it is
 /// certainly alive. A failed keepalive is tried again (on a new stream) until the
 /// lease's time is up; etcd answering a TTL of 0 means the lease is gone.
+/// The SQL address the member `advertise` of the shard of `keys` registered.
+async fn sql_of(
+    client: &mut Client,
+    keys: &Keys,
+    advertise: &str,
+) -> Result<Option<String>, ClusterError> {
+    let key = format!("{}{advertise}", keys.members());
+    let got = client.get(key, None).await?;
+    Ok(got
+        .kvs()
+        .first()
+        .and_then(|kv| kv.value_str().ok())
+        .filter(|sql| !sql.is_empty())
+        .map(str::to_string))
+}
+
 async fn keep_alive(mut client: Client, lease: i64, ttl: i64, valid: watch::Sender<Validity>) {
     let period = Duration::from_millis(u64::try_from(ttl).unwrap_or(1).max(1) * 1000 / 3);
     loop {

@@ -36,6 +36,7 @@
 //! assertion is on a programmer error: a nonce with a NUL byte passed to
 //! [`greeting`].
 
+pub mod client;
 mod codes;
 mod commands;
 mod error;

@@ -16,31 +16,10 @@ mod clusters;
 mod replicas;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use clusters::*;
 use kura_testkit::etcd::Etcd;
 use kura_testkit::python::run_script;
-
-fn stat(node: &Node, name: &str) -> u64 {
-    cluster_stats(&node.server)
-        .get(name)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("stats cluster shows no {name}"))
-}
-
-/// Waits until every node has read ring `version`.
-fn ring_seen(nodes: &[&Node], version: u64) {
-    let deadline = Instant::now() + ELECTED_WITHIN;
-    while !nodes.iter().all(|n| stat(n, "ring_version") == version) {
-        assert!(
-            Instant::now() < deadline,
-            "the ring not seen\n{}",
-            logs(nodes)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 fn script(nodes: &[&Node], args: &[String]) {
     match run_script(Path::new("tests/cluster/shards.py"), args, &[]) {
@@ -69,7 +48,7 @@ fn any_node_serves_any_key_of_a_two_shard_ring() {
     let ring = format!("a={},b={}", a_primary.advertise, b.advertise);
     let (ok, text) = kura_cluster(&etcd, &["ring", "--shards", &ring]);
     assert!(ok && text.starts_with("set ring v1"), "{text}");
-    ring_seen(&all, 1);
+    ring_settled(&all, 1);
 
     script(
         &all,
@@ -80,13 +59,13 @@ fn any_node_serves_any_key_of_a_two_shard_ring() {
             a_replica.advertise.clone(),
         ],
     );
-    assert!(stat(&b, "owner_forwarded") > 0);
-    assert!(stat(&b, "split_gets") > 0);
+    assert!(cluster_stat(&b, "owner_forwarded") > 0);
+    assert!(cluster_stat(&b, "split_gets") > 0);
 
     // The same ring again changes nothing.
     let (ok, text) = kura_cluster(&etcd, &["ring", "--shards", &ring]);
     assert!(ok && text.starts_with("unchanged"), "{text}");
-    ring_seen(&all, 1);
+    ring_settled(&all, 1);
 
     // nutcracker with the pool Kura prints: every key goes straight to its owner.
     let listen = kura_testkit::free_port();
@@ -95,7 +74,7 @@ fn any_node_serves_any_key_of_a_two_shard_ring() {
         &["nutcracker", "--listen", &format!("127.0.0.1:{listen}")],
     );
     assert!(ok, "{pool}");
-    let forwarded = |n: &Node| stat(n, "owner_forwarded");
+    let forwarded = |n: &Node| cluster_stat(n, "owner_forwarded");
     let before = (forwarded(a_primary), forwarded(&b));
     let nutcracker = Nutcracker::start(&pool, listen);
     script(&all, &["direct".into(), format!("127.0.0.1:{listen}")]);

@@ -29,6 +29,7 @@ mod local;
 pub mod names;
 pub mod processlist;
 pub mod result;
+pub mod route;
 pub mod session;
 pub mod shape;
 pub mod show;

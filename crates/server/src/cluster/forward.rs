@@ -56,15 +56,16 @@ pub enum Forwarding {
 
 /// Where a request whose keys are `keys` goes by the ring: on to the primary of the
 /// shard that owns them all, split between shards, or None (this node's shard owns
-/// them, or there is no ring: the request is this shard's). A table's keys (`@@`,
-/// or any key on a connection with a default container) are its shard's.
+/// them, or there is no ring: the request is this shard's). A table's row
+/// (`@@container.key`) is the shard's that holds the table; any key on a connection
+/// with a default container stays on this node's shard.
 fn by_owner(
     shared: &Shared,
     in_container: bool,
     keys: &[&[u8]],
     bytes: impl FnOnce() -> Vec<u8>,
 ) -> Option<Forwarding> {
-    if keys.is_empty() || in_container || keys.iter().any(|k| k.starts_with(b"@@")) {
+    if keys.is_empty() || in_container {
         return None;
     }
     let Some(placement) = shared.cluster.placement() else {

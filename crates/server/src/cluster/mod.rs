@@ -18,13 +18,16 @@ mod moves;
 mod ring;
 mod split;
 mod sql_forward;
+mod sql_shards;
 mod status;
+mod tables;
 
 pub use cli::command;
 pub use forward::{forward, forward_binary, forwarded, forwarded_binary, Forwarder, Forwarding};
 pub use moves::{admit, hand_off};
 pub use split::split_get;
 pub use sql_forward::pass_on;
+pub use sql_shards::{Replies, Routed, SqlShards};
 pub use status::{view, write_stats, Status};
 
 /// The address this node is known by in its shard.
@@ -75,6 +78,10 @@ pub fn enabled(config: &Config) -> bool {
 /// Starts the node's part in its shard, and the ring's task, on the current runtime;
 /// they run until the process ends.
 pub fn start(shared: Arc<Shared>) {
+    let _ = shared
+        .cluster
+        .runtime
+        .set(tokio::runtime::Handle::current());
     let config = &shared.config;
     let advertise = advertise(&shared);
     let settings = kura_cluster::Config {

@@ -19,6 +19,7 @@
 //! What it is not for: the ring's arithmetic (`kura-ring`), and copying the keys
 //! that move (`super::moves`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +41,11 @@ pub struct Placement {
     pub primaries: Vec<Option<String>>,
     /// This node's shard, if either ring has it.
     pub mine: Option<usize>,
+    /// Each placed table's shard (an index into `shards`), by its catalog name.
+    pub tables: Arc<HashMap<String, usize>>,
+    /// Each shard's primary's SQL address as it registered it (None: not known, or
+    /// it has no SQL port).
+    pub sql: Vec<Option<String>>,
 }
 
 /// A change of the ring in progress, as a node places keys by it.
@@ -71,8 +77,15 @@ pub enum Owner {
 }
 
 impl Placement {
-    /// The shard owning `key`.
+    /// The shard owning `key`: for a table's row (`@@container.key`), the shard
+    /// holding the table (this node's for a table etcd does not place).
     pub fn owner(&self, key: &[u8]) -> usize {
+        if let Some(rest) = key.strip_prefix(b"@@") {
+            if let Some(n) = self.row_shard(rest) {
+                return n;
+            }
+            return self.mine.unwrap_or_else(|| self.ring.owner(key));
+        }
         match self.moving(key) {
             None => self.ring.owner(key),
             Some(m) if m.state >= MoveState::Flipped => m.to,
@@ -80,9 +93,13 @@ impl Placement {
         }
     }
 
-    /// The move `key` is in, if the ring is changing and its owner changes with it.
+    /// The move `key` is in, if the ring is changing and its owner changes with it
+    /// (never a table's row: tables are placed by table).
     pub fn moving(&self, key: &[u8]) -> Option<Moving> {
         let next = self.next.as_ref()?;
+        if key.starts_with(b"@@") {
+            return None;
+        }
         let hash = self.ring.hash_of(key);
         let (from, to) = (
             self.ring.owner_of_hash(hash),
@@ -126,6 +143,8 @@ impl Placement {
             shards: self.shards.clone(),
             primaries: self.primaries.clone(),
             mine: self.mine,
+            tables: Arc::clone(&self.tables),
+            sql: self.sql.clone(),
         }
     }
 
@@ -167,6 +186,52 @@ impl Placement {
         } else {
             Owner::Shard(owner)
         }
+    }
+
+    /// The shard holding the table named `table` (its catalog name), if placed.
+    pub fn table_shard(&self, table: &str) -> Option<usize> {
+        self.tables.get(table).copied()
+    }
+
+    /// The shard holding the container named `name` (a table, or `table_by_index`),
+    /// if its table is placed.
+    pub fn container_shard(&self, name: &str) -> Option<usize> {
+        if let Some(n) = self.table_shard(name) {
+            return Some(n);
+        }
+        name.match_indices("_by_")
+            .find_map(|(at, _)| self.table_shard(&name[..at]))
+    }
+
+    /// The shard holding the row `rest` names (`container.key`, or
+    /// `database.container.key`), if its table is placed.
+    fn row_shard(&self, rest: &[u8]) -> Option<usize> {
+        let name =
+            |end: Option<usize>| std::str::from_utf8(&rest[..end.unwrap_or(rest.len())]).ok();
+        let mut dots = rest
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| b == b'.')
+            .map(|(i, _)| i);
+        // `@@container` alone makes it the connection's default container, here.
+        let first = dots.next()?;
+        if let Some(n) = name(Some(first)).and_then(|c| self.container_shard(c)) {
+            return Some(n);
+        }
+        // `@@database.table.key` (a table of a database other than the default).
+        name(Some(dots.next()?)).and_then(|c| self.container_shard(c))
+    }
+
+    /// Where shard `n`'s SQL statements go now (its primary's SQL port), or why
+    /// none can.
+    pub fn primary_sql(&self, n: usize) -> Result<String, String> {
+        let primary = self.primary(n)?;
+        self.sql.get(n).cloned().flatten().ok_or_else(|| {
+            format!(
+                "the SQL port of shard {}'s primary {primary} is not known (--sql-port off?), try again",
+                self.shards.get(n).map_or("?", String::as_str)
+            )
+        })
     }
 
     /// Where shard `n`'s requests go now, or why none can.
@@ -267,10 +332,27 @@ async fn refresh(
             }
         }
     }
-    let mut primaries = Vec::with_capacity(shards.len());
-    for s in &shards {
-        primaries.push(observer.primary(s).await?.map(|p| p.advertise));
+    let mut placed = observer.tables().await?;
+    super::tables::place_local(shared, observer, shard, &mut placed).await?;
+    for (_, s) in &placed {
+        if !shards.contains(s) {
+            shards.push(s.clone());
+        }
     }
+    let mut primaries = Vec::with_capacity(shards.len());
+    let mut sql = Vec::with_capacity(shards.len());
+    for s in &shards {
+        let primary = observer.primary(s).await?.map(|p| p.advertise);
+        sql.push(match &primary {
+            Some(p) => observer.sql_of(s, p).await?,
+            None => None,
+        });
+        primaries.push(primary);
+    }
+    let tables: HashMap<String, usize> = placed
+        .into_iter()
+        .filter_map(|(t, s)| Some((t, shards.iter().position(|n| *n == s)?)))
+        .collect();
     let current = shared.cluster.placement();
     let same_ring = current.as_ref().filter(|p| p.version == spec.version);
     let ring = match same_ring {
@@ -309,6 +391,8 @@ async fn refresh(
     let unchanged = same_ring.is_some_and(|p| {
         p.primaries == primaries
             && p.shards == shards
+            && p.sql == sql
+            && *p.tables == tables
             && p.next.as_ref().map(|n| &n.moves) == next.as_ref().map(|n| &n.moves)
     });
     if !unchanged {
@@ -328,6 +412,8 @@ async fn refresh(
             mine: shards.iter().position(|s| s == shard),
             shards,
             primaries,
+            tables: Arc::new(tables),
+            sql,
         });
     }
     shared

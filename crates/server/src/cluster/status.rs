@@ -24,6 +24,16 @@ pub struct Status {
     pub(super) ring_read: std::sync::atomic::AtomicBool,
     /// The moves this node's shard is in (`super::moves`).
     pub(super) moves: super::moves::Moves,
+    /// The runtime the cluster's tasks run on, for the SQL threads' calls to etcd.
+    pub(super) runtime: std::sync::OnceLock<tokio::runtime::Handle>,
+    /// Tables of this shard's catalog that etcd places on another shard (warned of).
+    pub(super) table_conflicts: parking_lot::Mutex<std::collections::HashSet<String>>,
+    /// Tables this node placed in etcd as it created them.
+    pub(super) tables_claimed: AtomicU64,
+    /// SQL statements passed on to the shard holding their tables.
+    pub(super) sql_forwarded: AtomicU64,
+    /// SQL statements refused for naming tables of several shards.
+    pub(super) sql_spanning: AtomicU64,
 }
 
 impl Status {
@@ -152,6 +162,12 @@ pub fn write_stats(shared: &Shared, out: &mut Vec<u8>) {
         "owner_forwarded",
         &shared.cluster.owner_forwarded.load(Ordering::Relaxed),
     );
+    let placed = shared.cluster.placement().map_or(0, |p| p.tables.len());
+    stat("tables", &placed);
+    let counter = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    stat("tables_claimed", &counter(&shared.cluster.tables_claimed));
+    stat("sql_forwarded", &counter(&shared.cluster.sql_forwarded));
+    stat("sql_spanning", &counter(&shared.cluster.sql_spanning));
     stat(
         "split_gets",
         &shared.cluster.split_gets.load(Ordering::Relaxed),

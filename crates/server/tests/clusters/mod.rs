@@ -271,6 +271,14 @@ pub fn ring_settled(nodes: &[&Node], version: u64) {
     }
 }
 
+/// One number of a node's `stats cluster`.
+pub fn cluster_stat(node: &Node, name: &str) -> u64 {
+    cluster_stats(&node.server)
+        .get(name)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("stats cluster shows no {name}"))
+}
+
 /// A node's `stats cluster`.
 pub fn cluster_stats(server: &KuraServer) -> BTreeMap<String, String> {
     request(&mut client(server), b"stats cluster\r\n", b"END\r\n")
