@@ -17,6 +17,7 @@ mod backend;
 mod cgroup;
 mod chart;
 mod client;
+mod cluster;
 mod compaction;
 mod datasize;
 mod driver;
@@ -86,6 +87,9 @@ pub(crate) enum Workload {
     /// A shard of three Kura nodes in cluster mode through switchovers, cut links and
     /// SIGKILLs: time without a primary, writes refused, acknowledged writes lost.
     Failover(failover::FailoverArgs),
+    /// Kura's shards on a ketama ring: 1, 2 and 4 shards straight and through
+    /// nutcracker, growing 1 to 2 and 2 to 4 under load, a forwarded request's cost.
+    Cluster(cluster::ClusterArgs),
     /// Everything above against every peer, one combined report (takes about an hour).
     Full(full::FullArgs),
 }
@@ -232,6 +236,7 @@ fn main() -> Result<()> {
         Workload::Sysbench(args) => sysbench::run(&args).and_then(report::Section::finish),
         Workload::Replication(args) => replication::run(&args).and_then(report::Section::finish),
         Workload::Failover(args) => failover::run(&args).and_then(report::Section::finish),
+        Workload::Cluster(args) => cluster::run(&args).and_then(report::Section::finish),
         Workload::Full(args) => full::run(&args),
     };
     if result.is_err() && backend::interrupted() {

@@ -515,6 +515,50 @@ fn tiny_failover_changes_primary_three_ways_and_loses_nothing() {
     }
 }
 
+/// The cluster workload: four Kura nodes and a private etcd (`etcd-server`), nutcracker
+/// (both from `scripts/install-peers.sh`): loads at 1, 2 and 4 shards straight and
+/// through nutcracker, two grows under load, and the forwarding probe, every request
+/// answered.
+#[test]
+fn tiny_cluster_measures_shards_grows_and_a_forwarded_request() {
+    let (stdout, csv) = run_tiny_on("cluster", "", &kura_bin(), &[]);
+    assert!(stdout.contains("during / before"), "{stdout}");
+    let rows = rows(&csv);
+    for shards in ["1", "2", "4"] {
+        for route in ["ketama", "nutcracker"] {
+            for op in ["set", "get"] {
+                let row = rows
+                    .iter()
+                    .find(|r| {
+                        r["measure"] == "load"
+                            && r["shards"] == shards
+                            && r["route"] == route
+                            && r["op"] == op
+                    })
+                    .unwrap_or_else(|| panic!("no {shards}-shard {route} {op} in:\n{csv}"));
+                assert!(number(row, "ops_per_sec") > 0.0, "{row:?}");
+                assert_eq!(number(row, "failures"), 0.0, "{row:?}");
+            }
+        }
+    }
+    for grow in ["set 1 to 2", "set 2 to 4"] {
+        for phase in ["grow-before", "grow-during", "grow-after"] {
+            assert!(
+                rows.iter()
+                    .any(|r| r["measure"] == phase && r["op"] == grow),
+                "no {phase} of {grow} in:\n{csv}"
+            );
+        }
+    }
+    for probe in ["get owned here", "get passed on", "mn round trip"] {
+        let row = rows
+            .iter()
+            .find(|r| r["measure"] == "forward" && r["op"] == probe)
+            .unwrap_or_else(|| panic!("no {probe} in:\n{csv}"));
+        assert!(number(row, "p50_us") > 0.0, "{row:?}");
+    }
+}
+
 /// sysbench's five workloads on Kura and MariaDB through the script, one tiny run:
 /// every test measured on both servers, with a ratio.
 #[test]
