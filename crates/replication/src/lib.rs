@@ -205,6 +205,11 @@ impl Replication {
         self.tls.as_deref()
     }
 
+    /// The text login `--replication-login` makes, if given.
+    pub fn login(&self) -> Option<&[u8]> {
+        self.login.as_deref()
+    }
+
     /// `--replication-login`'s user and password, from the text login it makes.
     pub fn login_parts(&self) -> Option<(&[u8], &[u8])> {
         let login = self.login.as_deref()?;

@@ -13,20 +13,26 @@
 //! connects); one is used by one request at a time and returned after a whole reply.
 //! A connection that fails is dropped. A change whose reply does not come whole may
 //! or may not have been made: the client gets `SERVER_ERROR`, never a false `STORED`.
-//! The exchange with the primary runs on the runtime's blocking threads
-//! (`spawn_blocking`): the connection waits for it, its worker's other connections
-//! go on.
+//! A text request's exchange runs on the worker's own runtime, over connections that
+//! worker keeps (a connection belongs to the runtime that opened it): the connection
+//! awaits it while the worker's other connections go on, and no thread hand-off adds
+//! to the hop (`kura-bench cluster` measures what a forwarded request costs).
 //!
 //! The binary protocol's requests go the same way over connections of their own,
-//! each packet followed by a `NOOP` whose response ends the reply; a connection to a
-//! primary with users logs in with SASL PLAIN and `--replication-login`'s user.
+//! each packet followed by a `NOOP` whose response ends the reply, on the runtime's
+//! blocking threads (`spawn_blocking`); a connection to a primary with users logs in
+//! with SASL PLAIN and `--replication-login`'s user.
 //!
 //! What it is not for: the SQL port, which a replica answers itself (changes
 //! refused, naming the primary).
 
+use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::Duration;
+
+use kura_replication::socket::{connect_stream, log_in_stream, Stream};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use kura_protocol::Request;
 use parking_lot::Mutex;
@@ -170,10 +176,11 @@ pub fn forwarded_binary(
 }
 
 /// Sends a text request on to the primary and appends its reply (or why none came
-/// whole, as `SERVER_ERROR`) to `out`. The exchange runs on the runtime's blocking
-/// threads: the worker's other connections go on meanwhile.
+/// whole, as `SERVER_ERROR`) to `out`. The exchange runs on the worker's runtime:
+/// its other connections go on meanwhile.
 pub async fn forward(shared: &Arc<Shared>, forwarding: Forwarding, out: &mut Vec<u8>) {
-    match exchange(shared, forwarding, false).await {
+    // Awaited in place: the connection's own task waits, no other task between.
+    match exchange_text(shared, forwarding).await {
         Ok(reply) => out.extend_from_slice(&reply),
         Err(why) => out.extend_from_slice(format!("SERVER_ERROR {why}\r\n").as_bytes()),
     }
@@ -198,53 +205,99 @@ async fn exchange(
         .unwrap_or_else(|e| Err(format!("forwarding to the primary failed: {e}; try again")))
 }
 
-/// Starts the exchange on the runtime's blocking threads at once; the handle gives
-/// the reply (or why none came whole).
+/// Starts the exchange at once, as a task of its own; the handle gives the reply (or
+/// why none came whole). A text request goes over this worker's own connections on
+/// its runtime; a binary one on the runtime's blocking threads.
 pub(super) fn start_exchange(
     shared: &Arc<Shared>,
     forwarding: Forwarding,
     binary: bool,
 ) -> tokio::task::JoinHandle<Result<Vec<u8>, String>> {
     let s = Arc::clone(shared);
+    if !binary {
+        return tokio::spawn(async move { exchange_text(&s, forwarding).await });
+    }
     tokio::task::spawn_blocking(move || {
         let (primary, bytes) = match forwarding {
             Forwarding::To { primary, bytes } => (primary, bytes),
             Forwarding::Refused(why) => return Err(why),
             Forwarding::Split(_) => return Err("a split get goes through split_get".into()),
         };
-        let result = if binary {
-            s.forwarder.exchange_binary(&s, &primary, &bytes)
-        } else {
-            s.forwarder.exchange(&s, &primary, &bytes)
-        };
-        result.map_err(|e| format!("forwarding to the primary {primary} failed: {e}; try again"))
+        s.forwarder
+            .exchange_binary(&s, &primary, &bytes)
+            .map_err(|e| format!("forwarding to the primary {primary} failed: {e}; try again"))
     })
 }
 
-/// The pool of connections to the primary.
+thread_local! {
+    /// This thread's idle connections to other nodes for text requests, by address:
+    /// each worker's runtime keeps its own, as a connection belongs to the runtime
+    /// that opened it.
+    static IDLE_TEXT: RefCell<Vec<(String, Stream)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Sends a text request (and `mn`) to its node over this thread's connections and
+/// reads the reply up to the `MN`, on the runtime: no thread hand-off on the way.
+async fn exchange_text(shared: &Shared, forwarding: Forwarding) -> Result<Vec<u8>, String> {
+    let (primary, bytes) = match forwarding {
+        Forwarding::To { primary, bytes } => (primary, bytes),
+        Forwarding::Refused(why) => return Err(why),
+        Forwarding::Split(_) => return Err("a split get goes through split_get".into()),
+    };
+    let failed = |e: String| format!("forwarding to the primary {primary} failed: {e}; try again");
+    let idle = IDLE_TEXT.with(|idle| {
+        let mut idle = idle.borrow_mut();
+        let at = idle.iter().rposition(|(to, _)| *to == primary)?;
+        Some(idle.remove(at).1)
+    });
+    let mut stream = match idle {
+        Some(stream) => stream,
+        None => {
+            let replication = &shared.replication;
+            let mut stream = connect_stream(&primary, replication.tls(), CONNECT_WITHIN)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            log_in_stream(&mut stream, replication.login())
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            stream
+        }
+    };
+    // A reply may wait for the primary's replicas (`--sync-timeout-ms`), then it
+    // comes; a primary silent for longer is cut off or gone.
+    let limit = Duration::from_millis(shared.config.sync_timeout_ms) + Duration::from_secs(1);
+    let exchange = async {
+        stream.write_all(&bytes).await.map_err(|e| e.to_string())?;
+        let mut reply = Reply::default();
+        let mut chunk = [0u8; 16 << 10];
+        loop {
+            if let Some(whole) = reply.take(text_frame)? {
+                return Ok(whole);
+            }
+            let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Err("the primary closed the connection".to_string());
+            }
+            reply.buf.extend_from_slice(&chunk[..n]);
+        }
+    };
+    let reply = match tokio::time::timeout(limit, exchange).await {
+        Ok(Ok(reply)) => reply,
+        Ok(Err(e)) => return Err(failed(e)),
+        Err(_) => return Err(failed("no reply in time".to_string())),
+    };
+    IDLE_TEXT.with(|idle| keep(&mut idle.borrow_mut(), &primary, stream));
+    Ok(reply)
+}
+
+/// The pool of binary-protocol connections to other nodes (text requests go over
+/// each worker's own, `IDLE_TEXT`).
 #[derive(Default)]
 pub struct Forwarder {
-    idle: Mutex<Vec<(String, Socket)>>,
-    /// Connections that speak the binary protocol.
     idle_binary: Mutex<Vec<(String, Socket)>>,
 }
 
 impl Forwarder {
-    /// Sends `bytes` (a text request and `mn`) to `primary`; its reply up to the `MN`.
-    fn exchange(&self, shared: &Shared, primary: &str, bytes: &[u8]) -> Result<Vec<u8>, String> {
-        let mut socket = match self.take(primary) {
-            Some(socket) => socket,
-            None => {
-                let connected = shared.replication.connect(primary, CONNECT_WITHIN);
-                bounded(shared, connected.map_err(|e| e.to_string())?)?
-            }
-        };
-        socket.write_all(bytes).map_err(|e| e.to_string())?;
-        let reply = read_reply(&mut socket)?;
-        self.give_back(primary, socket);
-        Ok(reply)
-    }
-
     /// Sends `bytes` (a binary request packet and a `NOOP`) to `primary`; its response
     /// packets before the `NOOP`'s.
     fn exchange_binary(
@@ -262,14 +315,6 @@ impl Forwarder {
         give_back(&self.idle_binary, primary, socket);
         Ok(reply)
     }
-
-    fn take(&self, primary: &str) -> Option<Socket> {
-        take(&self.idle, primary)
-    }
-
-    fn give_back(&self, primary: &str, socket: Socket) {
-        give_back(&self.idle, primary, socket);
-    }
 }
 
 fn take(pool: &Mutex<Vec<(String, Socket)>>, primary: &str) -> Option<Socket> {
@@ -278,13 +323,16 @@ fn take(pool: &Mutex<Vec<(String, Socket)>>, primary: &str) -> Option<Socket> {
     Some(idle.remove(at).1)
 }
 
-/// Keeps `socket` for the next request to `primary`. The oldest idle connection goes
-/// past [`POOL`] a node for the four nodes used most lately (connections to a former
-/// primary, which nothing asks for, are the first to go).
 fn give_back(pool: &Mutex<Vec<(String, Socket)>>, primary: &str, socket: Socket) {
-    let mut idle = pool.lock();
+    keep(&mut pool.lock(), primary, socket);
+}
+
+/// Keeps `connection` in `idle` for the next request to `primary`. The oldest idle
+/// connection goes past [`POOL`] a node for the four nodes used most lately
+/// (connections to a former primary, which nothing asks for, are the first to go).
+fn keep<C>(idle: &mut Vec<(String, C)>, primary: &str, connection: C) {
     if idle.iter().filter(|(to, _)| to == primary).count() < POOL {
-        idle.push((primary.to_string(), socket));
+        idle.push((primary.to_string(), connection));
     }
     if idle.len() > POOL * 4 {
         idle.remove(0);
@@ -349,53 +397,68 @@ fn bounded(shared: &Shared, socket: Socket) -> Result<Socket, String> {
 
 /// Reads response packets up to the no-op's; the packets before it.
 fn read_binary_reply(socket: &mut Socket) -> Result<Vec<u8>, String> {
-    read_until_end(socket, |bytes| {
-        let Some(h) = bytes.get(..HEADER) else {
-            return Ok(None);
-        };
-        let len = HEADER + u32::from_be_bytes([h[8], h[9], h[10], h[11]]) as usize;
-        let ends = h[0] == 0x81 && h[1] == NOOP && h[12..16] == NOOP_OPAQUE.to_be_bytes();
-        Ok((bytes.len() >= len).then_some((len, ends)))
-    })
-}
-
-/// Reads from `socket` up to the `MN` that ends a forwarded request's reply; what
-/// comes before it.
-fn read_reply(socket: &mut Socket) -> Result<Vec<u8>, String> {
-    read_until_end(socket, |bytes| {
-        Ok(frame(bytes)?.map(|len| (len, &bytes[..len] == b"MN\r\n")))
-    })
-}
-
-/// Reads whole frames from `socket` (`frame` gives the length of the one a buffer
-/// starts with, and whether it ends the reply; None until it is all there) up to the
-/// one that ends the reply, which must be the last; the frames before it.
-fn read_until_end(
-    socket: &mut Socket,
-    frame: impl Fn(&[u8]) -> Result<Option<(usize, bool)>, String>,
-) -> Result<Vec<u8>, String> {
-    let mut buf: Vec<u8> = Vec::new();
-    let mut pos = 0;
+    let mut reply = Reply::default();
     let mut chunk = [0u8; 16 << 10];
     loop {
-        while let Some((len, ends)) = frame(&buf[pos..])? {
-            if ends {
-                if pos + len != buf.len() {
-                    return Err("the primary sent more than the reply".to_string());
-                }
-                buf.truncate(pos);
-                return Ok(buf);
-            }
-            pos += len;
-        }
-        if buf.len() > REPLY_MAX {
-            return Err("the primary's reply is too large to forward".to_string());
+        if let Some(whole) = reply.take(binary_frame)? {
+            return Ok(whole);
         }
         let n = socket.read(&mut chunk).map_err(|e| e.to_string())?;
         if n == 0 {
             return Err("the primary closed the connection".to_string());
         }
-        buf.extend_from_slice(&chunk[..n]);
+        reply.buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// A binary response packet's length at the start of `bytes`, and whether it is the
+/// no-op's that ends a forwarded request's reply; None until it is all there.
+fn binary_frame(bytes: &[u8]) -> Result<Option<(usize, bool)>, String> {
+    let Some(h) = bytes.get(..HEADER) else {
+        return Ok(None);
+    };
+    let len = HEADER + u32::from_be_bytes([h[8], h[9], h[10], h[11]]) as usize;
+    let ends = h[0] == 0x81 && h[1] == NOOP && h[12..16] == NOOP_OPAQUE.to_be_bytes();
+    Ok((bytes.len() >= len).then_some((len, ends)))
+}
+
+/// A text reply frame's length at the start of `bytes`, and whether it is the `MN`
+/// that ends a forwarded request's reply.
+fn text_frame(bytes: &[u8]) -> Result<Option<(usize, bool)>, String> {
+    Ok(frame(bytes)?.map(|len| (len, &bytes[..len] == b"MN\r\n")))
+}
+
+/// A reply read so far from another node.
+#[derive(Default)]
+struct Reply {
+    buf: Vec<u8>,
+    /// Where the first frame not yet looked at starts.
+    pos: usize,
+}
+
+impl Reply {
+    /// Looks at the whole frames read (`frame` gives the length of the one a buffer
+    /// starts with, and whether it ends the reply; None until it is all there): the
+    /// frames before the one that ends the reply, which must be the last read, or
+    /// None while it has not come.
+    fn take(
+        &mut self,
+        frame: impl Fn(&[u8]) -> Result<Option<(usize, bool)>, String>,
+    ) -> Result<Option<Vec<u8>>, String> {
+        while let Some((len, ends)) = frame(&self.buf[self.pos..])? {
+            if ends {
+                if self.pos + len != self.buf.len() {
+                    return Err("the primary sent more than the reply".to_string());
+                }
+                self.buf.truncate(self.pos);
+                return Ok(Some(std::mem::take(&mut self.buf)));
+            }
+            self.pos += len;
+        }
+        if self.buf.len() > REPLY_MAX {
+            return Err("the primary's reply is too large to forward".to_string());
+        }
+        Ok(None)
     }
 }
 

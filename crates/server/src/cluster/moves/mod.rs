@@ -224,6 +224,7 @@ pub fn run_tasks(shared: &Arc<Shared>) {
         let runtime = tokio::runtime::Handle::current();
         let name = format!("kura-move-{from}-{to}");
         let spawned = std::thread::Builder::new().name(name).spawn(move || {
+            yield_to_clients();
             let ended = match task {
                 Task::Copy => target::copy(&s, &runtime, &from, &to),
                 Task::Purge => source::purge(&s, &runtime, &from, &to),
@@ -236,6 +237,26 @@ pub fn run_tasks(shared: &Arc<Shared>) {
         if let Err(e) = spawned {
             tracing::warn!("cluster: starting a move's thread: {e}");
         }
+    }
+}
+
+/// Lowers this thread's scheduling priority (nice 10): a move's copy and purge read
+/// and hash the source's whole log, and on a busy machine the clients' requests go
+/// first; the copy takes what they leave. A hand-off's work is a few kilobytes of log,
+/// done within the pause all the same.
+#[allow(unsafe_code)]
+fn yield_to_clients() {
+    // SAFETY: gettid and setpriority take and return plain integers; setpriority on
+    // this thread's own id changes nothing but its nice value.
+    let done = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10)
+    };
+    if done != 0 {
+        tracing::debug!(
+            "cluster: lowering a move's priority: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 
