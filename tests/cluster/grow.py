@@ -3,7 +3,7 @@
 Usage: grow.py CASE ARGS...
 
 Cases:
-  load OUT SECONDS OLD NEW [PROXY]
+  load OUT SECONDS OLD NEW [PROXY [PROXY2]]
       OLD, NEW: the ring's addresses before and after, comma-separated. Writers run
       for SECONDS, each on keys of its own, and log to OUT (JSON) what they attempted
       and what was acknowledged:
@@ -12,7 +12,10 @@ Cases:
         - pymemcache's HashClient (rendezvous) over OLD: add then incr (c:*),
           set then append (p:*), set then delete (d:*);
         - pylibmc over OLD: gets then cas (s:*);
-        - PROXY, if given (nutcracker with OLD's pool): set and overwrite (t:*).
+        - PROXY, if given (nutcracker with OLD's pool): set and overwrite (t:*);
+          once PROXY2 (nutcracker with NEW's pool, started when the ring has
+          changed) takes connections, the same writer goes on through it, as an
+          operator reloads nutcracker after a grow; it must write through both.
   fill OLD N
       Sets N keys (f:*, 200-byte values) through pylibmc over OLD, 500 at a time.
   filled NEW N
@@ -27,6 +30,7 @@ Keys start with $GROW_PREFIX, if set. Exits non-zero with the failing check.
 """
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -73,6 +77,8 @@ class Log:
         self.counts = {}  # key -> [acked increments, unacknowledged ones]
         self.deleted = set()
         self.errors = 0
+        # When a writer changed its client over (the attempt's number), if it did.
+        self.switched = None
 
     def attempt(self, key, value):
         self.attempted.setdefault(key, []).append(value)
@@ -81,9 +87,24 @@ class Log:
         self.acked[key] = len(self.attempted[key]) - 1
 
 
-def overwrite(client, prefix, log, stop):
+def listening(address):
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def overwrite(client, prefix, log, stop, then=None):
+    """Sets keys of its own through `client`; with `then` (an address), through a
+    client of it from when it takes connections (counted in log.switched)."""
     i = 0
     while not stop.is_set():
+        if then and i % 50 == 0 and listening(then):
+            client = pylibmc.Client([then], behaviors={"connect_timeout": 3000})
+            log.switched = i
+            then = None
         key = f"{PREFIX}{prefix}:{i % KEYS}"
         value = f"{prefix}-{i}"
         log.attempt(key, value)
@@ -166,7 +187,7 @@ def gets_cas(old, log, stop):
         i += 1
 
 
-def load(out, seconds, old, new, proxy=None):
+def load(out, seconds, old, new, proxy=None, proxy2=None):
     old, new = old.split(","), new.split(",")
     stop = threading.Event()
     logs = {name: Log() for name in ("old", "new", "hash", "cas", "proxy")}
@@ -179,11 +200,19 @@ def load(out, seconds, old, new, proxy=None):
     if proxy:
         client = pylibmc.Client([proxy], behaviors={"connect_timeout": 3000})
         writers.append(
-            threading.Thread(target=overwrite, args=(client, "t", logs["proxy"], stop))
+            threading.Thread(
+                target=overwrite, args=(client, "t", logs["proxy"], stop, proxy2)
+            )
         )
     for w in writers:
         w.start()
     time.sleep(float(seconds))
+    if proxy2:
+        # Writes through the new pool too, however long the ring took to change.
+        deadline = time.monotonic() + 120
+        while logs["proxy"].switched is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1)
     stop.set()
     for w in writers:
         w.join()
@@ -203,6 +232,11 @@ def load(out, seconds, old, new, proxy=None):
         )
     done = {name: len(log.acked) for name, log in logs.items()}
     print(f"writers acknowledged keys {done}, errors {[l.errors for l in logs.values()]}")
+    if proxy2:
+        switched = logs["proxy"].switched
+        if switched is None:
+            sys.exit(f"the writer never reached {proxy2}, nutcracker with the new pool")
+        print(f"through nutcracker with the new pool from attempt {switched}")
 
 
 def check_all(out, new):

@@ -15,10 +15,14 @@
 //!   own can be computed: on this machine every shard shares the same two cores, so
 //!   more shards cannot add throughput.
 //!
-//! Each grow runs under the ketama load of the ring before it (clients that keep the
-//! old ring: the keys that move are passed on by their old owner once they flip), in
-//! half-second windows: throughput, p99 and the longest request before, during and
-//! after. And at four shards, one connection's sequential gets through the first
+//! - **the game** (seed 000's transaction: get a player's row, set it back, get its
+//!   id by email, on `player:<id>` and `email:<email>` keys) through nutcracker and
+//!   through the first node alone (which passes on what other shards own).
+//!
+//! Each grow runs under the game through nutcracker with the old ring's pool
+//! (clients that keep the old ring: the keys that move are passed on by their old
+//! owner once they flip), in half-second windows: transactions a second, a request's
+//! p99 and the longest request before, during and after. And at four shards, one connection's sequential gets through the first
 //! node: of keys it owns, of keys another shard owns (passed on, one hop), and its
 //! no-op round trip (`mn`): what a forwarded request costs over a direct one.
 
@@ -38,7 +42,8 @@ use kura_testkit::{free_port, Durability, KuraOptions, KuraServer};
 
 use crate::chart::{Chart, Kind};
 use crate::driver::{self, Deal, Next, Opened, Script};
-use crate::keys::{key_name, value_bytes, Rng};
+use crate::game::{self, Layout};
+use crate::keys::{key_name, value_bytes, Distribution, KeyChooser, Rng};
 use crate::load::OpMix;
 use crate::progress::Progress;
 use crate::proto::{Expect, Reply, Wire};
@@ -71,6 +76,12 @@ pub struct ClusterArgs {
     /// Sequential gets of each kind measuring a forwarded request's cost.
     #[arg(long, default_value_t = 20_000)]
     pub probes: usize,
+    /// The game's players (`player:<id>` rows and `email:<email>` keys).
+    #[arg(long, default_value_t = 50_000)]
+    pub players: u64,
+    /// Bytes in a player row.
+    #[arg(long, default_value_t = 300)]
+    pub row_size: usize,
 }
 
 const CLUSTER: &str = "bench";
@@ -111,6 +122,7 @@ pub fn run(args: &ClusterArgs) -> Result<Section> {
         args.steady = 0.5;
         args.probes = 200;
         args.connections = 8;
+        args.players = 1_000;
     }
     let (mut section, started) = Section::begin("cluster", &args.common.data_root);
     section.parameters = format!("{args:#?}");
@@ -136,6 +148,20 @@ pub fn run(args: &ClusterArgs) -> Result<Section> {
         &progress,
     )?;
     progress.finish();
+    {
+        let nutcracker = Nutcracker::start(&args, &etcd)?;
+        let progress = Progress::new("preloading the game's players", args.players, "players");
+        game::preload(
+            nutcracker.addr,
+            Wire::Memcached,
+            Layout::TwoKeys,
+            0..args.players,
+            args.row_size,
+            8,
+            &progress,
+        )?;
+        progress.finish();
+    }
     let mut measures = Vec::new();
     let mut grows = Vec::new();
     for (version, shards) in [(1u64, 1usize), (2, 2), (3, 4)] {
@@ -146,10 +172,28 @@ pub fn run(args: &ClusterArgs) -> Result<Section> {
             grows.push((before, shards, took));
             measures.extend(series);
         }
+        let nutcracker = Nutcracker::start(&args, &etcd)?;
         for op in [OpMix::Set, OpMix::Get] {
             let ring = ring_of(&nodes[..shards])?;
             measures.push(ketama(&args, &nodes[..shards], &ring, op, &pids)?);
-            measures.push(through_nutcracker(&args, &etcd, shards, op, &pids)?);
+            measures.push(through_nutcracker(&args, &nutcracker, shards, op, &pids)?);
+        }
+        for (route, addr) in [
+            ("nutcracker", nutcracker.addr),
+            ("one node", nodes[0].server.addr()),
+        ] {
+            let (per_sec, failures, histogram, cpu_us) =
+                play(&args, addr, args.warmup, args.duration, &pids)?;
+            measures.push(Measure {
+                what: "load".into(),
+                shards,
+                route,
+                op: "game".into(),
+                ops_per_sec: per_sec,
+                failures,
+                histogram,
+                cpu_us,
+            });
         }
     }
     measures.extend(forward_cost(&args, &nodes)?);
@@ -443,45 +487,106 @@ fn ketama(
     })
 }
 
-/// nutcracker with the pool `kura cluster nutcracker` prints, until dropped.
-struct Nutcracker(Child, #[allow(dead_code)] tempfile::TempDir);
+/// nutcracker with the pool `kura cluster nutcracker` printed when it started, until
+/// dropped.
+struct Nutcracker {
+    child: Child,
+    addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
 
 impl Drop for Nutcracker {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
+}
+
+impl Nutcracker {
+    fn start(args: &ClusterArgs, etcd: &Etcd) -> Result<Nutcracker> {
+        let port = free_port();
+        let listen = format!("127.0.0.1:{port}");
+        let pool = kura_cluster(args, etcd, &["nutcracker", "--listen", &listen])?;
+        let dir = tempfile::tempdir()?;
+        let conf: PathBuf = dir.path().join("pool.yml");
+        std::fs::write(&conf, pool)?;
+        let child = Command::new("nutcracker")
+            .arg("-c")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("run nutcracker (scripts/install-peers.sh installs it)")?;
+        let nutcracker = Nutcracker {
+            child,
+            addr: listen.parse()?,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(nutcracker.addr).is_err() {
+            if Instant::now() > deadline {
+                bail!("nutcracker did not listen on {listen}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(nutcracker)
+    }
+}
+
+/// The game's transactions through `addr` for `warmup` then `duration` seconds:
+/// transactions a second, failures, every request's latency, the Kura nodes' CPU per
+/// request.
+fn play(
+    args: &ClusterArgs,
+    addr: SocketAddr,
+    warmup: f64,
+    duration: f64,
+    pids: &[u32],
+) -> Result<(f64, u64, Histogram<u64>, Option<f64>)> {
+    let start = Instant::now() + Duration::from_millis(20);
+    let plan = game::Plan {
+        wire: Wire::Memcached,
+        layout: Layout::TwoKeys,
+        chooser: KeyChooser::new(Distribution::Uniform, args.players),
+        row_size: args.row_size,
+        window: Window::new(start, warmup, duration, u64::from(args.common.tiny)),
+    };
+    let result = game::measure(
+        addr,
+        args.connections,
+        2,
+        &plan,
+        start,
+        args.common.seed,
+        pids,
+    )?;
+    let mut requests = stats::new_histogram()?;
+    for step in &result.steps {
+        requests.add(step)?;
+    }
+    let secs = result.window.as_secs_f64();
+    let done = result.transactions + result.failures;
+    let cpu_us = result
+        .cpu
+        .server
+        .filter(|_| done > 0)
+        .map(|percent| percent / 100.0 * secs / (done * 3) as f64 * 1e6);
+    Ok((
+        result.transactions as f64 / secs,
+        result.failures,
+        requests,
+        cpu_us,
+    ))
 }
 
 fn through_nutcracker(
     args: &ClusterArgs,
-    etcd: &Etcd,
+    nutcracker: &Nutcracker,
     shards: usize,
     op: OpMix,
     pids: &[u32],
 ) -> Result<Measure> {
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let pool = kura_cluster(args, etcd, &["nutcracker", "--listen", &listen])?;
-    let dir = tempfile::tempdir()?;
-    let conf: PathBuf = dir.path().join("pool.yml");
-    std::fs::write(&conf, pool)?;
-    let child = Command::new("nutcracker")
-        .arg("-c")
-        .arg(&conf)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("run nutcracker (scripts/install-peers.sh installs it)")?;
-    let _nutcracker = Nutcracker(child, dir);
-    let addr: SocketAddr = listen.parse()?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(addr).is_err() {
-        if Instant::now() > deadline {
-            bail!("nutcracker did not listen on {addr}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let addr = nutcracker.addr;
     let all: Arc<Vec<u64>> = Arc::new((0..args.keys).collect());
     let connections = driver::open(addr, args.connections, None)?;
     let (ops_per_sec, failures, histogram, cpu_us) = measure(
@@ -506,9 +611,9 @@ fn through_nutcracker(
     })
 }
 
-/// Grows the ring from the first `from` shards to the first `to` while the ketama
-/// sets of the old ring run: how long the grow took, and the load's half-second
-/// windows marked before, during or after it.
+/// Grows the ring from the first `from` shards to the first `to` while the game runs
+/// through nutcracker with the old ring's pool: how long the grow took, and the
+/// load's half-second windows marked before, during or after it.
 fn grow(
     args: &ClusterArgs,
     etcd: &Etcd,
@@ -517,7 +622,8 @@ fn grow(
     to: usize,
     pids: &[u32],
 ) -> Result<(Duration, Vec<Measure>)> {
-    let ring = ring_of(&nodes[..from])?;
+    // The old ring's pool, kept for the whole grow: clients that keep the old ring.
+    let nutcracker = Nutcracker::start(args, etcd)?;
     let done = Arc::new(AtomicBool::new(false));
     let mut series = Vec::new();
     let steady = Duration::from_secs_f64(args.steady);
@@ -563,20 +669,13 @@ fn grow(
             (Some(_), None) => "grow-during",
             (Some(_), Some(_)) => "grow-after",
         };
-        let (ops_per_sec, failures, histogram, cpu_us) = ketama_with(
-            args,
-            &nodes[..from],
-            &ring,
-            OpMix::Set,
-            pids,
-            0.0,
-            SLICE.as_secs_f64(),
-        )?;
+        let (ops_per_sec, failures, histogram, cpu_us) =
+            play(args, nutcracker.addr, 0.0, SLICE.as_secs_f64(), pids)?;
         series.push(Measure {
             what: phase.into(),
             shards: to,
-            route: "ketama",
-            op: format!("set {from} to {to}"),
+            route: "nutcracker",
+            op: format!("game {from} to {to}"),
             ops_per_sec,
             failures,
             histogram,
@@ -709,22 +808,22 @@ fn report(
     }
     println!("{}", loads.render());
     section.tables.push((
-        "Sets and gets at 1, 2 and 4 shards, straight to each key's shard (ketama) and through nutcracker".into(),
+        "Sets and gets at 1, 2 and 4 shards, straight to each key's shard (ketama) and through nutcracker, and the game (transactions a second) through nutcracker and through one node".into(),
         loads,
     ));
     let mut growing = Table::new(&[
         "grow",
         "took s",
-        "sets/s before",
+        "game tx/s before",
         "during",
         "after",
         "during / before",
-        "p99 during ms",
-        "longest during ms",
+        "request p99 during ms",
+        "longest request during ms",
         "failed",
     ]);
     for (from, to, took) in grows {
-        let op = format!("set {from} to {to}");
+        let op = format!("game {from} to {to}");
         let phase = |p: &str| -> Vec<&Measure> {
             measures
                 .iter()
@@ -762,7 +861,7 @@ fn report(
     }
     println!("{}", growing.render());
     section.tables.push((
-        "Growing the ring under the old ring's ketama sets: throughput (median of half-second windows), p99 and the longest set during the grow".into(),
+        "Growing the ring under the game through nutcracker with the old ring's pool: transactions a second (median of half-second windows), a request's p99 and the longest request during the grow".into(),
         growing,
     ));
     let mut forward = Table::new(&["request through the first node", "p50 µs", "p99 µs"]);
@@ -779,8 +878,8 @@ fn report(
         forward,
     ));
     section.summary = format!(
-        "Four Kura nodes (cluster mode, --durability fsync), each the one node of its shard, and a private etcd on loopback; {} keys of {} bytes, {} connections per load, {} s windows after {} s of warm-up; the ring grows from 1 shard to 2 and from 2 to 4 under the old ring's sets",
-        args.keys, args.value_size, args.connections, args.duration, args.warmup
+        "Four Kura nodes (cluster mode, --durability fsync), each the one node of its shard, and a private etcd on loopback; {} keys of {} bytes and the game's {} players of {} bytes, {} connections per load, {} s windows after {} s of warm-up; the ring grows from 1 shard to 2 and from 2 to 4 under the game through the old ring's nutcracker pool",
+        args.keys, args.value_size, args.players, args.row_size, args.connections, args.duration, args.warmup
     );
     section.notes.push(
         "Every shard shares this machine's two cores: more shards cannot add throughput here. The Kura CPU per request (the nodes' user and system time over the requests) is what a shard spends per request; on machines of their own, n shards serve about n times one shard's rate for the same per-request cost.".into(),

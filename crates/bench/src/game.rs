@@ -330,7 +330,7 @@ pub(crate) fn measure_backend(
 
 /// Runs transactions on a key-value backend: the closed-loop driver's connections,
 /// dealt round-robin to the client threads, each thread a [`Transactions`] script.
-fn measure(
+pub(crate) fn measure(
     addr: SocketAddr,
     connections: usize,
     threads: usize,

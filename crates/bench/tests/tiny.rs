@@ -541,7 +541,20 @@ fn tiny_cluster_measures_shards_grows_and_a_forwarded_request() {
             }
         }
     }
-    for grow in ["set 1 to 2", "set 2 to 4"] {
+    for (shards, route) in [("1", "nutcracker"), ("4", "nutcracker"), ("4", "one node")] {
+        let row = rows
+            .iter()
+            .find(|r| {
+                r["measure"] == "load"
+                    && r["shards"] == shards
+                    && r["route"] == route
+                    && r["op"] == "game"
+            })
+            .unwrap_or_else(|| panic!("no {shards}-shard game through {route} in:\n{csv}"));
+        assert!(number(row, "ops_per_sec") > 0.0, "{row:?}");
+        assert_eq!(number(row, "failures"), 0.0, "{row:?}");
+    }
+    for grow in ["game 1 to 2", "game 2 to 4"] {
         for phase in ["grow-before", "grow-during", "grow-after"] {
             assert!(
                 rows.iter()

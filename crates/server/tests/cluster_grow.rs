@@ -3,8 +3,9 @@
 //! `d` of one node each. The ring is `a,b`; writers run through the clients users
 //! run (`tests/cluster/grow.py`: pylibmc's ketama over the old ring and over the new,
 //! pymemcache's rendezvous `HashClient`, gets/cas, nutcracker with the old ring's
-//! pool), logging every acknowledgement, while `kura cluster ring` grows the ring to
-//! `a,b,c,d` and returns once every move has copied, flipped and purged.
+//! pool and then, once the ring has changed, with the new ring's), logging every
+//! acknowledgement, while `kura cluster ring` grows the ring to `a,b,c,d` and returns
+//! once every move has copied, flipped and purged.
 //!
 //! Afterwards every acknowledged change is there (`grow.py check`, through pylibmc's
 //! ketama over the new ring, which reaches each key's owner with nothing passed on),
@@ -97,7 +98,8 @@ fn a_ring_grows_from_two_shards_to_four_under_load_and_loses_nothing() {
 }
 
 /// Changes the ring from `from` to `to` while `grow.py load` runs (keys prefixed by
-/// the phase), through nutcracker too with `from`'s pool; returns the load's log.
+/// the phase), through nutcracker too with `from`'s pool and then, once the ring has
+/// changed, with `to`'s; returns the load's log.
 fn change_under_load(
     etcd: &Etcd,
     all: &[&Node],
@@ -112,6 +114,8 @@ fn change_under_load(
     );
     assert!(ok, "{pool}");
     let nutcracker = Nutcracker::start(&pool, listen);
+    // nutcracker with the new ring's pool, started once the ring has changed.
+    let listen_new = kura_testkit::free_port();
     let counts = |nodes: &[&Node], what: &str| -> Vec<u64> {
         nodes
             .iter()
@@ -133,6 +137,7 @@ fn change_under_load(
             addresses(from),
             addresses(to),
             format!("127.0.0.1:{listen}"),
+            format!("127.0.0.1:{listen_new}"),
         ];
         let prefix = format!("{phase}/");
         move || {
@@ -151,11 +156,17 @@ fn change_under_load(
         "{text}\n{}",
         moves_log(all)
     );
+    let (ok, pool_new) = kura_cluster(
+        etcd,
+        &["nutcracker", "--listen", &format!("127.0.0.1:{listen_new}")],
+    );
+    assert!(ok && pool_new != pool, "{pool_new}");
+    let nutcracker_new = Nutcracker::start(&pool_new, listen_new);
     match load.join().expect("the load's thread") {
         Ok(output) => print!("{output}"),
         Err(e) => panic!("grow.py load: {e}\n{}", moves_log(all)),
     }
-    drop(nutcracker);
+    drop((nutcracker, nutcracker_new));
     // Every source handed keys over and purged them; every target copied some.
     let grew = |before: &[u64], now: Vec<u64>| before.iter().zip(&now).all(|(b, n)| n > b);
     assert!(
