@@ -326,3 +326,103 @@ fn an_abandoned_change_leaves_the_ring_and_its_keys() {
     ring_settled(&all, 2);
     settled(&all, &new, None, &[&a[p], &c], (&a[1 - p], &a[p]));
 }
+
+/// A hand-off its target does not acknowledge within the source's pause is given up:
+/// the held changes are made on the source and the target asks again. A source
+/// primary SIGKILLed while it holds changes for a hand-off ends the hold with it (the
+/// held requests fail), its replica takes over with the same log, and the move goes
+/// on to its end. The target (`KURA_TEST_HAND_OFF_DELAY`) acknowledges its first two
+/// hand-offs 3 s late, past the source's 2 s pause.
+#[test]
+fn a_hand_off_past_its_pause_gives_up_and_one_whose_source_dies_loses_nothing() {
+    let etcd = Etcd::start(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let endpoint = etcd.endpoint();
+    let source = ["--replica-reads", "local", "--move-pause-ms", "2000"];
+    let a_node = |name: &str| node_of_shard(&endpoint, name, "a", 1, "127.0.0.1", None, &source);
+    let mut a = [a_node("kura-handoff-a1-"), a_node("kura-handoff-a2-")];
+    let b = node_of_shard_env(
+        &endpoint,
+        "kura-handoff-b-",
+        "b",
+        0,
+        "127.0.0.1",
+        None,
+        LOCAL,
+        &[("KURA_TEST_HAND_OFF_DELAY", "3000x2")],
+    );
+    let p = elected(&[&a[0], &a[1]]);
+    elected(&[&b]);
+    let old = format!("a={}", a[p].advertise);
+    let new = format!("{old},b={}", b.advertise);
+    ring_and_fill(&etcd, &[&a[0], &a[1], &b], &old);
+    let out = tempfile::tempdir().expect("tempdir");
+    let acks = out.path().join("acks.json");
+    let load = std::thread::spawn({
+        let args = vec![
+            "load".to_string(),
+            acks.display().to_string(),
+            "20".into(),
+            addresses(&old),
+            addresses(&new),
+        ];
+        move || {
+            run_script(
+                Path::new("tests/cluster/grow.py"),
+                &args,
+                &[("GROW_PREFIX", "w/")],
+            )
+        }
+    });
+    let mut command = change_ring(&endpoint, &new);
+
+    // 1. The first hand-off runs past the pause: given up, nothing flipped.
+    {
+        let all = [&a[0], &a[1], &b];
+        until(&all, &a[p], "no hand-off was given up", |s| {
+            s.get("move_releases").is_some_and(|n| n != "0")
+        });
+        assert_eq!(number(&a[p].server, " cluster", "move_flips"), 0);
+    }
+
+    // 2. The second: a's primary SIGKILLed while it holds changes for it.
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    while a[p].server.log().matches("holding changes").count() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no second hand-off\n{}",
+            moves_log(&[&a[0], &a[1], &b])
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    a[p].server.kill().expect("SIGKILL a's primary");
+    let q = 1 - p;
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    while role(&a[q]) != "primary" {
+        assert!(Instant::now() < deadline, "a's replica never took over");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    a[p].server.restart().expect("restart a's old primary");
+
+    // The move goes on from a's new primary to its end.
+    let all = [&a[0], &a[1], &b];
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = command.try_wait().expect("kura cluster ring") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the change never ended\n{}",
+            moves_log(&all)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "{}", moves_log(&all));
+    match load.join().expect("the load's thread") {
+        Ok(output) => print!("{output}"),
+        Err(e) => panic!("grow.py load: {e}\n{}", moves_log(&all)),
+    }
+    ring_settled(&all, 2);
+    let p = elected(&[&a[0], &a[1]]);
+    settled(&all, &new, Some(&acks), &[&a[p], &b], (&a[1 - p], &a[p]));
+}

@@ -61,6 +61,8 @@ pub struct KuraOptions {
     pub listen: String,
     /// A command kura runs under, with its arguments (`ip netns exec <ns>`).
     pub wrapper: Vec<OsString>,
+    /// Environment variables kura starts with, beside this process's.
+    pub env: Vec<(OsString, OsString)>,
 }
 
 impl KuraOptions {
@@ -71,7 +73,14 @@ impl KuraOptions {
             extra_args: Vec::new(),
             listen: "127.0.0.1".to_string(),
             wrapper: Vec::new(),
+            env: Vec::new(),
         }
+    }
+
+    /// Starts kura with `key` set to `value` in its environment.
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> KuraOptions {
+        self.env.push((key.into(), value.into()));
+        self
     }
 
     /// Listens on `ip` rather than 127.0.0.1.
@@ -294,6 +303,7 @@ impl KuraServer {
             .args(["--durability", options.durability.flag()])
             .args(["--sql-port", "0"])
             .args(&options.extra_args)
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -55,6 +55,21 @@ pub fn node_of_shard(
     ns: Option<&NetNamespace>,
     extra: &[&str],
 ) -> Node {
+    node_of_shard_env(etcd, name, shard, sync, ip, ns, extra, &[])
+}
+
+/// [`node_of_shard`], started with `env` in its environment.
+#[allow(clippy::too_many_arguments)]
+pub fn node_of_shard_env(
+    etcd: &str,
+    name: &str,
+    shard: &str,
+    sync: u32,
+    ip: &str,
+    ns: Option<&NetNamespace>,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Node {
     let dir = data_dir(name);
     let port = free_port();
     let advertise = format!("{ip}:{port}");
@@ -67,6 +82,9 @@ pub fn node_of_shard(
     }
     for arg in extra {
         options = options.arg(arg);
+    }
+    for (key, value) in env {
+        options = options.env(key, value);
     }
     let server = options
         .arg("-p")

@@ -75,6 +75,7 @@ async fn run(shared: Arc<Shared>, link: Arc<Link>, target: String) {
         tokio::time::sleep(Duration::from_micros(200)).await;
     }
     let held = shared.store.appended_lsn();
+    tracing::info!("cluster: holding changes to the keys moving to {target} at LSN {held}");
     link.send_hand_off(HandOffStep::Held, held, &target);
     loop {
         let acked = link.acked.notified();

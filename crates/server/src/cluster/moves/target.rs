@@ -292,11 +292,13 @@ fn session(
             let _ = runtime.block_on(observer.set_move_progress(from, to, copying.progress()));
             return Ok(true);
         }
-        let due_ack = copying
+        let hand_off_due = copying
             .held
-            .is_some_and(|h| copying.lsn >= h && copying.acked < h)
-            || last_ack.elapsed() >= ACK_EVERY;
-        if due_ack && hello {
+            .is_some_and(|h| copying.lsn >= h && copying.acked < h);
+        if (hand_off_due || last_ack.elapsed() >= ACK_EVERY) && hello {
+            if hand_off_due {
+                test_hand_off_delay();
+            }
             // What T acknowledges is on its disk.
             shared
                 .store
@@ -332,6 +334,33 @@ fn session(
                 tracing::debug!("cluster: recording the copy's progress: {e}");
             }
             last_progress = Instant::now();
+        }
+    }
+}
+
+/// A slow target, for the tests of a hand-off that runs past its pause or whose
+/// source dies in it: with `KURA_TEST_HAND_OFF_DELAY=<ms>x<n>` in its environment, the
+/// process's first `n` hand-off acknowledgements each wait `ms` first. Unset (as
+/// anywhere but those tests), nothing.
+fn test_hand_off_delay() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static DELAY: OnceLock<Option<(Duration, AtomicU64)>> = OnceLock::new();
+    let delay = DELAY.get_or_init(|| {
+        let text = std::env::var("KURA_TEST_HAND_OFF_DELAY").ok()?;
+        let (ms, n) = text.split_once('x')?;
+        Some((
+            Duration::from_millis(ms.parse().ok()?),
+            AtomicU64::new(n.parse().ok()?),
+        ))
+    });
+    if let Some((wait, left)) = delay {
+        let taken = left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if taken.is_ok() {
+            tracing::info!(
+                "cluster: KURA_TEST_HAND_OFF_DELAY: acknowledging the hand-off {wait:?} late"
+            );
+            std::thread::sleep(*wait);
         }
     }
 }
