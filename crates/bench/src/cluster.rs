@@ -1,7 +1,8 @@
 //! The cluster workload (issue 42): Kura's shards on a ketama ring, on loopback.
 //!
 //! Four Kura nodes in cluster mode, each the one node of its shard, and a private
-//! etcd. The ring starts as the first shard alone, holding every key; then it grows
+//! etcd; with `--netns`, shards s3 and s4 run in a network namespace linked to this
+//! one by a veth pair, so what passes between them and s1 or s2 crosses a link. The ring starts as the first shard alone, holding every key; then it grows
 //! to two shards and to four while a load runs. At 1, 2 and 4 shards:
 //! - **ketama**: sets and gets as a pylibmc-style client sends them, each key
 //!   straight to the shard the ring names (`kura-ring`, which
@@ -38,7 +39,7 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use kura_ring::{Member, Ring};
 use kura_testkit::etcd::Etcd;
-use kura_testkit::{free_port, Durability, KuraOptions, KuraServer};
+use kura_testkit::{free_port, Durability, KuraOptions, KuraServer, NetNamespace};
 
 use crate::chart::{Chart, Kind};
 use crate::driver::{self, Deal, Next, Opened, Script};
@@ -82,6 +83,10 @@ pub struct ClusterArgs {
     /// Bytes in a player row.
     #[arg(long, default_value_t = 300)]
     pub row_size: usize,
+    /// Shards s3 and s4 in a network namespace of their own, linked to this one by a
+    /// veth pair (root): requests passed between s1 or s2 and them cross a link.
+    #[arg(long)]
+    pub netns: bool,
 }
 
 const CLUSTER: &str = "bench";
@@ -126,9 +131,24 @@ pub fn run(args: &ClusterArgs) -> Result<Section> {
     }
     let (mut section, started) = Section::begin("cluster", &args.common.data_root);
     section.parameters = format!("{args:#?}");
-    let etcd = Etcd::start(&args.common.data_root);
+    let ns = args.netns.then(|| NetNamespace::create("bench-cluster"));
+    let etcd = Etcd::start_also_on(
+        &args.common.data_root,
+        ns.as_ref().map(|n| n.outside.as_str()),
+    );
+    let url = etcd.endpoint_also().unwrap_or_else(|| etcd.endpoint());
     let nodes = (1..=SHARDS)
-        .map(|i| start_node(&args, &etcd.endpoint(), &format!("s{i}")))
+        .map(|i| {
+            // s1 and s2 on this side of the link, s3 and s4 across it.
+            let place = ns.as_ref().map(|n| {
+                if i <= 2 {
+                    (n.outside.as_str(), None)
+                } else {
+                    (n.inside.as_str(), Some(n))
+                }
+            });
+            start_node(&args, &url, &format!("s{i}"), place)
+        })
         .collect::<Result<Vec<_>>>()?;
     for n in &nodes {
         primary(n)?;
@@ -211,14 +231,29 @@ fn previous(shards: usize) -> usize {
     }
 }
 
-fn start_node(args: &ClusterArgs, etcd: &str, shard: &str) -> Result<Node> {
+/// Starts shard `shard`'s node; `place`: the address it listens on and the
+/// namespace it runs in (None: loopback, here).
+fn start_node(
+    args: &ClusterArgs,
+    etcd: &str,
+    shard: &str,
+    place: Option<(&str, Option<&NetNamespace>)>,
+) -> Result<Node> {
     let dir = tempfile::Builder::new()
         .prefix("kura-bench-cluster-")
         .tempdir_in(&args.common.data_root)
         .context("a data directory")?;
     let port = free_port();
-    let advertise = format!("127.0.0.1:{port}");
-    let mut options = KuraOptions::new(&args.common.kura_bin, Durability::Fsync);
+    let (ip, ns) = place.unwrap_or(("127.0.0.1", None));
+    let advertise = format!("{ip}:{port}");
+    let mut options = KuraOptions::new(&args.common.kura_bin, Durability::Fsync).listen(ip);
+    if let Some(ns) = ns {
+        options = options.wrapped_in(&["ip", "netns", "exec", &ns.name]);
+    }
+    if place.is_some() {
+        // Off the loopback, with no users: a bench's private nodes.
+        options = options.arg("--insecure");
+    }
     for arg in [
         "-p",
         &port.to_string(),
@@ -702,7 +737,9 @@ fn grow(
 fn forward_cost(args: &ClusterArgs, nodes: &[Node]) -> Result<Vec<Measure>> {
     let ring = ring_of(nodes)?;
     let owned = owned(&ring, nodes.len(), args.keys);
-    let (mine, other) = (&owned[0], &owned[1]);
+    // Across the link when s3 is in a namespace.
+    let other = if args.netns { 2 } else { 1 };
+    let (mine, other) = (&owned[0], &owned[other]);
     if mine.is_empty() || other.is_empty() {
         bail!("too few keys to find some of each shard");
     }
@@ -874,11 +911,16 @@ fn report(
     }
     println!("{}", forward.render());
     section.tables.push((
-        "What a forwarded request costs: one connection's sequential requests to the first of four shards".into(),
+        if args.netns {
+            "What a forwarded request costs: one connection's sequential requests to the first of four shards, passed on across the veth link to s3".into()
+        } else {
+            "What a forwarded request costs: one connection's sequential requests to the first of four shards".into()
+        },
         forward,
     ));
     section.summary = format!(
-        "Four Kura nodes (cluster mode, --durability fsync), each the one node of its shard, and a private etcd on loopback; {} keys of {} bytes and the game's {} players of {} bytes, {} connections per load, {} s windows after {} s of warm-up; the ring grows from 1 shard to 2 and from 2 to 4 under the game through the old ring's nutcracker pool",
+        "Four Kura nodes (cluster mode, --durability fsync), each the one node of its shard, and a private etcd, {}; {} keys of {} bytes and the game's {} players of {} bytes, {} connections per load, {} s windows after {} s of warm-up; the ring grows from 1 shard to 2 and from 2 to 4 under the game through the old ring's nutcracker pool",
+        if args.netns { "s3 and s4 in a network namespace linked by a veth pair" } else { "on loopback" },
         args.keys, args.value_size, args.players, args.row_size, args.connections, args.duration, args.warmup
     );
     section.notes.push(

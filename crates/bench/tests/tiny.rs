@@ -521,7 +521,17 @@ fn tiny_failover_changes_primary_three_ways_and_loses_nothing() {
 /// answered.
 #[test]
 fn tiny_cluster_measures_shards_grows_and_a_forwarded_request() {
-    let (stdout, csv) = run_tiny_on("cluster", "", &kura_bin(), &[]);
+    check_tiny_cluster(&[]);
+}
+
+/// The same with shards s3 and s4 across a veth link (root, for the namespace).
+#[test]
+fn tiny_cluster_across_a_network_namespace() {
+    check_tiny_cluster(&["--netns"]);
+}
+
+fn check_tiny_cluster(extra: &[&str]) {
+    let (stdout, csv) = run_tiny_on("cluster", "", &kura_bin(), extra);
     assert!(stdout.contains("during / before"), "{stdout}");
     let rows = rows(&csv);
     for shards in ["1", "2", "4"] {
