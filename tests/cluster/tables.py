@@ -10,9 +10,10 @@ Cases:
                     players' rows written and read (on a), a duplicate unique key
                     refused with 1062, transactions committed and rolled back there,
                     SET and USE carried along; a statement or transaction over both
-                    shards refused with 1235 and nothing of it made; a prepared
-                    statement on players refused; CREATE TABLE players refused as
-                    existing (1050). Through A2: scores (on b) read and written.
+                    shards refused with 1235 and nothing of it made; prepared
+                    statements (mysql-connector) on players run on a, in a
+                    transaction too, and one over both shards refused; CREATE
+                    TABLE players refused as existing (1050). Through A2: scores (on b) read and written.
                     Through memcached: `@@players.<id>` set and read through BM,
                     `@@scores.<id>` through AM, each landing on its table's shard.
 
@@ -20,6 +21,7 @@ Exits non-zero with the failing check.
 """
 import sys
 
+import mysql.connector
 import pymemcache.client.base
 import pymysql
 
@@ -115,13 +117,30 @@ def sql(a, b, a2, am, bm):
     rows(on_b, "COMMIT")
     check("player 31 made", rows(on_a, "SELECT COUNT(*) FROM players WHERE id = 31"), [(1,)])
     check("scores kept", rows(on_b, "SELECT points FROM scores"), [(10,)])
-    # A prepared statement on another shard's table.
+    # Prepared statements (mysql-connector's server-side ones) on players, through b:
+    # prepared and run on a; in a transaction too; over both shards, refused.
+    host, port = b.rsplit(":", 1)
+    prepared = mysql.connector.connect(
+        host=host, port=int(port), user="app", password="secret", database="kura",
+        autocommit=True,
+    )
+    cursor = prepared.cursor(prepared=True)
+    cursor.execute("SELECT name, email FROM players WHERE id = %s", (4,))
+    check("prepared select", [tuple(r) for r in cursor.fetchall()], [("p4", "p4@x")])
+    cursor.execute("SELECT name FROM players WHERE id = %s", (5,))
+    check("prepared again", [tuple(r) for r in cursor.fetchall()], [("p5",)])
+    prepared.start_transaction()
+    cursor.execute("UPDATE players SET name = %s WHERE id = %s", ("prep", 6))
+    check("not yet on a", rows(on_a, "SELECT name FROM players WHERE id = 6"), [("p6",)])
+    prepared.commit()
+    check("prepared commit", rows(on_a, "SELECT name FROM players WHERE id = 6"), [("prep",)])
     try:
-        on_b._execute_command(22, "SELECT name FROM players WHERE id = ?")  # COM_STMT_PREPARE
-        on_b._read_packet()
-        sys.exit("a prepared statement on players through b was not refused")
-    except pymysql.err.MySQLError as e:
-        check("prepare refused", e.args[0], 1235)
+        cursor.execute("SELECT * FROM players JOIN scores ON players.id = scores.id WHERE players.id = %s", (1,))
+        sys.exit("a prepared statement over both shards was not refused")
+    except mysql.connector.Error as e:
+        check("prepared over both shards", e.errno, 1235)
+    cursor.close()
+    prepared.close()
     # The name is a's: CREATE TABLE through b goes there.
     refused(on_b, "CREATE TABLE players (id INT PRIMARY KEY)", 1050)
     # Through a's replica (its connection passed on to a's primary): scores, on b.

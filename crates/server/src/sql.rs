@@ -337,6 +337,18 @@ impl<'a> Connection<'a> {
 
     /// Answers one command. Returns false when the connection ends.
     fn command(&mut self, payload: &[u8]) -> io::Result<bool> {
+        if let Some(shards) = self.shards.as_mut() {
+            // A statement prepared on another shard: its commands go there.
+            if shards.owns_statement(payload) {
+                shards.statement_command(
+                    self.shared,
+                    &mut self.session,
+                    payload,
+                    &mut self.wire,
+                )?;
+                return Ok(true);
+            }
+        }
         let command = match my::parse_command(payload) {
             Ok(c) => c,
             Err(e) => {
@@ -389,13 +401,14 @@ impl<'a> Connection<'a> {
             }
             Command::StmtPrepare(sql) => {
                 let sql = kura_sql::bytes::statement_text(sql).into_owned();
-                let elsewhere = self
-                    .shards
-                    .as_ref()
-                    .and_then(|s| s.prepare_refusal(self.shared, &self.session, &sql));
-                if let Some(e) = elsewhere {
-                    self.error(&e)?;
-                    return Ok(true);
+                if let Some(shards) = self.shards.as_mut() {
+                    // Prepared on the shard holding its tables, if another.
+                    if shards
+                        .prepare(self.shared, &self.session, &sql, &mut self.wire)?
+                        .is_some()
+                    {
+                        return Ok(true);
+                    }
                 }
                 match self.session.prepare(&sql) {
                     Ok(p) => {

@@ -19,6 +19,7 @@ mod ring;
 mod split;
 mod sql_forward;
 mod sql_shards;
+mod sql_upstream;
 mod status;
 mod tables;
 

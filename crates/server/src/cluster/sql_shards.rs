@@ -21,34 +21,31 @@
 //! CREATE TABLE of a name no shard holds places it here first (`super::tables`);
 //! DROP TABLE here unplaces it.
 //!
-//! Not passed on (refused with 1235 when they name another shard's table): LOAD DATA
-//! and prepared statements. A lost upstream ends its transaction there (as a lost
-//! connection ends one in MySQL); the statement gets 1105 and may be tried again.
+//! A prepared statement is prepared on the shard its tables are on, known to the
+//! client by an id of this connection's (from `REMOTE_STATEMENTS`), and its
+//! commands go there. Not passed on (refused with 1235 when it names another
+//! shard's table): LOAD DATA. A lost upstream ends its transaction there (as a lost
+//! connection ends one in MySQL) and forgets its prepared statements; the statement
+//! gets 1105 and may be tried again.
 //!
 //! What it is not for: where tables live (`super::tables`, etcd) or passing a whole
 //! connection to its shard's primary (`super::sql_forward`).
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::io;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
-use kura_mysql::client::{self as upstream_client, ReplyEnd, Step};
-use kura_mysql::{self as my, CapabilityFlags, PacketReader, StatusFlags, NONCE_BYTES};
+use kura_mysql::{self as my, CapabilityFlags, StatusFlags, NONCE_BYTES};
 use kura_sql::route::Reach;
 use kura_sql::{Session, SqlError};
 
 use super::ring::Placement;
+use super::sql_upstream::{command, Upstream};
 use crate::server::Shared;
 
-/// How long opening and logging in to another primary may take.
-const LOGIN_WITHIN: Duration = Duration::from_secs(5);
 /// The `SET` statements kept for new upstreams (the latest, without repeats).
 const SETS_KEPT: usize = 64;
-/// The largest packet taken from another primary.
-const PACKET_MAX: usize = 1 << 30;
 
 /// Where a connection's replies go.
 pub trait Replies {
@@ -93,6 +90,20 @@ pub struct SqlShards {
     /// Whether the transaction here has run a statement.
     touched: bool,
     sets: Vec<String>,
+    /// Statements prepared on other shards: the id the client knows (from
+    /// [`REMOTE_STATEMENTS`]) → the shard and the id there.
+    prepared: HashMap<u32, (String, u32)>,
+    next_statement: u32,
+}
+
+/// Where the ids of statements prepared on other shards start: above any this
+/// node's sessions give (they count from 1).
+const REMOTE_STATEMENTS: u32 = 0x4000_0000;
+
+/// The statement id of a COM_STMT_* command.
+fn statement_id(payload: &[u8]) -> Option<u32> {
+    let id = payload.get(1..5)?;
+    Some(u32::from_le_bytes([id[0], id[1], id[2], id[3]]))
 }
 
 impl SqlShards {
@@ -113,6 +124,8 @@ impl SqlShards {
             begun: None,
             touched: false,
             sets: Vec::new(),
+            prepared: HashMap::new(),
+            next_statement: REMOTE_STATEMENTS,
         })
     }
 
@@ -124,6 +137,7 @@ impl SqlShards {
         self.begun = None;
         self.touched = false;
         self.sets.clear();
+        self.prepared.clear();
     }
 
     /// Decides where `sql` (one statement) runs, and passes it on if elsewhere;
@@ -243,28 +257,12 @@ impl SqlShards {
             [] => Ok(Routed::Here(after)),
             [s] if Some(*s) == placement.mine => Ok(Routed::Here(after)),
             [s] => {
-                if session.status().0 {
-                    if self.touched {
-                        let why = format!(
-                            "a transaction over tables of several shards: it runs on this shard, and {} is on shard {}",
-                            first_table_on(&placement, &reach_of(sql, db.as_deref()), *s),
-                            placement.shards[*s]
-                        );
-                        return self.spanning(shared, &why, out);
-                    }
-                    // The transaction has named no table here: it goes there.
-                    if let Err(e) = session.query("ROLLBACK") {
-                        return refuse(out, &e);
-                    }
-                }
                 let s = *s;
-                let begin = self.begun.take();
-                if let Some(begin) = begin {
-                    if let Some(answered) =
-                        self.quietly(&placement, s, db.as_deref(), &begin, out)?
-                    {
-                        return Ok(answered);
-                    }
+                let table = first_table_on(&placement, &reach_of(sql, db.as_deref()), s);
+                if let Some(answered) =
+                    self.enter(shared, session, &placement, s, &table, db.as_deref(), out)?
+                {
+                    return Ok(answered);
                 }
                 self.forward(shared, &placement, s, db.as_deref(), sql, more, out)
             }
@@ -286,6 +284,205 @@ impl SqlShards {
                 );
                 self.spanning(shared, &why, out)
             }
+        }
+    }
+
+    /// Before a statement naming `table`, of shard `s`, goes there outside a
+    /// transaction bound there: a transaction here that has named no table moves
+    /// there (its BEGIN made there); one that has is refused as spanning shards.
+    /// None to go on, or the refusal sent.
+    #[allow(clippy::too_many_arguments)]
+    fn enter(
+        &mut self,
+        shared: &Shared,
+        session: &mut Session,
+        placement: &Placement,
+        s: usize,
+        table: &str,
+        db: Option<&str>,
+        out: &mut dyn Replies,
+    ) -> io::Result<Option<Routed>> {
+        if session.status().0 {
+            if self.touched {
+                let why = format!(
+                    "a transaction over tables of several shards: it runs on this shard, and {table} is on shard {}",
+                    placement.shards[s]
+                );
+                return self.spanning(shared, &why, out).map(Some);
+            }
+            // The transaction has named no table here: it goes there.
+            if let Err(e) = session.query("ROLLBACK") {
+                return refuse(out, &e).map(Some);
+            }
+        }
+        match self.begun.take() {
+            Some(begin) => self.quietly(placement, s, db, &begin, out),
+            None => Ok(None),
+        }
+    }
+
+    /// A COM_STMT_PREPARE of `sql`: prepared on the one other shard whose tables it
+    /// names (or the transaction's), the statement then known to the client by an id
+    /// of this connection's; refused if it names several shards' tables. None: it is
+    /// prepared here.
+    pub fn prepare(
+        &mut self,
+        shared: &Shared,
+        session: &Session,
+        sql: &str,
+        out: &mut dyn Replies,
+    ) -> io::Result<Option<bool>> {
+        let Some(placement) = shared.cluster.placement() else {
+            return Ok(None);
+        };
+        let db = session.database();
+        let reach = kura_sql::route::reach(sql, db.as_deref());
+        let tables: Vec<String> = match &reach {
+            Reach::Tables(ts) | Reach::Drop(ts) => ts.clone(),
+            Reach::Create(t) | Reach::Load(t) => vec![t.clone()],
+            _ => Vec::new(),
+        };
+        let mut shards: Vec<usize> = tables
+            .iter()
+            .filter_map(|t| placement.table_shard(t))
+            .collect();
+        shards.sort_unstable();
+        shards.dedup();
+        let bound = self.bound.as_deref().and_then(|b| placement.shard_index(b));
+        let s = match (bound, shards.as_slice()) {
+            (Some(b), named) if named.iter().all(|&n| n == b) => b,
+            (None, []) => return Ok(None),
+            (None, [s]) if Some(*s) == placement.mine => return Ok(None),
+            (None, [s]) => *s,
+            _ => {
+                let list: Vec<String> = shards
+                    .iter()
+                    .map(|&s| {
+                        format!(
+                            "{} on {}",
+                            first_table_on(&placement, &reach, s),
+                            placement.shards[s]
+                        )
+                    })
+                    .collect();
+                let why = format!(
+                    "a prepared statement over tables of several shards ({}{})",
+                    list.join(", "),
+                    self.bound
+                        .as_ref()
+                        .map_or(String::new(), |b| format!(", in a transaction on {b}"))
+                );
+                return self.spanning(shared, &why, out).map(|_| Some(false));
+            }
+        };
+        let shard = placement.shards[s].clone();
+        let local = self.next_statement;
+        let upstream = match self.upstream(&placement, s, db.as_deref()) {
+            Ok(u) => u,
+            Err(e) => return refuse(out, &e).map(|_| Some(false)),
+        };
+        match upstream.relay_prepare(&command(0x16, sql.as_bytes()), local, out) {
+            Ok(Some(remote)) => {
+                self.next_statement = self.next_statement.wrapping_add(1).max(REMOTE_STATEMENTS);
+                self.prepared.insert(local, (shard, remote));
+                Ok(Some(true))
+            }
+            Ok(None) => Ok(Some(false)),
+            Err((e, relayed)) => {
+                self.lose(&shard);
+                if relayed {
+                    return Err(e);
+                }
+                refuse(
+                    out,
+                    &SqlError::internal(format!(
+                        "shard {shard}'s primary went away: {e}; try again"
+                    )),
+                )
+                .map(|_| Some(false))
+            }
+        }
+    }
+
+    /// Whether `payload` is a command on a statement prepared on another shard
+    /// (execute, send long data, close, reset).
+    pub fn owns_statement(&self, payload: &[u8]) -> bool {
+        matches!(payload.first(), Some(0x17..=0x1a))
+            && statement_id(payload).is_some_and(|id| self.prepared.contains_key(&id))
+    }
+
+    /// Passes a command on a statement prepared on another shard there, its id
+    /// made that shard's, and relays the reply (execute and reset have one).
+    pub fn statement_command(
+        &mut self,
+        shared: &Shared,
+        session: &mut Session,
+        payload: &[u8],
+        out: &mut dyn Replies,
+    ) -> io::Result<()> {
+        let Some(id) = statement_id(payload) else {
+            return Ok(());
+        };
+        let Some((shard, remote)) = self.prepared.get(&id).cloned() else {
+            return Ok(());
+        };
+        let mut there = payload.to_vec();
+        there[1..5].copy_from_slice(&remote.to_le_bytes());
+        let Some(placement) = shared.cluster.placement() else {
+            return refuse(
+                out,
+                &SqlError::internal("this node lost the cluster's placement"),
+            )
+            .map(|_| ());
+        };
+        let Some(s) = placement.shard_index(&shard) else {
+            return refuse(
+                out,
+                &SqlError::internal(format!("shard {shard} is no longer known")),
+            )
+            .map(|_| ());
+        };
+        let db = session.database();
+        match payload[0] {
+            // Send long data and close: no reply.
+            0x18 | 0x19 => {
+                if payload[0] == 0x19 {
+                    self.prepared.remove(&id);
+                }
+                if let Some(upstream) = self.upstreams.get_mut(&shard) {
+                    if upstream.send(&there).is_err() {
+                        self.lose(&shard);
+                    }
+                }
+                Ok(())
+            }
+            0x17 if self.bound.as_deref() != Some(shard.as_str()) => {
+                if let Some(bound) = self.bound.clone() {
+                    let why = format!(
+                        "a transaction over tables of several shards: it runs on shard {bound}, and the prepared statement's on shard {shard}"
+                    );
+                    return self.spanning(shared, &why, out).map(|_| ());
+                }
+                if self
+                    .enter(
+                        shared,
+                        session,
+                        &placement,
+                        s,
+                        "its table",
+                        db.as_deref(),
+                        out,
+                    )?
+                    .is_some()
+                {
+                    return Ok(());
+                }
+                self.forward_payload(shared, &placement, s, db.as_deref(), &there, out)
+                    .map(|_| ())
+            }
+            _ => self
+                .forward_payload(shared, &placement, s, db.as_deref(), &there, out)
+                .map(|_| ()),
         }
     }
 
@@ -324,33 +521,6 @@ impl SqlShards {
                 }
             }
         }
-    }
-
-    /// Whether `sql`, a prepared statement's text, names a table of another shard:
-    /// the refusal, if so (prepared statements run here only).
-    pub fn prepare_refusal(
-        &self,
-        shared: &Shared,
-        session: &Session,
-        sql: &str,
-    ) -> Option<SqlError> {
-        let placement = shared.cluster.placement()?;
-        let tables = match kura_sql::route::reach(sql, session.database().as_deref()) {
-            Reach::Tables(ts) | Reach::Drop(ts) => ts,
-            Reach::Create(t) | Reach::Load(t) => vec![t],
-            _ => Vec::new(),
-        };
-        let other = tables.iter().find_map(|t| {
-            let s = placement.table_shard(t)?;
-            (Some(s) != placement.mine).then(|| (t, &placement.shards[s]))
-        });
-        if self.bound.is_some() || other.is_some() {
-            let (t, s) = other.map_or(("a table", "the transaction's"), |(t, s)| (t, s));
-            return Some(SqlError::unsupported(format!(
-                "prepared statements on another shard's tables ({t} is on shard {s}): use a text statement, or connect to a node of that shard"
-            )));
-        }
-        None
     }
 
     fn remember_set(&mut self, sql: &str) {
@@ -394,6 +564,8 @@ impl SqlShards {
     /// Drops the upstream to `shard`; a transaction there is lost with it.
     fn lose(&mut self, shard: &str) {
         self.upstreams.remove(shard);
+        // Its statements went with the connection: the client's ids are unknown now.
+        self.prepared.retain(|_, (s, _)| s != shard);
         if self.bound.as_deref() == Some(shard) {
             self.bound = None;
         }
@@ -504,13 +676,48 @@ impl SqlShards {
         more: bool,
         out: &mut dyn Replies,
     ) -> io::Result<Routed> {
+        self.relay_to(
+            shared,
+            placement,
+            s,
+            db,
+            &command(0x03, sql.as_bytes()),
+            more,
+            out,
+        )
+    }
+
+    /// Passes a command (`payload`) on to shard `s`'s primary and relays its reply.
+    fn forward_payload(
+        &mut self,
+        shared: &Shared,
+        placement: &Placement,
+        s: usize,
+        db: Option<&str>,
+        payload: &[u8],
+        out: &mut dyn Replies,
+    ) -> io::Result<Routed> {
+        self.relay_to(shared, placement, s, db, payload, false, out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn relay_to(
+        &mut self,
+        shared: &Shared,
+        placement: &Placement,
+        s: usize,
+        db: Option<&str>,
+        payload: &[u8],
+        more: bool,
+        out: &mut dyn Replies,
+    ) -> io::Result<Routed> {
         let shard = placement.shards[s].clone();
         let upstream = match self.upstream(placement, s, db) {
             Ok(u) => u,
             Err(e) => return refuse(out, &e),
         };
         shared.cluster.sql_forwarded.fetch_add(1, Ordering::Relaxed);
-        match upstream.relay(sql, more, out) {
+        match upstream.relay(payload, more, out) {
             Ok(status) => {
                 let in_transaction =
                     status.is_some_and(|s| s.contains(StatusFlags::SERVER_STATUS_IN_TRANS));
@@ -559,204 +766,4 @@ fn reach_of(sql: &str, db: Option<&str>) -> Reach {
 fn refuse(out: &mut dyn Replies, e: &SqlError) -> io::Result<Routed> {
     out.packet(&my::err(e.code, &e.state, &e.message))?;
     Ok(Routed::Answered(false))
-}
-
-/// A command packet's payload: its byte, then `body`.
-fn command(byte: u8, body: &[u8]) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(body.len() + 1);
-    payload.push(byte);
-    payload.extend_from_slice(body);
-    payload
-}
-
-/// A logged-in connection to another shard's primary.
-struct Upstream {
-    addr: String,
-    stream: TcpStream,
-    reader: PacketReader,
-    buf: Box<[u8]>,
-    caps: CapabilityFlags,
-    db: Option<String>,
-}
-
-impl Upstream {
-    fn open(
-        addr: &str,
-        user: &str,
-        proof: Option<&[u8; NONCE_BYTES]>,
-        client: CapabilityFlags,
-    ) -> Result<Upstream, String> {
-        let mut last = format!("{addr} resolves to no address");
-        let mut stream = None;
-        for a in addr.to_socket_addrs().map_err(|e| e.to_string())? {
-            match TcpStream::connect_timeout(&a, LOGIN_WITHIN) {
-                Ok(s) => {
-                    stream = Some(s);
-                    break;
-                }
-                Err(e) => last = e.to_string(),
-            }
-        }
-        let stream = stream.ok_or(last)?;
-        let io = |e: io::Error| e.to_string();
-        stream.set_nodelay(true).map_err(io)?;
-        stream.set_read_timeout(Some(LOGIN_WITHIN)).map_err(io)?;
-        stream.set_write_timeout(Some(LOGIN_WITHIN)).map_err(io)?;
-        let mut upstream = Upstream {
-            addr: addr.to_string(),
-            stream,
-            reader: PacketReader::new(PACKET_MAX),
-            buf: vec![0; 64 << 10].into_boxed_slice(),
-            caps: CapabilityFlags::empty(),
-            db: None,
-        };
-        let (_, greeting) = upstream.packet().map_err(io)?;
-        let greeting = upstream_client::parse_greeting(&greeting)?;
-        let wanted = CapabilityFlags::CLIENT_PROTOCOL_41
-            | CapabilityFlags::CLIENT_SECURE_CONNECTION
-            | CapabilityFlags::CLIENT_PLUGIN_AUTH
-            | CapabilityFlags::CLIENT_TRANSACTIONS
-            | CapabilityFlags::CLIENT_LONG_PASSWORD;
-        let passed = client
-            & (CapabilityFlags::CLIENT_FOUND_ROWS
-                | CapabilityFlags::CLIENT_DEPRECATE_EOF
-                | CapabilityFlags::CLIENT_MULTI_RESULTS
-                | CapabilityFlags::CLIENT_PS_MULTI_RESULTS
-                | CapabilityFlags::CLIENT_LONG_FLAG
-                | CapabilityFlags::CLIENT_IGNORE_SPACE
-                | CapabilityFlags::CLIENT_SESSION_TRACK);
-        let caps = (wanted | passed) & greeting.capabilities;
-        upstream.caps = caps;
-        let answer = |nonce: &[u8]| {
-            proof.map_or_else(Vec::new, |p| {
-                upstream_client::answer_with_proof(nonce, p).to_vec()
-            })
-        };
-        let mut seq = 1u8;
-        let mut out = Vec::new();
-        my::write_packet(
-            &mut out,
-            &mut seq,
-            &upstream_client::login(caps, user, &answer(&greeting.nonce), None),
-        );
-        upstream.stream.write_all(&out).map_err(io)?;
-        loop {
-            let (at, reply) = upstream.packet().map_err(io)?;
-            match reply.first() {
-                Some(0x00) => break,
-                Some(0xfe) => {
-                    // AuthSwitchRequest: the plugin's name, then its nonce.
-                    let rest = &reply[1..];
-                    let name_end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
-                    let mut nonce = rest.get(name_end + 1..).unwrap_or_default().to_vec();
-                    if nonce.last() == Some(&0) {
-                        nonce.pop();
-                    }
-                    let mut seq = at.wrapping_add(1);
-                    let mut out = Vec::new();
-                    my::write_packet(&mut out, &mut seq, &answer(&nonce));
-                    upstream.stream.write_all(&out).map_err(io)?;
-                }
-                _ => return Err(upstream_client::error_message(&reply)),
-            }
-        }
-        upstream.stream.set_read_timeout(None).map_err(io)?;
-        upstream.stream.set_write_timeout(None).map_err(io)?;
-        Ok(upstream)
-    }
-
-    /// The next packet from the other primary.
-    fn packet(&mut self) -> io::Result<(u8, Vec<u8>)> {
-        loop {
-            match self.reader.next_packet() {
-                Ok(Some(p)) => return Ok(p),
-                Ok(None) => {}
-                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
-            }
-            let n = self.stream.read(&mut self.buf)?;
-            if n == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-            self.reader.feed(&self.buf[..n]);
-        }
-    }
-
-    fn send(&mut self, payload: &[u8]) -> io::Result<()> {
-        let mut seq = 0u8;
-        let mut out = Vec::with_capacity(payload.len() + 4);
-        my::write_packet(&mut out, &mut seq, payload);
-        self.stream.write_all(&out)
-    }
-
-    /// Sends a command and reads its reply through: its final status, or the
-    /// other primary's error as text.
-    fn quiet(&mut self, payload: &[u8]) -> io::Result<Result<StatusFlags, String>> {
-        self.send(payload)?;
-        let mut reply = ReplyEnd::new(self.caps);
-        let mut error = None;
-        loop {
-            let (_, p) = self.packet()?;
-            if p.first() == Some(&0xff) {
-                error = Some(upstream_client::error_message(&p));
-            }
-            match reply
-                .step(&p)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?
-            {
-                Step::More => {}
-                Step::Ended(Some(status)) => return Ok(Ok(status)),
-                Step::Ended(None) => return Ok(Err(error.unwrap_or_default())),
-                Step::LocalFile => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "the other primary asked for a local file",
-                    ))
-                }
-            }
-        }
-    }
-
-    /// Sends `sql` and relays the reply to `out`: its final status (None: it ended
-    /// in an error), or the failure and whether part of the reply went.
-    fn relay(
-        &mut self,
-        sql: &str,
-        more: bool,
-        out: &mut dyn Replies,
-    ) -> Result<Option<StatusFlags>, (io::Error, bool)> {
-        self.send(&command(0x03, sql.as_bytes()))
-            .map_err(|e| (e, false))?;
-        let mut reply = ReplyEnd::new(self.caps);
-        let mut relayed = false;
-        loop {
-            let (_, mut p) = self.packet().map_err(|e| (e, relayed))?;
-            let step = reply.step(&p).map_err(|e| {
-                (
-                    io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
-                    relayed,
-                )
-            })?;
-            let ended = match step {
-                Step::More => None,
-                Step::Ended(status) => Some(status),
-                Step::LocalFile => {
-                    return Err((
-                        io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            "the other primary asked for a local file",
-                        ),
-                        relayed,
-                    ))
-                }
-            };
-            if let Some(Some(_)) = ended {
-                upstream_client::set_more_results(&mut p, reply.deprecate_eof(), more);
-            }
-            out.packet(&p).map_err(|e| (e, true))?;
-            relayed = true;
-            if let Some(status) = ended {
-                return Ok(status);
-            }
-        }
-    }
 }
