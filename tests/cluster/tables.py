@@ -139,6 +139,19 @@ def sql(a, b, a2, am, bm):
         sys.exit("a prepared statement over both shards was not refused")
     except mysql.connector.Error as e:
         check("prepared over both shards", e.errno, 1235)
+    # A transaction that wrote here through a prepared statement cannot move on.
+    prepared.start_transaction()
+    cursor.execute("INSERT INTO scores (id, points) VALUES (%s, %s)", (50, 5))
+    plain = prepared.cursor()
+    try:
+        plain.execute("UPDATE players SET name = 'x' WHERE id = 7")
+        sys.exit("a transaction that wrote scores on b went on to players on a")
+    except mysql.connector.Error as e:
+        check("a prepared write here, then another shard", e.errno, 1235)
+    prepared.rollback()
+    check("score 50 rolled back", rows(on_b, "SELECT COUNT(*) FROM scores WHERE id = 50"), [(0,)])
+    check("player 7 kept", rows(on_a, "SELECT name FROM players WHERE id = 7"), [("p7",)])
+    plain.close()
     cursor.close()
     prepared.close()
     # The name is a's: CREATE TABLE through b goes there.

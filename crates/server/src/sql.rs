@@ -464,6 +464,9 @@ impl<'a> Connection<'a> {
                         let mut writer = RowWriter::new(&mut self.wire, self.shared, true, status);
                         let result = self.session.execute_to(stmt_id, &params, &mut writer);
                         let (ended, failed) = (writer.ended, writer.failed);
+                        if let Some(shards) = self.shards.as_mut() {
+                            shards.ran_here(&self.session);
+                        }
                         self.finish(result, true, ended, failed)?;
                     }
                     Err(e) => self.send(&e.err_packet())?,

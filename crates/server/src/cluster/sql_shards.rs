@@ -218,16 +218,21 @@ impl SqlShards {
             Reach::Set => return Ok(Routed::Here(After(AfterKind::Set(sql.to_string())))),
             Reach::Use(_) | Reach::End => return Ok(here),
             Reach::Begin => return Ok(Routed::Here(After(AfterKind::Begin(sql.to_string())))),
-            Reach::Tables(ts) => (named(&ts), After(AfterKind::Tables)),
+            Reach::Tables(ts) => {
+                // A statement naming no table (SELECT 1) leaves a transaction free
+                // to move to another shard.
+                let after = if ts.is_empty() { AfterKind::Nothing } else { AfterKind::Tables };
+                (named(&ts), After(after))
+            }
             Reach::Drop(ts) => (named(&ts), After(AfterKind::Dropped(ts))),
             Reach::Load(t) => {
                 let shards = named(std::slice::from_ref(&t));
-                if shards.iter().any(|&s| Some(s) != placement.mine) {
+                if let Some(&other) = shards.iter().find(|&&s| Some(s) != placement.mine) {
                     return refuse(
                         out,
                         &SqlError::unsupported(format!(
                             "LOAD DATA into a table of another shard: {t} is on shard {}; connect to a node of it",
-                            placement.shards[shards[0]]
+                            placement.shards[other]
                         )),
                     );
                 }
@@ -237,9 +242,19 @@ impl SqlShards {
                 Some(s) => (vec![s], After(AfterKind::Tables)),
                 None if shared.store.is_read_only() => (Vec::new(), After(AfterKind::Nothing)),
                 None => match super::tables::claim(shared, &t) {
+                    Ok(holder) if shared.config.shard.as_deref() == Some(holder.as_str()) => {
+                        (Vec::new(), After(AfterKind::Created(t)))
+                    }
                     Ok(holder) => match placement.shard_index(&holder) {
-                        Some(s) if Some(s) != placement.mine => (vec![s], After(AfterKind::Tables)),
-                        _ => (Vec::new(), After(AfterKind::Created(t))),
+                        Some(s) => (vec![s], After(AfterKind::Tables)),
+                        None => {
+                            return refuse(
+                                out,
+                                &SqlError::internal(format!(
+                                    "CREATE TABLE {t}: shard {holder} holds the name, and this node has not read where it is yet; try again"
+                                )),
+                            )
+                        }
                     },
                     Err(why) => {
                         return refuse(
@@ -483,6 +498,15 @@ impl SqlShards {
             _ => self
                 .forward_payload(shared, &placement, s, db.as_deref(), &there, out)
                 .map(|_| ()),
+        }
+    }
+
+    /// A prepared statement ran here: a transaction open here has touched this
+    /// shard, and cannot move to another.
+    pub fn ran_here(&mut self, session: &Session) {
+        if session.status().0 {
+            self.touched = true;
+            self.begun = None;
         }
     }
 
