@@ -10,7 +10,9 @@ Cases:
                     value; a multi-get of all of them through B answers every hit in
                     the order asked; keys set through A2 alone (text), through B alone
                     (pylibmc's binary protocol) and with meta commands through B are
-                    read back through pylibmc's ketama, that is from their owners.
+                    read back through pylibmc's ketama, that is from their owners; one
+                    pipeline through B of sets, gets and noreply deletes over keys of
+                    both shards answers in the order asked.
   direct PROXY      PROXY: nutcracker with the pool `kura cluster nutcracker` printed.
                     Sets and gets 200 keys through it.
 
@@ -73,6 +75,19 @@ def any_node(a, b, a2):
         got = ketama.get_multi([f"{prefix}:{i}" for i in range(n)])
         check(f"{prefix} keys at their owners", sorted(got.values()), [value] * n)
     check("mg through b", raw(b, b"mg key:7 v\r\n"), b"VA 2\r\nv7\r\n")
+    # One pipeline through b over keys of both shards: each key set, read, set
+    # again, read again, deleted under noreply, and read once more; the replies come
+    # in the order asked, each read seeing the set before it.
+    pipeline, want = b"", b""
+    for i in range(100):
+        key = f"pipe:{i}".encode()
+        for value in (b"first", b"second"):
+            pipeline += b"set " + key + b" 0 0 %d\r\n" % len(value) + value + b"\r\n"
+            pipeline += b"get " + key + b"\r\n"
+            want += b"STORED\r\nVALUE " + key + b" 0 %d\r\n" % len(value) + value + b"\r\nEND\r\n"
+        pipeline += b"delete " + key + b" noreply\r\nget " + key + b"\r\n"
+        want += b"END\r\n"
+    check("a pipeline over both shards, in order", raw(b, pipeline), want)
     print("every key reached through every node, and held by its owner")
 
 

@@ -363,6 +363,9 @@ pub(crate) struct Conn {
     /// Logins refused on this connection.
     pub(crate) failed_logins: u32,
     pub(crate) peer: SocketAddr,
+    /// In a cluster, text requests queued for other nodes, whose replies come before
+    /// any written after them.
+    forwards: crate::cluster::Queue,
 }
 
 /// A reply in a connection's output that reports a change not yet acknowledged.
@@ -560,6 +563,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
         user: None,
         failed_logins: 0,
         peer,
+        forwards: crate::cluster::Queue::default(),
     };
     let mut need_read = true;
     let mut batch_started = Instant::now();
@@ -650,6 +654,8 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
                 break;
             }
         }
+        // The replies of requests queued for other nodes, before the output leaves.
+        conn.forwards.settle(&shared, &mut conn.out).await;
         let replied = !conn.out.is_empty();
         let flushed = flush(&mut stream, &mut conn, &shared).await;
         if replied {
@@ -721,7 +727,10 @@ async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step 
         Parsed::Request { request, consumed } => {
             let line = &input[..consumed];
             let (user, peer) = (conn.user.as_ref(), conn.peer);
-            if !crate::auth::permitted(shared, user, peer, &request, line, &mut conn.out) {
+            let mut refused = Vec::new();
+            if !crate::auth::permitted(shared, user, peer, &request, line, &mut refused) {
+                conn.forwards.settle(shared, &mut conn.out).await;
+                conn.out.extend_from_slice(&refused);
                 return Step::Ran {
                     consumed,
                     flow: Flow::Continue,
@@ -729,6 +738,7 @@ async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step 
             }
             let wanted = sync::wanted(shared, &request);
             if let Some(refusal) = wanted.and_then(|w| sync::refusal(shared, w)) {
+                conn.forwards.settle(shared, &mut conn.out).await;
                 conn.out.extend_from_slice(&refusal);
                 return Step::Ran {
                     consumed,
@@ -745,6 +755,7 @@ async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step 
                 match crate::cluster::admit(shared, &keys).await {
                     Ok(admitted) => admitted,
                     Err(why) => {
+                        conn.forwards.settle(shared, &mut conn.out).await;
                         if !request.noreply() {
                             conn.out
                                 .extend_from_slice(format!("SERVER_ERROR {why}\r\n").as_bytes());
@@ -762,6 +773,17 @@ async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step 
             // and a replica passes changes (and reads) on to its primary.
             let in_container = conn.session.container.is_some();
             if let Some(forwarding) = crate::cluster::forwarded(shared, in_container, &request) {
+                if let crate::cluster::Forwarding::To { primary, bytes } = forwarding {
+                    // Queued: the requests behind it go on meanwhile.
+                    if conn.forwards.push(primary, bytes, request.noreply()) {
+                        conn.forwards.settle(shared, &mut conn.out).await;
+                    }
+                    return Step::Ran {
+                        consumed,
+                        flow: Flow::Continue,
+                    };
+                }
+                conn.forwards.settle(shared, &mut conn.out).await;
                 let start = conn.out.len();
                 match forwarding {
                     crate::cluster::Forwarding::Split(placement) => {
@@ -776,6 +798,7 @@ async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step 
                     flow: Flow::Continue,
                 };
             }
+            conn.forwards.settle(shared, &mut conn.out).await;
             crate::reader::load_values(shared, &mut conn.session, &request).await;
             let start = conn.out.len();
             let outcome = dispatch::execute(shared, &mut conn.session, request, &mut conn.out);
@@ -795,6 +818,7 @@ async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step 
             noreply,
             unlink_key,
         } => {
+            conn.forwards.settle(shared, &mut conn.out).await;
             if noreply {
                 bump(&shared.counters.local().noreply_errors_dropped);
             } else {

@@ -244,17 +244,31 @@ async fn exchange_text(shared: &Shared, forwarding: Forwarding) -> Result<Vec<u8
         Forwarding::Refused(why) => return Err(why),
         Forwarding::Split(_) => return Err("a split get goes through split_get".into()),
     };
+    let mut replies = exchange_run(shared, &primary, &[bytes]).await?;
+    replies
+        .pop()
+        .ok_or_else(|| format!("forwarding to the primary {primary} failed: no reply"))
+}
+
+/// Sends `requests` (each a text request and `mn`) to `primary` at once, in order,
+/// over one of this thread's connections, and reads their replies, each up to its
+/// `MN`: a run of requests for one node costs one hop.
+async fn exchange_run(
+    shared: &Shared,
+    primary: &str,
+    requests: &[Vec<u8>],
+) -> Result<Vec<Vec<u8>>, String> {
     let failed = |e: String| format!("forwarding to the primary {primary} failed: {e}; try again");
     let idle = IDLE_TEXT.with(|idle| {
         let mut idle = idle.borrow_mut();
-        let at = idle.iter().rposition(|(to, _)| *to == primary)?;
+        let at = idle.iter().rposition(|(to, _)| to == primary)?;
         Some(idle.remove(at).1)
     });
     let mut stream = match idle {
         Some(stream) => stream,
         None => {
             let replication = &shared.replication;
-            let mut stream = connect_stream(&primary, replication.tls(), CONNECT_WITHIN)
+            let mut stream = connect_stream(primary, replication.tls(), CONNECT_WITHIN)
                 .await
                 .map_err(|e| failed(e.to_string()))?;
             log_in_stream(&mut stream, replication.login())
@@ -267,12 +281,17 @@ async fn exchange_text(shared: &Shared, forwarding: Forwarding) -> Result<Vec<u8
     // comes; a primary silent for longer is cut off or gone.
     let limit = Duration::from_millis(shared.config.sync_timeout_ms) + Duration::from_secs(1);
     let exchange = async {
-        stream.write_all(&bytes).await.map_err(|e| e.to_string())?;
+        stream
+            .write_all(&requests.concat())
+            .await
+            .map_err(|e| e.to_string())?;
         let mut reply = Reply::default();
+        let mut replies = Vec::with_capacity(requests.len());
         let mut chunk = [0u8; 16 << 10];
-        loop {
+        while replies.len() < requests.len() {
             if let Some(whole) = reply.take(text_frame)? {
-                return Ok(whole);
+                replies.push(whole);
+                continue;
             }
             let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
             if n == 0 {
@@ -280,14 +299,126 @@ async fn exchange_text(shared: &Shared, forwarding: Forwarding) -> Result<Vec<u8
             }
             reply.buf.extend_from_slice(&chunk[..n]);
         }
+        reply.ended()?;
+        Ok(replies)
     };
-    let reply = match tokio::time::timeout(limit, exchange).await {
-        Ok(Ok(reply)) => reply,
+    let replies = match tokio::time::timeout(limit, exchange).await {
+        Ok(Ok(replies)) => replies,
         Ok(Err(e)) => return Err(failed(e)),
         Err(_) => return Err(failed("no reply in time".to_string())),
     };
-    IDLE_TEXT.with(|idle| keep(&mut idle.borrow_mut(), &primary, stream));
-    Ok(reply)
+    IDLE_TEXT.with(|idle| keep(&mut idle.borrow_mut(), primary, stream));
+    Ok(replies)
+}
+
+/// The most text requests a connection queues before it sends them.
+const QUEUED_MAX: usize = 64;
+
+/// A connection's text requests for other nodes, queued as its input is read: a
+/// node answers a connection's requests in order, so one request passed on would
+/// hold every one behind it for its hop (nutcracker sends all of a server's traffic
+/// over one connection). Queued instead, they go out together when the connection
+/// next has a reply of its own to write, or its input is read through: each node's
+/// in order over one connection (so a key's requests keep their order), the nodes
+/// side by side; their replies go into the output in the order asked.
+#[derive(Default)]
+pub struct Queue {
+    queued: Vec<Queued>,
+}
+
+struct Queued {
+    primary: String,
+    bytes: Vec<u8>,
+    noreply: bool,
+}
+
+impl Queue {
+    /// Queues a request for `primary` (`bytes`: it and `mn`); whether the queue is
+    /// full and must be sent before the next.
+    pub fn push(&mut self, primary: String, bytes: Vec<u8>, noreply: bool) -> bool {
+        self.queued.push(Queued {
+            primary,
+            bytes,
+            noreply,
+        });
+        self.queued.len() >= QUEUED_MAX
+    }
+
+    /// Sends what is queued and appends the replies to `out`, in order.
+    pub async fn settle(&mut self, shared: &Arc<Shared>, out: &mut Vec<u8>) {
+        if self.queued.is_empty() {
+            return;
+        }
+        let queued = std::mem::take(&mut self.queued);
+        let mut nodes: Vec<(&str, Vec<usize>)> = Vec::new();
+        for (i, q) in queued.iter().enumerate() {
+            match nodes.iter_mut().find(|(p, _)| *p == q.primary) {
+                Some((_, at)) => at.push(i),
+                None => nodes.push((&q.primary, vec![i])),
+            }
+        }
+        let runs = nodes.iter().map(|(primary, at)| {
+            let requests: Vec<Vec<u8>> = at.iter().map(|&i| queued[i].bytes.clone()).collect();
+            let (s, primary) = (Arc::clone(shared), primary.to_string());
+            async move { exchange_run(&s, &primary, &requests).await }
+        });
+        let results = futures_join_all(runs).await;
+        let mut replies: Vec<Option<Result<Vec<u8>, String>>> =
+            (0..queued.len()).map(|_| None).collect();
+        for ((_, at), result) in nodes.iter().zip(results) {
+            match result {
+                Ok(run) => {
+                    for (&i, reply) in at.iter().zip(run) {
+                        replies[i] = Some(Ok(reply));
+                    }
+                }
+                Err(why) => {
+                    for &i in at {
+                        replies[i] = Some(Err(why.clone()));
+                    }
+                }
+            }
+        }
+        for (q, reply) in queued.iter().zip(replies) {
+            let start = out.len();
+            match reply {
+                Some(Ok(reply)) => out.extend_from_slice(&reply),
+                Some(Err(why)) => {
+                    out.extend_from_slice(format!("SERVER_ERROR {why}\r\n").as_bytes())
+                }
+                None => {
+                    out.extend_from_slice(b"SERVER_ERROR the forwarded request got no reply\r\n")
+                }
+            }
+            crate::dispatch::drop_noreply_reply(shared, q.noreply, start, out);
+        }
+    }
+}
+
+/// Runs `futures` side by side on this task; their outputs in order.
+async fn futures_join_all<F: std::future::Future>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output> {
+    let mut pinned: Vec<std::pin::Pin<Box<F>>> = futures.map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, out) in pinned.iter_mut().zip(outputs.iter_mut()) {
+            if out.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *out = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
 }
 
 /// The pool of binary-protocol connections to other nodes (text requests go over
@@ -401,6 +532,7 @@ fn read_binary_reply(socket: &mut Socket) -> Result<Vec<u8>, String> {
     let mut chunk = [0u8; 16 << 10];
     loop {
         if let Some(whole) = reply.take(binary_frame)? {
+            reply.ended()?;
             return Ok(whole);
         }
         let n = socket.read(&mut chunk).map_err(|e| e.to_string())?;
@@ -439,19 +571,18 @@ struct Reply {
 impl Reply {
     /// Looks at the whole frames read (`frame` gives the length of the one a buffer
     /// starts with, and whether it ends the reply; None until it is all there): the
-    /// frames before the one that ends the reply, which must be the last read, or
-    /// None while it has not come.
+    /// frames before the one that ends the reply, taken out with it (what follows is
+    /// the next reply's), or None while it has not come.
     fn take(
         &mut self,
         frame: impl Fn(&[u8]) -> Result<Option<(usize, bool)>, String>,
     ) -> Result<Option<Vec<u8>>, String> {
         while let Some((len, ends)) = frame(&self.buf[self.pos..])? {
             if ends {
-                if self.pos + len != self.buf.len() {
-                    return Err("the primary sent more than the reply".to_string());
-                }
-                self.buf.truncate(self.pos);
-                return Ok(Some(std::mem::take(&mut self.buf)));
+                let whole = self.buf[..self.pos].to_vec();
+                self.buf.drain(..self.pos + len);
+                self.pos = 0;
+                return Ok(Some(whole));
             }
             self.pos += len;
         }
@@ -459,6 +590,15 @@ impl Reply {
             return Err("the primary's reply is too large to forward".to_string());
         }
         Ok(None)
+    }
+
+    /// Checks that nothing came past the last reply taken.
+    fn ended(&self) -> Result<(), String> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err("the primary sent more than the reply".to_string())
+        }
     }
 }
 

@@ -24,7 +24,9 @@ mod status;
 mod tables;
 
 pub use cli::command;
-pub use forward::{forward, forward_binary, forwarded, forwarded_binary, Forwarder, Forwarding};
+pub use forward::{
+    forward, forward_binary, forwarded, forwarded_binary, Forwarder, Forwarding, Queue,
+};
 pub use moves::{admit, hand_off};
 pub use split::split_get;
 pub use sql_forward::pass_on;
