@@ -311,8 +311,10 @@ async fn exchange_run(
     Ok(replies)
 }
 
-/// The most text requests a connection queues before it sends them.
+/// The most text requests, and bytes of them, a connection queues before it sends
+/// them.
 const QUEUED_MAX: usize = 64;
+const QUEUED_BYTES_MAX: usize = 1 << 20;
 
 /// A connection's text requests for other nodes, queued as its input is read: a
 /// node answers a connection's requests in order, so one request passed on would
@@ -324,6 +326,7 @@ const QUEUED_MAX: usize = 64;
 #[derive(Default)]
 pub struct Queue {
     queued: Vec<Queued>,
+    bytes: usize,
 }
 
 struct Queued {
@@ -336,12 +339,13 @@ impl Queue {
     /// Queues a request for `primary` (`bytes`: it and `mn`); whether the queue is
     /// full and must be sent before the next.
     pub fn push(&mut self, primary: String, bytes: Vec<u8>, noreply: bool) -> bool {
+        self.bytes += bytes.len();
         self.queued.push(Queued {
             primary,
             bytes,
             noreply,
         });
-        self.queued.len() >= QUEUED_MAX
+        self.queued.len() >= QUEUED_MAX || self.bytes >= QUEUED_BYTES_MAX
     }
 
     /// Sends what is queued and appends the replies to `out`, in order.
@@ -350,6 +354,7 @@ impl Queue {
             return;
         }
         let queued = std::mem::take(&mut self.queued);
+        self.bytes = 0;
         let mut nodes: Vec<(&str, Vec<usize>)> = Vec::new();
         for (i, q) in queued.iter().enumerate() {
             match nodes.iter_mut().find(|(p, _)| *p == q.primary) {
