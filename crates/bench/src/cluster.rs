@@ -39,7 +39,7 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use kura_ring::{Member, Ring};
 use kura_testkit::etcd::Etcd;
-use kura_testkit::{free_port, Durability, KuraOptions, KuraServer, NetNamespace};
+use kura_testkit::{free_port, KuraServer, NetNamespace};
 
 use crate::chart::{Chart, Kind};
 use crate::driver::{self, Deal, Next, Opened, Script};
@@ -239,45 +239,14 @@ fn start_node(
     shard: &str,
     place: Option<(&str, Option<&NetNamespace>)>,
 ) -> Result<Node> {
-    let dir = tempfile::Builder::new()
-        .prefix("kura-bench-cluster-")
-        .tempdir_in(&args.common.data_root)
-        .context("a data directory")?;
-    let port = free_port();
-    let (ip, ns) = place.unwrap_or(("127.0.0.1", None));
-    let advertise = format!("{ip}:{port}");
-    let mut options = KuraOptions::new(&args.common.kura_bin, Durability::Fsync).listen(ip);
-    if let Some(ns) = ns {
-        options = options.wrapped_in(&["ip", "netns", "exec", &ns.name]);
-    }
-    if place.is_some() {
-        // Off the loopback, with no users: a bench's private nodes.
-        options = options.arg("--insecure");
-    }
-    for arg in [
-        "-p",
-        &port.to_string(),
-        "--sql-port",
-        "off",
-        "--etcd",
+    let (server, advertise, dir) = crate::failover::start_cluster_node(
+        &args.common,
+        "cluster",
         etcd,
-        "--cluster",
-        CLUSTER,
-        "--shard",
-        shard,
-        "--advertise",
-        &advertise,
-        "--lease-ttl-ms",
-        "3000",
-    ] {
-        options = options.arg(arg);
-    }
-    for arg in &args.common.kura_args {
-        options = options.arg(arg);
-    }
-    let server = options
-        .start_on(dir.path())
-        .with_context(|| format!("starting shard {shard}'s node"))?;
+        (CLUSTER, shard),
+        place.unwrap_or(("127.0.0.1", None)),
+        &["--lease-ttl-ms", "3000"],
+    )?;
     Ok(Node {
         server,
         advertise,
@@ -420,11 +389,7 @@ impl Script for Ops {
         _: &[u8],
         _: &mut Vec<u8>,
     ) -> Result<Next> {
-        Ok(match reply {
-            Reply::Values { hits: 0 } => Next::Missed,
-            Reply::Values { .. } | Reply::Ok => Next::Done,
-            Reply::Refused | Reply::Error => Next::Failed,
-        })
+        Ok(crate::load::outcome(reply))
     }
 }
 
@@ -545,9 +510,13 @@ impl Nutcracker {
         let dir = tempfile::tempdir()?;
         let conf: PathBuf = dir.path().join("pool.yml");
         std::fs::write(&conf, pool)?;
+        // A stats port of its own: nutcracker's default (22222) is one for the machine.
         let child = Command::new("nutcracker")
             .arg("-c")
             .arg(&conf)
+            .args(["-s", &free_port().to_string()])
+            .arg("-o")
+            .arg(dir.path().join("nutcracker.log"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

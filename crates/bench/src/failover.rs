@@ -194,48 +194,73 @@ fn start_node(
     ip: &str,
     ns: Option<&NetNamespace>,
 ) -> Result<Node> {
-    let dir = tempfile::Builder::new()
-        .prefix("kura-bench-failover-")
-        .tempdir_in(&args.common.data_root)
-        .context("a data directory")?;
-    let port = free_port();
-    let advertise = format!("{ip}:{port}");
-    let mut options = KuraOptions::new(&args.common.kura_bin, Durability::Fsync).listen(ip);
-    if let Some(ns) = ns {
-        options = options.wrapped_in(&["ip", "netns", "exec", &ns.name]);
-    }
-    for arg in [
-        "-p",
-        &port.to_string(),
-        "--insecure",
-        "--sql-port",
-        "off",
-        "--etcd",
+    let ttl = args.lease_ttl_ms.to_string();
+    let (server, advertise, dir) = start_cluster_node(
+        &args.common,
+        "failover",
         etcd,
-        "--cluster",
-        CLUSTER,
-        "--shard",
-        SHARD,
-        "--advertise",
-        &advertise,
-        "--lease-ttl-ms",
-        &args.lease_ttl_ms.to_string(),
-        "--min-sync-replicas",
-        "1",
-    ] {
-        options = options.arg(arg);
-    }
-    for arg in &args.common.kura_args {
-        options = options.arg(arg);
-    }
-    let server = options
-        .start_on(dir.path())
-        .with_context(|| format!("starting a node at {advertise}"))?;
+        (CLUSTER, SHARD),
+        (ip, ns),
+        &["--lease-ttl-ms", &ttl, "--min-sync-replicas", "1"],
+    )?;
     Ok(Node {
         server,
         advertise,
         _dir: dir,
     })
+}
+
+/// A Kura node of cluster `cluster`'s shard `shard` (fsync, no SQL port, off the
+/// loopback with `--insecure`), listening on `ip`, in the namespace `ns` if given,
+/// with `extra` arguments: the server, the address it advertises, its data
+/// directory (in `--data-root`, named after `workload`).
+pub(crate) fn start_cluster_node(
+    common: &Common,
+    workload: &str,
+    etcd: &str,
+    (cluster, shard): (&str, &str),
+    (ip, ns): (&str, Option<&NetNamespace>),
+    extra: &[&str],
+) -> Result<(KuraServer, String, tempfile::TempDir)> {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("kura-bench-{workload}-"))
+        .tempdir_in(&common.data_root)
+        .context("a data directory")?;
+    let port = free_port();
+    let advertise = format!("{ip}:{port}");
+    let mut options = KuraOptions::new(&common.kura_bin, Durability::Fsync).listen(ip);
+    if let Some(ns) = ns {
+        options = options.wrapped_in(&["ip", "netns", "exec", &ns.name]);
+    }
+    if ip != "127.0.0.1" {
+        // Off the loopback, with no users: a bench's private nodes.
+        options = options.arg("--insecure");
+    }
+    let port_text = port.to_string();
+    let cluster_args = [
+        "-p",
+        &port_text,
+        "--sql-port",
+        "off",
+        "--etcd",
+        etcd,
+        "--cluster",
+        cluster,
+        "--shard",
+        shard,
+        "--advertise",
+        &advertise,
+    ];
+    for arg in cluster_args.iter().chain(extra) {
+        options = options.arg(arg);
+    }
+    for arg in &common.kura_args {
+        options = options.arg(arg);
+    }
+    let server = options
+        .start_on(dir.path())
+        .with_context(|| format!("starting shard {shard}'s node at {advertise}"))?;
+    Ok((server, advertise, dir))
 }
 
 /// `stats <what>` of `addr` as a map, or None if it does not answer.

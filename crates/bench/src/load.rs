@@ -272,12 +272,17 @@ impl Script for Ops<'_> {
         _: &[u8],
         _: &mut Vec<u8>,
     ) -> Result<Next> {
-        Ok(match reply {
-            Reply::Values { hits: 0 } => Next::Missed,
-            Reply::Values { .. } | Reply::Ok => Next::Done,
-            // Sets not stored, and error replies.
-            Reply::Refused | Reply::Error => Next::Failed,
-        })
+        Ok(outcome(reply))
+    }
+}
+
+/// What a get's or a set's reply makes of its op: a miss, done, or failed (a set not
+/// stored, an error reply).
+pub(crate) fn outcome(reply: Reply) -> Next {
+    match reply {
+        Reply::Values { hits: 0 } => Next::Missed,
+        Reply::Values { .. } | Reply::Ok => Next::Done,
+        Reply::Refused | Reply::Error => Next::Failed,
     }
 }
 

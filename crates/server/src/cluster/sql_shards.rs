@@ -283,19 +283,9 @@ impl SqlShards {
             }
             _ => {
                 let reach = reach_of(sql, db.as_deref());
-                let list: Vec<String> = shards
-                    .iter()
-                    .map(|&s| {
-                        format!(
-                            "{} on {}",
-                            first_table_on(&placement, &reach, s),
-                            placement.shards[s]
-                        )
-                    })
-                    .collect();
                 let why = format!(
                     "a statement over tables of several shards ({})",
-                    list.join(", ")
+                    tables_on(&placement, &reach, &shards)
                 );
                 self.spanning(shared, &why, out)
             }
@@ -370,19 +360,9 @@ impl SqlShards {
             (None, [s]) if Some(*s) == placement.mine => return Ok(None),
             (None, [s]) => *s,
             _ => {
-                let list: Vec<String> = shards
-                    .iter()
-                    .map(|&s| {
-                        format!(
-                            "{} on {}",
-                            first_table_on(&placement, &reach, s),
-                            placement.shards[s]
-                        )
-                    })
-                    .collect();
                 let why = format!(
                     "a prepared statement over tables of several shards ({}{})",
-                    list.join(", "),
+                    tables_on(&placement, &reach, &shards),
                     self.bound
                         .as_ref()
                         .map_or(String::new(), |b| format!(", in a transaction on {b}"))
@@ -781,6 +761,21 @@ fn first_table_on(placement: &Placement, reach: &Reach, s: usize) -> String {
         .find(|t| placement.table_shard(t) == Some(s))
         .cloned()
         .unwrap_or_else(|| "a table".to_string())
+}
+
+/// `t on a, u on b`: a table `reach` names on each of `shards`.
+fn tables_on(placement: &Placement, reach: &Reach, shards: &[usize]) -> String {
+    let each: Vec<String> = shards
+        .iter()
+        .map(|&s| {
+            format!(
+                "{} on {}",
+                first_table_on(placement, reach, s),
+                placement.shards[s]
+            )
+        })
+        .collect();
+    each.join(", ")
 }
 
 fn reach_of(sql: &str, db: Option<&str>) -> Reach {
