@@ -17,9 +17,16 @@ Cases:
                     Through memcached: `@@players.<id>` set and read through BM,
                     `@@scores.<id>` through AM, each landing on its table's shard.
 
+  lost B FLAGS       Through B: BEGIN and an UPDATE of players (the transaction runs on
+                    a), then FLAGS/begun is made and FLAGS/killed awaited (a's primary
+                    SIGKILLed meanwhile, its replica taking over): the next statement
+                    gets 1105 and the transaction's change is not on a.
+
 Exits non-zero with the failing check.
 """
+import os
 import sys
+import time
 
 import mysql.connector
 import pymemcache.client.base
@@ -174,6 +181,28 @@ def sql(a, b, a2, am, bm):
     print("tables on shards: ok")
 
 
+def lost(b, flags):
+    conn = connect(b)
+    rows(conn, "BEGIN")
+    rows(conn, "UPDATE players SET name = 'lost' WHERE id = 8")
+    open(os.path.join(flags, "begun"), "w").close()
+    deadline = time.monotonic() + 120
+    while not os.path.exists(os.path.join(flags, "killed")):
+        if time.monotonic() > deadline:
+            sys.exit("a's primary was never killed")
+        time.sleep(0.05)
+    try:
+        rows(conn, "UPDATE players SET name = 'lost' WHERE id = 9")
+        rows(conn, "COMMIT")
+        sys.exit("a transaction went on after the primary it ran on failed over")
+    except pymysql.err.MySQLError as e:
+        check("the lost transaction's next statement", e.args[0], 1105)
+    fresh = connect(b)
+    check("player 8 as before", rows(fresh, "SELECT name FROM players WHERE id IN (8, 9)"),
+          [("p8",), ("p9",)])
+    print("a transaction on a failed-over primary: lost there, 1105")
+
+
 if __name__ == "__main__":
     case, args = sys.argv[1], sys.argv[2:]
-    {"sql": sql}[case](*args)
+    {"sql": sql, "lost": lost}[case](*args)

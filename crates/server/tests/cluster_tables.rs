@@ -5,7 +5,8 @@
 //! statements and transactions on one shard's tables pass on to its primary, ones over
 //! both shards are refused, and memcached's `@@table.key` goes to the table's shard.
 //! A table made before its shard's primary knew the cluster's tables is placed as
-//! found; DROP TABLE unplaces it; without etcd, CREATE TABLE makes nothing.
+//! found; DROP TABLE unplaces it; without etcd, CREATE TABLE makes nothing; a
+//! transaction passed on to a primary that fails over is lost there (1105).
 
 #![allow(clippy::expect_used)]
 
@@ -130,4 +131,28 @@ fn tables_live_on_one_shard_and_any_node_reaches_them() {
         .server
         .sql_ok("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 't2'");
     assert_eq!(made.trim(), "0", "t2 made without a place");
+
+    // A transaction through b running on a's primary, which fails over: lost there.
+    let flags = tempfile::tempdir().expect("tempdir");
+    let lost = std::thread::spawn({
+        let args = vec![
+            "lost".to_string(),
+            sql_of(&b),
+            flags.path().display().to_string(),
+        ];
+        move || run_script(Path::new("tests/cluster/tables.py"), &args, &[])
+    });
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    while !flags.path().join("begun").exists() {
+        assert!(Instant::now() < deadline, "the transaction never began");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut a = a;
+    a[p].server.kill().expect("SIGKILL a's primary");
+    elected(&[&a[1 - p]]);
+    std::fs::write(flags.path().join("killed"), "").expect("flag");
+    match lost.join().expect("the script's thread") {
+        Ok(output) => print!("{output}"),
+        Err(e) => panic!("tables.py lost: {e}\n{}", logs(&[&a[1 - p], &b])),
+    }
 }
