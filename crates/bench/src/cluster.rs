@@ -255,24 +255,9 @@ fn start_node(
     })
 }
 
-/// `stats <what>` of `addr`, as (name, value) pairs.
-fn stats_of(addr: SocketAddr, what: &str) -> Result<Vec<(String, String)>> {
-    let mut c = kura_testkit::Client::connect(addr)?;
-    let reply = c.request(format!("stats {what}\r\n").as_bytes(), b"END\r\n")?;
-    Ok(String::from_utf8_lossy(&reply)
-        .lines()
-        .filter_map(|l| l.strip_prefix("STAT "))
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect())
-}
-
+/// One number of `stats <what>` of `addr` (None: no such stat, or no answer).
 fn stat(addr: SocketAddr, what: &str, name: &str) -> Option<String> {
-    stats_of(addr, what)
-        .ok()?
-        .into_iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v)
+    crate::failover::stats(addr, what)?.remove(name)
 }
 
 /// Waits until `node` is its shard's primary.
@@ -292,10 +277,9 @@ fn settled(nodes: &[Node], version: u64) -> Result<()> {
     let deadline = Instant::now() + SETTLE_WITHIN;
     loop {
         let done = nodes.iter().all(|n| {
-            stats_of(n.server.addr(), "cluster").is_ok_and(|s| {
-                s.iter()
-                    .any(|(k, v)| k == "ring_version" && *v == version.to_string())
-                    && !s.iter().any(|(k, _)| k == "ring_next_version")
+            crate::failover::stats(n.server.addr(), "cluster").is_some_and(|s| {
+                s.get("ring_version") == Some(&version.to_string())
+                    && !s.contains_key("ring_next_version")
             })
         });
         if done {

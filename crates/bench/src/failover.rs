@@ -264,7 +264,7 @@ pub(crate) fn start_cluster_node(
 }
 
 /// `stats <what>` of `addr` as a map, or None if it does not answer.
-fn stats(addr: SocketAddr, what: &str) -> Option<BTreeMap<String, String>> {
+pub(crate) fn stats(addr: SocketAddr, what: &str) -> Option<BTreeMap<String, String>> {
     let mut c = Client::connect(addr).ok()?;
     let reply = c
         .request(format!("stats {what}\r\n").as_bytes(), b"END\r\n")

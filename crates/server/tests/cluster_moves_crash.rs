@@ -149,6 +149,30 @@ fn ring_and_fill(etcd: &Etcd, all: &[&Node], ring: &str) {
     );
 }
 
+/// `grow.py load` for `seconds` over the rings `old` and `new` (keys `w/`), logging
+/// to `acks`, on a thread of its own.
+fn load(
+    acks: &Path,
+    seconds: u32,
+    old: &str,
+    new: &str,
+) -> std::thread::JoinHandle<Result<String, String>> {
+    let args = vec![
+        "load".to_string(),
+        acks.display().to_string(),
+        seconds.to_string(),
+        addresses(old),
+        addresses(new),
+    ];
+    std::thread::spawn(move || {
+        run_script(
+            Path::new("tests/cluster/grow.py"),
+            &args,
+            &[("GROW_PREFIX", "w/")],
+        )
+    })
+}
+
 /// `kura cluster ring` to `ring`, running on its own.
 fn change_ring(endpoint: &str, ring: &str) -> std::process::Child {
     Command::new(kura_testkit::kura_bin(env!("CARGO_BIN_EXE_kura")))
@@ -181,22 +205,7 @@ fn a_ring_change_survives_kill_9_of_its_nodes_its_command_and_etcd() {
     ring_and_fill(&etcd, &[&a[0], &a[1], &b, &c], &old);
     let out = tempfile::tempdir().expect("tempdir");
     let acks = out.path().join("acks.json");
-    let load = std::thread::spawn({
-        let args = vec![
-            "load".to_string(),
-            acks.display().to_string(),
-            "25".into(),
-            addresses(&old),
-            addresses(&new),
-        ];
-        move || {
-            run_script(
-                Path::new("tests/cluster/grow.py"),
-                &args,
-                &[("GROW_PREFIX", "w/")],
-            )
-        }
-    });
+    let load = load(&acks, 25, &old, &new);
 
     // 1. The command, killed once its transaction is made.
     let mut command = change_ring(&endpoint, &new);
@@ -357,22 +366,7 @@ fn a_hand_off_past_its_pause_gives_up_and_one_whose_source_dies_loses_nothing() 
     ring_and_fill(&etcd, &[&a[0], &a[1], &b], &old);
     let out = tempfile::tempdir().expect("tempdir");
     let acks = out.path().join("acks.json");
-    let load = std::thread::spawn({
-        let args = vec![
-            "load".to_string(),
-            acks.display().to_string(),
-            "20".into(),
-            addresses(&old),
-            addresses(&new),
-        ];
-        move || {
-            run_script(
-                Path::new("tests/cluster/grow.py"),
-                &args,
-                &[("GROW_PREFIX", "w/")],
-            )
-        }
-    });
+    let load = load(&acks, 20, &old, &new);
     let mut command = change_ring(&endpoint, &new);
 
     // 1. The first hand-off runs past the pause: given up, nothing flipped.

@@ -383,19 +383,9 @@ impl SqlShards {
                 Ok(Some(true))
             }
             Ok(None) => Ok(Some(false)),
-            Err((e, relayed)) => {
-                self.lose(&shard);
-                if relayed {
-                    return Err(e);
-                }
-                refuse(
-                    out,
-                    &SqlError::internal(format!(
-                        "shard {shard}'s primary went away: {e}; try again"
-                    )),
-                )
-                .map(|_| Some(false))
-            }
+            Err((e, relayed)) => self
+                .went_away(&shard, e, relayed, "try again", out)
+                .map(|_| Some(false)),
         }
     }
 
@@ -732,20 +722,35 @@ impl SqlShards {
                 }
                 Ok(Routed::Answered(status.is_some()))
             }
-            Err((e, relayed)) => {
-                self.lose(&shard);
-                if relayed {
-                    // Part of the reply went: the client cannot read on.
-                    return Err(e);
-                }
-                refuse(
-                    out,
-                    &SqlError::internal(format!(
-                        "shard {shard}'s primary went away: {e}; the statement may or may not have run there"
-                    )),
-                )
-            }
+            Err((e, relayed)) => self.went_away(
+                &shard,
+                e,
+                relayed,
+                "the statement may or may not have run there",
+                out,
+            ),
         }
+    }
+
+    /// Shard `shard`'s primary failed mid-exchange: its upstream is dropped; the
+    /// client gets 1105 (`then` says what it may do), or, if part of the reply went,
+    /// the error that closes its connection (it cannot read on).
+    fn went_away(
+        &mut self,
+        shard: &str,
+        e: io::Error,
+        relayed: bool,
+        then: &str,
+        out: &mut dyn Replies,
+    ) -> io::Result<Routed> {
+        self.lose(shard);
+        if relayed {
+            return Err(e);
+        }
+        refuse(
+            out,
+            &SqlError::internal(format!("shard {shard}'s primary went away: {e}; {then}")),
+        )
     }
 }
 
