@@ -420,6 +420,14 @@ fn schema_refusal(why: String) -> SqlError {
     if why.starts_with("Column '") && why.ends_with(kura_tables::DUPLICATED_MEMBER) {
         return SqlError::new(1291, b"HY000", why);
     }
+    if why.contains(kura_tables::seal::MOVING_DDL) {
+        // The move holds the table as MySQL's metadata lock would.
+        return SqlError::new(
+            1205,
+            b"HY000",
+            format!("Lock wait timeout exceeded; try restarting transaction ({why})"),
+        );
+    }
     SqlError::unsupported(why)
 }
 

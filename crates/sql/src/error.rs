@@ -3,6 +3,9 @@
 
 use std::fmt;
 
+/// What [`SqlError::moving_table`] says of the table.
+const MOVING: &str = "the table is being handed to another shard";
+
 /// A statement's failure, in MySQL's terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqlError {
@@ -116,6 +119,33 @@ impl SqlError {
 
     /// 1213 ER_LOCK_DEADLOCK: what MySQL says when a transaction lost a race and was
     /// rolled back; drivers and ORMs retry on it.
+    /// 1412 ER_TABLE_DEF_CHANGED for a statement of its own whose table was being
+    /// handed to another shard (issue 42); nothing was done. A cluster node makes it
+    /// again where the table is once the hand-off ends ([`SqlError::is_moving_table`]).
+    pub fn moving_table(table: &str) -> SqlError {
+        SqlError::new(
+            1412,
+            b"HY000",
+            format!("Table definition has changed, please retry transaction ({MOVING}: {table})"),
+        )
+    }
+
+    /// 1213 for a transaction whose table was handed to another shard under it: the
+    /// transaction is rolled back, as after a deadlock, to be run again where the
+    /// table is now.
+    pub fn moved_table(table: &str) -> SqlError {
+        SqlError::new(
+            1213,
+            b"40001",
+            format!("Deadlock found when trying to get lock; try restarting transaction (table {table} was handed to another shard)"),
+        )
+    }
+
+    /// Whether this is [`SqlError::moving_table`]'s refusal.
+    pub fn is_moving_table(&self) -> bool {
+        self.code == 1412 && self.message.contains(MOVING)
+    }
+
     pub fn conflict() -> SqlError {
         SqlError::new(
             1213,

@@ -139,6 +139,9 @@ impl Session {
                 b"HY000",
                 "Table definition has changed, please retry transaction",
             ),
+            // A statement of its own: the server makes it again where the table is
+            // once the hand-off ends, or shows this. (COMMIT's is `commit`'s.)
+            ApplyError::Moving(table) => SqlError::moving_table(&table),
             ApplyError::NoMemory => SqlError::new(
                 1041,
                 b"HY000",
@@ -205,6 +208,10 @@ impl Session {
                     }
                     Ok(())
                 }
+                // The table is being handed to another shard: the transaction,
+                // made here, is rolled back, as after a deadlock, to be run again
+                // where the table is. (Never made again as it stands: it read here.)
+                Err(ApplyError::Moving(table)) => Err(SqlError::moved_table(&table)),
                 Err(e) => Err(self.apply_error(e)),
             }
         };

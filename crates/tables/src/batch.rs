@@ -210,6 +210,10 @@ pub enum ApplyError {
     NoMemory,
     /// The batch's [`Upsert`] refused a row; it knows why.
     Upsert,
+    /// A table the batch writes is being handed to another server, or was
+    /// ([`crate::seal`]): nothing was written; the caller makes it again where the
+    /// table is once the hand-off ends.
+    Moving(String),
     Other(Error),
 }
 
@@ -399,6 +403,9 @@ impl Tables {
         upsert: &mut Upsert<'_>,
         effect: Effect,
     ) -> Result<Ran, ApplyError> {
+        if effect == Effect::Write {
+            self.check_unsealed(changes)?;
+        }
         let def_of = |number: u32| {
             catalog
                 .tables

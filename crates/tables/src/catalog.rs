@@ -93,7 +93,7 @@ pub struct Container {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Catalog {
     pub tables: Vec<TableDef>,
-    next_table_number: u32,
+    pub(crate) next_table_number: u32,
     /// Tables dropped whose rows and entries are not all purged yet.
     pub dropped: Vec<u32>,
     /// Indexes dropped whose entries are not all purged yet: (table number, index

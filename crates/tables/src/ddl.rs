@@ -194,6 +194,7 @@ impl Tables {
             let t = next
                 .table(from)
                 .ok_or_else(|| DdlError::NoTable(from.clone()))?;
+            self.check_ddl(next.tables[t].number)?;
             if next.table(to).is_some() {
                 return Err(DdlError::TableExists(to.clone()));
             }
@@ -284,7 +285,7 @@ impl Tables {
     }
 
     /// Deletes every live key of `space` that starts with `prefix`.
-    fn delete_keys(&self, space: Space, prefix: &[u8]) -> Result<(), Error> {
+    pub(crate) fn delete_keys(&self, space: Space, prefix: &[u8]) -> Result<(), Error> {
         let mut keys: Vec<Vec<u8>> = Vec::new();
         self.store.scan_space(space, |key, _| {
             if key.starts_with(prefix) {
@@ -313,6 +314,7 @@ impl Tables {
         let t = next
             .table(table)
             .ok_or_else(|| DdlError::NoTable(table.to_string()))?;
+        self.check_ddl(next.tables[t].number)?;
         Ok((next, t))
     }
 

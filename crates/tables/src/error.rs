@@ -17,6 +17,8 @@ pub enum Error {
     Format(String),
     /// The engine failed (a poisoned log, an I/O error).
     Engine(kura_engine::Error),
+    /// The row's table (named) is being handed to another shard: nothing was done.
+    Moving(String),
 }
 
 impl PartialEq for Error {
@@ -26,7 +28,8 @@ impl PartialEq for Error {
             (Error::Schema(a), Error::Schema(b))
             | (Error::Value(a), Error::Value(b))
             | (Error::Mismatch(a), Error::Mismatch(b))
-            | (Error::Format(a), Error::Format(b)) => a == b,
+            | (Error::Format(a), Error::Format(b))
+            | (Error::Moving(a), Error::Moving(b)) => a == b,
             (Error::Engine(a), Error::Engine(b)) => a.to_string() == b.to_string(),
             _ => false,
         }
@@ -45,6 +48,10 @@ impl fmt::Display for Error {
             Error::Schema(why) | Error::Value(why) | Error::Mismatch(why) => f.write_str(why),
             Error::Format(why) => write!(f, "undecodable table data: {why}"),
             Error::Engine(e) => e.fmt(f),
+            Error::Moving(table) => write!(
+                f,
+                "table {table} is being handed to another shard; try again"
+            ),
         }
     }
 }

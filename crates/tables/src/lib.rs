@@ -23,6 +23,7 @@ pub mod reads;
 pub mod row;
 pub mod rows;
 pub mod schema;
+pub mod seal;
 pub mod temporal;
 pub mod text;
 pub mod value;
@@ -43,4 +44,5 @@ pub use schema::{
     parse_schema, parse_schema_in, Column, Index, IndexKind, Table, AUTO_KEY_REASON,
     DUPLICATED_MEMBER, INVALID_DEFAULT,
 };
+pub use seal::Seal;
 pub use value::{ColumnType, Value};

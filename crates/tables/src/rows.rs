@@ -189,6 +189,8 @@ pub struct Tables {
     pub counters: TableCounters,
     /// AUTO_INCREMENT's counters ([`crate::autoinc`]).
     pub(crate) auto: crate::AutoCounters,
+    /// Tables being moved to another server ([`crate::seal`]).
+    pub(crate) seals: crate::seal::Seals,
 }
 
 /// A connection's copy of the catalog, and the generation it was current at.
@@ -406,6 +408,7 @@ impl Tables {
             writes: TableWrites::default(),
             counters: TableCounters::default(),
             auto: crate::AutoCounters::default(),
+            seals: crate::seal::Seals::default(),
         };
         // A replica's catalog is its primary's: a change left half done there is
         // finished there (or here, on promotion).

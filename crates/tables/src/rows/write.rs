@@ -210,6 +210,7 @@ fn stored(outcome: Result<ItemOutcome, ApplyError>) -> Result<Option<WriteOutcom
 fn item_error(e: ApplyError) -> Error {
     match e {
         ApplyError::Other(e) => e,
+        ApplyError::Moving(table) => Error::Moving(table),
         other => value_error!("the row's change was refused: {other:?}"),
     }
 }
