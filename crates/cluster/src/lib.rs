@@ -35,6 +35,8 @@
 //! - `next_ring`, `moves/<from>/<to>`, `move_progress/<from>/<to>`: a change of the
 //!   ring in progress and its moves ([`RingChange`]).
 //! - `tables/<name>`: the shard that holds a table (`tables.rs`).
+//! - `table_moves/<name>`, `table_move_progress/<name>`: a table's move to another
+//!   shard (`table_moves.rs`).
 //!
 //! What it is not for: replication itself (the server's), and acting on a term.
 
@@ -42,10 +44,12 @@ use std::time::{Duration, Instant};
 
 mod moves;
 mod ring;
+mod table_moves;
 mod tables;
 
 pub use moves::{Move, MoveProgress, MoveState, RingChange};
 pub use ring::{ring_key, RingSet, RingShard, RingSpec};
+pub use table_moves::TableMove;
 
 use etcd_client::{Client, ConnectOptions, GetOptions, LeaderKey, PutOptions, ResignOptions};
 use tokio::sync::watch;

@@ -33,7 +33,7 @@ pub enum MoveState {
 }
 
 impl MoveState {
-    fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             MoveState::Copying => "copying",
             MoveState::Flipped => "flipped",
@@ -41,7 +41,7 @@ impl MoveState {
         }
     }
 
-    fn of(word: &str) -> Option<MoveState> {
+    pub(crate) fn of(word: &str) -> Option<MoveState> {
         match word.trim() {
             "copying" => Some(MoveState::Copying),
             "flipped" => Some(MoveState::Flipped),
@@ -283,13 +283,20 @@ impl Observer {
         to: &str,
         progress: MoveProgress,
     ) -> Result<(), ClusterError> {
+        let key = progress_key(&self.cluster, from, to);
+        self.put_progress(key, progress).await
+    }
+
+    pub(crate) async fn put_progress(
+        &mut self,
+        key: String,
+        progress: MoveProgress,
+    ) -> Result<(), ClusterError> {
         let text = format!(
             "{} {} {}",
             progress.applied_lsn, progress.source_lsn, progress.applied
         );
-        self.client
-            .put(progress_key(&self.cluster, from, to), text, None)
-            .await?;
+        self.client.put(key, text, None).await?;
         Ok(())
     }
 
@@ -299,7 +306,15 @@ impl Observer {
         from: &str,
         to: &str,
     ) -> Result<Option<MoveProgress>, ClusterError> {
-        let text = self.value(progress_key(&self.cluster, from, to)).await?;
+        let key = progress_key(&self.cluster, from, to);
+        self.get_progress(key).await
+    }
+
+    pub(crate) async fn get_progress(
+        &mut self,
+        key: String,
+    ) -> Result<Option<MoveProgress>, ClusterError> {
+        let text = self.value(key).await?;
         Ok(text.and_then(|t| {
             let mut n = t.split_whitespace().map(|w| w.parse::<u64>().ok());
             Some(MoveProgress {

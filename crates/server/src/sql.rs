@@ -210,6 +210,10 @@ struct Connection<'a> {
     more_results: bool,
     /// In cluster mode: the statements that go to other shards (`crate::cluster`).
     shards: Option<crate::cluster::SqlShards>,
+    /// Set while a statement of its own may be made again elsewhere: its refusal for
+    /// a table being handed to another shard is kept from the client (`moved`).
+    may_move: bool,
+    moved: bool,
 }
 
 impl<'a> Connection<'a> {
@@ -275,6 +279,8 @@ impl<'a> Connection<'a> {
             statements: HashMap::new(),
             more_results: false,
             shards: crate::cluster::SqlShards::new(shared, &user, proof, wire_caps),
+            may_move: false,
+            moved: false,
             id,
             user,
             registered,
@@ -460,10 +466,22 @@ impl<'a> Connection<'a> {
                 match parsed {
                     Ok(execute) => {
                         let params: Vec<Param> = execute.params.into_iter().map(param).collect();
-                        let status = self.status();
-                        let mut writer = RowWriter::new(&mut self.wire, self.shared, true, status);
-                        let result = self.session.execute_to(stmt_id, &params, &mut writer);
-                        let (ended, failed) = (writer.ended, writer.failed);
+                        let mut attempts = 0;
+                        let (result, ended, failed) = loop {
+                            let status = self.status();
+                            let mut writer =
+                                RowWriter::new(&mut self.wire, self.shared, true, status);
+                            let result = self.session.execute_to(stmt_id, &params, &mut writer);
+                            let (ended, failed) = (writer.ended, writer.failed);
+                            // Held by a table's hand-off: made again once it ends (here,
+                            // if the table stayed; if it went, the refusal is shown).
+                            if moving(&result) && !ended && attempts < MOVE_ATTEMPTS {
+                                attempts += 1;
+                                self.wait_hand_off();
+                                continue;
+                            }
+                            break (result, ended, failed);
+                        };
                         if let Some(shards) = self.shards.as_mut() {
                             shards.ran_here(&self.session);
                         }
@@ -561,25 +579,46 @@ impl<'a> Connection<'a> {
         let Some(mut shards) = self.shards.take() else {
             return self.query_here(sql);
         };
-        let routed = shards.before(
-            self.shared,
-            &mut self.session,
-            sql,
-            self.more_results,
-            &mut self.wire,
-        );
-        let ok = match routed {
-            Ok(Routed::Answered(ok)) => Ok(ok),
-            Ok(Routed::Here(after)) => {
-                let ok = self.query_here(sql);
-                let succeeded = ok.as_ref().is_ok_and(|ok| *ok);
-                shards.after(self.shared, &self.session, after, succeeded);
-                ok
+        let mut attempts = 0;
+        let ok = loop {
+            let routed = shards.before(
+                self.shared,
+                &mut self.session,
+                sql,
+                self.more_results,
+                &mut self.wire,
+            );
+            match routed {
+                Ok(Routed::Answered(ok)) => break Ok(ok),
+                Ok(Routed::Here(after)) => {
+                    self.may_move = attempts < MOVE_ATTEMPTS;
+                    let ok = self.query_here(sql);
+                    self.may_move = false;
+                    let succeeded = ok.as_ref().is_ok_and(|ok| *ok);
+                    shards.after(self.shared, &self.session, after, succeeded);
+                    if std::mem::take(&mut self.moved) {
+                        // Its table was being handed to another shard and nothing was
+                        // made: once the hand-off ends, routed again (there, if it went).
+                        attempts += 1;
+                        self.wait_hand_off();
+                        continue;
+                    }
+                    break ok;
+                }
+                Err(e) => break Err(e),
             }
-            Err(e) => Err(e),
         };
         self.shards = Some(shards);
         ok
+    }
+
+    /// Waits while a hand-off holds a table's writes, at most the pause and a margin.
+    fn wait_hand_off(&self) {
+        let pause = Duration::from_millis(self.shared.config.move_pause_ms);
+        let deadline = Instant::now() + pause + Duration::from_millis(500);
+        while self.shared.tables.holding() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// One statement run on this node.
@@ -591,6 +630,10 @@ impl<'a> Connection<'a> {
         let mut writer = RowWriter::new(&mut self.wire, self.shared, false, status);
         let result = self.session.query_to(sql, &mut writer);
         let (ended, failed) = (writer.ended, writer.failed);
+        if self.may_move && !ended && moving(&result) {
+            self.moved = true;
+            return Ok(false);
+        }
         let ok = result.is_ok() && !ended;
         self.finish(result, false, ended, failed)?;
         Ok(ok)
@@ -753,6 +796,15 @@ impl<'a> Connection<'a> {
             }
         }
     }
+}
+
+/// How many times a statement refused for a table's hand-off is made again.
+const MOVE_ATTEMPTS: u32 = 3;
+
+/// Whether a statement of its own was refused because its table was being handed to
+/// another shard (nothing was made).
+fn moving<T>(result: &Result<T, SqlError>) -> bool {
+    matches!(result, Err(e) if e.is_moving_table())
 }
 
 fn param(p: my::Param) -> Param {

@@ -143,7 +143,7 @@ fn client_error(out: &mut Vec<u8>, why: &str) {
 fn write_error(out: &mut Vec<u8>, e: &kura_tables::Error) {
     match e {
         kura_tables::Error::Engine(e) => write_engine_error(e, out),
-        kura_tables::Error::Format(_) => {
+        kura_tables::Error::Format(_) | kura_tables::Error::Moving(_) => {
             out.extend_from_slice(b"SERVER_ERROR ");
             out.extend_from_slice(e.to_string().as_bytes());
             out.extend_from_slice(b"\r\n");

@@ -1,5 +1,6 @@
-//! `kura cluster status` and `kura cluster switchover`: an operator's commands, which
-//! talk to etcd and to the nodes without taking part in the cluster.
+//! `kura cluster status`, `switchover`, `ring` and `nutcracker`: an operator's
+//! commands, which talk to etcd and to the nodes without taking part in the cluster
+//! (`move-table` is `cli_tables.rs`'s).
 
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,7 @@ struct StatusFlags {
 
 /// Where a cluster's state is kept.
 #[derive(Debug, clap::Args)]
-struct Where {
+pub(super) struct Where {
     /// etcd's client URLs (comma-separated).
     #[arg(
         long = "etcd",
@@ -26,10 +27,10 @@ struct Where {
         value_delimiter = ',',
         required = true
     )]
-    etcd: Vec<String>,
+    pub(super) etcd: Vec<String>,
     /// The cluster's name.
     #[arg(long = "cluster", value_name = "NAME")]
-    cluster: String,
+    pub(super) cluster: String,
 }
 
 /// `kura cluster switchover`: the shard's primary pauses writes, waits until the
@@ -130,8 +131,15 @@ pub fn command(args: &[std::ffi::OsString]) -> Option<anyhow::Result<()>> {
             let flags = NutcrackerFlags::parse_from(named("kura cluster nutcracker", args));
             Some(nutcracker(&flags).map(|text| print!("{text}")))
         }
+        (Some("cluster"), Some("move-table")) => {
+            let flags = super::cli_tables::MoveTableFlags::parse_from(named(
+                "kura cluster move-table",
+                args,
+            ));
+            Some(super::cli_tables::move_table(&flags).map(|text| print!("{text}")))
+        }
         (Some("cluster"), _) => Some(Err(anyhow::anyhow!(
-            "usage: kura cluster status|switchover|ring|nutcracker --etcd URLS --cluster NAME ... (--help on each)"
+            "usage: kura cluster status|switchover|ring|nutcracker|move-table --etcd URLS --cluster NAME ... (--help on each)"
         ))),
         _ => None,
     }
@@ -151,7 +159,7 @@ fn status(flags: &StatusFlags) -> anyhow::Result<String> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let (shards, ring) = runtime.block_on(async {
+    let (shards, ring, table_moves) = runtime.block_on(async {
         let mut observer =
             kura_cluster::Observer::connect(&flags.at.etcd, &flags.at.cluster).await?;
         let shards = observer.shards().await?;
@@ -166,7 +174,11 @@ fn status(flags: &StatusFlags) -> anyhow::Result<String> {
                 Some((ring, change, line))
             }
         };
-        anyhow::Ok((shards, ring))
+        let mut table_moves = Vec::new();
+        for m in observer.table_moves().await? {
+            table_moves.push(super::cli_tables::progress_line(&mut observer, &m).await?);
+        }
+        anyhow::Ok((shards, ring, table_moves))
     })?;
     let mut text = format!("cluster {}\n", flags.at.cluster);
     if let Some((ring, change, line)) = &ring {
@@ -177,6 +189,9 @@ fn status(flags: &StatusFlags) -> anyhow::Result<String> {
                 describe_ring(&change.next)
             ));
         }
+    }
+    for line in table_moves {
+        text.push_str(&format!("moving {line}\n"));
     }
     if shards.is_empty() {
         text.push_str("no shard has a member\n");
@@ -267,7 +282,7 @@ fn describe(address: &str) -> String {
 }
 
 /// A runtime for one command's calls to etcd.
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     use anyhow::Context;
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::server::Shared;
 
 mod cli;
+mod cli_tables;
 mod forward;
 mod moves;
 mod ring;

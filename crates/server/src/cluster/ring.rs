@@ -29,6 +29,7 @@ use kura_ring::{KeyHash, Member, Options, Ring};
 use crate::server::Shared;
 
 /// The ring as a node uses it.
+#[derive(Clone)]
 pub struct Placement {
     /// The ring's version (the next ring's is one more).
     pub version: u64,
@@ -46,6 +47,30 @@ pub struct Placement {
     /// Each shard's primary's SQL address as it registered it (None: not known, or
     /// it has no SQL port).
     pub sql: Vec<Option<String>>,
+    /// The tables being moved to another shard.
+    pub table_moves: Arc<Vec<TableMoving>>,
+}
+
+/// A table's move to another shard, as a node places the table by it: the table is
+/// `from`'s until the move flips ([`Placement::tables`] says so then).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableMoving {
+    pub table: String,
+    pub from: usize,
+    pub to: usize,
+    pub state: MoveState,
+    /// The table as the source described it (None: not yet).
+    pub described: Option<Arc<Vec<u8>>>,
+    /// Which move of the table this is (etcd's revision at its start).
+    pub id: i64,
+}
+
+impl TableMoving {
+    /// The name a table move goes by where a key move goes by its target's: its
+    /// hold, its hand-off frames and its target's position in the source's log.
+    pub fn name(&self) -> String {
+        format!("@@{}", self.table)
+    }
 }
 
 /// A change of the ring in progress, as a node places keys by it.
@@ -137,15 +162,32 @@ impl Placement {
             }
         }
         Placement {
-            version: self.version,
-            ring: self.ring.clone(),
             next,
-            shards: self.shards.clone(),
-            primaries: self.primaries.clone(),
-            mine: self.mine,
-            tables: Arc::clone(&self.tables),
-            sql: self.sql.clone(),
+            ..self.clone()
         }
+    }
+
+    /// This placement with the move of `table` begun at `id` at least at `state`:
+    /// from its flip on, the table is its target's.
+    pub fn table_advanced(&self, table: &str, id: i64, state: MoveState) -> Placement {
+        let mut moves = (*self.table_moves).clone();
+        let mut tables = (*self.tables).clone();
+        for m in moves.iter_mut().filter(|m| m.table == table && m.id == id) {
+            m.state = m.state.max(state);
+            if m.state >= MoveState::Flipped {
+                tables.insert(m.table.clone(), m.to);
+            }
+        }
+        Placement {
+            tables: Arc::new(tables),
+            table_moves: Arc::new(moves),
+            ..self.clone()
+        }
+    }
+
+    /// The move of table `table` (its catalog name), if one is recorded.
+    pub fn table_moving(&self, table: &str) -> Option<&TableMoving> {
+        self.table_moves.iter().find(|m| m.table == table)
     }
 
     /// This placement, with each move's state no earlier than in `known` when both
@@ -193,19 +235,25 @@ impl Placement {
         self.tables.get(table).copied()
     }
 
-    /// The shard holding the container named `name` (a table, or `table_by_index`),
-    /// if its table is placed.
-    pub fn container_shard(&self, name: &str) -> Option<usize> {
-        if let Some(n) = self.table_shard(name) {
-            return Some(n);
+    /// The placed table of the container named `name` (a table, or `table_by_index`).
+    fn container_table<'n>(&self, name: &'n str) -> Option<&'n str> {
+        if self.tables.contains_key(name) {
+            return Some(name);
         }
         name.match_indices("_by_")
-            .find_map(|(at, _)| self.table_shard(&name[..at]))
+            .map(|(at, _)| &name[..at])
+            .find(|t| self.tables.contains_key(*t))
     }
 
     /// The shard holding the row `rest` names (`container.key`, or
     /// `database.container.key`), if its table is placed.
     fn row_shard(&self, rest: &[u8]) -> Option<usize> {
+        self.row_table(rest).and_then(|t| self.table_shard(t))
+    }
+
+    /// The placed table of the row `rest` names (`container.key`, or
+    /// `database.container.key`).
+    pub fn row_table<'k>(&self, rest: &'k [u8]) -> Option<&'k str> {
         let name =
             |end: Option<usize>| std::str::from_utf8(&rest[..end.unwrap_or(rest.len())]).ok();
         let mut dots = rest
@@ -215,11 +263,11 @@ impl Placement {
             .map(|(i, _)| i);
         // `@@container` alone makes it the connection's default container, here.
         let first = dots.next()?;
-        if let Some(n) = name(Some(first)).and_then(|c| self.container_shard(c)) {
-            return Some(n);
+        if let Some(t) = name(Some(first)).and_then(|c| self.container_table(c)) {
+            return Some(t);
         }
         // `@@database.table.key` (a table of a database other than the default).
-        name(Some(dots.next()?)).and_then(|c| self.container_shard(c))
+        name(Some(dots.next()?)).and_then(|c| self.container_table(c))
     }
 
     /// Where shard `n`'s SQL statements go now (its primary's SQL port), or why
@@ -334,7 +382,9 @@ async fn refresh(
     }
     let mut placed = observer.tables().await?;
     super::tables::place_local(shared, observer, shard, &mut placed).await?;
-    for (_, s) in &placed {
+    let table_moves = observer.table_moves().await?;
+    let named = placed.iter().map(|(_, s)| s);
+    for s in named.chain(table_moves.iter().flat_map(|m| [&m.from, &m.to])) {
         if !shards.contains(s) {
             shards.push(s.clone());
         }
@@ -349,11 +399,36 @@ async fn refresh(
         });
         primaries.push(primary);
     }
-    let tables: HashMap<String, usize> = placed
+    let mut tables: HashMap<String, usize> = placed
         .into_iter()
         .filter_map(|(t, s)| Some((t, shards.iter().position(|n| *n == s)?)))
         .collect();
     let current = shared.cluster.placement();
+    let index_of = |name: &str| shards.iter().position(|n| n == name);
+    let mut moving_tables = Vec::with_capacity(table_moves.len());
+    for m in table_moves {
+        let (Some(from), Some(to)) = (index_of(&m.from), index_of(&m.to)) else {
+            continue;
+        };
+        // What a hand-off learned first is not taken back by a read made before it.
+        let known = current
+            .as_ref()
+            .and_then(|p| p.table_moving(&m.table))
+            .filter(|k| k.id == m.id)
+            .map_or(MoveState::Copying, |k| k.state);
+        let state = m.state.max(known);
+        if state >= MoveState::Flipped {
+            tables.insert(m.table.clone(), to);
+        }
+        moving_tables.push(TableMoving {
+            table: m.table,
+            from,
+            to,
+            state,
+            described: m.described.map(Arc::new),
+            id: m.id,
+        });
+    }
     let same_ring = current.as_ref().filter(|p| p.version == spec.version);
     let ring = match same_ring {
         Some(p) => p.ring.clone(),
@@ -393,6 +468,7 @@ async fn refresh(
             && p.shards == shards
             && p.sql == sql
             && *p.tables == tables
+            && *p.table_moves == moving_tables
             && p.next.as_ref().map(|n| &n.moves) == next.as_ref().map(|n| &n.moves)
     });
     if !unchanged {
@@ -414,6 +490,7 @@ async fn refresh(
             primaries,
             tables: Arc::new(tables),
             sql,
+            table_moves: Arc::new(moving_tables),
         });
     }
     shared

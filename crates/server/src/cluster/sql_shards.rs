@@ -186,9 +186,21 @@ impl SqlShards {
                 _ => Vec::new(),
             };
             if let Some(&other) = shards.iter().find(|&&s| Some(s) != b) {
+                let table = first_table_on(&placement, &reach, other);
+                if b.is_some_and(|b| moved_away(&placement, &table, b)) {
+                    // Its table went to another shard under it: rolled back there.
+                    if let Some(b) = b {
+                        if let Some(answered) =
+                            self.quietly(&placement, b, db.as_deref(), "ROLLBACK", out)?
+                        {
+                            return Ok(answered);
+                        }
+                    }
+                    self.bound = None;
+                    return refuse(out, &SqlError::moved_table(&table));
+                }
                 let why = format!(
-                    "a transaction over tables of several shards: it runs on shard {bound}, and {} is on shard {}",
-                    first_table_on(&placement, &reach, other),
+                    "a transaction over tables of several shards: it runs on shard {bound}, and {table} is on shard {}",
                     placement.shards[other]
                 );
                 return self.spanning(shared, &why, out);
@@ -308,6 +320,18 @@ impl SqlShards {
         out: &mut dyn Replies,
     ) -> io::Result<Option<Routed>> {
         if session.status().0 {
+            if self.touched
+                && placement
+                    .mine
+                    .is_some_and(|m| moved_away(placement, table, m))
+            {
+                // Its table went to another shard under it: rolled back here.
+                if let Err(e) = session.query("ROLLBACK") {
+                    return refuse(out, &e).map(Some);
+                }
+                self.touched = false;
+                return refuse(out, &SqlError::moved_table(table)).map(Some);
+            }
             if self.touched {
                 let why = format!(
                     "a transaction over tables of several shards: it runs on this shard, and {table} is on shard {}",
@@ -755,6 +779,13 @@ impl SqlShards {
 }
 
 /// The first table `reach` names that shard `s` holds, for an error message.
+/// Whether `table` was moved away from shard `from` (its move has flipped).
+fn moved_away(placement: &Placement, table: &str, from: usize) -> bool {
+    placement
+        .table_moving(table)
+        .is_some_and(|m| m.from == from && m.state >= kura_cluster::MoveState::Flipped)
+}
+
 fn first_table_on(placement: &Placement, reach: &Reach, s: usize) -> String {
     let tables: &[String] = match reach {
         Reach::Tables(ts) | Reach::Drop(ts) => ts,

@@ -23,9 +23,11 @@ use kura_cluster::MoveState;
 use kura_engine::{Access, Change, Key, Space};
 use parking_lot::Mutex;
 
+use super::ring::TableMoving;
 use crate::server::Shared;
 
 mod source;
+mod table_source;
 mod target;
 
 pub use source::hand_off;
@@ -108,19 +110,28 @@ pub async fn admit(shared: &Shared, keys: &[&[u8]]) -> Result<Option<Admitted>, 
         let Some(mine) = placement.mine else {
             return Ok(None);
         };
-        if !placement.moves().iter().any(|m| m.from == mine) {
+        let copying = |m: &&TableMoving| m.from == mine && m.state == MoveState::Copying;
+        if !placement.moves().iter().any(|m| m.from == mine)
+            && !placement.table_moves.iter().any(|m| copying(&m))
+        {
             return Ok(None);
         }
-        let target = keys.iter().find_map(|k| {
-            placement
+        // A table's row holds for its table's move; a plain key for the ring's.
+        let target = keys.iter().find_map(|k| match k.strip_prefix(b"@@") {
+            Some(rest) => placement
+                .row_table(rest)
+                .and_then(|t| placement.table_moving(t))
+                .filter(copying)
+                .map(TableMoving::name),
+            None => placement
                 .moving(k)
                 .filter(|m| m.from == mine && m.state == MoveState::Copying)
-                .map(|m| m.to)
+                .map(|m| placement.shards[m.to].clone()),
         });
         let Some(target) = target else {
             return Ok(None);
         };
-        let hold = shared.cluster.moves.hold(&placement.shards[target]);
+        let hold = shared.cluster.moves.hold(&target);
         hold.inflight.fetch_add(1, Ordering::SeqCst);
         if !hold.held.load(Ordering::SeqCst) {
             return Ok(Some(Admitted(hold)));
@@ -135,8 +146,7 @@ pub async fn admit(shared: &Shared, keys: &[&[u8]]) -> Result<Option<Admitted>, 
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() || tokio::time::timeout(left, released).await.is_err() {
             return Err(format!(
-                "the key is being handed to shard {} and etcd has not said whether it was; try again",
-                placement.shards[target]
+                "the key is being handed over ({target}) and etcd has not said whether it was; try again"
             ));
         }
     }
@@ -145,6 +155,23 @@ pub async fn admit(shared: &Shared, keys: &[&[u8]]) -> Result<Option<Admitted>, 
 /// The key under which this node's store keeps its position in `source`'s log.
 fn position_key(source: &str) -> Key<'_> {
     Key::new(POSITION_SPACE, source.as_bytes())
+}
+
+/// Forgets this node's position in a source's log under `name`: a copy under that
+/// name starts again from the beginning.
+fn delete_position(shared: &Shared, name: &str) -> Result<(), String> {
+    shared
+        .store
+        .update(position_key(name), Access::NoAccess, |current, _| {
+            let change = if current.is_some() {
+                Change::Delete
+            } else {
+                Change::Keep
+            };
+            (change, ())
+        })
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// The memcached keys this node's store holds that the move `(from, to)` (shard
@@ -199,18 +226,37 @@ pub fn run_tasks(shared: &Arc<Shared>) {
     let Some(mine) = placement.mine else {
         return;
     };
+    let mut tasks = Vec::new();
     for m in placement.moves() {
         let (from, to) = (
             placement.shards[m.from].clone(),
             placement.shards[m.to].clone(),
         );
-        let task = if m.to == mine && m.state == MoveState::Copying {
-            Task::Copy
+        if m.to == mine && m.state == MoveState::Copying {
+            tasks.push((
+                from.clone(),
+                to.clone(),
+                Task::Copy(target::Moved::Keys { from, to }),
+            ));
         } else if m.from == mine && m.state == MoveState::Flipped {
-            Task::Purge
-        } else {
-            continue;
+            tasks.push((from, to, Task::Purge));
+        }
+    }
+    for m in table_source::seal_as_placed(shared, &placement) {
+        let from = placement.shards[m.from].clone();
+        let task = match m.state {
+            MoveState::Copying => Task::Describe(m.clone()),
+            _ => Task::PurgeTable(m.clone()),
         };
+        tasks.push((from, m.name(), task));
+    }
+    for m in placement.table_moves.iter() {
+        if m.to == mine && m.state == MoveState::Copying && m.described.is_some() {
+            let from = placement.shards[m.from].clone();
+            tasks.push((from, m.name(), Task::Copy(target::Moved::Table(m.clone()))));
+        }
+    }
+    for (from, to, task) in tasks {
         if !shared
             .cluster
             .moves
@@ -225,9 +271,11 @@ pub fn run_tasks(shared: &Arc<Shared>) {
         let name = format!("kura-move-{from}-{to}");
         let spawned = std::thread::Builder::new().name(name).spawn(move || {
             yield_to_clients();
-            let ended = match task {
-                Task::Copy => target::copy(&s, &runtime, &from, &to),
+            let ended = match &task {
+                Task::Copy(moved) => target::copy(&s, &runtime, moved),
                 Task::Purge => source::purge(&s, &runtime, &from, &to),
+                Task::Describe(m) => table_source::describe(&s, &runtime, m),
+                Task::PurgeTable(m) => table_source::purge(&s, &runtime, m),
             };
             if let Err(e) = ended {
                 tracing::warn!("cluster: move {from} → {to}: {e}");
@@ -260,10 +308,14 @@ fn yield_to_clients() {
     }
 }
 
-#[derive(Clone, Copy)]
 enum Task {
-    Copy,
+    /// As a move's target: the ring's keys, or a table.
+    Copy(target::Moved),
+    /// As a ring move's source, once flipped.
     Purge,
+    /// As a table move's source: the table described, then (once flipped) dropped.
+    Describe(super::ring::TableMoving),
+    PurgeTable(super::ring::TableMoving),
 }
 
 /// Whether this node is still the primary of shard `shard` in the move

@@ -15,6 +15,11 @@
 //! held changes are made here: nothing changed. If etcd does not answer, S cannot
 //! know whether the flip was made, so it holds on and asks again: a held change
 //! waits at most the pause and a margin, then gets `SERVER_ERROR` and is not made.
+//!
+//! A table's move (its name `@@<table>` on the stream) is handed off the same way;
+//! its writes are held by the table's seal (`kura_tables::seal`) besides, which
+//! every row write passes (SQL's as well as memcached's): `Held` from the hold on,
+//! `Gone` from the flip on, back to `Moving` if the hand-off is given up.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,9 +28,17 @@ use std::time::{Duration, Instant};
 use kura_cluster::{MoveState, Observer};
 use kura_replication::primary::Link;
 use kura_replication::HandOffStep;
+use kura_tables::Seal;
 
 use super::{advance, still};
 use crate::server::Shared;
+
+/// What a hand-off gives: the ring's keys between this shard and a target (named),
+/// or a table (`@@<table>` on the stream) in its move begun at `id`.
+enum Handing {
+    Keys(String),
+    Table { table: String, id: i64 },
+}
 
 /// How long one etcd request of a hand-off may take before it is asked again.
 const ETCD_WITHIN: Duration = Duration::from_secs(2);
@@ -45,10 +58,20 @@ pub fn hand_off(shared: Arc<Shared>, link: Arc<Link>, step: HandOffStep, shard: 
 
 async fn run(shared: Arc<Shared>, link: Arc<Link>, target: String) {
     let me = shared.config.shard.clone().unwrap_or_default();
-    if !still(&shared, &me, &target, MoveState::Copying) {
+    let handing = match target.strip_prefix("@@") {
+        None if still(&shared, &me, &target, MoveState::Copying) => {
+            Some(Handing::Keys(target.clone()))
+        }
+        None => None,
+        Some(table) => super::table_source::handing(&shared, table).map(|id| Handing::Table {
+            table: table.to_string(),
+            id,
+        }),
+    };
+    let Some(handing) = handing else {
         link.send_hand_off(HandOffStep::Released, 0, &target);
         return;
-    }
+    };
     let hold = shared.cluster.moves.hold(&target);
     if hold.held.swap(true, Ordering::SeqCst) {
         // A hand-off of this move runs already.
@@ -56,8 +79,29 @@ async fn run(shared: Arc<Shared>, link: Arc<Link>, target: String) {
     }
     let pause = Duration::from_millis(shared.config.move_pause_ms);
     let deadline = Instant::now() + pause;
+    let sealing = |seal: Seal| {
+        let (shared, handing) = (Arc::clone(&shared), &handing);
+        let table = match handing {
+            Handing::Table { table, .. } => Some(table.clone()),
+            Handing::Keys(_) => None,
+        };
+        async move {
+            let Some(table) = table else { return Ok(()) };
+            tokio::task::spawn_blocking(move || shared.tables.seal(&table, seal).map(|_| ()))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())
+        }
+    };
     let give_up = |why: &str| {
         tracing::info!("cluster: hand-off to {target} given up: {why}");
+        if let Handing::Table { table, .. } = &handing {
+            // Its writes go on here. No write is in progress under the held seal,
+            // so the gate is free at once.
+            if let Err(e) = shared.tables.seal(table, Seal::Moving) {
+                tracing::warn!("cluster: table {table}: {e}");
+            }
+        }
         shared
             .cluster
             .moves
@@ -74,6 +118,11 @@ async fn run(shared: Arc<Shared>, link: Arc<Link>, target: String) {
         }
         tokio::time::sleep(Duration::from_micros(200)).await;
     }
+    // A table's writes from SQL (and from a connection's default container) pass no
+    // hold: its seal stops them, once those in progress are made.
+    if let Err(e) = sealing(Seal::Held).await {
+        return give_up(&format!("holding the table's writes: {e}"));
+    }
     let held = shared.store.appended_lsn();
     tracing::info!("cluster: holding changes to the keys moving to {target} at LSN {held}");
     link.send_hand_off(HandOffStep::Held, held, &target);
@@ -89,34 +138,55 @@ async fn run(shared: Arc<Shared>, link: Arc<Link>, target: String) {
             return give_up("the target did not confirm the log's end within --move-pause-ms");
         }
     }
-    match flip(&shared, &me, &target).await {
+    match flip(&shared, &me, &handing).await {
         Some(MoveState::Flipped | MoveState::Purged) => {}
         Some(MoveState::Copying) => {
             return give_up("etcd did not flip it: this node's term is over")
         }
-        None => return give_up("the move is gone from etcd (the ring change was abandoned)"),
+        None => return give_up("the move is gone from etcd (abandoned)"),
     }
-    advance(&shared, &me, &target, MoveState::Flipped);
+    match &handing {
+        Handing::Keys(_) => advance(&shared, &me, &target, MoveState::Flipped),
+        Handing::Table { table, id } => {
+            super::table_source::advance(&shared, table, *id, MoveState::Flipped)
+        }
+    }
     shared.cluster.moves.flips.fetch_add(1, Ordering::Relaxed);
     tracing::info!("cluster: keys moving to {target} flipped at LSN {held}");
     link.send_hand_off(HandOffStep::Flipped, held, &target);
     let left = deadline.saturating_duration_since(Instant::now());
     let _ =
         tokio::time::timeout(left.max(Duration::from_millis(100)), hold.owning.notified()).await;
-    // The held changes go on to the new owner.
+    // The held changes go on to the new owner: statements refused by the table's
+    // seal are made again once it is no longer `Held`, so it turns `Gone` only now,
+    // when the target serves the table.
+    if let Handing::Table { table, .. } = &handing {
+        if let Err(e) = sealing(Seal::Gone).await {
+            tracing::warn!("cluster: sealing table {table} after its flip: {e}");
+        }
+    }
     hold.release();
 }
 
 /// Flips the move in etcd under this node's term; asks until etcd says what the
 /// move's state is after it (None: the move is gone).
-async fn flip(shared: &Shared, me: &str, target: &str) -> Option<MoveState> {
+async fn flip(shared: &Shared, me: &str, handing: &Handing) -> Option<MoveState> {
+    let target = match handing {
+        Handing::Keys(target) => target.as_str(),
+        Handing::Table { table, .. } => table.as_str(),
+    };
     let fence = shared.replication.shard.seen().term_key;
     let config = &shared.config;
     let cluster = config.cluster.clone().unwrap_or_default();
     loop {
         let asked = tokio::time::timeout(ETCD_WITHIN, async {
             let mut observer = Observer::connect(&config.etcd, &cluster).await?;
-            observer.flip(me, target, fence.as_deref()).await
+            match handing {
+                Handing::Keys(target) => observer.flip(me, target, fence.as_deref()).await,
+                Handing::Table { table, id } => {
+                    observer.flip_table(table, *id, fence.as_deref()).await
+                }
+            }
         })
         .await;
         match asked {

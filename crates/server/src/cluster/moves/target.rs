@@ -20,7 +20,17 @@
 //!
 //! A `flush_all` on S while the keys move deletes what T holds of them; a delayed one
 //! (`flush_all <delay>`) is not carried (`docs/cluster.md`).
+//!
+//! A table's move (`table_source.rs` on S) is copied the same way, by its name
+//! `@@<table>`: T first takes the table into its catalog as S described it, under a
+//! number of T's own (dropping a stale table of that name first: a copy begins only
+//! with no position in S's log), then keeps S's records of the table's rows and index
+//! entries (spaces 2 to 4, keyed first by S's number for it), each key given T's
+//! number; index numbers stay as they are. A row and its entries come as S wrote
+//! them, so T holds exactly S's rows and entries at the hand-off, and every unique
+//! index with them.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::sync::atomic::Ordering;
@@ -32,8 +42,154 @@ use kura_engine::record::{self, Decoded, Record, ITEM_BINARY_KEY, ITEM_EXPLICIT_
 use kura_engine::{Change, Key, NewCas, NewItem, Space};
 use kura_protocol::replication::{decode, encode, Frame, HandOffStep, Purpose, Replicate, Start};
 
+use super::super::ring::{Placement, TableMoving};
 use super::{advance, position_key, still};
 use crate::server::Shared;
+
+/// What a copy takes from its source.
+#[derive(Clone)]
+pub(super) enum Moved {
+    /// The ring's keys from shard `from` to shard `to` (their names).
+    Keys { from: String, to: String },
+    /// A table.
+    Table(TableMoving),
+}
+
+impl Moved {
+    /// The move's name on the stream (its hold, its hand-off frames): the target's
+    /// for the ring's keys, `@@<table>` for a table.
+    fn name(&self) -> String {
+        match self {
+            Moved::Keys { to, .. } => to.clone(),
+            Moved::Table(m) => m.name(),
+        }
+    }
+
+    /// The source's name, and its index in `placement`.
+    fn source(&self, placement: &Placement) -> Result<(String, usize), String> {
+        let index = match self {
+            Moved::Keys { from, .. } => placement.shard_index(from).ok_or("no such shard")?,
+            Moved::Table(m) => {
+                placement
+                    .table_moving(&m.table)
+                    .filter(|now| now.id == m.id)
+                    .ok_or("the move is gone")?
+                    .from
+            }
+        };
+        Ok((placement.shards[index].clone(), index))
+    }
+
+    /// The key T keeps its position in S's log under, for this move.
+    fn position(&self, placement: &Placement) -> Result<String, String> {
+        Ok(match self {
+            Moved::Keys { from, .. } => from.clone(),
+            Moved::Table(m) => format!("{}{}#{}", self.source(placement)?.0, m.name(), m.id),
+        })
+    }
+
+    /// Whether this node is still the target's primary and the move still copying.
+    fn still(&self, shared: &Shared) -> bool {
+        match self {
+            Moved::Keys { from, to } => still(shared, from, to, MoveState::Copying),
+            Moved::Table(m) => {
+                !shared.store.is_read_only()
+                    && !shared.stopping.load(Ordering::Acquire)
+                    && shared.cluster.placement().is_some_and(|p| {
+                        p.table_moving(&m.table).is_some_and(|now| {
+                            now.id == m.id
+                                && now.state == MoveState::Copying
+                                && Some(now.to) == p.mine
+                        })
+                    })
+            }
+        }
+    }
+
+    /// Places the moved keys here, ahead of the next poll of etcd, once S said the
+    /// move flipped.
+    fn flipped(&self, shared: &Shared) {
+        match self {
+            Moved::Keys { from, to } => advance(shared, from, to, MoveState::Flipped),
+            Moved::Table(m) => {
+                super::table_source::advance(shared, &m.table, m.id, MoveState::Flipped)
+            }
+        }
+    }
+
+    /// Records the copy's progress in etcd, for the operator.
+    async fn show(&self, observer: &mut Observer, progress: MoveProgress) -> Result<(), String> {
+        let shown = match self {
+            Moved::Keys { from, to } => observer.set_move_progress(from, to, progress).await,
+            Moved::Table(m) => observer.set_table_move_progress(&m.table, progress).await,
+        };
+        shown.map_err(|e| e.to_string())
+    }
+}
+
+/// Which of S's records a copy keeps, and the key it gives each.
+enum Filter {
+    /// The memcached keys whose owner moves from shard `shards.0` to `shards.1` in
+    /// `placement`'s change of the ring.
+    Keys {
+        shards: (usize, usize),
+        placement: Arc<Placement>,
+    },
+    /// A table's rows and entries, keyed first by S's number for it (`theirs`), given
+    /// T's (`ours`); entries of indexes other than `indexes` (ones being dropped on
+    /// S) are left.
+    Table {
+        theirs: u32,
+        ours: u32,
+        indexes: Vec<u16>,
+    },
+}
+
+/// Takes in the table `m` moves: the number this node's catalog keys its rows by,
+/// with the filter of S's records that copies them. A copy that has no position in
+/// S's log yet starts from nothing: a table of that name here (a copy of an
+/// abandoned move, or of an earlier move from here) is dropped first.
+fn take_in(shared: &Shared, m: &TableMoving, position: &str) -> Result<Filter, String> {
+    let described = m
+        .described
+        .as_ref()
+        .ok_or("the table is not described yet")?;
+    let theirs = kura_tables::Catalog::decode(described).map_err(|e| e.to_string())?;
+    let def = theirs.tables.first().ok_or("a description with no table")?;
+    let has_position = shared
+        .store
+        .get(position_key(position))
+        .map_err(|e| e.to_string())?
+        .is_some();
+    let catalog = shared.tables.catalog();
+    let ours = match catalog.table(&m.table) {
+        Some(t) if has_position => catalog.tables[t].number,
+        found => {
+            if found.is_some() {
+                tracing::info!(
+                    "cluster: dropping a stale table {} before copying it",
+                    m.table
+                );
+                shared
+                    .tables
+                    .drop_table(&m.table)
+                    .map_err(|e| format!("dropping table {}: {e:?}", m.table))?;
+            }
+            if has_position {
+                super::delete_position(shared, position)?;
+            }
+            shared
+                .tables
+                .import_table(described)
+                .map_err(|e| format!("taking in table {}: {e:?}", m.table))?
+        }
+    };
+    Ok(Filter::Table {
+        theirs: def.number,
+        ours,
+        indexes: def.index_numbers.clone(),
+    })
+}
 
 /// How long connecting to the source may take.
 const CONNECT_WITHIN: Duration = Duration::from_secs(2);
@@ -83,19 +239,32 @@ impl Position {
     }
 }
 
-/// Runs the copy of the move `from` → `to` (this node's shard) until it flips, the
-/// move is no longer copying, or this node is no longer the primary.
-pub fn copy(
+/// Runs the copy of `moved` to this node's shard until it flips, the move is no
+/// longer copying, or this node is no longer the primary.
+pub(super) fn copy(
     shared: &Arc<Shared>,
     runtime: &tokio::runtime::Handle,
-    from: &str,
-    to: &str,
+    moved: &Moved,
 ) -> Result<(), String> {
-    while still(shared, from, to, MoveState::Copying) {
-        match session(shared, runtime, from, to) {
+    let mut table = None;
+    while moved.still(shared) {
+        let ran = match (moved, &table) {
+            (Moved::Table(m), None) => shared
+                .cluster
+                .placement()
+                .ok_or_else(|| "no ring".to_string())
+                .and_then(|p| moved.position(&p))
+                .and_then(|position| take_in(shared, m, &position))
+                .map(|filter| {
+                    table = Some(filter);
+                    false
+                }),
+            _ => session(shared, runtime, moved, table.as_ref()),
+        };
+        match ran {
             Ok(true) => return Ok(()),
             Ok(false) => {}
-            Err(e) => tracing::info!("cluster: copying from {from}: {e}; connecting again"),
+            Err(e) => tracing::info!("cluster: copying {}: {e}; connecting again", moved.name()),
         }
         std::thread::sleep(RETRY_AFTER);
     }
@@ -105,10 +274,11 @@ pub fn copy(
 /// The state of one stream from S.
 struct Copying<'a> {
     shared: &'a Shared,
+    /// The source's name.
     from: &'a str,
-    /// The move's shard indexes in the placement the copy filters by.
-    shards: (usize, usize),
-    placement: Arc<super::super::ring::Placement>,
+    /// The key of T's position in S's log ([`Moved::position`]).
+    position: &'a str,
+    filter: Filter,
     /// S's history and epochs, from its hello.
     history_id: u128,
     epochs: Vec<(u64, u64, u64)>,
@@ -138,15 +308,33 @@ struct Copying<'a> {
 fn session(
     shared: &Arc<Shared>,
     runtime: &tokio::runtime::Handle,
-    from: &str,
-    to: &str,
+    moved: &Moved,
+    table: Option<&Filter>,
 ) -> Result<bool, String> {
     let placement = shared.cluster.placement().ok_or("no ring")?;
-    let shards = (
-        placement.shard_index(from).ok_or("no such shard")?,
-        placement.shard_index(to).ok_or("no such shard")?,
-    );
-    let primary = placement.primary(shards.0)?;
+    let (from, source) = moved.source(&placement)?;
+    let position_name = moved.position(&placement)?;
+    let name = moved.name();
+    let filter = match (moved, table) {
+        (Moved::Keys { to, .. }, _) => Filter::Keys {
+            shards: (source, placement.shard_index(to).ok_or("no such shard")?),
+            placement: Arc::clone(&placement),
+        },
+        (
+            Moved::Table(_),
+            Some(Filter::Table {
+                theirs,
+                ours,
+                indexes,
+            }),
+        ) => Filter::Table {
+            theirs: *theirs,
+            ours: *ours,
+            indexes: indexes.clone(),
+        },
+        (Moved::Table(_), _) => return Err("the table is not taken in".into()),
+    };
+    let primary = placement.primary(source)?;
     let mut socket = shared
         .replication
         .connect(&primary, CONNECT_WITHIN)
@@ -156,7 +344,7 @@ fn session(
         .map_err(|e| e.to_string())?;
     let position = shared
         .store
-        .get(position_key(from))
+        .get(position_key(&position_name))
         .map_err(|e| e.to_string())?
         .and_then(|item| Position::decode(&item.value));
     let request = Replicate {
@@ -178,9 +366,9 @@ fn session(
         .map_err(|e| e.to_string())?;
     let mut copying = Copying {
         shared,
-        from,
-        shards,
-        placement,
+        from: &from,
+        position: &position_name,
+        filter,
         history_id: 0,
         epochs: Vec::new(),
         lsn: 0,
@@ -199,7 +387,7 @@ fn session(
     let (mut last_ack, mut last_progress) = (Instant::now(), Instant::now());
     let mut hello = false;
     loop {
-        if !still(shared, from, to, MoveState::Copying) {
+        if !moved.still(shared) {
             return Ok(false);
         }
         match socket.read(&mut chunk) {
@@ -277,19 +465,19 @@ fn session(
         if flipped {
             // S made T the owner: serve the keys here before S lets its held changes
             // come.
-            advance(shared, from, to, MoveState::Flipped);
-            tracing::info!("cluster: keys moving from {from} are this shard's now");
+            moved.flipped(shared);
+            tracing::info!("cluster: {name} from {from} is this shard's now");
             let done = HandOffStep::Owning;
             encode(
                 &Frame::HandOff {
                     step: done,
                     lsn: copying.lsn,
-                    shard: to,
+                    shard: &name,
                 },
                 &mut out,
             );
             let _ = socket.write_all(&out);
-            let _ = runtime.block_on(observer.set_move_progress(from, to, copying.progress()));
+            let _ = runtime.block_on(moved.show(&mut observer, copying.progress()));
             return Ok(true);
         }
         let hand_off_due = copying
@@ -318,7 +506,7 @@ fn session(
                 &Frame::HandOff {
                     step: HandOffStep::Ask,
                     lsn: copying.lsn,
-                    shard: to,
+                    shard: &name,
                 },
                 &mut out,
             );
@@ -329,7 +517,7 @@ fn session(
         }
         if last_progress.elapsed() >= PROGRESS_EVERY && hello {
             // For the operator only: etcd away does not stop the copy.
-            let shown = runtime.block_on(observer.set_move_progress(from, to, copying.progress()));
+            let shown = runtime.block_on(moved.show(&mut observer, copying.progress()));
             if let Err(e) = shown {
                 tracing::debug!("cluster: recording the copy's progress: {e}");
             }
@@ -364,6 +552,9 @@ fn test_hand_off_delay() {
         }
     }
 }
+
+/// A moving key as T writes it, and the change one record of S's makes to it.
+type Moving<'a> = ((Space, Cow<'a, [u8]>), Op<'a>);
 
 /// A change one record makes to a moving key.
 enum Op<'a> {
@@ -425,19 +616,52 @@ impl Copying<'_> {
             && self.asked.is_none_or(|at| at.elapsed() >= ASK_AGAIN_AFTER)
     }
 
-    /// Whether `key` is one of the moving keys.
-    fn moving(&self, key: Key<'_>) -> bool {
-        key.space == Space::MEMCACHED
-            && self
-                .placement
-                .moving(key.bytes)
-                .is_some_and(|m| (m.from, m.to) == self.shards)
+    /// The key T writes for S's `key`, if it is one of the moving keys.
+    fn moving<'k>(&self, key: Key<'k>) -> Option<(Space, Cow<'k, [u8]>)> {
+        match &self.filter {
+            Filter::Keys { shards, placement } => (key.space == Space::MEMCACHED
+                && placement
+                    .moving(key.bytes)
+                    .is_some_and(|m| (m.from, m.to) == *shards))
+            .then_some((key.space, Cow::Borrowed(key.bytes))),
+            Filter::Table {
+                theirs,
+                ours,
+                indexes,
+            } => {
+                let bytes = key.bytes;
+                let ours_too = match key.space {
+                    kura_tables::rows::ROW_SPACE => bytes.len() >= 4,
+                    kura_tables::rows::UNIQUE_SPACE | kura_tables::rows::INDEX_SPACE => {
+                        bytes.len() >= 6
+                            && indexes.contains(&u16::from_be_bytes([bytes[4], bytes[5]]))
+                    }
+                    _ => false,
+                };
+                if !ours_too || bytes[..4] != theirs.to_be_bytes() {
+                    return None;
+                }
+                let mut renumbered = bytes.to_vec();
+                renumbered[..4].copy_from_slice(&ours.to_be_bytes());
+                Some((key.space, Cow::Owned(renumbered)))
+            }
+        }
     }
 
     /// Deletes every moving key this store holds (before a full copy, or for S's
     /// `flush_all`).
     fn clear(&self) -> Result<(), String> {
-        let keys = super::moving_keys(self.shared, &self.placement, self.shards)?;
+        let (shards, placement) = match &self.filter {
+            Filter::Keys { shards, placement } => (*shards, placement),
+            Filter::Table { ours, .. } => {
+                return self
+                    .shared
+                    .tables
+                    .clear_table_keys(*ours)
+                    .map_err(|e| e.to_string())
+            }
+        };
+        let keys = super::moving_keys(self.shared, placement, shards)?;
         for key in &keys {
             super::delete(self.shared, key)?;
         }
@@ -463,15 +687,27 @@ impl Copying<'_> {
     /// Applies a run of S's records (whole records and batches) that starts at the
     /// copy's position.
     fn apply(&mut self, run: &[u8]) -> Result<(), String> {
-        let mut ops: Vec<(Key<'_>, Op<'_>)> = Vec::new();
-        let mut seen: HashSet<&[u8]> = HashSet::new();
+        let mut ops: Vec<Moving<'_>> = Vec::new();
+        let mut seen: HashSet<(Space, Vec<u8>)> = HashSet::new();
         let mut pos = 0;
+        // Where S's batch being read ends: T's batches end between S's, so that T's
+        // position in S's log is never inside one.
+        let mut batch_end = 0;
         while pos < run.len() {
             let Decoded::Record(record, len) = record::decode(&run[pos..]) else {
                 return Err("a damaged record in the stream".into());
             };
+            let start = pos;
             pos += len;
             let op = match record {
+                Record::Batch { bytes, .. } => {
+                    if ops.len() >= BATCH {
+                        self.write(&mut ops, self.lsn + start as u64)?;
+                        seen.clear();
+                    }
+                    batch_end = pos + bytes as usize;
+                    None
+                }
                 Record::Put {
                     key,
                     value,
@@ -480,21 +716,25 @@ impl Copying<'_> {
                     cas,
                     item_flags,
                     ..
-                } if self.moving(key) => Some((
-                    key,
-                    Op::Put {
-                        value,
-                        client_flags,
-                        exptime,
-                        cas,
-                        item_flags,
-                    },
-                )),
-                Record::Delete { key } if self.moving(key) => Some((key, Op::Delete)),
-                Record::Touch { key, exptime, .. } if self.moving(key) => {
-                    Some((key, Op::Touch { exptime }))
+                } => self.moving(key).map(|key| {
+                    (
+                        key,
+                        Op::Put {
+                            value,
+                            client_flags,
+                            exptime,
+                            cas,
+                            item_flags,
+                        },
+                    )
+                }),
+                Record::Delete { key } => self.moving(key).map(|key| (key, Op::Delete)),
+                Record::Touch { key, exptime, .. } => {
+                    self.moving(key).map(|key| (key, Op::Touch { exptime }))
                 }
-                Record::FlushAll { deadline, time, .. } => {
+                Record::FlushAll { deadline, time, .. }
+                    if matches!(self.filter, Filter::Keys { .. }) =>
+                {
                     self.write(&mut ops, self.lsn + pos as u64 - len as u64)?;
                     seen.clear();
                     if deadline == 0 || deadline <= time {
@@ -510,10 +750,11 @@ impl Copying<'_> {
                 _ => None,
             };
             if let Some((key, op)) = op {
-                if !seen.insert(key.bytes) || ops.len() >= BATCH {
-                    self.write(&mut ops, self.lsn + pos as u64 - len as u64)?;
+                let again = !seen.insert((key.0, key.1.to_vec()));
+                if again || (ops.len() >= BATCH && start >= batch_end) {
+                    self.write(&mut ops, self.lsn + start as u64)?;
                     seen.clear();
-                    seen.insert(key.bytes);
+                    seen.insert((key.0, key.1.to_vec()));
                 }
                 ops.push((key, op));
             }
@@ -525,7 +766,7 @@ impl Copying<'_> {
 
     /// Makes `ops` as one batch with T's position, `lsn` in S's log, and empties it;
     /// then waits as long as `--move-copy-rate` asks.
-    fn write(&mut self, ops: &mut Vec<(Key<'_>, Op<'_>)>, lsn: u64) -> Result<(), String> {
+    fn write(&mut self, ops: &mut Vec<Moving<'_>>, lsn: u64) -> Result<(), String> {
         if ops.is_empty() {
             return Ok(());
         }
@@ -537,8 +778,11 @@ impl Copying<'_> {
             lsn,
         }
         .encode();
-        let mut keys: Vec<Key<'_>> = ops.iter().map(|(k, _)| *k).collect();
-        keys.push(position_key(self.from));
+        let mut keys: Vec<Key<'_>> = ops
+            .iter()
+            .map(|((space, bytes), _)| Key::new(*space, bytes))
+            .collect();
+        keys.push(position_key(self.position));
         let store = &self.shared.store;
         let mut highest = 0;
         store
