@@ -1,9 +1,9 @@
 """A table moved between shards while SQL and memcached writers run.
 
-Usage: table_move.py A B AM BM FLAGS
+Usage: table_move.py A B AM BM FLAGS ROWS [crash]
 
 A, B: the SQL ports of shard a's and b's primaries; AM, BM: their memcached ports.
-Table `players` (id, name, email UNIQUE, KEY name) lives on a with rows 0..1999
+Table `players` (id, name, email UNIQUE, KEY name) lives on a with rows 0..ROWS-1
 (name `n<id % 50>`, email `<id>@x`). Writers, each on ids of its own:
   - SQL through A, autocommit: inserts, updates of email and name, deletes, and an
     insert of another row's email (which must get 1062);
@@ -19,6 +19,11 @@ values (deleted rows are gone, no row is there that no one wrote), each email on
 lookups through the unique index (SQL and `@@players_by_email`) and the name index
 find the rows, and a duplicate email is still refused (1062, NOT_STORED).
 
+With `crash` (A and B then both a's replica's SQL port, AM and BM its memcached
+port), nodes are SIGKILLed and restarted meanwhile: a write that fails for
+want of a server (a lost connection, 1105 from a node passing it on, 1180 from a
+primary whose replica is down) may or may not have been made, and its writer connects again and goes on; the checks are the same.
+
 Exits non-zero with the failing check.
 """
 import os
@@ -29,9 +34,9 @@ import time
 
 import mysql.connector
 import pymemcache.client.base
+import pymemcache.exceptions
 import pymysql
 
-ROWS = 2000
 STOP_AFTER_MOVED = 1.5
 AT_MOST = 120.0
 
@@ -60,20 +65,25 @@ def rows(conn, sql, args=None):
 
 
 class Writers:
-    def __init__(self, flags):
+    def __init__(self, flags, filled, crash):
         self.flags = flags
+        self.crash = crash
         self.began = time.monotonic()
         # id -> (name, email) as last acknowledged, or None once deleted.
-        self.acked = {i: (f"n{i % 50}", f"{i}@x") for i in range(ROWS)}
+        self.acked = {i: (f"n{i % 50}", f"{i}@x") for i in range(filled)}
         # ids a writer tried and was not told the outcome of: any of their values.
         self.unsure = {}
         self.lock = threading.Lock()
         self.when = {}
         self.errors = []
         self.counts = {"sql": 0, "txn": 0, "txn_1213": 0, "prepared": 0, "memcached": 0,
-                       "dup_1062": 0, "dup_refused": 0, "retried": 0}
+                       "dup_1062": 0, "dup_refused": 0, "retried": 0, "reconnected": 0}
 
     def going(self):
+        if self.crash:
+            # At most about 100 writes a second each: a target copying at a bounded
+            # rate catches up.
+            time.sleep(0.01)
         moved = os.path.join(self.flags, "moved")
         if time.monotonic() - self.began > AT_MOST:
             return False
@@ -97,6 +107,30 @@ class Writers:
     def count(self, what):
         with self.lock:
             self.counts[what] += 1
+
+    def lost(self, e):
+        """Whether `e` is a server gone away, which a crash run rides out."""
+        if not self.crash:
+            return False
+        if isinstance(e, (pymysql.err.OperationalError, pymysql.err.InterfaceError,
+                          mysql.connector.errors.OperationalError,
+                          mysql.connector.errors.InterfaceError,
+                          OSError, pymemcache.exceptions.MemcacheError)):
+            return True
+        code = getattr(e, "errno", None) or (e.args[0] if getattr(e, "args", None) else None)
+        # 1180: made on a primary whose replica did not confirm it in time.
+        return code in (1105, 1180, 2006, 2013)
+
+    def again(self, make):
+        """A new connection by `make`, once the server is back (None: time is up)."""
+        self.count("reconnected")
+        time.sleep(0.05)
+        while self.going():
+            try:
+                return make()
+            except Exception:  # noqa: BLE001 - down still: try again
+                time.sleep(0.1)
+        return None
 
     def sql_autocommit(self, a):
         conn = connect(a)
@@ -141,6 +175,11 @@ class Writers:
                         self.count("dup_1062")
                 self.count("sql")
             except pymysql.err.MySQLError as e:
+                if self.lost(e):
+                    conn = self.again(lambda: connect(a))
+                    if conn is None:
+                        return
+                    continue
                 self.fail(f"autocommit through A: {e}")
                 return
 
@@ -169,6 +208,12 @@ class Writers:
                 self.ack(old, updated)
                 self.count("txn")
             except pymysql.err.MySQLError as e:
+                if self.lost(e):
+                    # Made or not: both stay possible.
+                    conn = self.again(lambda: connect(b))
+                    if conn is None:
+                        return
+                    continue
                 if e.args[0] != 1213:
                     self.fail(f"a transaction through B: {e}")
                     return
@@ -208,6 +253,14 @@ class Writers:
                     cursor.close()
                     cursor = conn.cursor(prepared=True)
                     continue
+                if self.lost(e):
+                    conn = self.again(lambda: mysql.connector.connect(
+                        host=host, port=int(port), user="app", password="secret",
+                        database="kura", autocommit=True))
+                    if conn is None:
+                        return
+                    cursor = conn.cursor(prepared=True)
+                    continue
                 self.fail(f"a prepared statement through A: {e}")
                 return
 
@@ -235,12 +288,17 @@ class Writers:
                     self.count("dup_refused")
                 self.count("memcached")
             except Exception as e:  # noqa: BLE001 - a refusal is a failed check
+                if self.lost(e):
+                    client = self.again(lambda: memcached(am))
+                    if client is None:
+                        return
+                    continue
                 self.fail(f"memcached through AM: {e!r}")
                 return
 
 
-def main(a, b, am, bm, flags):
-    w = Writers(flags)
+def main(a, b, am, bm, flags, filled, mode="live"):
+    w = Writers(flags, int(filled), mode == "crash")
     threads = [
         threading.Thread(target=w.sql_autocommit, args=(a,)),
         threading.Thread(target=w.sql_transactions, args=(b,)),
