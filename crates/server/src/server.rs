@@ -14,17 +14,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
-use kura_engine::{Ack, Store};
-use kura_protocol::binary::ReplyTo;
-use kura_protocol::{parse, Limits, Parsed};
+use kura_engine::Store;
+use kura_protocol::Limits;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::dispatch::{self, Flow};
+
+mod conn;
+mod text;
+
+use crate::dispatch::Flow;
 use crate::stats::{add, bump, ConnInfo, Connections, CounterSet, PrefixStats};
-use crate::sync_replies as sync;
+use conn::{flush, Dialect};
+pub(crate) use conn::{Conn, Step};
+use text::text_step;
 
 /// What every connection shares.
 pub struct Shared {
@@ -338,144 +343,6 @@ async fn reject(mut stream: TcpStream) {
         .await;
 }
 
-/// Per-connection state that outlives one batch.
-pub(crate) struct Conn {
-    pub(crate) out: Vec<u8>,
-    /// Replies in `out` that report changes not yet acknowledged.
-    marks: Vec<Mark>,
-    /// Replies in `out` that wait for more than the mode's acknowledgement: a meta `Y`
-    /// flag or `--min-sync-replicas`.
-    pub(crate) waits: Vec<crate::sync_replies::Wait>,
-    /// Bytes still to discard from the stream (the data block of a refused store).
-    pub(crate) swallow_bytes: usize,
-    /// How much of `out` memcached would have written already: on a binary
-    /// connection, through the last reply that flushes its pipeline (an error status,
-    /// or NOOP). A request that closes the connection at once leaves these.
-    pub(crate) pushed: usize,
-    /// What the connection chose with `get @@<container>`.
-    session: crate::tables::Session,
-    /// Which protocol the connection speaks, once its first byte has arrived.
-    dialect: Dialect,
-    /// Whether it may run requests: logged in, or no users file.
-    pub(crate) authenticated: bool,
-    /// Who logged in (none without a users file).
-    pub(crate) user: Option<crate::auth::User>,
-    /// Logins refused on this connection.
-    pub(crate) failed_logins: u32,
-    pub(crate) peer: SocketAddr,
-    /// In a cluster, text requests queued for other nodes, whose replies come before
-    /// any written after them.
-    forwards: crate::cluster::Queue,
-}
-
-/// A reply in a connection's output that reports a change not yet acknowledged.
-struct Mark {
-    /// Where the reply starts in `Conn::out`.
-    start: usize,
-    lsn: u64,
-    /// On a binary connection, the request it answers (a failure reply names it).
-    reply_to: Option<ReplyTo>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Dialect {
-    Undecided,
-    /// Text and meta commands.
-    Text,
-    /// memcached's binary protocol: the first byte was its request magic.
-    Binary,
-}
-
-impl Conn {
-    /// Holds the reply `start..` (to the end of the output) of a change at `lsn`: until
-    /// the log acknowledges it, and until what `wanted` asks for beyond that.
-    pub(crate) fn hold(
-        &mut self,
-        start: usize,
-        lsn: u64,
-        wanted: Option<sync::Wanted>,
-        reply_to: Option<ReplyTo>,
-        shared: &Shared,
-    ) {
-        self.mark(start, lsn, reply_to, shared);
-        if let Some(wanted) = wanted {
-            self.waits.push(sync::Wait {
-                start,
-                end: self.out.len(),
-                lsn,
-                wanted,
-                reply_to,
-            });
-        }
-    }
-
-    /// Notes that the reply starting at `start` may leave only once `lsn` is
-    /// acknowledged (nothing to note if it already is).
-    pub(crate) fn mark(
-        &mut self,
-        start: usize,
-        lsn: u64,
-        reply_to: Option<ReplyTo>,
-        shared: &Shared,
-    ) {
-        if lsn > shared.store.acked_lsn() {
-            self.marks.push(Mark {
-                start,
-                lsn,
-                reply_to,
-            });
-        }
-    }
-
-    /// Records a login's outcome; a failed one logs the connection out, as a failed
-    /// SASL exchange does in memcached. The flow closes the connection after too many
-    /// failures.
-    pub(crate) fn logged_in(&mut self, user: Option<crate::auth::User>) -> Flow {
-        self.authenticated = user.is_some();
-        if let Some(user) = user {
-            self.user = Some(user);
-            return Flow::Continue;
-        }
-        self.user = None;
-        self.failed_logins += 1;
-        if self.failed_logins >= crate::auth::FAILED_LOGINS_MAX {
-            tracing::warn!(
-                "closing the connection from {} after {} failed logins",
-                self.peer,
-                self.failed_logins
-            );
-            Flow::Close
-        } else {
-            Flow::Continue
-        }
-    }
-
-    /// Forgets the replies not yet sent, as a connection closed at once does.
-    pub(crate) fn drop_unsent(&mut self) {
-        self.out.clear();
-        self.marks.clear();
-        self.waits.clear();
-        self.pushed = 0;
-    }
-
-    /// Forgets the replies after `pushed`, which memcached would not have written
-    /// before a request that closes the connection at once.
-    pub(crate) fn drop_unpushed(&mut self) {
-        let kept = self.pushed;
-        self.out.truncate(kept);
-        self.marks.retain(|m| m.start < kept);
-        self.waits.retain(|w| w.end <= kept);
-    }
-}
-
-/// What one request did to the connection's input.
-pub(crate) enum Step {
-    /// The input holds no complete request yet.
-    Incomplete,
-    /// A request ran (or was refused): drop `consumed` bytes; `flow` says what next.
-    Ran { consumed: usize, flow: Flow },
-}
-
 /// How long a client has to finish its TLS handshake.
 const HANDSHAKE_LIMIT: Duration = Duration::from_secs(10);
 
@@ -551,20 +418,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
         },
     );
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
-    let mut conn = Conn {
-        out: Vec::with_capacity(16 * 1024),
-        marks: Vec::new(),
-        waits: Vec::new(),
-        swallow_bytes: 0,
-        pushed: 0,
-        session: crate::tables::Session::default(),
-        dialect: Dialect::Undecided,
-        authenticated: shared.users.is_none(),
-        user: None,
-        failed_logins: 0,
-        peer,
-        forwards: crate::cluster::Queue::default(),
-    };
+    let mut conn = Conn::new(shared.users.is_none(), peer);
     let mut need_read = true;
     let mut batch_started = Instant::now();
     // Created once: a fresh `changed()` future per read would register and unregister
@@ -679,166 +533,6 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     None
 }
 
-/// A login on a text connection that has not logged in, as memcached's `-Y` reads it.
-async fn text_login(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step {
-    use kura_protocol::auth::{parse_text_login, TextLogin, LOGGED_IN, LOGIN_FAILED};
-    match parse_text_login(input) {
-        TextLogin::Incomplete => Step::Incomplete,
-        TextLogin::Close => {
-            conn.drop_unsent();
-            Step::Ran {
-                consumed: input.len(),
-                flow: Flow::Close,
-            }
-        }
-        TextLogin::Refused { reply, consumed } => {
-            conn.out.extend_from_slice(reply);
-            Step::Ran {
-                consumed,
-                flow: Flow::Continue,
-            }
-        }
-        TextLogin::Login {
-            user,
-            password,
-            consumed,
-        } => {
-            let user = crate::auth::check(shared, conn.peer, "text", user, password).await;
-            conn.out.extend_from_slice(if user.is_some() {
-                LOGGED_IN
-            } else {
-                LOGIN_FAILED
-            });
-            Step::Ran {
-                consumed,
-                flow: conn.logged_in(user),
-            }
-        }
-    }
-}
-
-/// Parses and runs the first text or meta request in `input`.
-async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8]) -> Step {
-    if !conn.authenticated {
-        return text_login(shared, conn, input).await;
-    }
-    match parse(input, &shared.limits) {
-        Parsed::Incomplete => Step::Incomplete,
-        Parsed::Request { request, consumed } => {
-            let line = &input[..consumed];
-            let (user, peer) = (conn.user.as_ref(), conn.peer);
-            let mut refused = Vec::new();
-            if !crate::auth::permitted(shared, user, peer, &request, line, &mut refused) {
-                conn.forwards.settle(shared, &mut conn.out).await;
-                conn.out.extend_from_slice(&refused);
-                return Step::Ran {
-                    consumed,
-                    flow: Flow::Continue,
-                };
-            }
-            let wanted = sync::wanted(shared, &request);
-            if let Some(refusal) = wanted.and_then(|w| sync::refusal(shared, w)) {
-                conn.forwards.settle(shared, &mut conn.out).await;
-                conn.out.extend_from_slice(&refusal);
-                return Step::Ran {
-                    consumed,
-                    flow: Flow::Continue,
-                };
-            }
-            // While the ring changes, a change to a key this shard is handing to
-            // another waits for the hand-off, and is counted until it is made.
-            let _admitted = if crate::cluster::enabled(&shared.config)
-                && crate::sync_replies::changes(&request)
-            {
-                let mut keys = Vec::new();
-                crate::reader::keys_of(&request, |k| keys.push(k));
-                match crate::cluster::admit(shared, &keys).await {
-                    Ok(admitted) => admitted,
-                    Err(why) => {
-                        conn.forwards.settle(shared, &mut conn.out).await;
-                        if !request.noreply() {
-                            conn.out
-                                .extend_from_slice(format!("SERVER_ERROR {why}\r\n").as_bytes());
-                        }
-                        return Step::Ran {
-                            consumed,
-                            flow: Flow::Continue,
-                        };
-                    }
-                }
-            } else {
-                None
-            };
-            // In a cluster, a key another shard owns goes on to that shard's primary,
-            // and a replica passes changes (and reads) on to its primary.
-            let in_container = conn.session.container.is_some();
-            if let Some(forwarding) = crate::cluster::forwarded(shared, in_container, &request) {
-                if let crate::cluster::Forwarding::To { primary, bytes } = forwarding {
-                    // Queued: the requests behind it go on meanwhile.
-                    if conn.forwards.push(primary, bytes, request.noreply()) {
-                        conn.forwards.settle(shared, &mut conn.out).await;
-                    }
-                    return Step::Ran {
-                        consumed,
-                        flow: Flow::Continue,
-                    };
-                }
-                conn.forwards.settle(shared, &mut conn.out).await;
-                let start = conn.out.len();
-                match forwarding {
-                    crate::cluster::Forwarding::Split(placement) => {
-                        crate::cluster::split_get(shared, &placement, &request, &mut conn.out)
-                            .await;
-                    }
-                    forwarding => crate::cluster::forward(shared, forwarding, &mut conn.out).await,
-                }
-                dispatch::drop_noreply_reply(shared, request.noreply(), start, &mut conn.out);
-                return Step::Ran {
-                    consumed,
-                    flow: Flow::Continue,
-                };
-            }
-            conn.forwards.settle(shared, &mut conn.out).await;
-            crate::reader::load_values(shared, &mut conn.session, &request).await;
-            let start = conn.out.len();
-            let outcome = dispatch::execute(shared, &mut conn.session, request, &mut conn.out);
-            if let Some(lsn) = outcome.lsn {
-                conn.hold(start, lsn, wanted, None, shared);
-            }
-            Step::Ran {
-                consumed,
-                flow: outcome.flow,
-            }
-        }
-        Parsed::Error {
-            error,
-            consumed,
-            swallow_bytes,
-            close,
-            noreply,
-            unlink_key,
-        } => {
-            conn.forwards.settle(shared, &mut conn.out).await;
-            if noreply {
-                bump(&shared.counters.local().noreply_errors_dropped);
-            } else {
-                dispatch::write_error(&error, &mut conn.out);
-            }
-            if let Some(key) = unlink_key {
-                let start = conn.out.len();
-                match crate::semantics::drop_on_refused_set(&shared.store, &key) {
-                    Ok(Some(lsn)) => conn.mark(start, lsn, None, shared),
-                    Ok(None) => {}
-                    Err(e) => dispatch::write_engine_error(&e, &mut conn.out),
-                }
-            }
-            conn.swallow_bytes = swallow_bytes;
-            let flow = if close { Flow::Close } else { Flow::Continue };
-            Step::Ran { consumed, flow }
-        }
-    }
-}
-
 /// Forgets connection `id`: it closed, or left for a replica's stream.
 fn leave(shared: &Shared, id: u64) {
     shared.connections.unregister(id);
@@ -847,62 +541,6 @@ fn leave(shared: &Shared, id: u64) {
         .local()
         .curr_connections
         .fetch_sub(1, Ordering::Relaxed);
-}
-
-const LOG_FAILED_REPLY: &[u8] = b"SERVER_ERROR log write failed; change not stored\r\n";
-
-/// Waits until every reply in `conn.out` may be sent, then sends them. If the log has
-/// failed, sends only the replies whose changes were acknowledged, then an error, and
-/// returns false so the connection closes: no client is told a lost write was stored.
-async fn flush<S: AsyncWrite + Unpin>(stream: &mut S, conn: &mut Conn, shared: &Shared) -> bool {
-    // A quiet change that waits for replicas has no reply yet, but may get an error:
-    // it goes out when the wait ends, not with the client's next request.
-    if conn.out.is_empty() && conn.waits.is_empty() {
-        return true;
-    }
-    let need = conn.marks.iter().map(|m| m.lsn).max().unwrap_or(0);
-    let mut healthy = true;
-    if need > shared.store.acked_lsn() {
-        // Let the other connections this worker has ready run first and append their
-        // records: then one write(2) acknowledges them all (group commit within a
-        // worker's turn), instead of one write per connection.
-        tokio::task::yield_now().await;
-    }
-    if need > shared.store.acked_lsn() {
-        // Interval mode: the write(2) that acknowledges these replies happens here, on
-        // this thread; a failure poisons the store and shows up as Ack::Failed below.
-        let _ = shared.store.write_now();
-    }
-    if need > shared.store.acked_lsn() {
-        bump(&shared.counters.local().log_wait_batches);
-        if shared.acks.wait(need).await == Ack::Failed {
-            let acked = shared.store.acked_lsn();
-            let first_lost = conn.marks.iter().find(|m| m.lsn > acked);
-            let cut = first_lost.map_or(conn.out.len(), |m| m.start);
-            let reply_to = first_lost.and_then(|m| m.reply_to);
-            conn.out.truncate(cut);
-            crate::binary::failure(&mut conn.out, reply_to, LOG_FAILED_REPLY);
-            healthy = false;
-            conn.waits.retain(|w| w.end <= cut);
-        }
-    }
-    conn.marks.clear();
-    if !conn.waits.is_empty() {
-        healthy &= sync::settle(shared, &mut conn.out, &conn.waits, LOG_FAILED_REPLY).await;
-        conn.waits.clear();
-    }
-    // A TLS stream holds what it encrypted until flushed; a socket's flush does nothing.
-    let written = stream.write_all(&conn.out).await.is_ok() && stream.flush().await.is_ok();
-    add(
-        &shared.counters.local().bytes_written,
-        conn.out.len() as u64,
-    );
-    conn.out.clear();
-    conn.pushed = 0;
-    if conn.out.capacity() > 1 << 20 {
-        conn.out = Vec::with_capacity(16 * 1024);
-    }
-    written && healthy
 }
 
 /// How often the maintenance thread purges expired items and considers compaction.

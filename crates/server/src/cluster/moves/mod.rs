@@ -160,18 +160,7 @@ fn position_key(source: &str) -> Key<'_> {
 /// Forgets this node's position in a source's log under `name`: a copy under that
 /// name starts again from the beginning.
 fn delete_position(shared: &Shared, name: &str) -> Result<(), String> {
-    shared
-        .store
-        .update(position_key(name), Access::NoAccess, |current, _| {
-            let change = if current.is_some() {
-                Change::Delete
-            } else {
-                Change::Keep
-            };
-            (change, ())
-        })
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    delete_key(shared, position_key(name))
 }
 
 /// The memcached keys this node's store holds that the move `(from, to)` (shard
@@ -198,9 +187,14 @@ fn moving_keys(
 
 /// Deletes the memcached key `key` through the log, if it is there.
 fn delete(shared: &Shared, key: &[u8]) -> Result<(), String> {
+    delete_key(shared, Key::memcached(key))
+}
+
+/// Deletes `key` through the log, if it is there.
+fn delete_key(shared: &Shared, key: Key<'_>) -> Result<(), String> {
     shared
         .store
-        .update(Key::memcached(key), Access::NoAccess, |current, _| {
+        .update(key, Access::NoAccess, |current, _| {
             let change = if current.is_some() {
                 Change::Delete
             } else {
