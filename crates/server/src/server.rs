@@ -509,7 +509,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
         // The replies of requests queued for other nodes, before the output leaves.
-        conn.forwards.settle(&shared, &mut conn.out).await;
+        conn.settle_forwards(&shared).await;
         let replied = !conn.out.is_empty();
         let flushed = flush(&mut stream, &mut conn, &shared).await;
         if replied {

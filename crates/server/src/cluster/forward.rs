@@ -316,114 +316,183 @@ async fn exchange_run(
 const QUEUED_MAX: usize = 64;
 const QUEUED_BYTES_MAX: usize = 1 << 20;
 
-/// A connection's text requests for other nodes, queued as its input is read: a
-/// node answers a connection's requests in order, so one request passed on would
-/// hold every one behind it for its hop (nutcracker sends all of a server's traffic
-/// over one connection). Queued instead, they go out together when the connection
-/// next has a reply of its own to write, or its input is read through: each node's
-/// in order over one connection (so a key's requests keep their order), the nodes
-/// side by side; their replies go into the output in the order asked.
+/// A connection's text requests for other nodes. A node answers a connection's
+/// requests in order, but one request passed on must not hold every one behind it for
+/// its hop (nutcracker sends all of a server's traffic over one connection): each is
+/// queued with the place in the connection's output its reply goes to, and sent, with
+/// the others queued for its node, as soon as the connection has a request of its own
+/// to run ([`Queue::launch`]): the hop then runs while this node answers its own. At
+/// most one run of requests is in flight to a node at a time, over one connection, so
+/// a key's requests keep their order; the nodes go side by side. Before the output
+/// leaves, [`Queue::settle`] waits for every reply, and they go in at their places.
 #[derive(Default)]
 pub struct Queue {
     queued: Vec<Queued>,
     bytes: usize,
+    flying: Vec<Flying>,
+    /// Replies in hand: each with its place in the output and its order among those
+    /// of the same place.
+    done: Vec<(usize, u64, Vec<u8>)>,
+    seq: u64,
 }
 
 struct Queued {
     primary: String,
     bytes: Vec<u8>,
     noreply: bool,
+    /// Where in the connection's output its reply goes, and its order there.
+    at: usize,
+    seq: u64,
+}
+
+/// What a run's task comes to: each request's reply, or why none came.
+type RunReplies = Result<Vec<Vec<u8>>, String>;
+
+/// A run of requests sent to one node, its replies to come.
+struct Flying {
+    primary: String,
+    /// Each request's place in the output, its order there, and whether it asked for
+    /// no reply.
+    requests: Vec<(usize, u64, bool)>,
+    replies: tokio::task::JoinHandle<RunReplies>,
 }
 
 impl Queue {
-    /// Queues a request for `primary` (`bytes`: it and `mn`); whether the queue is
-    /// full and must be sent before the next.
-    pub fn push(&mut self, primary: String, bytes: Vec<u8>, noreply: bool) -> bool {
+    /// Queues a request for `primary` (`bytes`: it and `mn`) whose reply goes at `at`
+    /// in the output; whether the queue is full and must be sent before the next.
+    pub fn push(&mut self, primary: String, bytes: Vec<u8>, noreply: bool, at: usize) -> bool {
         self.bytes += bytes.len();
+        self.seq += 1;
         self.queued.push(Queued {
             primary,
             bytes,
             noreply,
+            at,
+            seq: self.seq,
         });
         self.queued.len() >= QUEUED_MAX || self.bytes >= QUEUED_BYTES_MAX
     }
 
-    /// Sends what is queued and appends the replies to `out`, in order.
-    pub async fn settle(&mut self, shared: &Arc<Shared>, out: &mut Vec<u8>) {
+    /// Whether any reply is still to go into the output.
+    pub fn pending(&self) -> bool {
+        !self.queued.is_empty() || !self.flying.is_empty() || !self.done.is_empty()
+    }
+
+    /// Sends what is queued for each node with no run in flight, on tasks of this
+    /// worker's runtime (over its own pooled connections); takes in the replies of
+    /// runs that have ended.
+    pub fn launch(&mut self, shared: &Arc<Shared>) {
         if self.queued.is_empty() {
             return;
         }
+        let mut i = 0;
+        while i < self.flying.len() {
+            if self.flying[i].replies.is_finished() {
+                let ended = self.flying.swap_remove(i);
+                let result = ready(ended.replies);
+                self.take_in(shared, ended.requests, result);
+            } else {
+                i += 1;
+            }
+        }
         let queued = std::mem::take(&mut self.queued);
         self.bytes = 0;
-        let mut nodes: Vec<(&str, Vec<usize>)> = Vec::new();
-        for (i, q) in queued.iter().enumerate() {
-            match nodes.iter_mut().find(|(p, _)| *p == q.primary) {
-                Some((_, at)) => at.push(i),
-                None => nodes.push((&q.primary, vec![i])),
+        let mut runs: Vec<(String, Vec<Queued>)> = Vec::new();
+        for q in queued {
+            if self.flying.iter().any(|f| f.primary == q.primary) {
+                // Behind the run in flight to its node: kept for the next.
+                self.bytes += q.bytes.len();
+                self.queued.push(q);
+                continue;
+            }
+            match runs.iter_mut().find(|(p, _)| *p == q.primary) {
+                Some((_, run)) => run.push(q),
+                None => runs.push((q.primary.clone(), vec![q])),
             }
         }
-        let runs = nodes.iter().map(|(primary, at)| {
-            let requests: Vec<Vec<u8>> = at.iter().map(|&i| queued[i].bytes.clone()).collect();
-            let (s, primary) = (Arc::clone(shared), primary.to_string());
-            async move { exchange_run(&s, &primary, &requests).await }
-        });
-        let results = futures_join_all(runs).await;
-        let mut replies: Vec<Option<Result<Vec<u8>, String>>> =
-            (0..queued.len()).map(|_| None).collect();
-        for ((_, at), result) in nodes.iter().zip(results) {
-            match result {
-                Ok(run) => {
-                    for (&i, reply) in at.iter().zip(run) {
-                        replies[i] = Some(Ok(reply));
-                    }
-                }
-                Err(why) => {
-                    for &i in at {
-                        replies[i] = Some(Err(why.clone()));
-                    }
-                }
-            }
+        for (primary, run) in runs {
+            let requests = run.iter().map(|q| (q.at, q.seq, q.noreply)).collect();
+            let bytes: Vec<Vec<u8>> = run.into_iter().map(|q| q.bytes).collect();
+            let (s, to) = (Arc::clone(shared), primary.clone());
+            let replies = tokio::spawn(async move { exchange_run(&s, &to, &bytes).await });
+            self.flying.push(Flying {
+                primary,
+                requests,
+                replies,
+            });
         }
-        for (q, reply) in queued.iter().zip(replies) {
-            let start = out.len();
-            match reply {
-                Some(Ok(reply)) => out.extend_from_slice(&reply),
-                Some(Err(why)) => {
-                    out.extend_from_slice(format!("SERVER_ERROR {why}\r\n").as_bytes())
-                }
-                None => {
+    }
+
+    /// The replies of a run that ended, into `done`: an error for each request if it
+    /// failed.
+    fn take_in(
+        &mut self,
+        shared: &Shared,
+        requests: Vec<(usize, u64, bool)>,
+        result: Option<Result<RunReplies, tokio::task::JoinError>>,
+    ) {
+        let result = match result {
+            Some(Ok(replies)) => replies,
+            Some(Err(e)) => Err(format!("the forwarded request's task failed: {e}")),
+            None => Err("the forwarded request's task did not end".to_string()),
+        };
+        let mut replies = result.map(|r| r.into_iter());
+        for (at, seq, noreply) in requests {
+            let mut out = Vec::new();
+            match replies.as_mut().map(Iterator::next) {
+                Ok(Some(reply)) => out = reply,
+                Ok(None) => {
                     out.extend_from_slice(b"SERVER_ERROR the forwarded request got no reply\r\n")
                 }
+                Err(why) => out.extend_from_slice(format!("SERVER_ERROR {why}\r\n").as_bytes()),
             }
-            crate::dispatch::drop_noreply_reply(shared, q.noreply, start, out);
+            crate::dispatch::drop_noreply_reply(shared, noreply, 0, &mut out);
+            self.done.push((at, seq, out));
         }
+    }
+
+    /// Sends whatever is queued, waits for every reply, and returns them with their
+    /// places in the output, in order (of place, then of request).
+    pub async fn settle(&mut self, shared: &Arc<Shared>) -> Vec<(usize, Vec<u8>)> {
+        // The common case, nothing in flight and one node asked: its run goes on this
+        // task, with no task of its own to hand it to.
+        let one_node = self
+            .queued
+            .first()
+            .is_some_and(|first| self.queued.iter().all(|q| q.primary == first.primary));
+        if self.flying.is_empty() && one_node {
+            let queued = std::mem::take(&mut self.queued);
+            self.bytes = 0;
+            let primary = queued[0].primary.clone();
+            let (requests, bytes): (Vec<_>, Vec<_>) = queued
+                .into_iter()
+                .map(|q| ((q.at, q.seq, q.noreply), q.bytes))
+                .unzip();
+            let result = exchange_run(shared, &primary, &bytes).await;
+            self.take_in(shared, requests, Some(Ok(result)));
+        }
+        loop {
+            self.launch(shared);
+            let Some(flying) = self.flying.pop() else {
+                break;
+            };
+            let result = flying.replies.await;
+            self.take_in(shared, flying.requests, Some(result));
+        }
+        let mut done = std::mem::take(&mut self.done);
+        done.sort_by_key(|&(at, seq, _)| (at, seq));
+        done.into_iter().map(|(at, _, reply)| (at, reply)).collect()
     }
 }
 
-/// Runs `futures` side by side on this task; their outputs in order.
-async fn futures_join_all<F: std::future::Future>(
-    futures: impl Iterator<Item = F>,
-) -> Vec<F::Output> {
-    let mut pinned: Vec<std::pin::Pin<Box<F>>> = futures.map(Box::pin).collect();
-    let mut outputs: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (f, out) in pinned.iter_mut().zip(outputs.iter_mut()) {
-            if out.is_none() {
-                match f.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => *out = Some(v),
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    outputs.into_iter().flatten().collect()
+/// A finished task's output, taken without waiting.
+fn ready<T>(mut task: tokio::task::JoinHandle<T>) -> Option<Result<T, tokio::task::JoinError>> {
+    use std::future::Future;
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::Pin::new(&mut task).poll(&mut cx) {
+        std::task::Poll::Ready(output) => Some(output),
+        std::task::Poll::Pending => None,
+    }
 }
 
 /// The pool of binary-protocol connections to other nodes (text requests go over

@@ -3,6 +3,7 @@
 //! they may leave.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use kura_engine::Ack;
 use kura_protocol::binary::ReplyTo;
@@ -143,6 +144,28 @@ impl Conn {
         }
     }
 
+    /// Waits for the replies of the requests passed on to other nodes and puts each
+    /// where it belongs among this node's own (the marks and waits of those behind
+    /// it move with them).
+    pub(super) async fn settle_forwards(&mut self, shared: &Arc<Shared>) {
+        if !self.forwards.pending() {
+            return;
+        }
+        let inserts = self.forwards.settle(shared).await;
+        if inserts.is_empty() {
+            return;
+        }
+        let before = insert(&mut self.out, &inserts);
+        for mark in &mut self.marks {
+            mark.start += before(mark.start);
+        }
+        for wait in &mut self.waits {
+            let shift = before(wait.start);
+            wait.start += shift;
+            wait.end += shift;
+        }
+    }
+
     /// Forgets the replies not yet sent, as a connection closed at once does.
     pub(crate) fn drop_unsent(&mut self) {
         self.out.clear();
@@ -170,6 +193,33 @@ pub(crate) enum Step {
 }
 
 const LOG_FAILED_REPLY: &[u8] = b"SERVER_ERROR log write failed; change not stored\r\n";
+
+/// Puts each of `inserts` (a place in `out` as it is, and bytes; in order of place)
+/// into `out`. Returns what the insertions add before a reply that started at a given
+/// place: a reply starting where bytes go in came after them.
+fn insert(out: &mut Vec<u8>, inserts: &[(usize, Vec<u8>)]) -> impl Fn(usize) -> usize {
+    let added: usize = inserts.iter().map(|(_, r)| r.len()).sum();
+    let mut spliced = Vec::with_capacity(out.len() + added);
+    let mut from = 0;
+    let mut shifts = Vec::with_capacity(inserts.len());
+    let mut shift = 0;
+    for (at, bytes) in inserts {
+        spliced.extend_from_slice(&out[from..*at]);
+        spliced.extend_from_slice(bytes);
+        from = *at;
+        shift += bytes.len();
+        shifts.push((*at, shift));
+    }
+    spliced.extend_from_slice(&out[from..]);
+    *out = spliced;
+    move |p| {
+        shifts
+            .iter()
+            .take_while(|(at, _)| *at <= p)
+            .last()
+            .map_or(0, |&(_, s)| s)
+    }
+}
 
 /// Waits until every reply in `conn.out` may be sent, then sends them. If the log has
 /// failed, sends only the replies whose changes were acknowledged, then an error, and
@@ -227,4 +277,32 @@ pub(super) async fn flush<S: AsyncWrite + Unpin>(
         conn.out = Vec::with_capacity(16 * 1024);
     }
     written && healthy
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_passed_on_go_in_at_their_places_and_the_rest_move_behind_them() {
+        // Own replies A, B, C; forwarded ones F1 (asked before B), F2 and F3 (before
+        // C), F4 (after C).
+        let mut out = b"A.B..C...".to_vec();
+        let inserts = vec![
+            (2, b"f1".to_vec()),
+            (5, b"f2".to_vec()),
+            (5, b"f3-".to_vec()),
+            (9, b"f4".to_vec()),
+        ];
+        let before = insert(&mut out, &inserts);
+        assert_eq!(out, b"A.f1B..f2f3-C...f4".to_vec());
+        assert_eq!(before(0), 0, "A");
+        assert_eq!(before(2), 2, "B starts after f1");
+        assert_eq!(before(5), 7, "C after f1, f2, f3");
+        assert_eq!(before(9), 9, "an empty reply at the end, after all");
+        let mut empty = Vec::new();
+        let before = insert(&mut empty, &[(0, b"x".to_vec())]);
+        assert_eq!(empty, b"x".to_vec());
+        assert_eq!(before(0), 1);
+    }
 }

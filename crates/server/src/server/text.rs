@@ -61,7 +61,7 @@ pub(super) async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8
             let (user, peer) = (conn.user.as_ref(), conn.peer);
             let mut refused = Vec::new();
             if !crate::auth::permitted(shared, user, peer, &request, line, &mut refused) {
-                conn.forwards.settle(shared, &mut conn.out).await;
+                conn.forwards.launch(shared);
                 conn.out.extend_from_slice(&refused);
                 return Step::Ran {
                     consumed,
@@ -70,7 +70,7 @@ pub(super) async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8
             }
             let wanted = sync::wanted(shared, &request);
             if let Some(refusal) = wanted.and_then(|w| sync::refusal(shared, w)) {
-                conn.forwards.settle(shared, &mut conn.out).await;
+                conn.forwards.launch(shared);
                 conn.out.extend_from_slice(&refusal);
                 return Step::Ran {
                     consumed,
@@ -87,7 +87,7 @@ pub(super) async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8
                 match crate::cluster::admit(shared, &keys).await {
                     Ok(admitted) => admitted,
                     Err(why) => {
-                        conn.forwards.settle(shared, &mut conn.out).await;
+                        conn.forwards.launch(shared);
                         if !request.noreply() {
                             conn.out
                                 .extend_from_slice(format!("SERVER_ERROR {why}\r\n").as_bytes());
@@ -107,15 +107,21 @@ pub(super) async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8
             if let Some(forwarding) = crate::cluster::forwarded(shared, in_container, &request) {
                 if let crate::cluster::Forwarding::To { primary, bytes } = forwarding {
                     // Queued: the requests behind it go on meanwhile.
-                    if conn.forwards.push(primary, bytes, request.noreply()) {
-                        conn.forwards.settle(shared, &mut conn.out).await;
+                    if conn
+                        .forwards
+                        .push(primary, bytes, request.noreply(), conn.out.len())
+                    {
+                        // As many as a queue holds: their replies first.
+                        conn.settle_forwards(shared).await;
                     }
                     return Step::Ran {
                         consumed,
                         flow: Flow::Continue,
                     };
                 }
-                conn.forwards.settle(shared, &mut conn.out).await;
+                // It goes over connections of its own: what was passed on before it
+                // is answered first, so that a node sees a key's requests in order.
+                conn.settle_forwards(shared).await;
                 let start = conn.out.len();
                 match forwarding {
                     crate::cluster::Forwarding::Split(placement) => {
@@ -130,7 +136,7 @@ pub(super) async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8
                     flow: Flow::Continue,
                 };
             }
-            conn.forwards.settle(shared, &mut conn.out).await;
+            conn.forwards.launch(shared);
             crate::reader::load_values(shared, &mut conn.session, &request).await;
             let start = conn.out.len();
             let outcome = dispatch::execute(shared, &mut conn.session, request, &mut conn.out);
@@ -150,7 +156,7 @@ pub(super) async fn text_step(shared: &Arc<Shared>, conn: &mut Conn, input: &[u8
             noreply,
             unlink_key,
         } => {
-            conn.forwards.settle(shared, &mut conn.out).await;
+            conn.forwards.launch(shared);
             if noreply {
                 bump(&shared.counters.local().noreply_errors_dropped);
             } else {
