@@ -20,7 +20,9 @@
 //! key once, and shard `a`'s replica holds what its primary holds.
 //!
 //! A change abandoned with `--abort` before any move flipped leaves the ring as it
-//! was with every key where it was (`an_abandoned_change_leaves_the_ring_and_its_keys`).
+//! was with every key where it was (`an_abandoned_change_leaves_the_ring_and_its_keys`);
+//! a hand-off past its pause, or whose source dies, loses nothing; and a flip with
+//! etcd away holds, then refuses the held change, losing nothing.
 
 #![allow(clippy::expect_used)]
 
@@ -34,6 +36,7 @@ use std::time::{Duration, Instant};
 use clusters::*;
 use kura_testkit::etcd::Etcd;
 use kura_testkit::python::run_script;
+use replicas::{client, request};
 
 const FILLED: usize = 30_000;
 const RATE: &[&str] = &["--replica-reads", "local", "--move-copy-rate", "3000"];
@@ -419,4 +422,110 @@ fn a_hand_off_past_its_pause_gives_up_and_one_whose_source_dies_loses_nothing() 
     ring_settled(&all, 2);
     let p = elected(&[&a[0], &a[1]]);
     settled(&all, &new, Some(&acks), &[&a[p], &b], (&a[1 - p], &a[p]));
+}
+
+/// etcd away while a source flips a move: it cannot know whether the flip was made,
+/// so it holds on and asks again, and a change held meanwhile gets `SERVER_ERROR ...
+/// etcd has not said whether it was` after the pause and half a second, not made.
+/// Once etcd is back (and `kura cluster ring`, which lost it too, is run again) the
+/// move ends, the refused change nowhere and nothing lost. The source
+/// (`KURA_TEST_FLIP_DELAY=1500x1`) waits 1.5 s before its first flip, inside its 3 s
+/// pause, so that etcd can be stopped meanwhile.
+#[test]
+fn a_flip_with_etcd_away_holds_and_refuses_a_held_change_losing_nothing() {
+    let mut etcd = Etcd::start(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let endpoint = etcd.endpoint();
+    let source = ["--replica-reads", "local", "--move-pause-ms", "3000"];
+    let a = node_of_shard_env(
+        &endpoint,
+        "kura-etcdflip-a-",
+        "a",
+        0,
+        "127.0.0.1",
+        None,
+        &source,
+        &[("KURA_TEST_FLIP_DELAY", "1500x1")],
+    );
+    let b = node_of_shard(
+        &endpoint,
+        "kura-etcdflip-b-",
+        "b",
+        0,
+        "127.0.0.1",
+        None,
+        LOCAL,
+    );
+    elected(&[&a]);
+    elected(&[&b]);
+    let all = [&a, &b];
+    let old = format!("a={}", a.advertise);
+    let new = format!("{old},b={}", b.advertise);
+    ring_and_fill(&etcd, &all, &old);
+    // A key the new ring gives b, acknowledged before the change.
+    let member = |node: &Node| {
+        let (host, port) = node.advertise.rsplit_once(':').expect("HOST:PORT");
+        kura_ring::Member::new(host, port.parse().expect("a port"))
+    };
+    let ring = kura_ring::Ring::ketama_weighted(vec![member(&a), member(&b)]).expect("ring");
+    let key = (0..)
+        .map(|i| format!("held/{i}"))
+        .find(|k| ring.owner(k.as_bytes()) == 1)
+        .expect("a key of b's");
+    let mut c = client(&a.server);
+    assert_eq!(set(&mut c, &key, "before"), "STORED\r\n");
+    let mut command = change_ring(&endpoint, &new);
+    let deadline = Instant::now() + ELECTED_WITHIN;
+    while !a.server.log().contains("KURA_TEST_FLIP_DELAY: waiting") {
+        assert!(
+            Instant::now() < deadline,
+            "no hand-off\n{}\n{:?}",
+            moves_log(&all),
+            kura_cluster(&etcd, &["status"]),
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    etcd.stop();
+    let asked = Instant::now();
+    let reply = set(&mut c, &key, "during");
+    assert!(
+        reply.starts_with("SERVER_ERROR") && reply.contains("etcd has not said"),
+        "{reply}\n{}",
+        moves_log(&all)
+    );
+    assert!(
+        asked.elapsed() >= Duration::from_millis(2500),
+        "refused after {:?}, before the pause ran out",
+        asked.elapsed()
+    );
+    etcd.restart();
+    // `kura cluster ring` lost etcd too: run again, it follows the change to its end.
+    let _ = command.kill();
+    let _ = command.wait();
+    let (ok, text) = kura_cluster(&etcd, &["ring", "--shards", &new]);
+    assert!(ok, "{text}\n{}", moves_log(&all));
+    ring_settled(&all, 2);
+    for node in all {
+        let got = request(
+            &mut client(&node.server),
+            format!("get {key}\r\n").as_bytes(),
+            b"END\r\n",
+        );
+        assert_eq!(
+            got,
+            format!("VALUE {key} 0 6\r\nbefore\r\nEND\r\n"),
+            "the refused change is nowhere"
+        );
+    }
+    grow_py(
+        &all,
+        &["filled".into(), addresses(&new), FILLED.to_string()],
+        "",
+    );
+    let items = |n: &Node| number(&n.server, "", "curr_items");
+    assert_eq!(
+        items(&a) + items(&b),
+        FILLED as u64 + 1,
+        "each key held once\n{}",
+        moves_log(&all)
+    );
 }

@@ -302,6 +302,30 @@ fn yield_to_clients() {
     }
 }
 
+/// A test knob's setting: how long, and how many times more.
+type TestDelay = std::sync::OnceLock<Option<(Duration, AtomicU64)>>;
+
+/// A delay for the tests of hand-offs that run long, from the environment variable
+/// `var`, `<ms>x<n>`: the first `n` times each wait `ms` (the caller waits). Unset (as
+/// anywhere but those tests), None. `KURA_TEST_HAND_OFF_DELAY` makes a target
+/// acknowledge a hand-off late; `KURA_TEST_FLIP_DELAY` a source flip it late.
+fn test_delay(var: &str, setting: &'static TestDelay) -> Option<Duration> {
+    let (wait, left) = setting
+        .get_or_init(|| {
+            let text = std::env::var(var).ok()?;
+            let (ms, n) = text.split_once('x')?;
+            Some((
+                Duration::from_millis(ms.parse().ok()?),
+                AtomicU64::new(n.parse().ok()?),
+            ))
+        })
+        .as_ref()?;
+    left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .ok()?;
+    tracing::info!("cluster: {var}: waiting {wait:?}");
+    Some(*wait)
+}
+
 enum Task {
     /// As a move's target: the ring's keys, or a table.
     Copy(target::Moved),

@@ -40,6 +40,9 @@ enum Handing {
     Table { table: String, id: i64 },
 }
 
+/// `KURA_TEST_FLIP_DELAY`'s setting, read once (`super::test_delay`).
+static FLIP_DELAY: super::TestDelay = std::sync::OnceLock::new();
+
 /// How long one etcd request of a hand-off may take before it is asked again.
 const ETCD_WITHIN: Duration = Duration::from_secs(2);
 
@@ -137,6 +140,9 @@ async fn run(shared: Arc<Shared>, link: Arc<Link>, target: String) {
         if left.is_zero() || tokio::time::timeout(left, acked).await.is_err() {
             return give_up("the target did not confirm the log's end within --move-pause-ms");
         }
+    }
+    if let Some(wait) = super::test_delay("KURA_TEST_FLIP_DELAY", &FLIP_DELAY) {
+        tokio::time::sleep(wait).await;
     }
     match flip(&shared, &me, &handing).await {
         Some(MoveState::Flipped | MoveState::Purged) => {}

@@ -202,6 +202,9 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 /// How close behind S's synced log end T asks for the hand-off: little enough to
 /// apply well within the pause.
 const CLOSE_BEHIND: u64 = 64 << 10;
+/// `KURA_TEST_HAND_OFF_DELAY`'s setting, read once (`super::test_delay`).
+static ACK_DELAY: super::TestDelay = std::sync::OnceLock::new();
+
 /// How long after S let a hand-off go T asks again.
 const ASK_AGAIN_AFTER: Duration = Duration::from_millis(500);
 /// The most changes one batch applies.
@@ -485,7 +488,11 @@ fn session(
             .is_some_and(|h| copying.lsn >= h && copying.acked < h);
         if (hand_off_due || last_ack.elapsed() >= ACK_EVERY) && hello {
             if hand_off_due {
-                test_hand_off_delay();
+                // A slow target, for the tests of a hand-off that runs past its pause
+                // or whose source dies in it.
+                if let Some(wait) = super::test_delay("KURA_TEST_HAND_OFF_DELAY", &ACK_DELAY) {
+                    std::thread::sleep(wait);
+                }
             }
             // What T acknowledges is on its disk.
             shared
@@ -522,33 +529,6 @@ fn session(
                 tracing::debug!("cluster: recording the copy's progress: {e}");
             }
             last_progress = Instant::now();
-        }
-    }
-}
-
-/// A slow target, for the tests of a hand-off that runs past its pause or whose
-/// source dies in it: with `KURA_TEST_HAND_OFF_DELAY=<ms>x<n>` in its environment, the
-/// process's first `n` hand-off acknowledgements each wait `ms` first. Unset (as
-/// anywhere but those tests), nothing.
-fn test_hand_off_delay() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::OnceLock;
-    static DELAY: OnceLock<Option<(Duration, AtomicU64)>> = OnceLock::new();
-    let delay = DELAY.get_or_init(|| {
-        let text = std::env::var("KURA_TEST_HAND_OFF_DELAY").ok()?;
-        let (ms, n) = text.split_once('x')?;
-        Some((
-            Duration::from_millis(ms.parse().ok()?),
-            AtomicU64::new(n.parse().ok()?),
-        ))
-    });
-    if let Some((wait, left)) = delay {
-        let taken = left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-        if taken.is_ok() {
-            tracing::info!(
-                "cluster: KURA_TEST_HAND_OFF_DELAY: acknowledging the hand-off {wait:?} late"
-            );
-            std::thread::sleep(*wait);
         }
     }
 }
