@@ -334,6 +334,9 @@ pub struct Queue {
     /// of the same place.
     done: Vec<(usize, u64, Vec<u8>)>,
     seq: u64,
+    /// The replies of requests up to this one are not to be written (the output
+    /// they would go into was dropped); the requests still go.
+    muted: u64,
 }
 
 struct Queued {
@@ -371,6 +374,12 @@ impl Queue {
             seq: self.seq,
         });
         self.queued.len() >= QUEUED_MAX || self.bytes >= QUEUED_BYTES_MAX
+    }
+
+    /// Drops the replies of the requests queued so far (sent all the same): the
+    /// output they were to go into is gone.
+    pub fn mute(&mut self) {
+        self.muted = self.seq;
     }
 
     /// Whether any reply is still to go into the output.
@@ -480,6 +489,7 @@ impl Queue {
             self.take_in(shared, flying.requests, Some(result));
         }
         let mut done = std::mem::take(&mut self.done);
+        done.retain(|&(_, seq, _)| seq > self.muted);
         done.sort_by_key(|&(at, seq, _)| (at, seq));
         done.into_iter().map(|(at, _, reply)| (at, reply)).collect()
     }

@@ -168,6 +168,7 @@ impl Conn {
 
     /// Forgets the replies not yet sent, as a connection closed at once does.
     pub(crate) fn drop_unsent(&mut self) {
+        self.forwards.mute();
         self.out.clear();
         self.marks.clear();
         self.waits.clear();
@@ -204,11 +205,13 @@ fn insert(out: &mut Vec<u8>, inserts: &[(usize, Vec<u8>)]) -> impl Fn(usize) -> 
     let mut shifts = Vec::with_capacity(inserts.len());
     let mut shift = 0;
     for (at, bytes) in inserts {
-        spliced.extend_from_slice(&out[from..*at]);
+        // Places only grow and lie within the output; kept so if it ever shrank.
+        let at = (*at).clamp(from, out.len());
+        spliced.extend_from_slice(&out[from..at]);
         spliced.extend_from_slice(bytes);
-        from = *at;
+        from = at;
         shift += bytes.len();
-        shifts.push((*at, shift));
+        shifts.push((at, shift));
     }
     spliced.extend_from_slice(&out[from..]);
     *out = spliced;
