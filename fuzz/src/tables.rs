@@ -1,8 +1,8 @@
 //! Checks for the tables layer's parsers: the schema DDL, the value splitter, the row
-//! decoder and the catalog decoder.
+//! decoder, the catalog decoder and DECIMAL's text.
 
 use kura_tables::catalog::Catalog;
-use kura_tables::{parse_schema, row, text};
+use kura_tables::{parse_schema, row, text, Decimal};
 
 /// DDL text: parsed or refused, never a panic; what parses round-trips.
 pub fn check_ddl(data: &[u8]) {
@@ -38,7 +38,7 @@ pub fn check_values(data: &[u8]) {
         assert_eq!(text::split(&joined, separator, fields).as_ref(), Ok(&split));
     }
     let tables = parse_schema(
-        "CREATE TABLE t (id INT PRIMARY KEY, u BIGINT UNSIGNED, d DOUBLE, s VARCHAR(5), b BLOB NOT NULL DEFAULT '')",
+        "CREATE TABLE t (id INT PRIMARY KEY, u BIGINT UNSIGNED, d DOUBLE, s VARCHAR(5), b BLOB NOT NULL DEFAULT '', m DECIMAL(20,4))",
     );
     if let Ok(mut tables) = tables {
         // Rows of the table as declared, and with a column dropped (its place kept).
@@ -51,4 +51,13 @@ pub fn check_values(data: &[u8]) {
         }
     }
     let _ = Catalog::decode(value);
+    // A DECIMAL read from text writes back as text that reads as the same number.
+    let (precision, scale) = (1 + pick % 38, (pick >> 3) % 31);
+    if let Ok(text) = std::str::from_utf8(value) {
+        if let Ok(d) = Decimal::parse(text, precision, scale.min(precision)) {
+            assert!(d.fits(precision, scale.min(precision)));
+            let again = Decimal::parse(&d.to_string(), precision, scale.min(precision));
+            assert_eq!(again, Ok(d));
+        }
+    }
 }

@@ -3,6 +3,7 @@
 Usage: clients.py SQL_PORT MEMCACHED_PORT. Exits non-zero (with the failing check)
 on the first difference from what MySQL would answer.
 """
+import decimal
 import sys
 
 import mysql.connector
@@ -51,6 +52,15 @@ pc.execute("SELECT id FROM drivers WHERE score BETWEEN ? AND ? ORDER BY score", 
 check(pc.fetchall(), [(2,), (1,)], "connector prepared range")
 pc.execute("SELECT COUNT(*), MAX(id) FROM drivers", ())
 check(pc.fetchall(), [(3, 3)], "connector prepared aggregate")
+
+# DECIMAL through the binary protocol: a Decimal parameter, and the exact value back
+# as a Decimal with the column's scale.
+pc.execute("CREATE TABLE ledger (id INT PRIMARY KEY, amount DECIMAL(12,2))", ())
+pc.execute("INSERT INTO ledger VALUES (?, ?), (?, ?)", (1, decimal.Decimal("1234567.5"), 2, "0.005"))
+cn.commit()
+pc.execute("SELECT id, amount FROM ledger WHERE amount > ? ORDER BY id", (decimal.Decimal("0.001"),))
+rows = [(i, str(a)) for i, a in pc.fetchall()]
+check(rows, [(1, "1234567.50"), (2, "0.01")], "connector prepared DECIMAL")
 
 # memcached and SQL on the same rows, both ways.
 mc = pymemcache.client.base.Client(("127.0.0.1", mc_port))

@@ -16,6 +16,7 @@ Usage: dump.py KURA_PORT FRESH_KURA_PORT MARIADB_PORT
 
 Exits non-zero with the failing check.
 """
+import decimal
 import subprocess
 import sys
 
@@ -31,7 +32,9 @@ def run(port, statements):
 def rows(port, table):
     cur = connect(port).cursor()
     cur.execute(f"SELECT * FROM {table} ORDER BY 1")
-    return [tuple(r) for r in cur.fetchall()]
+    # A DECIMAL as its text: Decimal('1.5') equals Decimal('1.50').
+    text = lambda v: str(v) if isinstance(v, decimal.Decimal) else v
+    return [tuple(text(v) for v in r) for r in cur.fetchall()]
 
 
 def dump(port, database):
@@ -59,17 +62,18 @@ SHOP = [
     "CREATE DATABASE shop",
     "CREATE TABLE shop.items (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
     " sku CHAR(8) NOT NULL, name VARCHAR(40) DEFAULT 'unnamed', price DOUBLE,"
-    " stock BIGINT UNSIGNED NOT NULL DEFAULT 0, notes TEXT, UNIQUE KEY sku (sku), KEY price (price))",
+    " stock BIGINT UNSIGNED NOT NULL DEFAULT 0, notes TEXT, total DECIMAL(12,2) NOT NULL DEFAULT 0.50,"
+    " UNIQUE KEY sku (sku), KEY price (price))",
     "CREATE TABLE shop.blobs (k VARCHAR(10) PRIMARY KEY, b BLOB)",
 ]
 
 
 def shop_rows(cur):
     cur.execute(
-        "INSERT INTO shop.items (sku, name, price, stock, notes) VALUES "
-        "('a1', 'it''s', 1.5, 18446744073709551, 'back\\\\slash'),"
-        "('b2', NULL, -0.25, 0, 'caf\u00e9 \u2603'),"
-        "('c3', 'tab\\there', NULL, 7, NULL)"
+        "INSERT INTO shop.items (sku, name, price, stock, notes, total) VALUES "
+        "('a1', 'it''s', 1.5, 18446744073709551, 'back\\\\slash', 9999999999.99),"
+        "('b2', NULL, -0.25, 0, 'caf\u00e9 \u2603', -0.05),"
+        "('c3', 'tab\\there', NULL, 7, NULL, 12.5)"
     )
     cur.execute("INSERT INTO shop.items (sku) VALUES ('d4')")
     cur.execute(
@@ -95,11 +99,12 @@ def main(kura, fresh, mariadb):
         "DROP DATABASE IF EXISTS legacy",
         "CREATE DATABASE legacy",
         "CREATE TABLE legacy.users (id int(11) NOT NULL AUTO_INCREMENT, email varchar(64)"
-        " DEFAULT NULL, level int(11) NOT NULL DEFAULT '1', PRIMARY KEY (id),"
+        " DEFAULT NULL, level int(11) NOT NULL DEFAULT '1', balance decimal(10,2) DEFAULT '0.00',"
+        " PRIMARY KEY (id),"
         " UNIQUE KEY email (email), KEY level (level)) ENGINE=InnoDB AUTO_INCREMENT=10"
         " DEFAULT CHARSET=latin1",
-        "INSERT INTO legacy.users (email, level) VALUES ('ann@x.com', 3), (NULL, 1),"
-        " ('o''brien@x.com', 2)",
+        "INSERT INTO legacy.users (email, level, balance) VALUES ('ann@x.com', 3, 12.34),"
+        " (NULL, 1, NULL), ('o''brien@x.com', 2, -7)",
     ])
     restore(fresh, dump(mariadb, "legacy"), "MariaDB's dump into Kura")
     check("legacy.users in Kura", rows(fresh, "legacy.users"), rows(mariadb, "legacy.users"))

@@ -11,7 +11,8 @@ after, 1091 for none); DATE, DATETIME(p) and TIMESTAMP read in MySQL's forms,
 refused when no calendar has them (1292), compared as times and kept in order,
 DEFAULT and ON UPDATE CURRENT_TIMESTAMP; SQL_CALC_FOUND_ROWS and FOUND_ROWS();
 ALTER TABLE CHANGE, MODIFY and RENAME COLUMN to wider types and new names, DROP
-COLUMN; ENUM (members, their order, 1265, 1291, 1067, its wire type); DEFAULT in
+COLUMN; ENUM (members, their order, 1265, 1291, 1067, its wire type); DECIMAL
+(exact text, rounding, 1264, 1366, order, keys of it, its wire type); DEFAULT in
 VALUES, and 1364 for a NOT NULL column with no default left to it;
 SHOW WARNINGS and SHOW COUNT(*) WARNINGS after an error (its
 level and code); SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW
@@ -22,12 +23,13 @@ must be the same.
 
 Exits non-zero with the failing check.
 """
+import decimal
 import sys
 
 import pymysql
 from pymysql.constants import CLIENT
 
-from peer import compare, connect, mariadb_database, run, verdict
+from peer import check, compare, connect, mariadb_database, run, verdict
 
 TRANSCRIPT = [
     "DROP TABLE IF EXISTS s1",
@@ -241,6 +243,71 @@ ENUMS = [
 ]
 
 
+# DECIMAL: exact values with the column's scale (each compared as its text, with the
+# wire type of a table's rows), rounded half away from zero past the scale, 1264
+# past the precision, 1366 for text that is no number; compared and ordered as
+# numbers, through an ordered index and a primary key of them; SHOW COLUMNS and
+# information_schema; 1427 and 1426 for a type MySQL has not.
+DECIMALS = [
+    "DROP TABLE IF EXISTS m1",
+    "DROP TABLE IF EXISTS m2",
+    "CREATE TABLE m1 (id INT PRIMARY KEY, price DECIMAL(10,2) NOT NULL DEFAULT 9.99,"
+    " qty DECIMAL(5), rate NUMERIC(6,4), KEY price (price))",
+    "INSERT INTO m1 VALUES (1, 12.5, 3, 0.125), (2, '-0.05', NULL, NULL), (3, 1.005, 12345, -1)",
+    "INSERT INTO m1 (id, qty) VALUES (4, 7)",
+    "INSERT INTO m1 VALUES (5, 99999999.99, -99999, -99.9999)",
+    "INSERT INTO m1 VALUES (6, 100000000, 1, 1)",
+    "INSERT INTO m1 VALUES (7, 'abc', 1, 1)",
+    "INSERT INTO m1 VALUES (8, 1.5e2, '1e3', '.5')",
+    "INSERT INTO m1 VALUES (9, 1, 1, 99.99995)",
+    "INSERT INTO m1 VALUES (10, '  3.14159 ', 2.5, 0.00005)",
+    "INSERT INTO m1 VALUES (11, -1.005, -2.5, '-0.00004')",
+    "SELECT * FROM m1 ORDER BY id",
+    "SELECT id, price FROM m1 ORDER BY price, id",
+    "SELECT id, price FROM m1 ORDER BY price DESC LIMIT 3",
+    "SELECT id FROM m1 WHERE price = 12.50",
+    "SELECT id FROM m1 WHERE price = '12.5'",
+    "SELECT id FROM m1 WHERE price > 10 ORDER BY id",
+    "SELECT id FROM m1 WHERE price BETWEEN 1 AND 13 ORDER BY id",
+    "SELECT id FROM m1 WHERE price < 0.3 ORDER BY id",
+    "SELECT id FROM m1 WHERE price >= 3.14 AND price <= 3.15",
+    "SELECT id FROM m1 WHERE qty IS NULL",
+    "SELECT id FROM m1 WHERE rate = 0.125",
+    "UPDATE m1 SET price = price + 1 WHERE id = 1",
+    "UPDATE m1 SET price = 0.1 + 0.2 WHERE id = 2",
+    "UPDATE m1 SET qty = qty * 100 WHERE id = 3",
+    "SELECT * FROM m1 WHERE id IN (1, 2, 3) ORDER BY id",
+    "CREATE TABLE m2 (code DECIMAL(12,3) PRIMARY KEY, note VARCHAR(10))",
+    "INSERT INTO m2 VALUES (1.5, 'a'), (-2, 'b'), (123456789.123, 'c'), (0.001, 'd')",
+    "INSERT INTO m2 VALUES (1.50, 'dup')",
+    "SELECT * FROM m2 ORDER BY code",
+    "SELECT note FROM m2 WHERE code = 1.5",
+    "SELECT note FROM m2 WHERE code = '0.0010'",
+    "SELECT note FROM m2 WHERE code IN (-2, 123456789.123) ORDER BY note",
+    "UPDATE m2 SET note = 'z' WHERE code = 123456789.123",
+    "DELETE FROM m2 WHERE code < 0",
+    "SELECT * FROM m2 ORDER BY code DESC",
+    "SHOW COLUMNS FROM m1 LIKE 'price'",
+    "SHOW COLUMNS FROM m1 LIKE 'qty'",
+    "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, NUMERIC_PRECISION, NUMERIC_SCALE"
+    " FROM information_schema.COLUMNS WHERE TABLE_NAME = 'm1' AND TABLE_SCHEMA = DATABASE()"
+    " AND COLUMN_NAME <> 'id' ORDER BY ORDINAL_POSITION",
+    "CREATE TABLE m3 (id INT PRIMARY KEY, x DECIMAL(5,6))",
+    "CREATE TABLE m3 (id INT PRIMARY KEY, x DECIMAL(66,2))",
+]
+
+
+def exact(conn, statement):
+    """[`typed`], with each DECIMAL as its text (`Decimal('1.5')` equals
+    `Decimal('1.50')`)."""
+    out = typed(conn, statement)
+    if out[0] != "ok":
+        return out
+    text = lambda v: str(v) if isinstance(v, decimal.Decimal) else v
+    rows = [tuple(text(v) for v in row) for row in out[2]]
+    return out[:2] + (rows,) + out[3:]
+
+
 # DEFAULT as a value of INSERT's VALUES, and a NOT NULL column with no default left
 # to it (1364).
 DEFAULTS = [
@@ -281,6 +348,15 @@ def main(kura_port, mariadb_port):
     failed = compare(kura, mariadb, TRANSCRIPT)
     failed += compare(kura, mariadb, ALTER_COLUMNS, outcome_alone)
     failed += compare(kura, mariadb, ENUMS, typed)
+    failed += compare(kura, mariadb, DECIMALS, exact)
+    # Kura's own limits: a scale of 30 at most, as MySQL's (MariaDB's is 38), and 38
+    # digits (MySQL's 65).
+    # SQLite computes with a DECIMAL as a double (docs/sql.md): 27.00 in MariaDB.
+    check("DECIMAL in an expression", run(kura, "SELECT price * 2 FROM m1 WHERE id = 1"),
+          ("ok", 1, [(27.0,)]))
+    for ty, code in [("DECIMAL(40,31)", 1425), ("DECIMAL(39,2)", 1235)]:
+        got = run(kura, f"CREATE TABLE m3 (id INT PRIMARY KEY, x {ty})")
+        check(ty, got, ("error", code))
     failed += compare(kura, mariadb, DEFAULTS)
     # After an error: its level and code (the texts are each server's).
     for conn in (kura, mariadb):
@@ -310,7 +386,7 @@ def main(kura_port, mariadb_port):
     k_conn = connect(kura_port, "kura", client_flag=CLIENT.MULTI_STATEMENTS)
     m_conn = connect(mariadb_port, "st", client_flag=CLIENT.MULTI_STATEMENTS)
     failed += compare(k_conn, m_conn, multi, results)
-    total = len(TRANSCRIPT) + len(ALTER_COLUMNS) + len(ENUMS) + len(DEFAULTS)
+    total = len(TRANSCRIPT) + len(ALTER_COLUMNS) + len(ENUMS) + len(DECIMALS) + len(DEFAULTS)
     total += len(FIRST_COLUMN) + 2
     verdict(failed, total + len(multi))
 

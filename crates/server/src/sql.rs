@@ -832,6 +832,7 @@ fn wire_type(kind: Kind) -> ColumnType {
         Kind::Int | Kind::IntUnsigned => ColumnType::MYSQL_TYPE_LONG,
         Kind::BigInt | Kind::BigIntUnsigned => ColumnType::MYSQL_TYPE_LONGLONG,
         Kind::Double => ColumnType::MYSQL_TYPE_DOUBLE,
+        Kind::Decimal(..) => ColumnType::MYSQL_TYPE_NEWDECIMAL,
         Kind::Varchar(_) => ColumnType::MYSQL_TYPE_VAR_STRING,
         Kind::Char(_) | Kind::Enum(_) => ColumnType::MYSQL_TYPE_STRING,
         Kind::Text | Kind::Blob => ColumnType::MYSQL_TYPE_BLOB,
@@ -850,6 +851,8 @@ fn column_def(c: &ColumnInfo) -> Vec<u8> {
         Kind::Int | Kind::IntUnsigned => (BINARY, 11, 0),
         Kind::BigInt | Kind::BigIntUnsigned => (BINARY, 20, 0),
         Kind::Double => (BINARY, 22, 31),
+        // MySQL's length: the digits, the point and the sign.
+        Kind::Decimal(p, s) => (BINARY, u32::from(p) + u32::from(s > 0) + 1, s),
         Kind::Varchar(n) | Kind::Char(n) | Kind::Enum(n) => (UTF8MB4_BIN, n.saturating_mul(4), 0),
         Kind::Text => (UTF8MB4_BIN, 262_140, 0),
         Kind::Blob => (BINARY, 65_535, 0),
@@ -870,7 +873,7 @@ fn column_def(c: &ColumnInfo) -> Vec<u8> {
     if c.kind.is_unsigned() {
         flags |= ColumnFlags::UNSIGNED_FLAG;
     }
-    if c.kind.is_integer() || c.kind == Kind::Double {
+    if c.kind.is_integer() || matches!(c.kind, Kind::Double | Kind::Decimal(..)) {
         flags |= ColumnFlags::NUM_FLAG;
     }
     if matches!(c.kind, Kind::Text | Kind::Blob) {

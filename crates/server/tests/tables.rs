@@ -48,6 +48,7 @@ transcripts! {
     session,
     expiry,
     ranges,
+    decimals,
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! the column's type under MySQL's strict mode (its error codes when it does not fit),
 //! and a constraint's value becomes a key to look a row up by.
 
-use kura_tables::{Column, ColumnType, Value};
+use kura_tables::decimal::DecimalError;
+use kura_tables::{Column, ColumnType, Decimal, Value};
 use rusqlite::types::ValueRef;
 
 use crate::error::SqlError;
@@ -23,6 +24,9 @@ pub fn to_column(v: ValueRef<'_>, column: &Column, row: u64) -> Result<Value, Sq
         ValueRef::Integer(n) => integer(n as i128, column, row),
         ValueRef::Real(f) => match column.ty {
             ColumnType::Double => Ok(double(f)),
+            ColumnType::Decimal(p, s) => {
+                decimal(Decimal::from_f64(f, p, s), column, row, || shortest(f))
+            }
             ty if ty.is_numeric() => {
                 if !f.is_finite() {
                     return Err(SqlError::out_of_range(name, row));
@@ -36,6 +40,15 @@ pub fn to_column(v: ValueRef<'_>, column: &Column, row: u64) -> Result<Value, Sq
             _ => text(shortest(f).into_bytes(), column, row),
         },
         ValueRef::Text(t) | ValueRef::Blob(t) => match column.ty {
+            ColumnType::Decimal(p, s) => {
+                let text = std::str::from_utf8(t).map_err(|_| DecimalError::NotANumber);
+                decimal(
+                    text.and_then(|t| Decimal::parse(t, p, s)),
+                    column,
+                    row,
+                    || String::from_utf8_lossy(t).into_owned(),
+                )
+            }
             ColumnType::Double => {
                 let s = std::str::from_utf8(t).unwrap_or("").trim();
                 match s.parse::<f64>() {
@@ -75,6 +88,22 @@ fn double(f: f64) -> Value {
     Value::Double(if f == 0.0 { 0.0 } else { f })
 }
 
+/// A DECIMAL made of `text()`, or MySQL's error for it.
+fn decimal(
+    made: Result<Decimal, DecimalError>,
+    column: &Column,
+    row: u64,
+    text: impl FnOnce() -> String,
+) -> Result<Value, SqlError> {
+    match made {
+        Ok(d) => Ok(Value::Decimal(d)),
+        Err(DecimalError::OutOfRange) => Err(SqlError::out_of_range(&column.name, row)),
+        Err(DecimalError::NotANumber) => {
+            Err(SqlError::bad_value("decimal", &text(), &column.name, row))
+        }
+    }
+}
+
 fn integer(n: i128, column: &Column, row: u64) -> Result<Value, SqlError> {
     let name = &column.name;
     let range = |lo: i128, hi: i128| {
@@ -94,6 +123,9 @@ fn integer(n: i128, column: &Column, row: u64) -> Result<Value, SqlError> {
             range(lo, hi).map(|()| Value::UInt(n as u64))
         }
         ColumnType::Double => Ok(double(n as f64)),
+        ColumnType::Decimal(p, s) => {
+            decimal(Decimal::from_i128(n, p, s), column, row, || n.to_string())
+        }
         _ => text(n.to_string().into_bytes(), column, row),
     }
 }
@@ -132,6 +164,15 @@ fn text(bytes: Vec<u8>, column: &Column, row: u64) -> Result<Value, SqlError> {
     }
 }
 
+/// A DECIMAL as SQLite computes with it: an integer when it has no fraction digits
+/// and fits, else the nearest double (exact for 15 significant digits).
+pub fn decimal_value(d: &Decimal) -> rusqlite::types::Value {
+    match d.to_i64().filter(|_| d.scale == 0) {
+        Some(n) => rusqlite::types::Value::Integer(n),
+        None => rusqlite::types::Value::Real(d.to_f64()),
+    }
+}
+
 /// A double's shortest text that reads back as the same double.
 pub fn shortest(f: f64) -> String {
     let mut s = format!("{f}");
@@ -163,6 +204,15 @@ pub fn to_key(v: ValueRef<'_>, column: &Column) -> Option<Value> {
         (ValueRef::Integer(n), ty) if ty.is_unsigned_integer() => {
             u64::try_from(n).ok().map(Value::UInt)
         }
+        // SQLite compares a DECIMAL as the double it reads ([`decimal_value`]): the
+        // value equal to a number is the one whose double it is.
+        (ValueRef::Integer(n), ColumnType::Decimal(p, s)) => {
+            Decimal::from_i128(n.into(), p, s).ok().map(Value::Decimal)
+        }
+        (ValueRef::Real(f), ColumnType::Decimal(p, s)) => Decimal::from_f64(f, p, s)
+            .ok()
+            .filter(|d| d.to_f64() == f)
+            .map(Value::Decimal),
         (ValueRef::Integer(n), ColumnType::Double) => Some(double(n as f64)),
         (ValueRef::Real(f), ColumnType::Double) => Some(double(f)),
         (ValueRef::Real(f), ty) if ty.is_numeric() => {
@@ -188,6 +238,21 @@ pub fn to_key(v: ValueRef<'_>, column: &Column) -> Option<Value> {
 /// them (SQLite checks the constraint again on every row).
 pub fn to_bound(v: ValueRef<'_>, column: &Column, lower: bool) -> Option<Value> {
     match (v, column.ty) {
+        // SQLite compares a DECIMAL of more than 15 digits as a double that may not
+        // be exactly its value: no bound for it.
+        (_, ColumnType::Decimal(p, _)) if p > 15 => None,
+        // The number rounded to the scale, widened by a unit: a value past it reads
+        // as a double past the number (a unit is far more than a double's error over
+        // 15 digits).
+        (ValueRef::Real(f), ColumnType::Decimal(_, s)) => {
+            let d = Decimal::from_f64(f, 38, s).ok()?;
+            let units = if lower { d.units - 1 } else { d.units + 1 };
+            Some(Value::Decimal(Decimal { units, scale: s }))
+        }
+        (ValueRef::Integer(n), ColumnType::Decimal(_, s)) => {
+            let units = i128::from(n).checked_mul(10i128.pow(u32::from(s)))?;
+            Some(Value::Decimal(Decimal { units, scale: s }))
+        }
         (ValueRef::Real(f), ty) if ty.is_numeric() && ty != ColumnType::Double => {
             if !f.is_finite() || f.abs() > 9.0e18 {
                 return None;

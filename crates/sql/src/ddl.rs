@@ -417,6 +417,15 @@ fn schema_refusal(why: String) -> SqlError {
             format!("Invalid default value for '{column}'"),
         );
     }
+    for (start, code) in [
+        ("Too big scale ", 1425),
+        ("Too big precision ", 1426),
+        ("For float(M,D), double(M,D) or decimal(M,D)", 1427),
+    ] {
+        if why.starts_with(start) {
+            return SqlError::new(code, b"42000", why);
+        }
+    }
     if why.starts_with("Column '") && why.ends_with(kura_tables::DUPLICATED_MEMBER) {
         return SqlError::new(1291, b"HY000", why);
     }

@@ -397,6 +397,7 @@ fn describe(def: &TableDef, rows: &mut Vec<(&'static str, Vec<Cell>)>) {
             ColumnType::BigInt => (NULL, int(19), int(0), false),
             ColumnType::BigIntUnsigned => (NULL, int(20), int(0), false),
             ColumnType::Double => (NULL, int(22), NULL, false),
+            ColumnType::Decimal(p, s) => (NULL, int(p.into()), int(s.into()), false),
             ColumnType::Varchar(n) | ColumnType::Char(n) => (int(i64::from(n)), NULL, NULL, true),
             ColumnType::Text => (int(65535), NULL, NULL, true),
             ColumnType::Blob => (int(65535), NULL, NULL, false),

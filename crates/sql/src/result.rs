@@ -11,6 +11,8 @@ pub enum Kind {
     IntUnsigned,
     BigIntUnsigned,
     Double,
+    /// DECIMAL(precision, scale).
+    Decimal(u8, u8),
     Varchar(u32),
     Char(u32),
     Text,
@@ -51,6 +53,7 @@ impl Kind {
             ColumnType::IntUnsigned => Kind::IntUnsigned,
             ColumnType::BigIntUnsigned => Kind::BigIntUnsigned,
             ColumnType::Double => Kind::Double,
+            ColumnType::Decimal(p, s) => Kind::Decimal(p, s),
             ColumnType::Varchar(n) => Kind::Varchar(n),
             ColumnType::Char(n) => Kind::Char(n),
             ColumnType::Text => Kind::Text,
@@ -96,6 +99,12 @@ impl Kind {
                 Kind::Timestamp(size().min(6) as u8 * u8::from(d.contains('(')))
             }
             _ if d.starts_with(ENUM_DECL) => Kind::Enum(size()),
+            _ if d.starts_with("DECIMAL(") => {
+                let (p, s) = d["DECIMAL(".len()..]
+                    .trim_end_matches(')')
+                    .split_once(',')?;
+                Kind::Decimal(p.trim().parse().ok()?, s.trim().parse().ok()?)
+            }
             _ if d.starts_with("VARCHAR") => Kind::Varchar(size()),
             _ if d.starts_with("CHAR") => Kind::Char(size()),
             _ => return None,
@@ -160,6 +169,15 @@ impl Cell {
         match v {
             ValueRef::Null => Cell::Null,
             ValueRef::Integer(n) => match kind {
+                Some(Kind::Decimal(_, s)) => Cell::Bytes(
+                    kura_tables::Decimal::from_i128(
+                        n.into(),
+                        kura_tables::decimal::MAX_PRECISION,
+                        s,
+                    )
+                    .map_or_else(|_| n.to_string(), |d| d.to_string())
+                    .into_bytes(),
+                ),
                 Some(k) if k.is_unsigned() && n >= 0 => Cell::UInt(n as u64),
                 Some(Kind::Double) => Cell::Double(n as f64),
                 Some(k) if !k.is_integer() && k != Kind::Null => {
@@ -168,11 +186,20 @@ impl Cell {
                 _ => Cell::Int(n),
             },
             ValueRef::Real(f) => match kind {
+                Some(Kind::Decimal(_, s)) => Cell::decimal(f, s, || f.to_string()),
                 Some(k) if k.is_unsigned() && f >= 0.0 => Cell::UInt(f as u64),
                 _ => Cell::Double(f),
             },
             ValueRef::Text(t) | ValueRef::Blob(t) => Cell::Bytes(t.to_vec()),
         }
+    }
+
+    /// A DECIMAL column's value as SQLite computed it, `f`, with the column's `scale`
+    /// digits after the point, as MySQL prints it (`text` when it is no number of 38
+    /// digits).
+    fn decimal(f: f64, scale: u8, text: impl FnOnce() -> String) -> Cell {
+        let d = kura_tables::Decimal::from_f64(f, kura_tables::decimal::MAX_PRECISION, scale);
+        Cell::Bytes(d.map_or_else(|_| text(), |d| d.to_string()).into_bytes())
     }
 
     /// [`Cell::from_sqlite`] for a value already taken out of SQLite: text and bytes

@@ -434,6 +434,8 @@ fn defaults(catalog: &Catalog, name: &str) -> Vec<(String, Expr)> {
                 kura_tables::Value::Int(n) => Value::Number(n.to_string(), false),
                 kura_tables::Value::UInt(n) => Value::Number(n.to_string(), false),
                 kura_tables::Value::Double(f) => Value::Number(format!("{f:e}"), false),
+                // As text, which the column reads exactly (a number would be a double).
+                kura_tables::Value::Decimal(d) => Value::SingleQuotedString(d.to_string()),
                 kura_tables::Value::Bytes(b) => {
                     Value::SingleQuotedString(String::from_utf8_lossy(b).into_owned())
                 }

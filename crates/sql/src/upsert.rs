@@ -111,6 +111,7 @@ pub fn to_sqlite(v: &Value, blob: bool) -> rusqlite::types::Value {
         Value::Int(n) => V::Integer(*n),
         Value::UInt(n) => i64::try_from(*n).map_or(V::Real(*n as f64), V::Integer),
         Value::Double(f) => V::Real(*f),
+        Value::Decimal(d) => crate::convert::decimal_value(d),
         Value::Bytes(b) if blob => V::Blob(b.clone()),
         Value::Bytes(b) => V::Text(String::from_utf8_lossy(b).into_owned()),
     }

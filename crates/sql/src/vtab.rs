@@ -236,6 +236,7 @@ fn literal(v: &Value) -> String {
         Value::Int(n) => n.to_string(),
         Value::UInt(n) => n.to_string(),
         Value::Double(f) => format!("{f:e}"),
+        Value::Decimal(d) => d.to_string(),
         Value::Bytes(b) => format!("'{}'", String::from_utf8_lossy(b).replace('\'', "''")),
     }
 }

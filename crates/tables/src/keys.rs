@@ -4,6 +4,8 @@
 //! - signed integers: 8 bytes big-endian with the sign bit flipped;
 //! - unsigned integers: 8 bytes big-endian;
 //! - DOUBLE: its bits big-endian, all of them flipped if negative, else the sign bit;
+//! - DECIMAL: its units (`i128`, a column's values all of one scale) as 16 bytes
+//!   big-endian with the sign bit flipped;
 //! - bytes: as they are when they end the key ([`Position::Last`]); inside a longer
 //!   key each 0x00 becomes 0x00 0xFF and 0x00 0x01 ends them, so a shorter value still
 //!   sorts first.
@@ -28,6 +30,7 @@ pub fn encoded_len(value: &Value, position: Position) -> usize {
     match (value, position) {
         (Value::Null, _) => 0,
         (Value::Int(_) | Value::UInt(_) | Value::Double(_), _) => 8,
+        (Value::Decimal(_), _) => 16,
         (Value::Bytes(b), Position::Last) => b.len(),
         (Value::Bytes(b), Position::Inner) => {
             b.len() + b.iter().filter(|&&byte| byte == 0).count() + 2
@@ -49,6 +52,9 @@ pub fn encode(value: &Value, position: Position, out: &mut Vec<u8>) {
                 bits ^ (1 << 63)
             };
             out.extend_from_slice(&ordered.to_be_bytes());
+        }
+        Value::Decimal(v) => {
+            out.extend_from_slice(&((v.units as u128) ^ (1 << 127)).to_be_bytes());
         }
         Value::Bytes(b) => match position {
             Position::Last => out.extend_from_slice(b),
@@ -110,6 +116,14 @@ pub fn decode(r: &mut Reader<'_>, ty: ColumnType, position: Position) -> Result<
             };
             Value::Double(f64::from_bits(bits))
         }
+        ColumnType::Decimal(_, scale) => {
+            let mut b = [0u8; 16];
+            b.copy_from_slice(r.take(16)?);
+            Value::Decimal(crate::Decimal {
+                units: (u128::from_be_bytes(b) ^ (1 << 127)) as i128,
+                scale,
+            })
+        }
         _ => match position {
             Position::Last => Value::Bytes(r.take(r.buf.len())?.to_vec()),
             Position::Inner => {
@@ -170,6 +184,14 @@ mod tests {
             let (ka, kb) = (key(&Value::Double(a), Position::Last), key(&Value::Double(b), Position::Last));
             prop_assert_eq!(a.partial_cmp(&b), Some(ka.cmp(&kb)));
             round_trip(&Value::Double(a), ColumnType::Double);
+        }
+
+        #[test]
+        fn decimal_keys_sort_as_numbers(a in -(10i128.pow(38) - 1)..10i128.pow(38), b in any::<i64>()) {
+            let (da, db) = (crate::Decimal { units: a, scale: 4 }, crate::Decimal { units: b.into(), scale: 4 });
+            let (ka, kb) = (key(&Value::Decimal(da), Position::Last), key(&Value::Decimal(db), Position::Inner));
+            prop_assert_eq!(a.cmp(&b.into()), ka.cmp(&kb));
+            round_trip(&Value::Decimal(da), ColumnType::Decimal(38, 4));
         }
 
         #[test]

@@ -15,6 +15,7 @@ pub mod batch;
 pub mod catalog;
 pub mod collation;
 pub mod ddl;
+pub mod decimal;
 mod follow;
 pub mod keys;
 pub mod ordered;
@@ -33,6 +34,7 @@ pub use batch::{no_upsert, Applied, ApplyError, OnConflict, RowAfter, RowChange,
 pub use catalog::{database_of, qualified, Catalog, Container, TableDef, Via, DEFAULT_DATABASE};
 pub use collation::{Collation, Rule};
 pub use ddl::DdlError;
+pub use decimal::Decimal;
 pub use error::Error;
 pub use read::{Entry, PkCursor, RowRead, RowScan};
 pub use reads::Reads;

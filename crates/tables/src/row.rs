@@ -9,7 +9,8 @@
 //!
 //! Tags: 0 NULL (no payload), 1 signed integer (8 bytes LE), 2 unsigned integer (8
 //! bytes LE), 3 DOUBLE (its IEEE 754 bits, 8 bytes LE), 4 bytes (varint length, then
-//! the bytes). Varints are LEB128, at most 10 bytes.
+//! the bytes), 5 DECIMAL (its scale, 1 byte, then its units, 16 bytes LE, a two's
+//! complement `i128`). Varints are LEB128, at most 10 bytes.
 //!
 //! A row may hold fewer columns than its table has now: the missing trailing columns
 //! take their defaults (a column added after the row was written). A dropped column
@@ -33,6 +34,7 @@ const TAG_INT: u8 = 1;
 const TAG_UINT: u8 = 2;
 const TAG_DOUBLE: u8 = 3;
 const TAG_BYTES: u8 = 4;
+const TAG_DECIMAL: u8 = 5;
 
 pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -101,6 +103,7 @@ pub fn encode(values: &[Value], dropped: &[usize]) -> Vec<u8> {
         .map(|v| match v {
             Value::Null => 1,
             Value::Bytes(b) => 1 + varint_len(b.len() as u64) + b.len(),
+            Value::Decimal(_) => 18,
             _ => 9,
         })
         .sum::<usize>()
@@ -129,6 +132,11 @@ pub fn encode(values: &[Value], dropped: &[usize]) -> Vec<u8> {
             Value::Double(v) => {
                 out.push(TAG_DOUBLE);
                 out.extend_from_slice(&v.to_bits().to_le_bytes());
+            }
+            Value::Decimal(v) => {
+                out.push(TAG_DECIMAL);
+                out.push(v.scale);
+                out.extend_from_slice(&v.units.to_le_bytes());
             }
             Value::Bytes(b) => {
                 out.push(TAG_BYTES);
@@ -204,6 +212,15 @@ fn decode_each<'a>(
             TAG_UINT => ValueRef::UInt(r.u64_le()?),
             TAG_DOUBLE => ValueRef::Double(f64::from_bits(r.u64_le()?)),
             TAG_BYTES => ValueRef::Bytes(r.bytes()?),
+            TAG_DECIMAL => {
+                let scale = r.u8()?;
+                let mut units = [0u8; 16];
+                units.copy_from_slice(r.take(16)?);
+                ValueRef::Decimal(crate::Decimal {
+                    units: i128::from_le_bytes(units),
+                    scale,
+                })
+            }
             tag => return Err(Error::Format(format!("row value tag {tag}"))),
         };
         if dropped.next_if_eq(&place).is_some() {

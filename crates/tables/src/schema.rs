@@ -24,8 +24,8 @@
 use std::fmt::Write as _;
 
 use sqlparser::ast::{
-    ColumnOption, CreateTable, DataType, Expr, IndexColumn, IndexOption, IndexType, SqlOption,
-    Statement, UnaryOperator, Value as SqlValue,
+    ColumnOption, CreateTable, DataType, ExactNumberInfo, Expr, IndexColumn, IndexOption,
+    IndexType, SqlOption, Statement, UnaryOperator, Value as SqlValue,
 };
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
@@ -291,6 +291,9 @@ fn column_type(ty: &DataType, column: &str) -> Result<ColumnType, Error> {
         DataType::BigInt(_) => ColumnType::BigInt,
         DataType::BigIntUnsigned(_) => ColumnType::BigIntUnsigned,
         DataType::Double(_) | DataType::DoublePrecision => ColumnType::Double,
+        DataType::Decimal(info) | DataType::Numeric(info) | DataType::Dec(info) => {
+            decimal_type(info, column)?
+        }
         DataType::Date => ColumnType::Date,
         DataType::Datetime(p) | DataType::Timestamp(p, _) => {
             let precision = u8::try_from(p.unwrap_or(0))
@@ -312,10 +315,43 @@ fn column_type(ty: &DataType, column: &str) -> Result<ColumnType, Error> {
         DataType::Enum(..) => ColumnType::Enum,
         other => {
             return Err(schema_error!(
-                "column {column}: type {other} is not supported (the integer types, DOUBLE, DATE, DATETIME, TIMESTAMP, VARCHAR(n), CHAR(n), TEXT, BLOB and ENUM are)"
+                "column {column}: type {other} is not supported (the integer types, DOUBLE, DECIMAL, DATE, DATETIME, TIMESTAMP, VARCHAR(n), CHAR(n), TEXT, BLOB and ENUM are)"
             ))
         }
     })
+}
+
+/// `DECIMAL[(p[, s])]`: MySQL's defaults (10, 0) and limits, but at most
+/// [`crate::decimal::MAX_PRECISION`] digits.
+fn decimal_type(info: &ExactNumberInfo, column: &str) -> Result<ColumnType, Error> {
+    use crate::decimal::{MAX_PRECISION, MAX_SCALE};
+    let (p, s) = match *info {
+        ExactNumberInfo::None => (10, 0),
+        ExactNumberInfo::Precision(p) => (p, 0),
+        ExactNumberInfo::PrecisionAndScale(p, s) => (p, u64::try_from(s).unwrap_or(u64::MAX)),
+    };
+    // MySQL's words, which SQL answers with its codes (1425, 1426, 1427).
+    if p > 65 {
+        return Err(schema_error!(
+            "Too big precision {p} specified for '{column}'. Maximum is 65."
+        ));
+    }
+    if s > u64::from(MAX_SCALE) {
+        return Err(schema_error!(
+            "Too big scale {s} specified for '{column}'. Maximum is {MAX_SCALE}."
+        ));
+    }
+    if s > p {
+        return Err(schema_error!(
+            "For float(M,D), double(M,D) or decimal(M,D), M must be >= D (column '{column}')."
+        ));
+    }
+    if p > u64::from(MAX_PRECISION) {
+        return Err(schema_error!(
+            "column {column}: Kura keeps a DECIMAL of at most {MAX_PRECISION} digits, not {p}"
+        ));
+    }
+    Ok(ColumnType::Decimal(p as u8, s as u8))
 }
 
 /// An ENUM's members as declared (none for another type): at least one, at most
@@ -922,7 +958,7 @@ fn sql_literal(v: &Value) -> String {
         Value::Null => "NULL".to_string(),
         Value::Int(n) => n.to_string(),
         Value::UInt(n) => n.to_string(),
-        Value::Double(_) => {
+        Value::Double(_) | Value::Decimal(_) => {
             let mut text = Vec::new();
             v.write_text(&mut text);
             String::from_utf8_lossy(&text).into_owned()

@@ -11,6 +11,7 @@
 
 use std::fmt;
 
+use crate::decimal::{Decimal, DecimalError};
 use crate::error::{value_error, Error};
 
 /// The largest TEXT or BLOB value, as MySQL's.
@@ -32,6 +33,8 @@ pub enum ColumnType {
     BigInt,
     BigIntUnsigned,
     Double,
+    /// `DECIMAL(precision, scale)` ([`crate::decimal`]).
+    Decimal(u8, u8),
     /// `YYYY-MM-DD` ([`crate::temporal`]).
     Date,
     /// `YYYY-MM-DD HH:MM:SS` and this many fraction digits (0 to 6).
@@ -63,6 +66,7 @@ impl fmt::Display for ColumnType {
             ColumnType::BigInt => f.write_str("BIGINT"),
             ColumnType::BigIntUnsigned => f.write_str("BIGINT UNSIGNED"),
             ColumnType::Double => f.write_str("DOUBLE"),
+            ColumnType::Decimal(p, s) => write!(f, "DECIMAL({p},{s})"),
             ColumnType::Date => f.write_str("DATE"),
             ColumnType::DateTime(0) => f.write_str("DATETIME"),
             ColumnType::DateTime(p) => write!(f, "DATETIME({p})"),
@@ -80,7 +84,8 @@ impl fmt::Display for ColumnType {
 impl ColumnType {
     /// Whether values of this type are numbers (compared and encoded as numbers).
     pub fn is_numeric(self) -> bool {
-        self.integer_range().is_some() || self == ColumnType::Double
+        self.integer_range().is_some()
+            || matches!(self, ColumnType::Double | ColumnType::Decimal(..))
     }
 
     /// An integer type's range, lowest and highest; None for the others.
@@ -117,6 +122,7 @@ impl ColumnType {
             (T::Char(n), T::Char(m)) => n <= m,
             (T::Varchar(_) | T::Char(_), T::Text) => true,
             (T::Timestamp(p), T::DateTime(q)) => p == q,
+            (T::Decimal(p, s), T::Decimal(q, t)) => s == t && p <= q,
             _ => false,
         }
     }
@@ -170,6 +176,8 @@ pub enum Value {
     UInt(u64),
     /// DOUBLE; always finite, and never negative zero (stored as zero, as MySQL does).
     Double(f64),
+    /// DECIMAL, at its column's scale.
+    Decimal(Decimal),
     /// VARCHAR, CHAR and TEXT (valid UTF-8) and BLOB (any bytes).
     Bytes(Vec<u8>),
 }
@@ -182,6 +190,7 @@ pub enum ValueRef<'a> {
     Int(i64),
     UInt(u64),
     Double(f64),
+    Decimal(Decimal),
     Bytes(&'a [u8]),
 }
 
@@ -198,6 +207,7 @@ impl ValueRef<'_> {
             (ValueRef::Int(v), ty) if ty.is_signed_integer() => ty.holds_integer(v.into()),
             (ValueRef::UInt(v), ty) if ty.is_unsigned_integer() => ty.holds_integer(v.into()),
             (ValueRef::Double(v), ColumnType::Double) => v.is_finite(),
+            (ValueRef::Decimal(v), ColumnType::Decimal(p, s)) => v.fits(p, s),
             (ValueRef::Bytes(_), ty) => !ty.is_numeric(),
             _ => false,
         }
@@ -209,6 +219,7 @@ impl ValueRef<'_> {
             ValueRef::Int(v) => Value::Int(v),
             ValueRef::UInt(v) => Value::UInt(v),
             ValueRef::Double(v) => Value::Double(v),
+            ValueRef::Decimal(v) => Value::Decimal(v),
             ValueRef::Bytes(b) => Value::Bytes(b.to_vec()),
         }
     }
@@ -223,6 +234,9 @@ impl ValueRef<'_> {
             ValueRef::UInt(v) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
             // Writing to a Vec cannot fail.
             ValueRef::Double(v) => {
+                let _ = write!(out, "{v}");
+            }
+            ValueRef::Decimal(v) => {
                 let _ = write!(out, "{v}");
             }
             ValueRef::Bytes(b) => out.extend_from_slice(b),
@@ -241,6 +255,7 @@ impl Value {
             Value::Int(v) => ValueRef::Int(*v),
             Value::UInt(v) => ValueRef::UInt(*v),
             Value::Double(v) => ValueRef::Double(*v),
+            Value::Decimal(v) => ValueRef::Decimal(*v),
             Value::Bytes(b) => ValueRef::Bytes(b),
         }
     }
@@ -307,6 +322,16 @@ pub fn parse_text(text: &[u8], ty: ColumnType, column: &str) -> Result<Value, Er
                 parse_double(text).ok_or_else(|| value_error!("column {column} wants a number"))?;
             Ok(Value::Double(v))
         }
+        ColumnType::Decimal(p, s) => std::str::from_utf8(text)
+            .map_err(|_| DecimalError::NotANumber)
+            .and_then(|t| Decimal::parse(t, p, s))
+            .map(Value::Decimal)
+            .map_err(|e| match e {
+                DecimalError::NotANumber => value_error!("column {column} wants a number"),
+                DecimalError::OutOfRange => {
+                    value_error!("value out of range for column {column} ({ty})")
+                }
+            }),
         ty if ty.is_temporal() => std::str::from_utf8(text)
             .ok()
             .and_then(|t| crate::temporal::canonical(t, ty))
@@ -443,6 +468,16 @@ mod tests {
         check("NaN", Double, Err("wants a number"));
         check("1e999", Double, Err("wants a number"));
         check(".", Double, Err("wants a number"));
+        check(
+            "12.345",
+            Decimal(5, 2),
+            Ok(Value::Decimal(crate::Decimal {
+                units: 1235,
+                scale: 2,
+            })),
+        );
+        check("1000", Decimal(5, 2), Err("out of range"));
+        check("1,5", Decimal(5, 2), Err("wants a number"));
         check("héllo", Varchar(5), Ok(Value::Bytes("héllo".into())));
         check("héllo!", Varchar(5), Err("longer than 5 characters"));
         check("ab  ", Char(2), Ok(Value::Bytes(b"ab".to_vec())));
@@ -471,6 +506,13 @@ mod tests {
             (Value::UInt(5), "5"),
             (Value::Double(1500.0), "1500"),
             (Value::Double(0.25), "0.25"),
+            (
+                Value::Decimal(crate::Decimal {
+                    units: -5,
+                    scale: 2,
+                }),
+                "-0.05",
+            ),
             (Value::Bytes(b"a|b".to_vec()), "a|b"),
         ] {
             let mut out = Vec::new();

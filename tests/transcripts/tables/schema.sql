@@ -19,3 +19,11 @@ CREATE TABLE items (
 CREATE TABLE tags (name VARCHAR(20) PRIMARY KEY);
 
 CREATE TABLE scores (id INT, points INT, PRIMARY KEY (id) USING BTREE);
+
+CREATE TABLE prices (
+  code DECIMAL(6,2) PRIMARY KEY,
+  amount DECIMAL(10,3) NOT NULL DEFAULT 0,
+  ref DECIMAL(4,0),
+  UNIQUE KEY ref (ref),
+  KEY amount (amount) USING BTREE
+);

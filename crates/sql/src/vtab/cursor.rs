@@ -428,8 +428,11 @@ impl KuraCursor<'_> {
                     };
                     match bind {
                         Bind::Eq => {
-                            range.lower = Bound::Included(value.clone());
-                            range.upper = Bound::Included(value);
+                            // Between the two bounds of a number that falls between
+                            // the column's values (SQLite checks it again).
+                            let upper = to_bound(v, col, false).unwrap_or_else(|| value.clone());
+                            range.lower = Bound::Included(value);
+                            range.upper = Bound::Included(upper);
                         }
                         Bind::Gt => range.lower = Bound::Excluded(value),
                         Bind::Ge => range.lower = Bound::Included(value),
@@ -690,6 +693,10 @@ unsafe impl VTabCursor for KuraCursor<'_> {
                 Err(_) => ctx.set_result(*v as f64),
             },
             Value::Double(v) => ctx.set_result(*v),
+            Value::Decimal(d) => match crate::convert::decimal_value(d) {
+                rusqlite::types::Value::Integer(n) => ctx.set_result(n),
+                v => ctx.set_result(v),
+            },
             Value::Bytes(b) if blob => ctx.set_result(b.as_slice()),
             // Every write checked the text for UTF-8, and the record's CRC keeps it.
             Value::Bytes(b) => ctx.set_result(ToSqlOutput::Borrowed(ValueRef::Text(b))),
