@@ -15,7 +15,7 @@ COLUMN; ENUM (members, their order, 1265, 1291, 1067, its wire type); DECIMAL
 (exact text, rounding, 1264, 1366, order, keys of it, its wire type); DEFAULT in
 VALUES, and 1364 for a NOT NULL column with no default left to it;
 SHOW WARNINGS and SHOW COUNT(*) WARNINGS after an error (its
-level and code); SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW
+level and code); SHOW ENGINES (InnoDB the default); SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW
 CREATE DATABASE (their
 first columns; the rest are each server's own); several statements in one query
 (CLIENT_MULTI_STATEMENTS), to the first error. Rows affected, rows and error codes
@@ -373,6 +373,9 @@ def main(kura_port, mariadb_port):
         if k != m:
             failed += 1
             print(f"{statement}\n  kura:    {k}\n  mariadb: {m}")
+    # SHOW ENGINES: InnoDB, the default (each server lists engines of its own too).
+    innodb = lambda conn, s: [r[:2] for r in run(conn, s)[2] if r[0] == "InnoDB"]
+    failed += compare(kura, mariadb, ["SHOW ENGINES"], innodb)
     for conn in (kura, mariadb):
         run(conn, "CREATE TABLE s5 (id INT PRIMARY KEY)")
     failed += compare(kura, mariadb, ["SHOW TABLE STATUS LIKE 's5'"], first_two)
@@ -387,7 +390,7 @@ def main(kura_port, mariadb_port):
     m_conn = connect(mariadb_port, "st", client_flag=CLIENT.MULTI_STATEMENTS)
     failed += compare(k_conn, m_conn, multi, results)
     total = len(TRANSCRIPT) + len(ALTER_COLUMNS) + len(ENUMS) + len(DECIMALS) + len(DEFAULTS)
-    total += len(FIRST_COLUMN) + 2
+    total += len(FIRST_COLUMN) + 3
     verdict(failed, total + len(multi))
 
 

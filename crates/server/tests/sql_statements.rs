@@ -1,8 +1,8 @@
 //! MySQL statements that tools and ORMs send beyond SELECT and INSERT, against
 //! MariaDB's (`tests/sql/statements.py`): UPDATE and DELETE with ORDER BY and LIMIT,
 //! UPDATE of a join and DELETE of one table of a join, RENAME TABLE, TRUNCATE TABLE
-//! (AUTO_INCREMENT starting again), the integer types, ENUM, SHOW WARNINGS after an error,
-//! SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW CREATE DATABASE; and
+//! (AUTO_INCREMENT starting again), the integer types, ENUM, DECIMAL, SHOW WARNINGS after
+//! an error, SHOW ENGINES, SHOW TABLE STATUS, SHOW CHARACTER SET, SHOW COLLATION, SHOW CREATE DATABASE; and
 //! SQLAlchemy and Alembic as an application uses them (`tests/sql/orm.py`).
 
 mod sqlpeer;
