@@ -25,7 +25,9 @@
 //! owner once they flip), in half-second windows: transactions a second, a request's
 //! p99 and the longest request before, during and after. And at four shards, one connection's sequential gets through the first
 //! node: of keys it owns, of keys another shard owns (passed on, one hop), and its
-//! no-op round trip (`mn`): what a forwarded request costs over a direct one.
+//! no-op round trip (`mn`): what a forwarded request costs over a direct one; and
+//! beside them, the same probes of the peer that makes such a hop, nutcracker in
+//! front of memcached (a get direct, a get through nutcracker, `version`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -487,10 +489,24 @@ impl Drop for Nutcracker {
 }
 
 impl Nutcracker {
+    /// nutcracker with the pool `kura cluster nutcracker` prints for the ring.
     fn start(args: &ClusterArgs, etcd: &Etcd) -> Result<Nutcracker> {
-        let port = free_port();
-        let listen = format!("127.0.0.1:{port}");
+        let listen = format!("127.0.0.1:{}", free_port());
         let pool = kura_cluster(args, etcd, &["nutcracker", "--listen", &listen])?;
+        Nutcracker::with_pool(&listen, pool)
+    }
+
+    /// nutcracker in front of one memcached, as a ketama pool of one server: the
+    /// peer's cost of a hop.
+    fn before(memcached: SocketAddr) -> Result<Nutcracker> {
+        let listen = format!("127.0.0.1:{}", free_port());
+        let pool = format!(
+            "peer:\n  listen: {listen}\n  hash: md5\n  distribution: ketama\n  auto_eject_hosts: false\n  servers:\n   - {memcached}:1\n"
+        );
+        Nutcracker::with_pool(&listen, pool)
+    }
+
+    fn with_pool(listen: &str, pool: String) -> Result<Nutcracker> {
         let dir = tempfile::tempdir()?;
         let conf: PathBuf = dir.path().join("pool.yml");
         std::fs::write(&conf, pool)?;
@@ -696,12 +712,20 @@ fn forward_cost(args: &ClusterArgs, nodes: &[Node]) -> Result<Vec<Measure>> {
     if mine.is_empty() || other.is_empty() {
         bail!("too few keys to find some of each shard");
     }
+    // The peer doing the same work: nutcracker passing a get on to memcached.
+    let memcached = kura_testkit::MemcachedServer::start()?;
+    let nutcracker = Nutcracker::before(memcached.addr())?;
+    let mut m = kura_testkit::Client::connect(memcached.addr())?;
+    let mut value = b"set peer 0 0 ".to_vec();
+    value.extend_from_slice(format!("{}\r\n", args.value_size).as_bytes());
+    value.extend_from_slice(&value_bytes(args.value_size, 1));
+    value.extend_from_slice(b"\r\n");
+    m.request(&value, b"\r\n")?;
+    let mut through = kura_testkit::Client::connect(nutcracker.addr)?;
     let mut c = kura_testkit::Client::connect(nodes[0].server.addr())?;
-    let mut histograms = [
-        stats::new_histogram()?,
-        stats::new_histogram()?,
-        stats::new_histogram()?,
-    ];
+    let mut histograms: Vec<Histogram<u64>> = (0..6)
+        .map(|_| stats::new_histogram())
+        .collect::<Result<_>>()?;
     let mut key = Vec::new();
     for i in 0..args.probes {
         for (h, ids) in [(0, Some(mine)), (1, Some(other)), (2, None)] {
@@ -725,12 +749,28 @@ fn forward_cost(args: &ClusterArgs, nodes: &[Node]) -> Result<Vec<Measure>> {
                 );
             }
         }
+        for (h, request, end) in [
+            (3, &b"get peer\r\n"[..], &b"END\r\n"[..]),
+            (4, b"get peer\r\n", b"END\r\n"),
+            (5, b"version\r\n", b"\r\n"),
+        ] {
+            let client = if h == 4 { &mut through } else { &mut m };
+            let sent = Instant::now();
+            let reply = client.request(request, end)?;
+            stats::record(&mut histograms[h], sent.elapsed());
+            if h != 5 && !reply.starts_with(b"VALUE ") {
+                bail!("a peer probe found no value: {}", String::from_utf8_lossy(&reply));
+            }
+        }
     }
-    let [direct, passed, round_trip] = histograms;
+    let [direct, passed, round_trip, peer_direct, peer_passed, peer_round_trip]: [Histogram<u64>; 6] =
+        histograms
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("six probes"))?;
     let measure = |what: &str, op: &str, histogram: Histogram<u64>| Measure {
         what: what.into(),
         shards: nodes.len(),
-        route: "one node",
+        route: if what == "forward" { "one node" } else { "memcached" },
         op: op.into(),
         ops_per_sec: 0.0,
         failures: 0,
@@ -741,6 +781,9 @@ fn forward_cost(args: &ClusterArgs, nodes: &[Node]) -> Result<Vec<Measure>> {
         measure("forward", "get owned here", direct),
         measure("forward", "get passed on", passed),
         measure("forward", "mn round trip", round_trip),
+        measure("forward peer", "memcached: get", peer_direct),
+        measure("forward peer", "memcached: get through nutcracker", peer_passed),
+        measure("forward peer", "memcached: version round trip", peer_round_trip),
     ])
 }
 
@@ -854,8 +897,8 @@ fn report(
         "Growing the ring under the game through nutcracker with the old ring's pool: transactions a second (median of half-second windows), a request's p99 and the longest request during the grow".into(),
         growing,
     ));
-    let mut forward = Table::new(&["request through the first node", "p50 µs", "p99 µs"]);
-    for m in measures.iter().filter(|m| m.what == "forward") {
+    let mut forward = Table::new(&["request", "p50 µs", "p99 µs"]);
+    for m in measures.iter().filter(|m| m.what.starts_with("forward")) {
         forward.push(vec![
             m.op.clone(),
             m.histogram.value_at_quantile(0.5).to_string(),
@@ -863,11 +906,34 @@ fn report(
         ]);
     }
     println!("{}", forward.render());
+    let p50 = |op: &str| {
+        measures
+            .iter()
+            .find(|m| m.what.starts_with("forward") && m.op == op)
+            .map(|m| m.histogram.value_at_quantile(0.5) as f64)
+    };
+    let hops = |direct: &str, passed: &str, round_trip: &str| -> Option<f64> {
+        Some((p50(passed)? - p50(direct)?) / p50(round_trip)?.max(1.0))
+    };
+    if let (Some(kura), Some(peer)) = (
+        hops("get owned here", "get passed on", "mn round trip"),
+        hops(
+            "memcached: get",
+            "memcached: get through nutcracker",
+            "memcached: version round trip",
+        ),
+    ) {
+        let line = format!(
+            "A get passed on costs {kura:.2} round trips (p50) over a direct one through Kura; through nutcracker in front of memcached, {peer:.2}."
+        );
+        println!("{line}");
+        section.notes.push(line);
+    }
     section.tables.push((
         if args.netns {
-            "What a forwarded request costs: one connection's sequential requests to the first of four shards, passed on across the veth link to s3".into()
+            "What a forwarded request costs: one connection's sequential requests to the first of four shards, passed on across the veth link to s3; and the peer's hop, nutcracker in front of memcached on loopback".into()
         } else {
-            "What a forwarded request costs: one connection's sequential requests to the first of four shards".into()
+            "What a forwarded request costs: one connection's sequential requests to the first of four shards; and the peer's hop, nutcracker in front of memcached".into()
         },
         forward,
     ));
