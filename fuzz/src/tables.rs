@@ -38,7 +38,7 @@ pub fn check_values(data: &[u8]) {
         assert_eq!(text::split(&joined, separator, fields).as_ref(), Ok(&split));
     }
     let tables = parse_schema(
-        "CREATE TABLE t (id INT PRIMARY KEY, u BIGINT UNSIGNED, d DOUBLE, s VARCHAR(5), b BLOB NOT NULL DEFAULT '', m DECIMAL(20,4))",
+        "CREATE TABLE t (id INT PRIMARY KEY, u BIGINT UNSIGNED, d DOUBLE, s VARCHAR(5), b BLOB NOT NULL DEFAULT '', m DECIMAL(15,4))",
     );
     if let Ok(mut tables) = tables {
         // Rows of the table as declared, and with a column dropped (its place kept).

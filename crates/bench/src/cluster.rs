@@ -759,18 +759,25 @@ fn forward_cost(args: &ClusterArgs, nodes: &[Node]) -> Result<Vec<Measure>> {
             let reply = client.request(request, end)?;
             stats::record(&mut histograms[h], sent.elapsed());
             if h != 5 && !reply.starts_with(b"VALUE ") {
-                bail!("a peer probe found no value: {}", String::from_utf8_lossy(&reply));
+                bail!(
+                    "a peer probe found no value: {}",
+                    String::from_utf8_lossy(&reply)
+                );
             }
         }
     }
-    let [direct, passed, round_trip, peer_direct, peer_passed, peer_round_trip]: [Histogram<u64>; 6] =
-        histograms
-            .try_into()
-            .map_err(|_| anyhow::anyhow!("six probes"))?;
+    let [direct, passed, round_trip, peer_direct, peer_passed, peer_round_trip]: [Histogram<u64>;
+        6] = histograms
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("six probes"))?;
     let measure = |what: &str, op: &str, histogram: Histogram<u64>| Measure {
         what: what.into(),
         shards: nodes.len(),
-        route: if what == "forward" { "one node" } else { "memcached" },
+        route: if what == "forward" {
+            "one node"
+        } else {
+            "memcached"
+        },
         op: op.into(),
         ops_per_sec: 0.0,
         failures: 0,
@@ -782,8 +789,16 @@ fn forward_cost(args: &ClusterArgs, nodes: &[Node]) -> Result<Vec<Measure>> {
         measure("forward", "get passed on", passed),
         measure("forward", "mn round trip", round_trip),
         measure("forward peer", "memcached: get", peer_direct),
-        measure("forward peer", "memcached: get through nutcracker", peer_passed),
-        measure("forward peer", "memcached: version round trip", peer_round_trip),
+        measure(
+            "forward peer",
+            "memcached: get through nutcracker",
+            peer_passed,
+        ),
+        measure(
+            "forward peer",
+            "memcached: version round trip",
+            peer_round_trip,
+        ),
     ])
 }
 

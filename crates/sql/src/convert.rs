@@ -164,8 +164,9 @@ fn text(bytes: Vec<u8>, column: &Column, row: u64) -> Result<Value, SqlError> {
     }
 }
 
-/// A DECIMAL as SQLite computes with it: an integer when it has no fraction digits
-/// and fits, else the nearest double (exact for 15 significant digits).
+/// A DECIMAL as SQLite computes with it: an integer when it has no fraction digits,
+/// else the nearest double, which reads back as the same DECIMAL (a column's 15
+/// digits at most are a double's exactly).
 pub fn decimal_value(d: &Decimal) -> rusqlite::types::Value {
     match d.to_i64().filter(|_| d.scale == 0) {
         Some(n) => rusqlite::types::Value::Integer(n),
@@ -238,12 +239,9 @@ pub fn to_key(v: ValueRef<'_>, column: &Column) -> Option<Value> {
 /// them (SQLite checks the constraint again on every row).
 pub fn to_bound(v: ValueRef<'_>, column: &Column, lower: bool) -> Option<Value> {
     match (v, column.ty) {
-        // SQLite compares a DECIMAL of more than 15 digits as a double that may not
-        // be exactly its value: no bound for it.
-        (_, ColumnType::Decimal(p, _)) if p > 15 => None,
         // The number rounded to the scale, widened by a unit: a value past it reads
         // as a double past the number (a unit is far more than a double's error over
-        // 15 digits).
+        // a column's 15 digits at most).
         (ValueRef::Real(f), ColumnType::Decimal(_, s)) => {
             let d = Decimal::from_f64(f, 38, s).ok()?;
             let units = if lower { d.units - 1 } else { d.units + 1 };

@@ -170,13 +170,9 @@ impl Cell {
             ValueRef::Null => Cell::Null,
             ValueRef::Integer(n) => match kind {
                 Some(Kind::Decimal(_, s)) => Cell::Bytes(
-                    kura_tables::Decimal::from_i128(
-                        n.into(),
-                        kura_tables::decimal::MAX_PRECISION,
-                        s,
-                    )
-                    .map_or_else(|_| n.to_string(), |d| d.to_string())
-                    .into_bytes(),
+                    kura_tables::Decimal::from_i128(n.into(), 38, s)
+                        .map_or_else(|_| n.to_string(), |d| d.to_string())
+                        .into_bytes(),
                 ),
                 Some(k) if k.is_unsigned() && n >= 0 => Cell::UInt(n as u64),
                 Some(Kind::Double) => Cell::Double(n as f64),
@@ -198,7 +194,7 @@ impl Cell {
     /// digits after the point, as MySQL prints it (`text` when it is no number of 38
     /// digits).
     fn decimal(f: f64, scale: u8, text: impl FnOnce() -> String) -> Cell {
-        let d = kura_tables::Decimal::from_f64(f, kura_tables::decimal::MAX_PRECISION, scale);
+        let d = kura_tables::Decimal::from_f64(f, 38, scale);
         Cell::Bytes(d.map_or_else(|_| text(), |d| d.to_string()).into_bytes())
     }
 

@@ -1,16 +1,20 @@
 //! `DECIMAL(p, s)`: exact numbers of at most `p` digits, `s` of them after the point,
-//! as MySQL keeps them. A value is a whole count of units of 10^-s in an `i128`, so
-//! Kura takes precisions up to 38 (MySQL's go to 65; `i128` holds every number of 38
-//! digits). Text comes in as MySQL reads it into a DECIMAL: an optional sign, digits
-//! with an optional point, an optional exponent; digits past the scale are rounded
-//! half away from zero (MySQL's rounding of a DECIMAL), and a number that then needs
-//! more than `p - s` digits before the point is out of range. A value is written out
-//! with exactly `s` digits after the point, as MySQL prints it.
+//! as MySQL keeps them. A value is a whole count of units of 10^-s in an `i128` (which
+//! holds every number of 38 digits). A column takes at most 15 digits: SQL computes
+//! with a DECIMAL as SQLite's double, which keeps every number of 15 significant
+//! digits exactly, so a row SQL reads and writes back keeps its value (MySQL's
+//! DECIMAL goes to 65 digits). Text comes in as MySQL reads it into a DECIMAL: an
+//! optional sign, digits with an optional point, an optional exponent; digits past
+//! the scale are rounded half away from zero (MySQL's rounding of a DECIMAL), and a
+//! number that then needs more than `p - s` digits before the point is out of range.
+//! A value is written out with exactly `s` digits after the point, as MySQL prints it.
 
 use std::fmt;
 
-/// The most digits a DECIMAL of Kura's holds.
-pub const MAX_PRECISION: u8 = 38;
+/// The most digits a DECIMAL column of Kura's holds: what a double keeps exactly.
+pub const MAX_PRECISION: u8 = 15;
+/// The most digits a value holds (an `i128`'s).
+const MAX_DIGITS: u8 = 38;
 /// The most digits after the point (MySQL's limit).
 pub const MAX_SCALE: u8 = 30;
 
@@ -89,7 +93,7 @@ impl Decimal {
             }
         };
         let zeros = u32::try_from(shift.max(0)).unwrap_or(u32::MAX);
-        if kept.len() as u64 + u64::from(zeros) > u64::from(MAX_PRECISION) {
+        if kept.len() as u64 + u64::from(zeros) > u64::from(MAX_DIGITS) {
             return Err(DecimalError::OutOfRange);
         }
         let mut units = kept.iter().fold(0i128, |v, &d| v * 10 + i128::from(d));

@@ -348,7 +348,7 @@ fn decimal_type(info: &ExactNumberInfo, column: &str) -> Result<ColumnType, Erro
     }
     if p > u64::from(MAX_PRECISION) {
         return Err(schema_error!(
-            "column {column}: Kura keeps a DECIMAL of at most {MAX_PRECISION} digits, not {p}"
+            "column {column}: Kura keeps a DECIMAL of at most {MAX_PRECISION} digits (SQL computes with it as a double, exact to {MAX_PRECISION}), not {p}"
         ));
     }
     Ok(ColumnType::Decimal(p as u8, s as u8))
