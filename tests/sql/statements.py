@@ -365,6 +365,8 @@ def main(kura_port, mariadb_port):
     # SQLite computes with a DECIMAL as a double (docs/sql.md): 27.00 in MariaDB.
     check("DECIMAL in an expression", run(kura, "SELECT price * 2 FROM m1 WHERE id = 1"),
           ("ok", 1, [(27.0,)]))
+    check("SUM of a DECIMAL", run(kura, "SELECT SUM(price) FROM m1 WHERE id IN (1, 4)"),
+          ("ok", 1, [(13.5 + 9.99,)]))
     for ty, code in [("DECIMAL(40,31)", 1425), ("DECIMAL(16,2)", 1235)]:
         got = run(kura, f"CREATE TABLE m3 (id INT PRIMARY KEY, x {ty})")
         check(ty, got, ("error", code))
