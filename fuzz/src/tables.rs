@@ -6,8 +6,12 @@ use kura_tables::{parse_schema, row, text, Decimal};
 
 /// DDL text: parsed or refused, never a panic; what parses round-trips.
 pub fn check_ddl(data: &[u8]) {
-    let Ok(sql) = std::str::from_utf8(data) else { return };
-    let Ok(tables) = parse_schema(sql) else { return };
+    let Ok(sql) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(tables) = parse_schema(sql) else {
+        return;
+    };
     for table in &tables {
         let again = match parse_schema(&table.to_sql()) {
             Ok(mut t) if t.len() == 1 => t.remove(0),
@@ -23,7 +27,9 @@ pub fn check_ddl(data: &[u8]) {
 /// The first byte picks the separator and the field count; the rest is a value, a
 /// row's bytes and a catalog's bytes at once.
 pub fn check_values(data: &[u8]) {
-    let Some((&pick, value)) = data.split_first() else { return };
+    let Some((&pick, value)) = data.split_first() else {
+        return;
+    };
     let separator = [b'|', b',', b' ', b'\t'][usize::from(pick & 3)];
     let fields = usize::from(pick >> 2) % 6;
     if let Ok(split) = text::split(value, separator, fields) {
