@@ -168,7 +168,7 @@ fn text(bytes: Vec<u8>, column: &Column, row: u64) -> Result<Value, SqlError> {
 /// else the nearest double, which reads back as the same DECIMAL (a column's 15
 /// digits at most are a double's exactly).
 pub fn decimal_value(d: &Decimal) -> rusqlite::types::Value {
-    match d.to_i64().filter(|_| d.scale == 0) {
+    match (d.scale == 0).then(|| d.to_i64()).flatten() {
         Some(n) => rusqlite::types::Value::Integer(n),
         None => rusqlite::types::Value::Real(d.to_f64()),
     }

@@ -119,7 +119,7 @@ impl Decimal {
     /// An integer as a DECIMAL(`precision`, `scale`).
     pub fn from_i128(n: i128, precision: u8, scale: u8) -> Result<Decimal, DecimalError> {
         let limit = pow10(u32::from(precision - scale.min(precision)));
-        if n.abs() >= limit {
+        if n.unsigned_abs() >= limit.unsigned_abs() {
             return Err(DecimalError::OutOfRange);
         }
         Ok(Decimal {
@@ -130,7 +130,9 @@ impl Decimal {
 
     /// Whether the value has at most `precision` digits and `scale` after the point.
     pub fn fits(&self, precision: u8, scale: u8) -> bool {
-        self.scale == scale && self.units.abs() < pow10(u32::from(precision))
+        // Any i128 may come from a row's bytes: no negation that can overflow.
+        self.scale == scale
+            && self.units.unsigned_abs() < pow10(u32::from(precision)).unsigned_abs()
     }
 
     /// The nearest double.
@@ -140,7 +142,7 @@ impl Decimal {
 
     /// The value as an integer when it has no fraction and fits an `i64`.
     pub fn to_i64(&self) -> Option<i64> {
-        let unit = pow10(u32::from(self.scale));
+        let unit = 10i128.checked_pow(u32::from(self.scale))?;
         if self.units % unit != 0 {
             return None;
         }
@@ -240,5 +242,13 @@ mod tests {
         assert_eq!(x.to_i64(), None);
         assert_eq!(Decimal::parse("-12", 10, 2).unwrap().to_i64(), Some(-12));
         assert!(x.fits(4, 2) && !x.fits(3, 2) && !x.fits(4, 1));
+        let most = Decimal {
+            units: i128::MIN,
+            scale: 2,
+        };
+        assert!(!most.fits(38, 2));
+        assert!(most
+            .to_string()
+            .starts_with("-1701411834604692317316873037158841057"));
     }
 }
