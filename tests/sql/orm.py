@@ -7,7 +7,7 @@ Usage: orm.py KURA_SQL_PORT
   types, nullability and AUTO_INCREMENT, its primary key, its unique and plain
   indexes.
 - An ORM session inserts rows (AUTO_INCREMENT ids), reads one `with_for_update()` in
-  a transaction and changes it.
+  a transaction and changes it (a `Numeric` column too, read back as a `Decimal`).
 - Alembic's operations, as a migration runs them: `op.add_column` and
   `op.create_index`, then `op.alter_column` (wider, renamed), `op.drop_index` and
   `op.drop_column`, read back by reflection.
@@ -15,6 +15,7 @@ Usage: orm.py KURA_SQL_PORT
 Exits non-zero with the failing check.
 """
 import sys
+from decimal import Decimal
 
 import sqlalchemy as sa
 from alembic.migration import MigrationContext
@@ -34,6 +35,7 @@ class Player(Base):
     name: Mapped[str] = mapped_column(sa.String(32))
     email: Mapped[str | None] = mapped_column(sa.String(64))
     level: Mapped[int] = mapped_column(default=1)
+    balance: Mapped[Decimal] = mapped_column(sa.Numeric(10, 2), default=Decimal("0.00"))
 
 
 def main(port):
@@ -42,6 +44,7 @@ def main(port):
         c.exec_driver_sql(
             "CREATE TABLE players (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
             " name VARCHAR(32) NOT NULL, email VARCHAR(64), level INT NOT NULL DEFAULT 1,"
+            " balance DECIMAL(10,2) NOT NULL DEFAULT 0.00,"
             " UNIQUE KEY email (email), KEY level (level))"
         )
     md = sa.MetaData()
@@ -55,6 +58,7 @@ def main(port):
             ("name", "VARCHAR(32)", False, False),
             ("email", "VARCHAR(64)", True, False),
             ("level", "INTEGER", False, False),
+            ("balance", "DECIMAL(10, 2)", False, False),
         ],
     )
     check("id is AUTO_INCREMENT", t.c.id.autoincrement, True)
@@ -74,9 +78,13 @@ def main(port):
             sa.select(Player).where(Player.name == "ann").with_for_update()
         ).scalar_one()
         p.level += 5
+        p.balance += Decimal("12.345")
         s.commit()
-        rows = [(p.id, p.name, p.email, p.level) for p in s.scalars(sa.select(Player).order_by(Player.id))]
-        check("ORM rows", rows, [(1, "ann", "a@x.com", 6), (2, "bob", None, 1)])
+        rows = [
+            (p.id, p.name, p.email, p.level, str(p.balance))
+            for p in s.scalars(sa.select(Player).order_by(Player.id))
+        ]
+        check("ORM rows", rows, [(1, "ann", "a@x.com", 6, "12.35"), (2, "bob", None, 1, "0.00")])
 
     with engine.begin() as c:
         op = Operations(MigrationContext.configure(c))
@@ -85,7 +93,8 @@ def main(port):
     md = sa.MetaData()
     md.reflect(engine)
     t = md.tables["players"]
-    check("columns after the migration", [c.name for c in t.columns], ["id", "name", "email", "level", "score"])
+    check("columns after the migration", [c.name for c in t.columns],
+          ["id", "name", "email", "level", "balance", "score"])
     check(
         "indexes after the migration",
         sorted(i.name for i in t.indexes),
@@ -104,7 +113,7 @@ def main(port):
     md.reflect(engine)
     t = md.tables["players"]
     check("columns after the second migration", [c.name for c in t.columns],
-          ["id", "name", "email", "lvl"])
+          ["id", "name", "email", "lvl", "balance"])
     check("name widened", t.columns["name"].type.length, 64)
     with engine.connect() as c:
         rows = c.execute(sa.text("SELECT id, name, lvl FROM players ORDER BY id")).all()
