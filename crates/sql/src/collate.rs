@@ -20,17 +20,14 @@
 
 #![allow(unsafe_code)]
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::ops::ControlFlow;
 
 use kura_tables::{Catalog, Rule};
 use rusqlite::{ffi, Connection};
-use sqlparser::ast::{
-    visit_expressions_mut, BinaryOperator, Expr, Statement, TableFactor, Visit, Visitor,
-};
+use sqlparser::ast::{visit_expressions_mut, BinaryOperator, Expr, Statement};
 
-use crate::names;
+use crate::columns::StatementTables;
 
 /// The SQLite collation a column of `rule` is declared with; None: SQLite's own
 /// (bytes).
@@ -178,74 +175,13 @@ unsafe extern "C" fn compare_folded<const PAD: bool>(
     }
 }
 
-/// The tables a statement reads or writes: by the name or alias a column may be
-/// qualified with, each table's position in the catalog.
-struct Tables<'a> {
-    catalog: &'a Catalog,
-    database: Option<&'a str>,
-    by_name: HashMap<String, usize>,
-}
-
-impl Visitor for Tables<'_> {
-    type Break = ();
-
-    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
-        if let TableFactor::Table { name, alias, .. } = factor {
-            let Ok(qualified) = names::of_statement(name, self.database) else {
-                return ControlFlow::Continue(());
-            };
-            if let Some(t) = self.catalog.table(&qualified) {
-                let shown = match alias {
-                    Some(alias) => alias.name.value.clone(),
-                    None => names::part(&name.0[name.0.len() - 1]),
-                };
-                self.by_name.insert(shown.to_ascii_lowercase(), t);
-            }
-        }
-        ControlFlow::Continue(())
-    }
-}
-
-impl Tables<'_> {
-    /// The rule of the column `expr` names, if it is a column of a table the
-    /// statement names (unqualified: of any of them that has it, if they agree).
-    fn rule_of(&self, expr: &Expr) -> Option<Rule> {
-        let (qualifier, column) = match expr {
-            Expr::Identifier(ident) => (None, &ident.value),
-            Expr::CompoundIdentifier(parts) if parts.len() >= 2 => (
-                Some(parts[parts.len() - 2].value.to_ascii_lowercase()),
-                &parts[parts.len() - 1].value,
-            ),
-            Expr::Nested(inner) => return self.rule_of(inner),
-            _ => return None,
-        };
-        let rule_in = |t: usize| {
-            let table = &self.catalog.tables[t].table;
-            table.column_index(column).map(|c| table.columns[c].rule())
-        };
-        match qualifier {
-            Some(q) => rule_in(*self.by_name.get(&q)?),
-            None => {
-                let mut rules = self.by_name.values().filter_map(|&t| rule_in(t));
-                let first = rules.next()?;
-                rules.all(|r| r == first).then_some(first)
-            }
-        }
-    }
-}
-
 /// Rewrites each `x [NOT] LIKE p [ESCAPE e]` of `statement` whose `x` is a
 /// case-insensitive column into `x MATCH p` (with an escape, `mysql_like_ci(p, x, e)`),
 /// and each `x [NOT] REGEXP p` into `regexp_ci(p, x)`, before the statement's table
 /// names are made SQLite's.
 pub fn fold_likes(statement: &mut Statement, catalog: &Catalog, database: Option<&str>) {
-    let mut tables = Tables {
-        catalog,
-        database,
-        by_name: HashMap::new(),
-    };
-    let _ = statement.visit(&mut tables);
-    if tables.by_name.is_empty() {
+    let tables = StatementTables::of(statement, catalog, database);
+    if tables.is_empty() {
         return;
     }
     let _ = visit_expressions_mut(statement, |expr: &mut Expr| {

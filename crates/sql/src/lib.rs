@@ -14,6 +14,7 @@
 
 pub mod bytes;
 mod collate;
+mod columns;
 pub mod convert;
 mod dates;
 mod ddl;

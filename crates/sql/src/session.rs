@@ -776,9 +776,11 @@ impl Session {
         }
         let mut columns: Vec<ColumnInfo> = stmt
             .columns()
-            .map(|c| {
+            .enumerate()
+            .map(|(i, c)| {
                 let mut info = ColumnInfo::new(c.name(), Kind::Null);
-                if let Some(kind) = c.decl_type().and_then(Kind::from_decl) {
+                let computed = t.kinds.get(i).copied().flatten();
+                if let Some(kind) = c.decl_type().and_then(Kind::from_decl).or(computed) {
                     info.kind = kind;
                 }
                 info

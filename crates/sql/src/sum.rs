@@ -1,7 +1,8 @@
 //! `SUM` as MySQL's: integers add exactly past 64 bits (SQLite's built-in `sum` fails
 //! with "integer overflow" where MySQL's DECIMAL sum goes on), and a sum that no
 //! longer fits a BIGINT comes back as a DOUBLE (SQLite computes in doubles, a DECIMAL
-//! column's values too; `docs/sql.md`).
+//! column's values too: the client is told the sum of one is a DECIMAL, and gets the
+//! double at its scale, `crate::columns::aggregate_kinds`; `docs/sql.md`).
 //! Doubles add with Neumaier's compensation, as SQLite's own `sum` does. Registered
 //! as a window function too, so `SUM(x) OVER (...)` works as before.
 

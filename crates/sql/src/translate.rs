@@ -57,6 +57,9 @@ pub struct Translated {
     /// A SELECT with `SQL_CALC_FOUND_ROWS`: the count of its rows without its LIMIT,
     /// which FOUND_ROWS() then gives.
     pub count_sql: Option<String>,
+    /// The type of each result column SQLite declares none for but MySQL gives one
+    /// (an aggregate of a DECIMAL column: [`crate::columns::aggregate_kinds`]).
+    pub kinds: Vec<Option<crate::result::Kind>>,
 }
 
 /// MySQL's older `LOCK IN SHARE MODE` at the end of a statement, spelt as MySQL 8's
@@ -190,6 +193,7 @@ pub fn translate(
 ) -> Result<Translated, SqlError> {
     name_columns(&mut statement, original);
     crate::collate::fold_likes(&mut statement, catalog, database);
+    let kinds = crate::columns::aggregate_kinds(&statement, catalog, database);
     let mut failed: Option<SqlError> = None;
     // `database.table` as SQLite knows it ([`crate::names`]).
     let _ = visit_relations_mut(&mut statement, |name: &mut ObjectName| {
@@ -277,6 +281,7 @@ pub fn translate(
         upsert,
         locking,
         count_sql: None,
+        kinds,
     })
 }
 
