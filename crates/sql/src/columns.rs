@@ -112,10 +112,10 @@ impl<'a> StatementTables<'a> {
     }
 }
 
-/// For each result column of a SELECT whose items are all expressions (no `*`): the
-/// type MySQL gives `SUM`, `AVG`, `MIN` or `MAX` of a DECIMAL column (SUM: 22 more
-/// digits; AVG: 4 more digits, 4 of them after the point; MIN, MAX: the column's),
-/// None for anything else. SQLite computes them as doubles: the client is told the
+/// For each result column of a SELECT of tables (no derived table) whose items are
+/// all expressions (no `*`): the type MySQL gives `SUM`, `AVG`, `MIN` or `MAX` of a
+/// DECIMAL column (SUM: 22 more digits; AVG: 4 more digits, 4 of them after the
+/// point; MIN, MAX: the column's), None for anything else. SQLite computes them as doubles: the client is told the
 /// DECIMAL and gets the double at its scale.
 pub fn aggregate_kinds(
     statement: &Statement,
@@ -128,8 +128,14 @@ pub fn aggregate_kinds(
     let SetExpr::Select(select) = query.body.as_ref() else {
         return Vec::new();
     };
+    // Only over tables: a derived table's columns may take a table's names.
+    let plain = |f: &TableFactor| matches!(f, TableFactor::Table { .. });
+    let over_tables = select
+        .from
+        .iter()
+        .all(|t| plain(&t.relation) && t.joins.iter().all(|j| plain(&j.relation)));
     let tables = StatementTables::of(statement, catalog, database);
-    if tables.is_empty() {
+    if !over_tables || tables.is_empty() {
         return Vec::new();
     }
     let mut kinds = Vec::with_capacity(select.projection.len());
