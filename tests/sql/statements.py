@@ -162,6 +162,15 @@ ALTER_COLUMNS = [
     "SELECT COLUMN_NAME, DATA_TYPE, IS_NULLABLE FROM information_schema.COLUMNS"
     " WHERE TABLE_NAME = 'ac' AND TABLE_SCHEMA = DATABASE() ORDER BY ORDINAL_POSITION",
     "DROP TABLE ac",
+    # A DECIMAL to more digits of the same scale, its index kept.
+    "CREATE TABLE ad (id INT PRIMARY KEY, m DECIMAL(6,2), KEY m (m))",
+    "INSERT INTO ad VALUES (1, 1234.5), (2, -0.25)",
+    "INSERT INTO ad VALUES (3, 12345678.9)",
+    "ALTER TABLE ad MODIFY m DECIMAL(10,2)",
+    "INSERT INTO ad VALUES (3, 12345678.9)",
+    "SELECT * FROM ad ORDER BY m",
+    "SELECT id FROM ad WHERE m > 1000 ORDER BY id",
+    "DROP TABLE ad",
     # Columns dropped (with their indexes), rows written before and after, a column
     # added after.
     "CREATE TABLE dc (id INT PRIMARY KEY, a VARCHAR(5), b INT, c VARCHAR(8), e INT,"
