@@ -713,9 +713,16 @@ fn forward_cost(args: &ClusterArgs, nodes: &[Node]) -> Result<Vec<Measure>> {
         bail!("too few keys to find some of each shard");
     }
     // The peer doing the same work: nutcracker passing a get on to memcached.
-    let memcached = kura_testkit::MemcachedServer::start()?;
-    let nutcracker = Nutcracker::before(memcached.addr())?;
-    let mut m = kura_testkit::Client::connect(memcached.addr())?;
+    // Started as every other benchmark starts it (`--memcached-bin`, its threads and
+    // memory).
+    let memcached = crate::backend::Backend::start(
+        &crate::backend::BackendKind::Memcached {
+            name: "memcached".into(),
+        },
+        &args.common.launch_config(),
+    )?;
+    let nutcracker = Nutcracker::before(memcached.addr)?;
+    let mut m = kura_testkit::Client::connect(memcached.addr)?;
     let mut value = b"set peer 0 0 ".to_vec();
     value.extend_from_slice(format!("{}\r\n", args.value_size).as_bytes());
     value.extend_from_slice(&value_bytes(args.value_size, 1));

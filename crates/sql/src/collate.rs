@@ -23,7 +23,7 @@
 use std::fmt::Write as _;
 use std::ops::ControlFlow;
 
-use kura_tables::{Catalog, Rule};
+use kura_tables::Rule;
 use rusqlite::{ffi, Connection};
 use sqlparser::ast::{visit_expressions_mut, BinaryOperator, Expr, Statement};
 
@@ -179,8 +179,7 @@ unsafe extern "C" fn compare_folded<const PAD: bool>(
 /// case-insensitive column into `x MATCH p` (with an escape, `mysql_like_ci(p, x, e)`),
 /// and each `x [NOT] REGEXP p` into `regexp_ci(p, x)`, before the statement's table
 /// names are made SQLite's.
-pub fn fold_likes(statement: &mut Statement, catalog: &Catalog, database: Option<&str>) {
-    let tables = StatementTables::of(statement, catalog, database);
+pub fn fold_likes(statement: &mut Statement, tables: &StatementTables<'_>) {
     if tables.is_empty() {
         return;
     }

@@ -117,10 +117,9 @@ impl<'a> StatementTables<'a> {
 /// DECIMAL column (SUM: 22 more digits; AVG: 4 more digits, 4 of them after the
 /// point; MIN, MAX: the column's), None for anything else. SQLite computes them as doubles: the client is told the
 /// DECIMAL and gets the double at its scale.
-pub fn aggregate_kinds(
+pub(crate) fn aggregate_kinds(
     statement: &Statement,
-    catalog: &Catalog,
-    database: Option<&str>,
+    tables: &StatementTables<'_>,
 ) -> Vec<Option<Kind>> {
     let Statement::Query(query) = statement else {
         return Vec::new();
@@ -134,7 +133,6 @@ pub fn aggregate_kinds(
         .from
         .iter()
         .all(|t| plain(&t.relation) && t.joins.iter().all(|j| plain(&j.relation)));
-    let tables = StatementTables::of(statement, catalog, database);
     if !over_tables || tables.is_empty() {
         return Vec::new();
     }
@@ -145,7 +143,7 @@ pub fn aggregate_kinds(
             // A `*` stands for columns not counted here.
             _ => return Vec::new(),
         };
-        kinds.push(aggregate_kind(expr, &tables));
+        kinds.push(aggregate_kind(expr, tables));
     }
     kinds
 }

@@ -243,7 +243,7 @@ pub fn to_bound(v: ValueRef<'_>, column: &Column, lower: bool) -> Option<Value> 
         // as a double past the number (a unit is far more than a double's error over
         // a column's 15 digits at most).
         (ValueRef::Real(f), ColumnType::Decimal(_, s)) => {
-            let d = Decimal::from_f64(f, 38, s).ok()?;
+            let d = Decimal::from_f64(f, kura_tables::decimal::MAX_DIGITS, s).ok()?;
             let units = if lower { d.units - 1 } else { d.units + 1 };
             Some(Value::Decimal(Decimal { units, scale: s }))
         }

@@ -1,5 +1,6 @@
 //! What a statement returns: rows with their columns' MySQL types, or what a write did.
 
+use kura_tables::decimal::MAX_DIGITS;
 use kura_tables::ColumnType;
 use rusqlite::types::ValueRef;
 
@@ -169,10 +170,9 @@ impl Cell {
         match v {
             ValueRef::Null => Cell::Null,
             ValueRef::Integer(n) => match kind {
-                Some(Kind::Decimal(_, s)) => Cell::Bytes(
-                    kura_tables::Decimal::from_i128(n.into(), 38, s)
-                        .map_or_else(|_| n.to_string(), |d| d.to_string())
-                        .into_bytes(),
+                Some(Kind::Decimal(_, s)) => Cell::decimal(
+                    kura_tables::Decimal::from_i128(n.into(), MAX_DIGITS, s),
+                    || n.to_string(),
                 ),
                 Some(k) if k.is_unsigned() && n >= 0 => Cell::UInt(n as u64),
                 Some(Kind::Double) => Cell::Double(n as f64),
@@ -182,7 +182,11 @@ impl Cell {
                 _ => Cell::Int(n),
             },
             ValueRef::Real(f) => match kind {
-                Some(Kind::Decimal(_, s)) => Cell::decimal(f, s, || f.to_string()),
+                Some(Kind::Decimal(_, s)) => {
+                    Cell::decimal(kura_tables::Decimal::from_f64(f, MAX_DIGITS, s), || {
+                        f.to_string()
+                    })
+                }
                 Some(k) if k.is_unsigned() && f >= 0.0 => Cell::UInt(f as u64),
                 _ => Cell::Double(f),
             },
@@ -190,12 +194,13 @@ impl Cell {
         }
     }
 
-    /// A DECIMAL column's value as SQLite computed it, `f`, with the column's `scale`
-    /// digits after the point, as MySQL prints it (`text` when it is no number of 38
-    /// digits).
-    fn decimal(f: f64, scale: u8, text: impl FnOnce() -> String) -> Cell {
-        let d = kura_tables::Decimal::from_f64(f, 38, scale);
-        Cell::Bytes(d.map_or_else(|_| text(), |d| d.to_string()).into_bytes())
+    /// A DECIMAL made of what SQLite computed, with its scale's digits after the
+    /// point as MySQL prints it (`text` when it is no number of a DECIMAL's digits).
+    fn decimal(
+        made: Result<kura_tables::Decimal, kura_tables::decimal::DecimalError>,
+        text: impl FnOnce() -> String,
+    ) -> Cell {
+        Cell::Bytes(made.map_or_else(|_| text(), |d| d.to_string()).into_bytes())
     }
 
     /// [`Cell::from_sqlite`] for a value already taken out of SQLite: text and bytes

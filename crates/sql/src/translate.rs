@@ -192,8 +192,11 @@ pub fn translate(
     database: Option<&str>,
 ) -> Result<Translated, SqlError> {
     name_columns(&mut statement, original);
-    crate::collate::fold_likes(&mut statement, catalog, database);
-    let kinds = crate::columns::aggregate_kinds(&statement, catalog, database);
+    // The tables the statement names, found once for what follows (neither changes
+    // them).
+    let tables = crate::columns::StatementTables::of(&statement, catalog, database);
+    crate::collate::fold_likes(&mut statement, &tables);
+    let kinds = crate::columns::aggregate_kinds(&statement, &tables);
     let mut failed: Option<SqlError> = None;
     // `database.table` as SQLite knows it ([`crate::names`]).
     let _ = visit_relations_mut(&mut statement, |name: &mut ObjectName| {

@@ -13,8 +13,9 @@ use std::fmt;
 
 /// The most digits a DECIMAL column of Kura's holds: what a double keeps exactly.
 pub const MAX_PRECISION: u8 = 15;
-/// The most digits a value holds (an `i128`'s).
-const MAX_DIGITS: u8 = 38;
+/// The most digits a value holds (an `i128`'s): what a DECIMAL made of any number
+/// SQL computed may take.
+pub const MAX_DIGITS: u8 = 38;
 /// The most digits after the point (MySQL's limit).
 pub const MAX_SCALE: u8 = 30;
 
